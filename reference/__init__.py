@@ -1,0 +1,21 @@
+"""The float64 oracle for conv3d backward (numpy and scipy only)."""
+
+from reference.geometry import AxisMap, ConvGeometry, GeometryError
+from reference.oracle import (
+    SUPPORTED_DTYPES,
+    NonFiniteInputError,
+    conv3d_bwd_magnitudes,
+    conv3d_bwd_ref,
+    conv3d_fwd,
+)
+
+__all__ = [
+    "SUPPORTED_DTYPES",
+    "AxisMap",
+    "ConvGeometry",
+    "GeometryError",
+    "NonFiniteInputError",
+    "conv3d_bwd_magnitudes",
+    "conv3d_bwd_ref",
+    "conv3d_fwd",
+]
