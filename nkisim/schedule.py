@@ -1,0 +1,278 @@
+"""A dependency-aware list schedule of a trace on the modelled NeuronCore(s).
+
+Model (see ``docs/nkisim-cost-model.md``):
+
+- Each compute engine (tensor, vector, scalar, gpsimd) runs its instructions in program
+  order, one at a time: an instruction starts when the engine is free and its inputs are
+  ready, and blocks the engine for its occupancy.
+- DMA: 16 queues per core, each holding one transfer from its trigger until it completes;
+  a transfer is assigned to the queue that frees earliest. After the fixed start latency the
+  bytes flow through the core's DMA bandwidth, a shared fluid resource that several transfers
+  fill together (each capped at the fraction of the 16 engines its shape can use).
+- Dependencies: RAW, WAR and WAW between accesses to the same storage whose partition ranges
+  and element spans overlap. RAW/WAW wait for the producer's latency; WAR waits until the
+  reader has finished. Matmuls accumulating into the same PSUM region on the TensorE
+  pipeline back to back (WAW between TensorE instructions waits only for the occupancy).
+- Under LNC2 each program runs on its own core; ``sendrecv`` and ``core_barrier`` pair the
+  k-th such instruction of each core: none starts before all are ready. The modelled time is
+  the later-finishing core.
+"""
+from __future__ import annotations
+
+import heapq
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .cost import HardwareTarget, InstrTiming, get_target, instr_timing
+from .trace import Instr
+
+__all__ = ["FluidBandwidth", "ScheduleResult", "schedule", "schedule_programs"]
+
+_SYNC_OPS = frozenset({"sendrecv", "core_barrier"})
+_COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
+# An entry per remembered access: (p_lo, p_hi, s_lo, s_hi, write, visible_ns, release_ns, engine)
+_P_LO, _P_HI, _S_LO, _S_HI, _WRITE, _VISIBLE, _RELEASE, _ENGINE = range(8)
+_MAX_ENTRIES = 48  # per storage; beyond it the oldest are merged conservatively
+
+
+@dataclass(frozen=True)
+class ScheduleResult:
+    """Modelled times of a schedule (ns)."""
+
+    makespan_ns: float
+    core_makespan_ns: tuple[float, ...]
+    busy_ns: dict[str, float]                 # summed over cores; dma = bandwidth time used
+    starts_ns: tuple[tuple[float, ...], ...] = ()   # per core, per instruction (if recorded)
+    ends_ns: tuple[tuple[float, ...], ...] = ()     # per core: when results are visible
+
+
+class FluidBandwidth:
+    """A shared bandwidth in time bins; transfers fill free capacity first come, first fit.
+
+    Work is measured in ns of full-rate use. A transfer starting at ``t0`` takes from each bin
+    at most ``rate`` of the bin's time and what the earlier placed transfers left free. Full bins
+    are skipped through a union-find "next non-full bin" map, so placement stays cheap.
+    """
+
+    __slots__ = ("_next", "_used", "bin_ns")
+
+    def __init__(self, bin_ns: float = 100.0) -> None:
+        self.bin_ns = bin_ns
+        self._used: dict[int, float] = {}
+        self._next: dict[int, int] = {}
+
+    def _find(self, b: int) -> int:
+        nxt = self._next
+        root = b
+        while root in nxt:
+            root = nxt[root]
+        while b in nxt and nxt[b] != root:  # path compression
+            nxt[b], b = root, nxt[b]
+        return root
+
+    def place(self, t0: float, work_ns: float, rate: float = 1.0) -> float:
+        """Reserve ``work_ns`` from ``t0`` on; returns when the transfer ends."""
+        if work_ns <= 0.0:
+            return t0
+        size = self.bin_ns
+        used = self._used
+        b = int(t0 // size)
+        t = t0
+        remaining = work_ns
+        while True:
+            nb = self._find(b)
+            if nb != b:
+                b = nb
+                t = b * size
+            bin_end = (b + 1) * size
+            avail = bin_end - t
+            free = size - used.get(b, 0.0)
+            cap = min(free, rate * avail)
+            if cap <= 1e-9:
+                b += 1
+                t = bin_end
+                continue
+            take = min(remaining, cap)
+            now_used = used.get(b, 0.0) + take
+            used[b] = now_used
+            if now_used >= size - 1e-9:
+                self._next[b] = b + 1
+            remaining -= take
+            if remaining <= 1e-9:
+                return t + avail * (take / cap)
+            b += 1
+            t = bin_end
+
+
+class _Core:
+    """Schedule state of one core."""
+
+    def __init__(self, instrs: Sequence[Instr], hw: HardwareTarget, record: bool) -> None:
+        self.instrs = instrs
+        self.hw = hw
+        self.pos = 0
+        self.engine_free = dict.fromkeys(_COMPUTE_ENGINES, 0.0)
+        self.queues = [(0.0, q) for q in range(hw.dma_engines)]  # heap of (free_at, queue)
+        self.bandwidth = FluidBandwidth()
+        self.regions: dict[int, list[tuple]] = {}
+        self.busy = dict.fromkeys((*_COMPUTE_ENGINES, "dma"), 0.0)
+        self.makespan = 0.0
+        self.record = record
+        self.starts: list[float] = []
+        self.ends: list[float] = []
+        self._pending: tuple[Instr, InstrTiming, float] | None = None
+
+    # -- dependencies ---------------------------------------------------------------------
+    def _ready(self, instr: Instr, engine: str) -> float:
+        ready = 0.0
+        regions = self.regions
+        for a in instr.accesses:
+            entries = regions.get(a.storage)
+            if not entries:
+                continue
+            p_lo = a.partition_start
+            p_hi = p_lo + a.partitions
+            s_lo, s_hi = a.span
+            write = a.write
+            for e in entries:
+                if e[_P_LO] >= p_hi or p_lo >= e[_P_HI] or e[_S_LO] >= s_hi or s_lo >= e[_S_HI]:
+                    continue
+                if e[_WRITE]:
+                    # RAW / WAW; TensorE accumulation into PSUM pipelines back to back.
+                    t = e[_RELEASE] if (write and engine == "tensor" and e[_ENGINE] == "tensor") \
+                        else e[_VISIBLE]
+                elif write:
+                    t = e[_RELEASE]  # WAR
+                else:
+                    continue
+                ready = max(ready, t)
+        return ready
+
+    def _remember(self, instr: Instr, engine: str, visible: float, release: float) -> None:
+        regions = self.regions
+        for a in instr.accesses:
+            p_lo = a.partition_start
+            p_hi = p_lo + a.partitions
+            s_lo, s_hi = a.span
+            entry = (p_lo, p_hi, s_lo, s_hi, a.write, visible, release, engine)
+            entries = regions.get(a.storage)
+            if entries is None:
+                regions[a.storage] = [entry]
+                continue
+            if a.write:
+                # Everything this write covers is ordered before it: later accesses that would
+                # depend on those entries depend on this write, which finishes after them.
+                entries[:] = [e for e in entries
+                              if not (p_lo <= e[_P_LO] and e[_P_HI] <= p_hi
+                                      and s_lo <= e[_S_LO] and e[_S_HI] <= s_hi)]
+            else:
+                entries[:] = [e for e in entries
+                              if e[_WRITE] or e[_RELEASE] > release
+                              or not (p_lo <= e[_P_LO] and e[_P_HI] <= p_hi
+                                      and s_lo <= e[_S_LO] and e[_S_HI] <= s_hi)]
+            entries.append(entry)
+            if len(entries) > _MAX_ENTRIES:
+                regions[a.storage] = _merge_oldest(entries)
+
+    # -- execution ------------------------------------------------------------------------
+    def _execute(self, instr: Instr, timing: InstrTiming, ready: float) -> None:
+        engine = timing.engine
+        if engine == "dma":
+            free_at, queue = heapq.heappop(self.queues)
+            start = max(free_at, ready)
+            end = self.bandwidth.place(start + timing.dma_fixed_ns, timing.occupancy_ns,
+                                       timing.dma_rate)
+            # a lone transfer never beats its own engines' rate
+            floor = start + timing.latency_ns
+            end = max(end, floor)
+            heapq.heappush(self.queues, (end, queue))
+            self.busy["dma"] += timing.occupancy_ns
+            visible = release = end
+        elif engine == "sync":
+            start = visible = release = ready
+        else:
+            free_at = self.engine_free[engine]
+            start = max(free_at, ready)
+            release = start + timing.occupancy_ns
+            visible = start + timing.latency_ns
+            self.engine_free[engine] = release
+            self.busy[engine] += timing.occupancy_ns
+        self._remember(instr, engine, visible, release)
+        self.makespan = max(self.makespan, visible)
+        if self.record:
+            self.starts.append(start)
+            self.ends.append(visible)
+
+    def run_until_sync(self) -> float | None:
+        """Schedule up to the next cross-core sync; returns its ready time, None at the end."""
+        instrs = self.instrs
+        hw = self.hw
+        n = len(instrs)
+        while self.pos < n:
+            instr = instrs[self.pos]
+            self.pos += 1
+            timing = instr_timing(instr, hw)
+            ready = self._ready(instr, timing.engine)
+            if instr.op in _SYNC_OPS:
+                self._pending = (instr, timing, ready)
+                return ready
+            self._execute(instr, timing, ready)
+        return None
+
+    def finish_sync(self, ready: float) -> None:
+        """Run the pending sync instruction once every core has reached it."""
+        assert self._pending is not None
+        instr, timing, own_ready = self._pending
+        self._pending = None
+        self._execute(instr, timing, max(ready, own_ready))
+
+
+def _merge_oldest(entries: list[tuple]) -> list[tuple]:
+    """Fold the older half of the entries into one read and one write summary (conservative)."""
+    half = len(entries) // 2
+    old, keep = entries[:half], entries[half:]
+    merged = []
+    for write in (False, True):
+        group = [e for e in old if e[_WRITE] == write]
+        if group:
+            merged.append((min(e[_P_LO] for e in group), max(e[_P_HI] for e in group),
+                           min(e[_S_LO] for e in group), max(e[_S_HI] for e in group), write,
+                           max(e[_VISIBLE] for e in group), max(e[_RELEASE] for e in group), ""))
+    return merged + keep
+
+
+def schedule_programs(programs: Sequence[Sequence[Instr]], target: str | HardwareTarget,
+                      record: bool = False) -> ScheduleResult:
+    """Schedule one instruction list per core; cores meet at ``sendrecv``/``core_barrier``."""
+    hw = get_target(target)
+    cores = [_Core(instrs, hw, record) for instrs in programs] or [_Core((), hw, record)]
+    live = list(cores)
+    while live:
+        waiting = []
+        for core in live:
+            ready = core.run_until_sync()
+            if ready is not None:
+                waiting.append((core, ready))
+        if waiting:
+            meet = max(r for _, r in waiting)
+            for core, _ in waiting:
+                core.finish_sync(meet)
+        live = [core for core, _ in waiting]
+    busy: dict[str, float] = {}
+    for core in cores:
+        for engine, t in core.busy.items():
+            busy[engine] = busy.get(engine, 0.0) + t
+    core_times = tuple(core.makespan for core in cores)
+    return ScheduleResult(
+        makespan_ns=max(core_times),
+        core_makespan_ns=core_times,
+        busy_ns=busy,
+        starts_ns=tuple(tuple(c.starts) for c in cores) if record else (),
+        ends_ns=tuple(tuple(c.ends) for c in cores) if record else (),
+    )
+
+
+def schedule(instrs: Sequence[Instr], target: str | HardwareTarget,
+             record: bool = False) -> ScheduleResult:
+    """Schedule one core's instructions."""
+    return schedule_programs([instrs], target, record)
