@@ -128,15 +128,20 @@ TARGETS: dict[str, HardwareTarget] = {
 }
 
 
-def get_target(target: str | HardwareTarget) -> HardwareTarget:
-    """The hardware table of ``target`` ('trn1', 'trn2', 'trn3' or a HardwareTarget)."""
+_TARGET_ALIASES = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2",
+                   "trn3": "trn3", "gen4": "trn3"}
+
+
+def get_target(target: object) -> HardwareTarget:
+    """The hardware table of ``target``: a name, an alias, a HardwareTarget or anything with ``.name``."""
     if isinstance(target, HardwareTarget):
         return target
-    try:
-        return TARGETS[target]
-    except KeyError:
+    name = target if isinstance(target, str) else getattr(target, "name", target)
+    key = _TARGET_ALIASES.get(name.strip().lower()) if isinstance(name, str) else None
+    if key is None:
         raise CostModelError(
-            f"target={target!r}: must be one of {sorted(TARGETS)}") from None
+            f"target={target!r}: must be one of {sorted(TARGETS)} (or gen2/gen3/gen4, inf2)")
+    return TARGETS[key]
 
 
 _ITEMSIZE = {

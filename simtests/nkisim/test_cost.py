@@ -1,0 +1,222 @@
+"""Cost figures against cycle counts computed by hand from docs/nki-api.md §8."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from nkisim.cost import (
+    TARGETS,
+    CostModelError,
+    HardwareTarget,
+    get_target,
+    instr_cost_ns,
+    instr_timing,
+    matmul_flops,
+)
+from nkisim.trace import Access, Instr
+
+ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+
+def acc(role, buffer, storage, dtype="bfloat16", shape=(128, 512), write=False, pstart=0,
+        contig=None) -> Access:
+    """An access of a whole tensor (row-major, rows contiguous unless ``contig`` says otherwise)."""
+    isz = ITEMSIZE[dtype]
+    size = math.prod(shape)
+    if buffer in ("sbuf", "psum"):
+        parts, free = shape[0], size // shape[0]
+        span = (0, free)
+        contig = contig if contig is not None else free * isz
+    else:
+        parts, free, pstart = 1, size, 0
+        span = (0, size)
+        contig = contig if contig is not None else shape[-1] * isz
+    return Access(role, buffer, storage, dtype, tuple(shape), pstart, parts, free, size * isz, span,
+                  contig, write)
+
+
+def matmul(k=128, m=128, n=512, dtype="bfloat16", transpose=False, attrs=True) -> Instr:
+    accesses = (acc("dst", "psum", 3, "float32", (m, n), write=True),
+                acc("stationary", "sbuf", 1, dtype, (k, m)),
+                acc("moving", "sbuf", 2, dtype, (k, n)))
+    a = (("stationary_free", m), ("moving_free", n), ("contraction", k),
+         ("fp32", dtype == "float32"), ("is_transpose", transpose)) if attrs else ()
+    return Instr("nc_matmul", "tensor", accesses, a)
+
+
+# ---------------------------------------------------------------------------- TensorE
+
+
+def test_full_bf16_matmul_is_512_cycles_at_2_4_ghz():
+    # §8: [128,128]x[128,512] bf16 = max(min(64,128), 512) = 512 cycles = 0.2133 us at 2.4 GHz
+    assert instr_cost_ns(matmul(), "trn2") == pytest.approx(512 / 2.4)
+    assert instr_cost_ns(matmul(), "trn2") == pytest.approx(213.333, abs=1e-3)
+    assert instr_cost_ns(matmul(), "trn3") == pytest.approx(512 / 2.4)
+    assert instr_cost_ns(matmul(), "trn1") == pytest.approx(512 / 2.8)
+
+
+def test_fp32_matmul_costs_four_times():
+    assert instr_cost_ns(matmul(dtype="float32"), "trn2") == pytest.approx(4 * 512 / 2.4)
+
+
+def test_small_moving_clamps_to_64_cycles_and_small_stationary_lowers_the_clamp():
+    assert instr_cost_ns(matmul(n=32), "trn2") == pytest.approx(64 / 2.4)       # max(min(64,128),32)
+    assert instr_cost_ns(matmul(m=16, n=32), "trn2") == pytest.approx(32 / 2.4)  # max(min(64,16),32)
+    assert instr_cost_ns(matmul(m=16, n=8), "trn2") == pytest.approx(16 / 2.4)   # max(min(64,16),8)
+    assert instr_cost_ns(matmul(n=100), "trn2") == pytest.approx(100 / 2.4)
+
+
+def test_dims_come_from_the_accesses_when_attrs_are_missing():
+    assert instr_cost_ns(matmul(m=64, n=200, attrs=False), "trn2") == pytest.approx(200 / 2.4)
+    assert instr_cost_ns(matmul(dtype="float32", n=128, attrs=False), "trn2") == pytest.approx(
+        4 * 128 / 2.4)
+
+
+def test_transposes_cost_like_matmuls_but_count_no_flops():
+    t = matmul(m=128, n=128, transpose=True)
+    assert instr_cost_ns(t, "trn2") == pytest.approx(128 / 2.4)
+    assert matmul_flops(t) == 0
+    # nc_transpose of data [128, 64]: stationary = data (M = 64), moving = identity (N = 128)
+    nt = Instr("nc_transpose", "tensor", (acc("dst", "psum", 5, "bfloat16", (64, 128), write=True),
+                                           acc("data", "sbuf", 6, "bfloat16", (128, 64))))
+    assert instr_cost_ns(nt, "trn2") == pytest.approx(128 / 2.4)
+    assert matmul_flops(nt) == 0
+
+
+def test_matmul_flops_and_latency_exceeds_occupancy():
+    assert matmul_flops(matmul(k=64, m=96, n=300)) == 2 * 64 * 96 * 300
+    t = instr_timing(matmul(), "trn2")
+    assert t.engine == "tensor"
+    assert t.latency_ns == pytest.approx((512 + 64) / 2.4)  # + MM_INIT_LATENCY pipeline fill
+
+
+def test_peak_flops_follow_the_clock():
+    assert TARGETS["trn2"].tensor_peak_flops() == pytest.approx(78.64e12, rel=1e-3)   # doc: 79
+    assert TARGETS["trn1"].tensor_peak_flops() == pytest.approx(91.75e12, rel=1e-3)   # doc: ~92
+    assert TARGETS["trn2"].tensor_peak_flops(fp32=True) == pytest.approx(19.66e12, rel=1e-3)  # 20
+
+
+# ---------------------------------------------------------------- Vector / Scalar / GpSimd
+
+
+def _copy(engine="vector", src_buf="psum", src_dtype="float32", dst_dtype="bfloat16", free=512,
+          op="tensor_copy", contig=None):
+    return Instr(op, engine, (acc("dst", "sbuf", 10, dst_dtype, (128, free), write=True),
+                              acc("src", src_buf, 11, src_dtype, (128, free), contig=contig)))
+
+
+def test_eviction_psum_to_sbuf_trn1_is_n_cycles_plus_fixed_overhead():
+    # trn1: no fast modes: 512 + 60 cycles at 1.12 GHz
+    assert instr_cost_ns(_copy(), "trn1") == pytest.approx((512 + 60) / 1.12)
+
+
+def test_trn2_vector_fast_modes():
+    # one side PSUM: 2x -> 256 + 60 cycles at 0.96 GHz
+    assert instr_cost_ns(_copy(), "trn2") == pytest.approx((256 + 60) / 0.96)
+    # bf16 SBUF -> SBUF contiguous: 4x -> 128 + 60
+    sb = _copy(src_buf="sbuf", src_dtype="bfloat16")
+    assert instr_cost_ns(sb, "trn2") == pytest.approx((128 + 60) / 0.96)
+    # bf16 SBUF -> SBUF strided source (2-byte runs): 2x
+    strided = _copy(src_buf="sbuf", src_dtype="bfloat16", contig=2)
+    assert instr_cost_ns(strided, "trn2") == pytest.approx((256 + 60) / 0.96)
+    # fp32 SBUF -> SBUF: no fast mode
+    f32 = _copy(src_buf="sbuf", src_dtype="float32", dst_dtype="float32")
+    assert instr_cost_ns(f32, "trn2") == pytest.approx((512 + 60) / 0.96)
+
+
+def test_two_tensor_inputs_cost_double_and_per_partition_scalars_do_not_stream():
+    tt = Instr("tensor_tensor", "vector", (acc("dst", "sbuf", 1, "float32", write=True),
+                                            acc("data1", "sbuf", 2, "float32"),
+                                            acc("data2", "psum", 3, "float32")))
+    assert instr_cost_ns(tt, "trn2") == pytest.approx((1024 + 60) / 0.96)
+    tt_bf16 = Instr("tensor_tensor", "vector", (acc("dst", "sbuf", 1, "bfloat16", write=True),
+                                                 acc("data1", "sbuf", 2, "bfloat16"),
+                                                 acc("data2", "sbuf", 3, "bfloat16")))
+    assert instr_cost_ns(tt_bf16, "trn2") == pytest.approx((512 + 60) / 0.96)  # 2x mode
+    ts = Instr("tensor_scalar", "vector", (acc("dst", "sbuf", 1, "float32", write=True),
+                                            acc("data", "psum", 2, "float32"),
+                                            acc("operand0", "sbuf", 3, "float32", (128, 1))))
+    assert instr_cost_ns(ts, "trn1") == pytest.approx((512 + 60) / 1.12)
+
+
+def test_small_tiles_pay_min_ii():
+    tiny = _copy(free=8)
+    assert instr_cost_ns(tiny, "trn2") == pytest.approx((64 + 60) / 0.96)
+    t = instr_timing(tiny, "trn2")
+    assert t.latency_ns - t.occupancy_ns == pytest.approx(40 / 0.96)  # 100 cycles when dependent
+
+
+def test_scalar_and_gpsimd_clocks():
+    act = _copy(engine="scalar", op="activation")
+    assert instr_cost_ns(act, "trn2") == pytest.approx((512 + 60) / 1.2)
+    assert instr_cost_ns(act, "trn1") == pytest.approx((512 + 60) / 1.4)
+    assert instr_cost_ns(act, "trn3") == pytest.approx((256 + 60) / 1.2)  # 256 bf16 per cycle
+    gp = Instr("memset", "gpsimd", (acc("dst", "sbuf", 1, "float32", (128, 1024), write=True),))
+    assert instr_cost_ns(gp, "trn2") == pytest.approx((1024 + 60) / 1.2)
+
+
+# ------------------------------------------------------------------------------- DMA
+
+
+def _load(shape=(128, 512), dtype="bfloat16", contig=None, op="dma_copy", src_buf="hbm"):
+    return Instr(op, "dma", (acc("dst", "sbuf", 20, dtype, shape, write=True),
+                             acc("src", src_buf, 21, dtype, shape, contig=contig)))
+
+
+def test_dma_fixed_cost_plus_bytes_over_bandwidth():
+    # 128 x 512 bf16 = 128 KiB, 1 KiB contiguous per row: efficiency 1024 / (1024 + 256) = 0.8
+    nbytes = 128 * 512 * 2
+    expected = 1300 + nbytes / (368 * 0.8)
+    assert instr_cost_ns(_load(), "trn2") == pytest.approx(expected)
+    t = instr_timing(_load(), "trn2")
+    assert (t.dma_fixed_ns, t.dma_rate) == (1300, 1.0)
+    assert t.occupancy_ns == pytest.approx(nbytes / (368 * 0.8))
+    assert instr_cost_ns(_load(), "trn1") == pytest.approx(1300 + nbytes / (272 * 0.8))
+    assert instr_cost_ns(_load(), "trn3") == pytest.approx(1300 + nbytes / (528 * 0.8))
+
+
+def test_dma_small_runs_lose_efficiency():
+    big = instr_timing(_load((128, 2048)), "trn2")          # 4 KiB rows: 4096/4352
+    assert big.occupancy_ns == pytest.approx(128 * 4096 / (368 * 4096 / 4352))
+    small = instr_timing(_load((128, 512), contig=64), "trn2")  # 64 B runs: 64/320 = 20 %
+    assert small.occupancy_ns == pytest.approx(128 * 1024 / (368 * 0.2))
+
+
+def test_dma_with_few_partitions_uses_few_engines():
+    t = instr_timing(_load((32, 512)), "trn2")  # 32 partitions -> 4 of 16 engines
+    assert t.dma_rate == pytest.approx(0.25)
+    occupancy = 32 * 1024 / (368 * 0.8)
+    assert t.occupancy_ns == pytest.approx(occupancy)
+    assert instr_cost_ns(_load((32, 512)), "trn2") == pytest.approx(1300 + 4 * occupancy)
+
+
+def test_dma_transpose_efficiency():
+    t = instr_timing(_load(op="dma_transpose"), "trn2")
+    assert t.occupancy_ns == pytest.approx(128 * 1024 / (368 * 0.9))
+    t = instr_timing(_load(op="dma_transpose", src_buf="sbuf"), "trn2")
+    assert t.occupancy_ns == pytest.approx(128 * 1024 / (368 * 0.5))
+
+
+# ------------------------------------------------------------------------------ errors
+
+
+def test_targets_and_aliases():
+    assert get_target("gen3") is TARGETS["trn2"]
+    assert get_target("TRN1") is TARGETS["trn1"]
+    assert isinstance(get_target(TARGETS["trn3"]), HardwareTarget)
+
+    class Spec:
+        name = "trn3"
+    assert get_target(Spec()) is TARGETS["trn3"]
+
+
+def test_bad_target_names_the_argument():
+    with pytest.raises(CostModelError, match=r"target='trn9'.*trn1"):
+        instr_cost_ns(matmul(), "trn9")
+    assert issubclass(CostModelError, ValueError)
+
+
+def test_unknown_engine_is_an_error():
+    with pytest.raises(CostModelError, match=r"instr.engine='warp'"):
+        instr_cost_ns(Instr("tensor_copy", "warp", ()), "trn2")
