@@ -1,0 +1,118 @@
+"""One case on a NeuronCore: compare with the oracle, check determinism, record latency.
+
+``dry=True`` passes through to ``verify.backends.run_kernel(..., backend="trn", dry=True)``, which
+swaps only the device call for nkisim; everything else here (timing, determinism, the oracle
+comparison, the latency record) runs the same, so the default CPU suite tests this code.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hwtests.latency import LatencyLog
+
+HW_BACKEND = "trn"
+
+
+@dataclass(frozen=True)
+class HwCaseOutcome:
+    """What one case did on the device."""
+
+    metrics: dict[str, Any]          # gradient name -> reference.tolerance.ErrorMetrics
+    deterministic: bool              # every run gave the same bytes as the first
+    differing: dict[str, int]        # gradient name -> bytes that differed in some run
+    record: dict[str, Any]           # the latency record written to the JSON file
+
+
+def _planner_estimate(case) -> tuple[float | None, str]:
+    """The planner's estimated time (us) and its methods for this case."""
+    from kernels.planner import plan_conv3d_bwd
+
+    from reference.geometry import ConvGeometry
+
+    geometry = _geometry(case, ConvGeometry)
+    plan = plan_conv3d_bwd(
+        geometry.dy_shape, geometry.x_shape, geometry.w_shape,
+        stride=case.stride, padding=case.padding, dilation=case.dilation,
+        dtype=case.dtype, lnc=case.lnc,
+        compute_dx="dx" in case.grads, compute_dw="dw" in case.grads, compute_db="db" in case.grads,
+    )
+    estimate = plan.to_dict().get("estimated_us")
+    return (float(estimate) if estimate is not None else None), ",".join(sorted(plan.methods()))
+
+
+def _geometry(case, geometry_cls):
+    return geometry_cls(
+        batch=case.batch, c_in=case.c_in, c_out=case.c_out, in_size=tuple(case.input),
+        kernel=tuple(case.kernel), stride=tuple(case.stride), padding=tuple(case.padding),
+        dilation=tuple(case.dilation),
+    )
+
+
+def compare_with_oracle(case, mode: str, dy, x, w, outputs: dict[str, np.ndarray]) -> dict[str, Any]:
+    """ErrorMetrics per requested gradient, from the oracle on the same (rounded) inputs."""
+    from reference.tolerance import accumulation_lengths, compute_metrics, oracle_gradients
+
+    geo = {"stride": case.stride, "padding": case.padding, "dilation": case.dilation, "grads": case.grads}
+    ref = oracle_gradients(dy, x, w, **geo)
+    mags = oracle_gradients(dy, x, w, magnitudes=True, **geo)
+    k_elem = accumulation_lengths(dy, x, w, **geo)
+    return {
+        name: compute_metrics(outputs[name], ref[name], mags[name], k_elem[name],
+                              dtype=case.dtype, mode=mode)
+        for name in case.grads
+    }
+
+
+def run_hw_case(case, mode: str, seed: int, log: LatencyLog, *, dry: bool = False,
+                timed_runs: int = 3) -> HwCaseOutcome:
+    """Run ``case`` 1 + ``timed_runs`` times on the device (or dry), record latency, return outcome.
+
+    The first run includes compilation and is not timed; every later run must give the first run's
+    bytes. Latency is host wall time per call (transfers included), recorded, never asserted.
+    """
+    from verify.backends import run_kernel
+
+    from verify.inputs import make_inputs
+
+    if timed_runs < 1:
+        raise ValueError(f"timed_runs={timed_runs}: must be >= 1 (determinism needs two runs)")
+    dy, x, w = make_inputs(case, mode, seed)
+    first = run_kernel(case, dy, x, w, HW_BACKEND, dry=dry)
+    wall_us = []
+    differing = {name: 0 for name in case.grads}
+    for _ in range(timed_runs):
+        start = time.perf_counter()
+        again = run_kernel(case, dy, x, w, HW_BACKEND, dry=dry)
+        wall_us.append((time.perf_counter() - start) * 1e6)
+        for name in case.grads:
+            a, b = np.asarray(first.outputs[name]), np.asarray(again.outputs[name])
+            if a.shape != b.shape or a.dtype != b.dtype:
+                differing[name] += a.nbytes
+            else:
+                differing[name] += int(np.count_nonzero(a.view(np.uint8) != b.view(np.uint8)))
+    metrics = compare_with_oracle(case, mode, dy, x, w, first.outputs)
+    estimate_us, methods = _planner_estimate(case)
+    summary = first.summary
+    record = {
+        "case": case.id,
+        "backend": HW_BACKEND,
+        "dry": dry,
+        "mode": mode,
+        "seed": seed,
+        "wall_us_median": statistics.median(wall_us),
+        "wall_us_min": min(wall_us),
+        "timed_runs": timed_runs,
+        "planner_estimate_us": estimate_us,
+        "modelled_us": float(summary.modelled_us) if summary is not None else None,
+        "plan": methods,
+        "deterministic": not any(differing.values()),
+        "passed": all(m.passed for m in metrics.values()),
+    }
+    log.add(record)
+    return HwCaseOutcome(metrics=metrics, deterministic=record["deterministic"], differing=differing,
+                         record=record)

@@ -1,0 +1,40 @@
+"""The named case matrix of verify.cases, each case in both numerical modes, against the oracle.
+
+exact: small-integer inputs whose sums are exact, so the kernel must match the oracle bit for bit.
+stat: normal inputs (rounded to the kernel dtype), every element within its tolerance bound.
+An emulator rule violation fails the test with the emulator's message.
+"""
+from __future__ import annotations
+
+import pytest
+
+from simtests.kernel.case_support import (
+    MODES,
+    assert_case_ok,
+    case_param,
+    run_case_checked,
+)
+from verify.cases import CASE_SETS
+
+SEED = 0  # one fixed seed: the inputs are a function of (case, mode, seed)
+
+DEFAULT_CASES = CASE_SETS["default"]
+_default_ids = {case.id for case in DEFAULT_CASES}
+EXTRA_FULL_CASES = tuple(case for case in CASE_SETS["full"] if case.id not in _default_ids)
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", [case_param(case) for case in DEFAULT_CASES])
+def test_case_matches_oracle(case, mode, kernel_backend, record_case_properties):
+    result = run_case_checked(case, kernel_backend, mode, SEED)
+    record_case_properties(result)
+    assert_case_ok(result, SEED)
+
+
+@pytest.mark.nightly
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("case", [case_param(case, allow_fast=False) for case in EXTRA_FULL_CASES])
+def test_full_set_case_matches_oracle(case, mode, kernel_backend, record_case_properties):
+    result = run_case_checked(case, kernel_backend, mode, SEED)
+    record_case_properties(result)
+    assert_case_ok(result, SEED)
