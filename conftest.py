@@ -7,7 +7,6 @@
   installed under the name ``nki`` (nki-library binds its CPU simulator the same way, in
   pytest_configure).
 - Hypothesis profiles ``ci`` (loaded by default) and ``nightly`` (``--hypothesis-profile nightly``).
-- ``record_case_properties``: per-test JUnit XML properties (max error, bound ratio, K, plan).
 """
 from __future__ import annotations
 
@@ -252,27 +251,3 @@ def kernel_backend(request: pytest.FixtureRequest) -> str:
     if reason:
         pytest.skip(reason)
     return config.conv3d_backend
-
-
-def _as_property(value: object) -> str | int | float:
-    if isinstance(value, (bool, int, float, str)):
-        return value
-    return str(value)
-
-
-@pytest.fixture
-def record_case_properties(record_property):
-    """Record a CaseResult's headline numbers as JUnit XML properties of the running test.
-
-    Per gradient: ``<g>_max_abs_err``, ``<g>_bound_ratio``, ``<g>_K``, ``<g>_max_ulp``; plus
-    ``plan`` (the chosen methods), ``backend``, ``mode``, ``modelled_us``, ``passed``.
-    ``record_property`` travels with the test report, so it works under pytest-xdist.
-    """
-
-    def record(result) -> None:
-        from simtests.kernel.case_support import case_properties
-
-        for name, value in case_properties(result).items():
-            record_property(name, _as_property(value))
-
-    return record
