@@ -28,29 +28,23 @@ class HwCaseOutcome:
     record: dict[str, Any]           # the latency record written to the JSON file
 
 
-def _planner_estimate(case) -> tuple[float | None, str]:
-    """The planner's estimated time (us) and its methods for this case."""
+def plan_for_case(case):
+    """The plan the kernel makes for ``case`` (the planner is deterministic and pure Python)."""
     from kernels.planner import plan_conv3d_bwd
 
-    from reference.geometry import ConvGeometry
-
-    geometry = _geometry(case, ConvGeometry)
-    plan = plan_conv3d_bwd(
-        geometry.dy_shape, geometry.x_shape, geometry.w_shape,
+    return plan_conv3d_bwd(
+        case.dy_shape, case.x_shape, case.w_shape,
         stride=case.stride, padding=case.padding, dilation=case.dilation,
         dtype=case.dtype, lnc=case.lnc,
         compute_dx="dx" in case.grads, compute_dw="dw" in case.grads, compute_db="db" in case.grads,
     )
+
+
+def _planner_estimate(case) -> tuple[float | None, str]:
+    """The planner's estimated time (us) and its methods for this case."""
+    plan = plan_for_case(case)
     estimate = plan.to_dict().get("estimated_us")
     return (float(estimate) if estimate is not None else None), ",".join(sorted(plan.methods()))
-
-
-def _geometry(case, geometry_cls):
-    return geometry_cls(
-        batch=case.batch, c_in=case.c_in, c_out=case.c_out, in_size=tuple(case.input),
-        kernel=tuple(case.kernel), stride=tuple(case.stride), padding=tuple(case.padding),
-        dilation=tuple(case.dilation),
-    )
 
 
 def compare_with_oracle(case, mode: str, dy, x, w, outputs: dict[str, np.ndarray]) -> dict[str, Any]:

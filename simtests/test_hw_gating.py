@@ -93,11 +93,9 @@ def _fast_case():
 
 def test_dry_run_records_latency_next_to_the_model(tmp_path, kernel_backend):
     """run_hw_case with dry=True: same code path as on the device, nkisim in place of the device call."""
-    from kernels.planner import plan_conv3d_bwd
     from verify.backends import run_kernel
 
-    from hwtests.hw_case import run_hw_case
-    from reference.geometry import ConvGeometry
+    from hwtests.hw_case import plan_for_case, run_hw_case
     from verify.inputs import make_inputs
 
     case = _fast_case()
@@ -115,14 +113,8 @@ def test_dry_run_records_latency_next_to_the_model(tmp_path, kernel_backend):
     # The model's figures are the ones nkisim and the planner give for the same case.
     dy, x, w = make_inputs(case, "exact", SEED)
     summary = run_kernel(case, dy, x, w, "nkisim").summary
-    assert record["modelled_us"] == pytest.approx(summary.modelled_us, rel=0, abs=0)
-    geometry = ConvGeometry(batch=case.batch, c_in=case.c_in, c_out=case.c_out, in_size=case.input,
-                            kernel=case.kernel, stride=case.stride, padding=case.padding,
-                            dilation=case.dilation)
-    plan = plan_conv3d_bwd(geometry.dy_shape, geometry.x_shape, geometry.w_shape, stride=case.stride,
-                           padding=case.padding, dilation=case.dilation, dtype=case.dtype, lnc=case.lnc,
-                           compute_dx="dx" in case.grads, compute_dw="dw" in case.grads,
-                           compute_db="db" in case.grads)
+    assert record["modelled_us"] == summary.modelled_us
+    plan = plan_for_case(case)
     assert record["planner_estimate_us"] == pytest.approx(plan.to_dict()["estimated_us"])
     assert record["plan"] == ",".join(sorted(plan.methods()))
 

@@ -1,0 +1,168 @@
+"""Tests about the test suite itself: conventions that keep it honest and complete.
+
+- Every test file seeds its randomness (a flaky numeric test on a simulator or a device is
+  indistinguishable from a real bug; nki-library enforces the same rule).
+- Planner coverage (issue 5 item 4): every strategy and method the planner can choose is the pick of
+  at least one case of the default matrix, so no branch goes untested or unreachable unnoticed.
+- The default matrix covers what issue 5 item 3 asks for, with unique ids.
+"""
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SUITE_DIRS = ("simtests", "hwtests")
+
+# numpy calls that draw from the hidden global state (only reproducible after np.random.seed).
+_NP_GLOBAL_DRAWS = {
+    "rand", "randn", "randint", "random", "random_sample", "ranf", "sample", "choice", "shuffle",
+    "permutation", "normal", "uniform", "standard_normal", "integers", "binomial", "poisson",
+    "exponential", "bytes",
+}
+_STDLIB_GLOBAL_DRAWS = {
+    "random", "randint", "randrange", "choice", "choices", "shuffle", "sample", "uniform", "gauss",
+    "normalvariate", "getrandbits", "randbytes",
+}
+
+
+def _dotted(node: ast.AST) -> str:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+    return ".".join(reversed(parts))
+
+
+def unseeded_random_calls(source: str) -> list[str]:
+    """Calls in ``source`` that draw randomness without an explicit seed, as 'line: call' strings."""
+    tree = ast.parse(source)
+    calls = [(node.lineno, _dotted(node.func), node) for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    names = {name for _, name, _ in calls}
+    np_seeded = any(n.endswith("random.seed") and n != "random.seed" for n in names)
+    stdlib_seeded = "random.seed" in names
+    problems = []
+    for line, name, node in calls:
+        has_seed = bool(node.args or node.keywords)
+        last = name.rsplit(".", 1)[-1]
+        if last in ("default_rng", "RandomState", "Random", "SeedSequence", "PCG64", "Generator"):
+            if not has_seed:
+                problems.append(f"{line}: {name}() without a seed")
+        elif name.startswith(("np.random.", "numpy.random.")) and last in _NP_GLOBAL_DRAWS:
+            if not np_seeded:
+                problems.append(f"{line}: {name}() draws from numpy's global state, never seeded")
+        elif name.startswith("random.") and last in _STDLIB_GLOBAL_DRAWS and not stdlib_seeded:
+            problems.append(f"{line}: {name}() draws from the stdlib global state, never seeded")
+    return problems
+
+
+def _suite_files() -> Iterator[Path]:
+    for folder in SUITE_DIRS:
+        yield from sorted((ROOT / folder).rglob("*.py"))
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import numpy as np\nrng = np.random.default_rng()\n", ["2: np.random.default_rng() without a seed"]),
+        ("import numpy as np\nrng = np.random.default_rng(3)\n", []),
+        ("import numpy as np\nx = np.random.randn(3)\n",
+         ["2: np.random.randn() draws from numpy's global state, never seeded"]),
+        ("import numpy as np\nnp.random.seed(1)\nx = np.random.randn(3)\n", []),
+        ("import random\nx = random.randint(1, 3)\n",
+         ["2: random.randint() draws from the stdlib global state, never seeded"]),
+        ("import random\nr = random.Random(5)\nx = r.randint(1, 3)\n", []),
+        ("from numpy.random import default_rng\nrng = default_rng(seed=None or 4)\n", []),
+    ],
+    ids=["rng-unseeded", "rng-seeded", "np-global", "np-global-seeded", "stdlib-global", "stdlib-instance",
+         "rng-keyword-seed"],
+)
+def test_seed_checker_itself(source, expected):
+    assert unseeded_random_calls(source) == expected
+
+
+@pytest.mark.fast
+def test_every_test_file_seeds_its_randomness():
+    offenders = {}
+    for path in _suite_files():
+        problems = unseeded_random_calls(path.read_text(encoding="utf-8"))
+        if problems:
+            offenders[str(path.relative_to(ROOT))] = problems
+    assert not offenders, f"unseeded randomness (pass an explicit seed): {offenders}"
+
+
+def _default_plans():
+    from kernels.planner import plan_conv3d_bwd
+
+    from verify.cases import CASE_SETS
+
+    for case in CASE_SETS["default"]:
+        yield case, plan_conv3d_bwd(
+            case.dy_shape, case.x_shape, case.w_shape, stride=case.stride, padding=case.padding,
+            dilation=case.dilation, dtype=case.dtype, lnc=case.lnc,
+            compute_dx="dx" in case.grads, compute_dw="dw" in case.grads, compute_db="db" in case.grads,
+        )
+
+
+@pytest.mark.fast
+def test_every_planner_method_is_exercised_by_the_default_matrix():
+    from kernels.planner import all_method_names
+
+    possible = set(all_method_names())
+    assert possible, "kernels.planner.all_method_names() is empty"
+    exercised: dict[str, str] = {}
+    for case, plan in _default_plans():
+        for name in plan.methods():
+            exercised.setdefault(name, case.id)
+    unknown = set(exercised) - possible
+    assert not unknown, f"plans use names missing from all_method_names(): {sorted(unknown)}"
+    missing = sorted(possible - set(exercised))
+    assert not missing, (
+        f"{len(missing)} of {len(possible)} planner strategies/methods are not the pick of any case "
+        f"in verify.cases CASE_SETS['default']: {missing}. Add a case whose geometry makes the planner "
+        "choose each (or remove the dead branch)."
+    )
+
+
+@pytest.mark.fast
+def test_default_matrix_ids_are_unique_and_cover_the_issue():
+    from verify.cases import CASE_SETS
+
+    cases = CASE_SETS["default"]
+    ids = [c.id for c in cases]
+    assert len(ids) == len(set(ids)), "duplicate case ids"
+    assert {c.id for c in CASE_SETS["fast"]} <= set(ids), "the fast set must be part of the default set"
+    assert {c.id for c in cases if c.fast} == {c.id for c in CASE_SETS["fast"]}
+    gaps = []
+    channels = {c.c_in for c in cases} | {c.c_out for c in cases}
+    for edge in (1, 63, 64, 65, 127, 128, 129, 256, 513):
+        if edge not in channels:
+            gaps.append(f"channel count {edge}")
+    if not any(max(c.stride) > 1 for c in cases):
+        gaps.append("stride > 1")
+    if not any(max(c.dilation) > 1 for c in cases):
+        gaps.append("dilation > 1")
+    if not any(c.padding[0::2] != c.padding[1::2] for c in cases):
+        gaps.append("asymmetric padding")
+    if not any(7 in c.kernel for c in cases):
+        gaps.append("kernel size 7")
+    if not any(len(set(c.kernel)) > 1 for c in cases):
+        gaps.append("asymmetric kernel")
+    if not any(c.batch > 1 for c in cases):
+        gaps.append("batch > 1")
+    if not any(c.lnc == 2 for c in cases):
+        gaps.append("LNC2")
+    for dtype in ("bf16", "fp16", "fp32"):
+        if not any(c.dtype == dtype for c in cases):
+            gaps.append(f"dtype {dtype}")
+    subsets = {tuple(c.grads) for c in cases}
+    for subset in (("dx",), ("dw",), ("db",), ("dx", "dw"), ("dx", "db"), ("dw", "db"), ("dx", "dw", "db")):
+        if subset not in subsets:
+            gaps.append(f"gradient subset {'+'.join(subset)}")
+    assert not gaps, f"the default matrix misses: {gaps}"
