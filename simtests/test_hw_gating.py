@@ -113,7 +113,7 @@ def test_dry_run_records_latency_next_to_the_model(tmp_path, kernel_backend):
     # The model's figures are the ones nkisim and the planner give for the same case.
     dy, x, w = make_inputs(case, "exact", SEED)
     summary = run_kernel(case, dy, x, w, "nkisim").summary
-    assert record["modelled_us"] == summary.modelled_us
+    assert record["modelled_us"] == summary["modelled_us"] > 0
     plan = plan_for_case(case)
     assert record["planner_estimate_us"] == pytest.approx(plan.to_dict()["estimated_us"])
     assert record["plan"] == ",".join(sorted(plan.methods()))

@@ -16,7 +16,10 @@ from simtests.kernel.case_support import (
 )
 from verify.cases import CASE_SETS
 
-SEED = 0  # one fixed seed: the inputs are a function of (case, mode, seed)
+# Inputs are a function of (case, mode, seed). In stat mode odd seeds draw the non-zero-mean
+# distribution (x >= 0 like ReLU activations, dy with mean 0.25), whose partial sums grow like K:
+# the harder regime for the bound. The Hypothesis sweep draws seeds of both parities.
+SEEDS = {"exact": 0, "stat": 1}
 
 DEFAULT_CASES = CASE_SETS["default"]
 _default_ids = {case.id for case in DEFAULT_CASES}
@@ -26,15 +29,15 @@ EXTRA_FULL_CASES = tuple(case for case in CASE_SETS["full"] if case.id not in _d
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", [case_param(case) for case in DEFAULT_CASES])
 def test_case_matches_oracle(case, mode, kernel_backend, record_case_properties):
-    result = run_case_checked(case, kernel_backend, mode, SEED)
+    result = run_case_checked(case, kernel_backend, mode, SEEDS[mode])
     record_case_properties(result)
-    assert_case_ok(result, SEED)
+    assert_case_ok(result, SEEDS[mode])
 
 
 @pytest.mark.nightly
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", [case_param(case, allow_fast=False) for case in EXTRA_FULL_CASES])
 def test_full_set_case_matches_oracle(case, mode, kernel_backend, record_case_properties):
-    result = run_case_checked(case, kernel_backend, mode, SEED)
+    result = run_case_checked(case, kernel_backend, mode, SEEDS[mode])
     record_case_properties(result)
-    assert_case_ok(result, SEED)
+    assert_case_ok(result, SEEDS[mode])
