@@ -70,7 +70,6 @@ def run_hw_case(case, mode: str, seed: int, log: LatencyLog, *, dry: bool = Fals
     included), recorded, never asserted.
     """
     from verify.backends import run_kernel
-
     from verify.inputs import make_inputs
 
     if timed_runs < 1:

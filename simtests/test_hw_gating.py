@@ -93,9 +93,8 @@ def _fast_case():
 
 def test_dry_run_records_latency_next_to_the_model(tmp_path, kernel_backend):
     """run_hw_case with dry=True: same code path as on the device, nkisim in place of the device call."""
-    from verify.backends import run_kernel
-
     from hwtests.hw_case import plan_for_case, run_hw_case
+    from verify.backends import run_kernel
     from verify.inputs import make_inputs
 
     case = _fast_case()

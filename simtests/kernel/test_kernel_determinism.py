@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from verify.backends import run_kernel
 
 from simtests.kernel.case_support import repro_command
+from verify.backends import run_kernel
 from verify.cases import CASE_SETS
 from verify.inputs import make_inputs
 
