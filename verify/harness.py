@@ -1,0 +1,218 @@
+"""Run one case: inputs, oracle on the same rounded inputs, kernel, metrics per gradient, records.
+
+``run_case(case, backend, mode, seed, target)`` is the single entry the CLI, the report and the
+pytest suites share. ``CaseResult.to_records()`` gives one JSON-ready dict per gradient with every
+field of the report (issue 6).
+"""
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from reference.tolerance import (
+    C_DEFAULT,
+    ErrorMetrics,
+    accumulation_lengths,
+    compute_metrics,
+    format_failure,
+    oracle_gradients,
+)
+from verify.backends import run_kernel, tool_versions
+from verify.cases import GRADS, Case
+from verify.inputs import MODES, InputSet, make_input_set
+
+RECORD_SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class GradResult:
+    """One gradient's comparison: its largest accumulation length, metrics and verdict."""
+
+    name: str
+    K_max: int
+    metrics: ErrorMetrics
+    passed: bool
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What the oracle side computes for one case: values, magnitudes S, K per element, reachability."""
+
+    values: dict[str, np.ndarray]
+    magnitudes: dict[str, np.ndarray]
+    k_elem: dict[str, np.ndarray]
+    reachable: dict[str, np.ndarray]
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One case on one backend in one mode. ``error`` holds the kernel's exception text when it
+    raised (then ``grads`` is empty and the case failed)."""
+
+    case: Case
+    backend: str
+    mode: str
+    seed: int
+    plan: dict | None
+    methods: tuple[str, ...]
+    grads: dict[str, GradResult]
+    modelled_us: float | None
+    passed: bool
+    error: str | None = None
+    target: str = "trn2"
+    backend_version: str = ""
+    tool_versions: dict[str, str] = field(default_factory=dict)
+    input_distribution: str = ""
+    input_density: float = 1.0
+    timings: dict[str, float] = field(default_factory=dict)
+    plan_error: str | None = None
+
+    @property
+    def status(self) -> str:
+        if not self.passed:
+            return "FAIL"
+        return "MISTRUSTED" if any(g.metrics.mistrusted for g in self.grads.values()) else "PASS"
+
+    def failure_message(self) -> str:
+        """Every failing gradient's numpy.testing-style message (or the kernel error)."""
+        if self.error:
+            return f"{self.case.id}: kernel run failed: {self.error}"
+        return "\n\n".join(format_failure(g.metrics, f"{self.case.id} {g.name}")
+                           for g in self.grads.values() if not g.passed)
+
+    def grad_methods(self, grad: str) -> list[str]:
+        """The plan's methods that concern one gradient (its own, plus the shared strategy)."""
+        return [m for m in self.methods if m.startswith((f"{grad}:", "strategy:"))]
+
+    def to_records(self) -> list[dict]:
+        """One JSON-ready dict per requested gradient (an error record per gradient if it crashed)."""
+        base = {
+            "schema": RECORD_SCHEMA,
+            "case_id": self.case.id,
+            "case_name": self.case.name,
+            "group": self.case.group,
+            "geometry": self.case.to_dict(),
+            "dtype": self.case.dtype,
+            "lnc": self.case.lnc,
+            "backend": self.backend,
+            "backend_version": self.backend_version,
+            "tool_versions": dict(self.tool_versions),
+            "target": self.target,
+            "mode": self.mode,
+            "seed": self.seed,
+            "input_distribution": self.input_distribution,
+            "input_density": self.input_density,
+            "plan": self.plan,
+            "plan_error": self.plan_error,
+            "modelled_us": self.modelled_us,
+            "timings_s": dict(self.timings),
+            "tolerance_c": C_DEFAULT,
+            "error": self.error,
+        }
+        records = []
+        for grad in self.case.grads:
+            result = self.grads.get(grad)
+            record = {**base, "grad": grad, "methods": self.grad_methods(grad)}
+            if result is None:
+                record.update(K=None, passed=False, status="FAIL", metrics=None)
+            else:
+                record.update(K=result.K_max, passed=result.passed, status=result.metrics.status,
+                              metrics=result.metrics.to_dict())
+            records.append(record)
+        return records
+
+
+def reference_for(case: Case, inputs: InputSet) -> Reference:
+    """The oracle's values, magnitudes S and K per element on exactly the kernel's inputs."""
+    args = [np.asarray(a, dtype=np.float64) for a in inputs.as_tuple()]
+    geo = {"stride": case.stride, "padding": case.padding, "dilation": case.dilation,
+           "grads": case.grads}
+    values = oracle_gradients(*args, **geo)
+    magnitudes = oracle_gradients(*args, **geo, magnitudes=True)
+    k_elem = accumulation_lengths(*args, **geo)
+    ones = [np.ones(a.shape) for a in args]
+    reachable = {g: k > 0 for g, k in accumulation_lengths(*ones, **geo).items()}
+    return Reference(values, magnitudes, k_elem, reachable)
+
+
+def plan_for(case: Case, target: str = "trn2") -> tuple[dict | None, tuple[str, ...], str | None]:
+    """(plan dict without the candidate list, chosen methods, error text) from kernels.planner."""
+    try:
+        from kernels.planner import plan_conv3d_bwd
+    except ImportError as exc:
+        return None, (), f"kernels.planner does not import: {exc}"
+    try:
+        plan = plan_conv3d_bwd(case.dy_shape, case.x_shape, case.w_shape, stride=case.stride,
+                               padding=case.padding, dilation=case.dilation, dtype=case.dtype,
+                               target=target, lnc=case.lnc, compute_dx="dx" in case.grads,
+                               compute_dw="dw" in case.grads, compute_db="db" in case.grads)
+    except Exception as exc:  # noqa: BLE001 - a planner failure is reported with the case
+        return None, (), f"{type(exc).__name__}: {exc}"
+    as_dict = dict(plan.to_dict())
+    as_dict.pop("candidates", None)  # `conv3d-bwd plan` shows them; records stay small
+    return as_dict, tuple(sorted(plan.methods())), None
+
+
+def run_case(case: Case, backend: str | None = None, mode: str = "exact", seed: int = 0,
+             target: str = "trn2", dry: bool = False, capture_errors: bool = False) -> CaseResult:
+    """Run the case on the backend against the oracle and judge every requested gradient.
+
+    mode: "exact" (integer inputs, bit equality) or "stat" (normal inputs, per-element bound).
+    capture_errors: record a kernel exception in ``CaseResult.error`` (the report does) instead of
+    raising it (tests want the traceback).
+    """
+    from verify.backends import resolve_backend
+
+    if mode not in MODES:
+        from verify.inputs import InputModeError
+
+        raise InputModeError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
+    backend = resolve_backend(backend)
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    inputs = make_input_set(case, mode, seed)
+    timings["inputs"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    plan, methods, plan_error = plan_for(case, target)
+    timings["plan"] = time.perf_counter() - t0
+
+    common = {"case": case, "backend": backend, "mode": mode, "seed": seed, "plan": plan, "methods": methods,
+                  "target": target, "input_distribution": inputs.distribution,
+                  "input_density": inputs.density, "plan_error": plan_error}
+    t0 = time.perf_counter()
+    try:
+        run = run_kernel(case, *inputs.as_tuple(), backend=backend, target=target, dry=dry)
+    except Exception as exc:
+        if not capture_errors:
+            raise
+        timings["kernel"] = time.perf_counter() - t0
+        last = traceback.extract_tb(exc.__traceback__)[-1:]
+        where = f" (at {last[0].filename}:{last[0].lineno})" if last else ""
+        return CaseResult(**common, grads={}, modelled_us=None, passed=False,
+                          error=f"{type(exc).__name__}: {exc}{where}",
+                          tool_versions=tool_versions(backend), timings=timings)
+    timings["kernel"] = time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    ref = reference_for(case, inputs)
+    timings["oracle"] = time.perf_counter() - t0
+
+    grads = {}
+    for name in case.grads:
+        metrics = compute_metrics(run.outputs[name], ref.values[name], ref.magnitudes[name],
+                                  ref.k_elem[name], dtype=case.dtype, mode=mode,
+                                  reachable=ref.reachable[name])
+        grads[name] = GradResult(name, metrics.k_max, metrics, metrics.passed)
+    modelled = (run.summary or {}).get("modelled_us")
+    return CaseResult(**common, grads=grads,
+                      modelled_us=None if modelled is None else float(modelled),
+                      passed=all(g.passed for g in grads.values()),
+                      backend_version=run.backend_version, tool_versions=run.tool_versions,
+                      timings=timings)
+
+
+__all__ = ["GRADS", "CaseResult", "GradResult", "Reference", "plan_for", "reference_for", "run_case"]
