@@ -1,0 +1,345 @@
+"""The performance bench (issue 7): modelled time of conv3d_bwd against the TensorE roofline.
+
+For each bench shape: the planner's pick and every other feasible candidate run under nkisim in
+trace-only mode with the plan forced; each gets a modelled time from nkisim's cost model, which
+is set beside the roofline ``max(FLOPs / peak, compulsory bytes / DMA bandwidth)`` and the
+planner's own estimate. ``run_bench`` prints a table, returns one dict per shape and, given
+``json_path``, writes the JSON and a roofline plot (PNG next to it).
+
+    python -m verify.bench [--set default] [--target trn2] [--lnc 1] [--json PATH]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from reference.geometry import ConvGeometry
+
+DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
+NKI_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+
+
+class BenchError(ValueError):
+    """A bad bench argument (names the argument, the value and the rule)."""
+
+
+@dataclass(frozen=True)
+class BenchShape:
+    """One bench geometry (all three gradients are computed)."""
+
+    name: str
+    batch: int
+    c_in: int
+    c_out: int
+    input: tuple[int, int, int]
+    kernel: tuple[int, int, int]
+    stride: tuple[int, int, int] = (1, 1, 1)
+    padding: tuple[int, ...] = (0,) * 6
+    dilation: tuple[int, int, int] = (1, 1, 1)
+    dtype: str = "bf16"
+
+    @property
+    def geometry(self) -> ConvGeometry:
+        return ConvGeometry(batch=self.batch, c_in=self.c_in, c_out=self.c_out, in_size=self.input,
+                            kernel=self.kernel, stride=self.stride, padding=self.padding,
+                            dilation=self.dilation)
+
+
+_P1 = (1, 1, 1, 1, 1, 1)
+
+# Issue 7 item 2: bf16, trn2, LNC1, all three gradients.
+BENCH_SHAPES: tuple[BenchShape, ...] = (
+    BenchShape("vae3d_c128", 1, 128, 128, (4, 32, 32), (3, 3, 3), padding=_P1),
+    BenchShape("unet3d_c64", 2, 64, 64, (8, 32, 32), (3, 3, 3), padding=_P1),
+    BenchShape("down_s2", 2, 64, 128, (8, 32, 32), (3, 3, 3), stride=(2, 2, 2), padding=_P1),
+    BenchShape("pointwise_c256", 4, 256, 512, (4, 16, 16), (1, 1, 1)),
+    BenchShape("temporal_k311", 1, 256, 256, (16, 16, 16), (3, 1, 1), padding=(1, 1, 0, 0, 0, 0)),
+    BenchShape("dilated_d2", 1, 64, 64, (8, 32, 32), (3, 3, 3), dilation=(2, 2, 2),
+               padding=(2, 2, 2, 2, 2, 2)),
+    BenchShape("stem_k377", 2, 3, 64, (16, 64, 64), (3, 7, 7), stride=(1, 2, 2),
+               padding=(1, 1, 3, 3, 3, 3)),
+    BenchShape("wide_c512", 1, 512, 512, (2, 16, 16), (3, 3, 3), padding=_P1),
+)
+
+# Small shapes for an end-to-end check of the bench machinery (not of its timings).
+SMOKE_SHAPES: tuple[BenchShape, ...] = (
+    BenchShape("smoke_k3", 1, 16, 32, (2, 6, 6), (3, 3, 3), padding=_P1),
+    BenchShape("smoke_pointwise", 1, 32, 16, (2, 4, 4), (1, 1, 1)),
+)
+
+BENCH_SETS: dict[str, tuple[BenchShape, ...]] = {"default": BENCH_SHAPES, "smoke": SMOKE_SHAPES}
+
+# Issue 7 item 3: efficiency targets per shape (default 0.5), geometric mean >= 0.6.
+EFFICIENCY_TARGETS = {"vae3d_c128": 0.75, "wide_c512": 0.75, "stem_k377": 0.3}
+DEFAULT_EFFICIENCY_TARGET = 0.5
+GEOMEAN_TARGET = 0.6
+
+
+# ------------------------------------------------------------------------------ roofline
+
+
+def useful_flops(shape: BenchShape) -> int:
+    """2*B*C_in*C_out*prod(out)*prod(kernel) for each of dx and dw (db is negligible)."""
+    g = shape.geometry
+    per_grad = 2 * shape.batch * shape.c_in * shape.c_out * math.prod(g.out_size) * math.prod(shape.kernel)
+    return 2 * per_grad
+
+
+def compulsory_bytes(shape: BenchShape) -> int:
+    """x, dy and filters read once; dx, dw and db written once (in the input dtype)."""
+    g = shape.geometry
+    elems = sum(math.prod(s) for s in (g.x_shape, g.dy_shape, g.w_shape, g.dx_shape, g.dw_shape,
+                                        g.db_shape))
+    return elems * DTYPE_BYTES[shape.dtype]
+
+
+def roofline_us(shape: BenchShape, target: str, lnc: int) -> float:
+    """max(FLOPs / peak, compulsory bytes / DMA bandwidth) over ``lnc`` cores, in us."""
+    from nkisim.cost import get_target
+
+    hw = get_target(target)
+    peak = hw.tensor_peak_flops(fp32=shape.dtype == "fp32") * lnc
+    bandwidth = hw.dma_bytes_per_ns * 1e9 * lnc
+    return max(useful_flops(shape) / peak, compulsory_bytes(shape) / bandwidth) * 1e6
+
+
+# ------------------------------------------------------------------------------ running
+
+
+def _plan_key(plan) -> str:
+    return json.dumps(plan.to_dict(), sort_keys=True, default=str)
+
+
+def _plan_estimate_us(plan) -> float | None:
+    value = getattr(plan, "estimated_us", None)
+    if value is None:
+        value = plan.to_dict().get("estimated_us")
+    return float(value) if value is not None else None
+
+
+def _model(shape: BenchShape, plan, target: str, lnc: int) -> dict:
+    """Run the kernel under ``plan`` in trace-only mode; the measured figures of one plan."""
+    from kernels.planner import forced_plan
+
+    import nkisim
+    from kernels import conv3d_bwd
+    from nkisim.cost import get_target
+
+    g = shape.geometry
+    dtype = NKI_DTYPES[shape.dtype]
+    specs = [nkisim.TensorSpec(s, dtype) for s in (g.dy_shape, g.x_shape, g.w_shape)]
+    peak = get_target(target).tensor_peak_flops(fp32=shape.dtype == "fp32")
+    start = time.perf_counter()
+    with forced_plan(plan):
+        result = nkisim.run(conv3d_bwd, *specs, stride=shape.stride, padding=shape.padding,
+                            dilation=shape.dilation, lnc=lnc, target=target, trace_only=True)
+    s = result.summary
+    roof = roofline_us(shape, target, lnc)
+    return {
+        "methods": sorted(plan.methods()),
+        "estimated_us": _plan_estimate_us(plan),
+        "modelled_us": s.modelled_us,
+        "efficiency": roof / s.modelled_us if s.modelled_us > 0 else 0.0,
+        "tensor_util": useful_flops(shape) / (s.modelled_us * 1e-6 * peak * lnc) if s.modelled_us else 0.0,
+        "tensor_busy": s.tensor_util,
+        "engine_busy_us": dict(s.engine_busy_us),
+        "hbm_bytes": s.hbm_read_bytes + s.hbm_write_bytes,
+        "instructions": sum(s.instr_counts.values()),
+        "peak_sbuf_bytes_per_partition": s.peak_sbuf_bytes_per_partition,
+        "peak_psum_banks": s.peak_psum_banks,
+        "emulator_seconds": time.perf_counter() - start,
+    }
+
+
+def bench_shape(shape: BenchShape, target: str = "trn2", lnc: int = 1,
+                log: Callable[[str], None] | None = None) -> dict:
+    """Plan, run the pick and every feasible candidate, and gather the figures of one shape."""
+    from kernels.planner import plan_conv3d_bwd
+
+    g = shape.geometry
+    plan = plan_conv3d_bwd(g.dy_shape, g.x_shape, g.w_shape, stride=shape.stride,
+                           padding=shape.padding, dilation=shape.dilation, dtype=shape.dtype,
+                           target=target, lnc=lnc)
+    roof = roofline_us(shape, target, lnc)
+    record: dict = {
+        "name": shape.name,
+        "geometry": {**asdict(shape), "dy_shape": g.dy_shape, "x_shape": g.x_shape,
+                     "w_shape": g.w_shape, "out_size": g.out_size},
+        "target": target, "lnc": lnc,
+        "plan": plan.to_dict(),
+        "planner_estimate_us": _plan_estimate_us(plan),
+        "roofline_us": roof,
+        "flops": useful_flops(shape),
+        "compulsory_bytes": compulsory_bytes(shape),
+    }
+    pick = _run_candidate(shape, plan, target, lnc, log)
+    pick["is_pick"] = True
+    candidates = [pick]
+    seen = {_plan_key(plan)}
+    for cand in plan.feasible_candidates():
+        key = _plan_key(cand)
+        if key in seen:
+            continue
+        seen.add(key)
+        entry = _run_candidate(shape, cand, target, lnc, log)
+        entry["is_pick"] = False
+        candidates.append(entry)
+    record["candidates"] = candidates
+    for field in ("modelled_us", "efficiency", "tensor_util", "tensor_busy", "engine_busy_us",
+                  "hbm_bytes", "instructions"):
+        record[field] = pick.get(field)
+    record["error"] = pick.get("error")
+    timed = [c["modelled_us"] for c in candidates if c.get("modelled_us")]
+    record["best_candidate_us"] = min(timed) if timed else None
+    if pick.get("modelled_us") and timed:
+        record["pick_over_best"] = pick["modelled_us"] / min(timed)
+    if pick.get("modelled_us") and record["planner_estimate_us"]:
+        record["estimate_error"] = record["planner_estimate_us"] / pick["modelled_us"] - 1.0
+    return record
+
+
+def _run_candidate(shape, plan, target, lnc, log) -> dict:
+    try:
+        entry = _model(shape, plan, target, lnc)
+    except Exception as exc:  # noqa: BLE001 -- a failing candidate is reported, not fatal
+        entry = {"methods": sorted(plan.methods()), "estimated_us": _plan_estimate_us(plan),
+                 "modelled_us": None, "error": f"{type(exc).__name__}: {exc}"}
+    entry["plan"] = plan.to_dict()
+    if log:
+        status = (f"{entry['modelled_us']:.1f} us" if entry.get("modelled_us")
+                  else f"FAILED {entry.get('error')}")
+        log(f"  {shape.name}: {','.join(entry['methods'])}: {status}")
+    return entry
+
+
+# ------------------------------------------------------------------------------ report
+
+
+def _fmt(value, spec: str, missing: str = "-") -> str:
+    return missing if value is None else format(value, spec)
+
+
+def format_table(records: Sequence[dict]) -> str:
+    """The bench table: one row per shape (the planner's pick), then the target checks."""
+    head = (f"{'shape':<16}{'pick':<44}{'est us':>9}{'model us':>10}{'est err':>8}{'roof us':>9}"
+            f"{'eff':>6}{'TE util':>8}{'HBM MB':>8}{'min MB':>8}{'cands':>6}{'best us':>9}{'pick/best':>10}")
+    lines = [head, "-" * len(head)]
+    for r in records:
+        methods = ",".join(m.split(":", 1)[-1] for m in r["candidates"][0]["methods"]) if r["candidates"] else ""
+        lines.append(
+            f"{r['name']:<16}{methods[:43]:<44}{_fmt(r['planner_estimate_us'], '9.1f')}"
+            f"{_fmt(r['modelled_us'], '10.1f')}{_fmt(r.get('estimate_error'), '+8.0%')}"
+            f"{r['roofline_us']:9.1f}{_fmt(r['efficiency'], '6.2f')}{_fmt(r['tensor_util'], '8.1%')}"
+            f"{_fmt(r['hbm_bytes'] and r['hbm_bytes'] / 1e6, '8.2f')}{r['compulsory_bytes'] / 1e6:8.2f}"
+            f"{len(r['candidates']):6d}{_fmt(r.get('best_candidate_us'), '9.1f')}"
+            f"{_fmt(r.get('pick_over_best'), '10.2f')}")
+        if r.get("error"):
+            lines.append(f"{'':<16}pick failed: {r['error'][:160]}")
+    lines.append("")
+    lines.extend(target_checks(records))
+    return "\n".join(lines)
+
+
+def target_checks(records: Sequence[dict]) -> list[str]:
+    """Issue 7 targets: per-shape efficiency, geometric mean, pick within 10 %, estimate within 15 %."""
+    out = []
+    effs = []
+    for r in records:
+        eff = r.get("efficiency")
+        goal = EFFICIENCY_TARGETS.get(r["name"], DEFAULT_EFFICIENCY_TARGET)
+        checks = [f"eff {_fmt(eff, '.2f')} >= {goal}: {'ok' if eff and eff >= goal else 'MISSED'}"]
+        if eff:
+            effs.append(eff)
+        ratio = r.get("pick_over_best")
+        checks.append(f"pick/best {_fmt(ratio, '.2f')} <= 1.10: {'ok' if ratio and ratio <= 1.10 else 'MISSED'}")
+        err = r.get("estimate_error")
+        checks.append(f"|estimate error| {_fmt(err, '.0%')} <= 15%: "
+                      f"{'ok' if err is not None and abs(err) <= 0.15 else 'MISSED'}")
+        out.append(f"{r['name']:<16}" + "; ".join(checks))
+    if effs:
+        geo = math.exp(sum(map(math.log, effs)) / len(effs))
+        complete = len(effs) == len(records)
+        out.append(f"geometric mean efficiency {geo:.3f} >= {GEOMEAN_TARGET}: "
+                   f"{'ok' if geo >= GEOMEAN_TARGET and complete else 'MISSED'}"
+                   + ("" if complete else " (some shapes failed)"))
+    return out
+
+
+def plot_roofline(records: Sequence[dict], path: Path, target: str, lnc: int) -> None:
+    """Achieved TFLOP/s against arithmetic intensity, with the roofline of ``target``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from nkisim.cost import get_target
+
+    hw = get_target(target)
+    peak = hw.tensor_peak_flops() * lnc / 1e12
+    bw = hw.dma_bytes_per_ns * lnc  # GB/s
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    intensities = [r["flops"] / r["compulsory_bytes"] for r in records] or [1.0]
+    lo, hi = min(intensities) / 4, max(intensities) * 4
+    xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
+    ax.plot(xs, [min(peak, x * bw / 1e3) for x in xs], "k-", label=f"roofline {target} x{lnc}")
+    for r, ai in zip(records, intensities, strict=True):
+        for c in r["candidates"]:
+            if c.get("modelled_us"):
+                tf = r["flops"] / (c["modelled_us"] * 1e-6) / 1e12
+                ax.plot(ai, tf, "o" if c.get("is_pick") else ".", color="C0" if c.get("is_pick") else "0.6",
+                        markersize=7 if c.get("is_pick") else 4)
+        if r.get("modelled_us"):
+            ax.annotate(r["name"], (ai, r["flops"] / (r["modelled_us"] * 1e-6) / 1e12),
+                        textcoords="offset points", xytext=(4, 4), fontsize=8)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (useful FLOPs / compulsory HBM byte)")
+    ax.set_ylabel("achieved TFLOP/s (useful FLOPs / modelled time)")
+    ax.set_title("conv3d_bwd on nkisim's cost model (blue: planner's pick, grey: other candidates)")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def run_bench(set_name: str = "default", target: str = "trn2", lnc: int = 1,
+              json_path: str | Path | None = None, verbose: bool = False) -> list[dict]:
+    """Bench every shape of ``set_name``; print the table; write JSON and the plot if asked."""
+    if set_name not in BENCH_SETS:
+        raise BenchError(f"set_name={set_name!r}: must be one of {sorted(BENCH_SETS)}")
+    if lnc not in (1, 2):
+        raise BenchError(f"lnc={lnc!r}: must be 1 or 2")
+    log = print if verbose else None
+    records = [bench_shape(shape, target, lnc, log) for shape in BENCH_SETS[set_name]]
+    print(f"conv3d_bwd bench: set {set_name}, target {target}, lnc {lnc} (nkisim cost model)")
+    print(format_table(records))
+    if json_path is not None:
+        path = Path(json_path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(records, indent=2, default=str))
+        png = path.with_suffix(".png")
+        plot_roofline(records, png, target, lnc)
+        print(f"wrote {path} and {png}")
+    return records
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="conv3d_bwd performance bench on nkisim's cost model")
+    parser.add_argument("--set", dest="set_name", default="default", choices=sorted(BENCH_SETS))
+    parser.add_argument("--target", default="trn2", choices=("trn1", "trn2", "trn3"))
+    parser.add_argument("--lnc", type=int, default=1, choices=(1, 2))
+    parser.add_argument("--json", dest="json_path", default=None)
+    parser.add_argument("--verbose", action="store_true", help="print each candidate as it runs")
+    args = parser.parse_args(argv)
+    run_bench(args.set_name, args.target, args.lnc, args.json_path, args.verbose)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
