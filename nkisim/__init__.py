@@ -1,0 +1,14 @@
+"""nkisim: a CPU emulator of the NKI 0.6 API (nki, nki.language, nki.isa) with rules, capacities and a trace.
+
+Kernel files import ``nki``; ``nkisim.binding.ensure_nki()`` installs this package under that name
+where the real Neuron package is absent.
+"""
+from __future__ import annotations
+
+from . import isa, language
+from .errors import NkiUsageError, NkiValidationError
+from .kernel import Kernel, RunResult, TensorSpec, jit, run, simulate
+from .tensor import NkiTensor
+
+__all__ = ["Kernel", "NkiTensor", "NkiUsageError", "NkiValidationError", "RunResult", "TensorSpec", "isa", "jit",
+           "language", "run", "simulate"]

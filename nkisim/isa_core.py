@@ -1,0 +1,123 @@
+"""Shared machinery of the nki.isa instructions: operand checks, trace records, reads and writes."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from .context import CoreState
+from .dtypes import INT_TYPES, int_limits
+from .errors import violation
+from .isa_enums import engine
+from .memory import ON_CHIP, PSUM, PSUM_BY_OTHER, PSUM_FRESH, SBUF
+from .tensor import NkiTensor
+from .trace import Access
+
+F32 = np.float32
+ENGINE_NAMES = {engine.tensor: "tensor", engine.vector: "vector", engine.scalar: "scalar",
+                engine.gpsimd: "gpsimd", engine.dma: "dma", engine.sync: "sync"}
+
+
+# --- operand checks ---------------------------------------------------------------------------
+def tensor(instr: str, role: str, t: object) -> NkiTensor:
+    """``t`` must be a live NkiTensor whose memory was not handed to a newer allocation."""
+    if not isinstance(t, NkiTensor):
+        raise violation(instr, role, f"expected an NkiTensor, got {type(t).__name__}")
+    stale = t.storage.clobbered_by
+    if stale is not None:
+        raise violation(instr, role, f"tensor '{t.name}' is used after its memory was re-allocated to "
+                        f"'{stale}' (explicit address overlap)")
+    return t
+
+
+def buffer_in(instr: str, role: str, t: NkiTensor, allowed: frozenset[str], what: str) -> None:
+    if t.storage.buffer not in allowed:
+        raise violation(instr, role, f"must be in {what}, got {t.storage.buffer}")
+
+
+def on_chip(instr: str, role: str, t: NkiTensor) -> None:
+    buffer_in(instr, role, t, ON_CHIP, "SBUF or PSUM")
+
+
+def start_partition(instr: str, role: str, t: NkiTensor) -> None:
+    """Compute engines: start 0 for > 64 partitions, 0/64 for 33-64, 0/32/64/96 for <= 32."""
+    pstart, parts = t.layout()[:2]
+    if pstart == 0:
+        return
+    if parts > 64 or (parts > 32 and pstart != 64) or pstart % 32:
+        allowed = "0" if parts > 64 else ("0 or 64" if parts > 32 else "0, 32, 64 or 96")
+        raise violation(instr, role, f"start partition {pstart} with {parts} partitions: a compute engine "
+                        f"access of {parts} partitions must start at {allowed}")
+
+
+def same_partitions_and_free(instr: str, role_a: str, a: NkiTensor, role_b: str, b: NkiTensor) -> None:
+    la, lb = a.layout(), b.layout()
+    if la[1] != lb[1] or la[2] != lb[2]:
+        raise violation(instr, role_b, f"shape {b.shape} ({lb[1]} partitions x {lb[2]} elements) must have "
+                        f"the same partitions and elements per partition as '{role_a}' {a.shape} "
+                        f"({la[1]} x {la[2]})")
+
+
+def pick_engine(instr: str, value: object, allowed: tuple[engine, ...], default: engine) -> engine:
+    if not isinstance(value, engine):
+        raise violation(instr, "engine", f"{value!r} is not an nki.isa.engine member (raw values are "
+                        "rejected)")
+    if value is engine.unknown:
+        return default
+    if value not in allowed:
+        names = ", ".join(f"engine.{e.name}" for e in allowed)
+        raise violation(instr, "engine", f"engine.{value.name} cannot run {instr} (allowed: {names})")
+    return value
+
+
+def no_psum_on_gpsimd(instr: str, eng: engine, operands: tuple[tuple[str, NkiTensor], ...]) -> None:
+    if eng is engine.gpsimd:
+        for role, t in operands:
+            if t.storage.buffer == PSUM:
+                raise violation(instr, role, "GpSimd cannot access PSUM")
+
+
+def is_scalar(value: object) -> bool:
+    """A compile-time number (Python or numpy scalar)."""
+    return isinstance(value, (numbers.Number, np.generic))
+
+
+# --- trace records ----------------------------------------------------------------------------
+def access(t: NkiTensor, role: str, write: bool) -> Access:
+    pstart, parts, free, lo, hi, run = t.layout()
+    st = t.storage
+    isz = st.itemsize
+    return Access(role, st.buffer, st.id, st.dtype, t.shape, pstart, parts, free, parts * free * isz,
+                  (lo, hi), run * isz, write)
+
+
+# --- reads and writes (full mode) -------------------------------------------------------------
+def read2d(t: NkiTensor) -> np.ndarray:
+    """The operand as (partitions, elements per partition) in fp32 (engines compute in fp32)."""
+    parts, free = t.layout()[1:3]
+    return t.array().astype(F32).reshape(parts, free)
+
+
+def write(t: NkiTensor, values: np.ndarray) -> None:
+    """Write ``values`` (any shape with t's element count) to ``t``, rounding to its dtype."""
+    a = t.array()
+    if t.storage.dtype in INT_TYPES and values.dtype.kind == "f":
+        lo, hi = int_limits(t.storage.dtype)
+        # fp32 -> int: round to nearest even with saturation (NaN -> 0), as the hardware does.
+        values = np.clip(np.nan_to_num(np.rint(values), nan=0.0), lo, hi)
+    a[...] = values.reshape(a.shape)
+
+
+def psum_state(t: NkiTensor) -> np.ndarray:
+    """The per-element PSUM write-state view of ``t`` (uint8, same pattern)."""
+    st = t.storage
+    return np.ndarray(t.shape, np.uint8, st.psum_state, t.offset, tuple(s for s, _ in t.pattern))
+
+
+def mark_written_by_other(t: NkiTensor) -> None:
+    """A non-matmul instruction wrote PSUM: matmul accumulation onto it is not allowed."""
+    if t.storage.buffer == PSUM:
+        psum_state(t)[...] = PSUM_BY_OTHER
+
+
+__all__ = ["F32", "PSUM", "PSUM_FRESH", "SBUF", "CoreState", "access", "read2d", "tensor", "write"]

@@ -1,0 +1,177 @@
+"""DMA instructions: dma_copy, dma_transpose, dma_compute, and sendrecv between LNC programs."""
+from __future__ import annotations
+
+import numpy as np
+
+from .context import current_core
+from .dtypes import ITEMSIZE
+from .errors import violation
+from .isa_core import F32, access, buffer_in, is_scalar, tensor, write
+from .isa_enums import dge_mode, engine, oob_mode
+from .memory import PSUM, SBUF
+from .ops import as_op
+from .trace import Instr
+
+_NOT_PSUM = frozenset({SBUF, "private_hbm", "shared_hbm"})
+_SBUF = frozenset({SBUF})
+_TRANSPOSE_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
+
+
+def _enum(ins: str, role: str, value: object, kind: type) -> None:
+    if not isinstance(value, kind):
+        raise violation(ins, role, f"{value!r} is not an nki.isa.{kind.__name__} member (raw values are rejected)")
+
+
+def _priority(ins: str, priority: object) -> None:
+    if priority is not None and priority not in (0, 1, 2, 3):
+        raise violation(ins, "priority", f"{priority!r} must be 0-3 or None")
+
+
+def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown,
+             engine=engine.unknown, name=None):
+    """Copy src to dst (same total elements) through the DMA queues; casts via fp32 if dtypes differ."""
+    core = current_core()
+    ins = "dma_copy"
+    tensor(ins, "dst", dst)
+    tensor(ins, "src", src)
+    _enum(ins, "oob_mode", oob_mode, _oob_mode)
+    _enum(ins, "dge_mode", dge_mode, _dge_mode)
+    _priority(ins, priority)
+    if src.storage.buffer == PSUM:
+        raise violation(ins, "src", "dma_copy cannot read PSUM (tensor_copy it to SBUF first)")
+    if dst.storage.buffer == PSUM:
+        raise violation(ins, "dst", "dma_copy cannot write PSUM")
+    if not isinstance(engine, _engine):
+        raise violation(ins, "engine", f"{engine!r} is not an nki.isa.engine member")
+    hw = dge_mode is _dge_mode.hwdge
+    if engine is not _engine.unknown and (engine not in (_engine.scalar, _engine.sync) or not hw):
+        raise violation(ins, "engine", f"engine.{engine.name} is only valid as engine.scalar or engine.sync "
+                        "with dge_mode=hwdge")
+    if hw and core.target.generation < 3:
+        raise violation(ins, "dge_mode", f"hwdge needs NC-v3+ (trn2), target is {core.target.name}")
+    if hw and src.dtype != dst.dtype:
+        raise violation(ins, "dst", f"dtype {dst.dtype} must equal src dtype {src.dtype} with dge_mode=hwdge")
+    if src.size != dst.size:
+        raise violation(ins, "dst", f"{dst.size} elements {dst.shape} must equal the src's {src.size} "
+                        f"{src.shape}")
+    if not core.trace_only:
+        values = src.array()
+        if src.dtype != dst.dtype:
+            values = values.astype(F32)   # DMA casts through fp32
+        write(dst, values)
+    core.record(Instr(ins, "dma", (access(src, "src", False), access(dst, "dst", True)),
+                      (("dge_mode", dge_mode.name),), core.program_id))
+
+
+def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error,
+                  name=None):
+    """Transpose during DMA (NC-v3+): dst (SBUF) = src permuted by ``axes``."""
+    core = current_core()
+    ins = "dma_transpose"
+    tensor(ins, "dst", dst)
+    tensor(ins, "src", src)
+    _enum(ins, "dge_mode", dge_mode, _dge_mode)
+    _enum(ins, "oob_mode", oob_mode, _oob_mode)
+    _priority(ins, priority)
+    if core.target.generation < 3:
+        raise violation(ins, "dst", f"dma_transpose needs NC-v3+ (trn2), target is {core.target.name}")
+    buffer_in(ins, "dst", dst, _SBUF, "SBUF")
+    buffer_in(ins, "src", src, _NOT_PSUM, "HBM or SBUF")
+    if src.dtype != dst.dtype:
+        raise violation(ins, "dst", f"dtype {dst.dtype} must equal the src dtype {src.dtype}")
+    if ITEMSIZE[src.dtype] != 2:
+        raise violation(ins, "src", f"dtype {src.dtype} is not a 2-byte dtype")
+    if dge_mode not in (_dge_mode.unknown, _dge_mode.hwdge):
+        raise violation(ins, "dge_mode", f"direct transpose needs dge_mode unknown or hwdge, got {dge_mode.name}")
+    rank = len(src.shape)
+    expected = _TRANSPOSE_AXES.get(rank)
+    if expected is None:
+        raise violation(ins, "src", f"rank {rank} is not 2, 3 or 4")
+    axes = expected if axes is None else tuple(axes)
+    if axes != expected:
+        raise violation(ins, "axes", f"{axes} is not the supported permutation {expected} for rank {rank}")
+    want = tuple(src.shape[a] for a in axes)
+    if tuple(dst.shape) != want:
+        raise violation(ins, "dst", f"shape {dst.shape} must equal the permuted src shape {want}")
+    if dge_mode is _dge_mode.hwdge:
+        s = src.shape
+        if rank >= 3 and (s[0] not in (1, 2, 4, 8, 16) or (s[0] * s[-2]) % 16):
+            raise violation(ins, "src", f"shape {s}: hwdge needs shape[0] in (1,2,4,8,16) and "
+                            "shape[0]*shape[-2] a multiple of 16")
+        if s[-1] > 128:
+            raise violation(ins, "src", f"shape {s}: hwdge needs shape[-1] <= 128")
+    if not core.trace_only:
+        write(dst, np.transpose(src.array(), axes))
+    core.record(Instr(ins, "dma", (access(src, "src", False), access(dst, "dst", True)),
+                      (("dge_mode", dge_mode.name), ("axes", axes)), core.program_id))
+
+
+def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
+    """dst = reduce_op over srcs[i] * scales[i], computed in fp32 during DMA."""
+    core = current_core()
+    ins = "dma_compute"
+    tensor(ins, "dst", dst)
+    op = as_op(reduce_op, ins, "reduce_op", 2)
+    if op.reduce is None:
+        raise violation(ins, "reduce_op", f"{op!r} is not a reduction op")
+    _enum(ins, "oob_mode", oob_mode, _oob_mode)
+    if not isinstance(srcs, (tuple, list)) or not srcs:
+        raise violation(ins, "srcs", "must be a non-empty tuple of tensors")
+    if scales is not None and (len(scales) != len(srcs) or not all(is_scalar(s) for s in scales)):
+        raise violation(ins, "scales", f"must be {len(srcs)} numbers, got {scales!r}")
+    if dst.storage.buffer == PSUM:
+        raise violation(ins, "dst", "DMA cannot write PSUM")
+    accesses = []
+    for i, s in enumerate(srcs):
+        role = f"srcs[{i}]"
+        tensor(ins, role, s)
+        if s.storage.buffer == PSUM:
+            raise violation(ins, role, "DMA cannot read PSUM")
+        if s.size != dst.size:
+            raise violation(ins, role, f"{s.size} elements must equal the dst's {dst.size}")
+        accesses.append(access(s, "srcs", False))
+    if not core.trace_only:
+        acc = None
+        for i, s in enumerate(srcs):
+            v = s.array().astype(F32).reshape(-1)
+            if scales is not None:
+                v = v * F32(scales[i])
+            acc = v if acc is None else op.fn(acc, v)
+        write(dst, acc)
+    accesses.append(access(dst, "dst", True))
+    core.record(Instr(ins, "dma", tuple(accesses), (("reduce_op", op.name),), core.program_id))
+
+
+def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, name=None):
+    """Send ``src`` to the other LNC program's ``dst`` and receive its ``src`` into ours."""
+    core = current_core()
+    ins = "sendrecv"
+    tensor(ins, "src", src)
+    tensor(ins, "dst", dst)
+    if core.target.generation < 3:
+        raise violation(ins, "src", f"sendrecv needs NC-v3+ (trn2), target is {core.target.name}")
+    if core.run.lnc < 2:
+        raise violation(ins, "src", "sendrecv needs LNC=2 (launch the kernel as kernel[2])")
+    for role, rank in (("send_to_rank", send_to_rank), ("recv_from_rank", recv_from_rank)):
+        if rank not in (0, 1):
+            raise violation(ins, role, f"{rank!r} must be 0 or 1")
+    buffer_in(ins, "src", src, _SBUF, "SBUF")
+    buffer_in(ins, "dst", dst, _SBUF, "SBUF")
+    if src.dtype != dst.dtype:
+        raise violation(ins, "dst", f"dtype {dst.dtype} must equal the src dtype {src.dtype}")
+    ls, ld = src.layout(), dst.layout()
+    if ls[1] != ld[1] or ls[2] != ld[2]:
+        raise violation(ins, "dst", f"shape {dst.shape} must match src {src.shape} (partitions and elements "
+                        "per partition)")
+    payload = None if core.trace_only else np.array(src.array())
+    received = core.run.exchange.sendrecv(core.program_id, int(send_to_rank), int(recv_from_rank), pipe_id,
+                                          payload, ls[1:3])
+    if not core.trace_only:
+        write(dst, received)
+    core.record(Instr(ins, "dma", (access(src, "src", False), access(dst, "dst", True)),
+                      (("send_to_rank", send_to_rank), ("recv_from_rank", recv_from_rank)), core.program_id))
+
+
+_engine = engine
+_dge_mode = dge_mode
+_oob_mode = oob_mode

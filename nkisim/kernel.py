@@ -1,0 +1,205 @@
+"""Entry points: nki.jit, nki.simulate and nkisim.run (with the trace and the cost summary)."""
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .allocation import wrap_argument
+from .context import CoreState, RunState, maybe_core, set_core
+from .dtypes import NUMPY_TYPES, dtype_name
+from .errors import NkiUsageError, violation
+from .lnc import LncExchange, run_programs
+from .targets import resolve_target, target_from_env
+from .tensor import NkiTensor
+from .trace import Trace
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """A kernel input with a shape and dtype but no data, for trace-only runs."""
+
+    shape: tuple[int, ...]
+    dtype: Any
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "shape", tuple(int(n) for n in self.shape))
+        object.__setattr__(self, "dtype", dtype_name(self.dtype))
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What one emulated kernel call produced."""
+
+    outputs: Any                 # as nki.simulate returns: ndarray, tuple of them, or None
+    trace: Trace
+    summary: Any                 # nkisim.cost.Summary (None if the cost model is unavailable)
+    peak_sbuf_bytes_per_partition: int
+    peak_psum_banks: int
+    target: str
+    lnc: int
+
+
+class Kernel:
+    """What ``nki.jit`` returns: call it, index it with the LNC degree, or simulate it."""
+
+    def __init__(self, fn: Callable, lnc: int | None = None, options: dict | None = None) -> None:
+        self.fn = fn
+        self.lnc = lnc
+        self.options = dict(options or {})
+        functools.update_wrapper(self, fn)
+
+    def __getitem__(self, grid: object) -> Kernel:
+        dims = grid if isinstance(grid, tuple) else (grid,)
+        if len(dims) != 1 or not isinstance(dims[0], int) or dims[0] not in (1, 2):
+            raise NkiUsageError(f"kernel[{grid!r}]: the launch grid is the LNC degree, 1 or 2")
+        return Kernel(self.fn, dims[0], self.options)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if maybe_core() is not None:   # a kernel calling another: inline it
+            return self.fn(*args, **kwargs)
+        # There is no device here: like NKI_SIMULATOR=1, a call runs on the emulator.
+        return run(self, *args, target=target_from_env(), **kwargs).outputs
+
+
+def jit(fn: Callable | None = None, **kwargs: Any) -> Any:
+    """``@nki.jit`` or ``@nki.jit(...)``: wrap a kernel function."""
+    if "platform_target" in kwargs:
+        raise NkiUsageError("jit: argument 'platform_target' is an error since NKI 0.3.0; use "
+                            "NEURON_PLATFORM_TARGET_OVERRIDE")
+    kwargs.pop("mode", None)   # deprecated and ignored since 0.3.0
+    if fn is None:
+        return lambda f: Kernel(f, None, kwargs)
+    return Kernel(fn, None, kwargs)
+
+
+def simulate(kernel: Callable) -> Callable:
+    """``nki.simulate(kernel)(*args)``: run on CPU, target from NEURON_PLATFORM_TARGET_OVERRIDE (default trn3)."""
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return run(kernel, *args, target=target_from_env(), **kwargs).outputs
+    return call
+
+
+def run(kernel: Callable, *args: Any, lnc: int | None = None, target: Any = "trn2", trace_only: bool = False,
+        **kwargs: Any) -> RunResult:
+    """Run ``kernel`` eagerly on the emulator; return its outputs, trace, cost summary and peaks."""
+    spec = resolve_target(target)
+    fn = kernel.fn if isinstance(kernel, Kernel) else kernel
+    grid = kernel.lnc if isinstance(kernel, Kernel) else None
+    degree = lnc if lnc is not None else (grid or 1)
+    if degree not in (1, 2):
+        raise NkiUsageError(f"run: argument 'lnc': {degree!r} must be 1 or 2")
+    if grid is not None and lnc is not None and grid != lnc:
+        raise NkiUsageError(f"run: argument 'lnc': {lnc} disagrees with the launch grid kernel[{grid}]")
+    if degree == 2 and spec.generation < 3:
+        raise NkiUsageError(f"run: argument 'lnc': LNC=2 needs trn2 or later, target is {spec.name}")
+    state = RunState(spec, degree, bool(trace_only))
+    state.grid_ndim = 1 if (grid is not None or degree > 1) else 0
+    buffer = "shared_hbm" if degree > 1 else "private_hbm"
+    write_backs: list[tuple[np.ndarray, np.ndarray]] = []
+
+    def wrap(name: str, value: Any) -> Any:
+        if isinstance(value, TensorSpec):
+            if not trace_only:
+                raise NkiUsageError(f"run: argument '{name}': a TensorSpec has no data; pass trace_only=True")
+            return wrap_argument(state, name, None, value.shape, value.dtype, buffer)[0]
+        if isinstance(value, np.ndarray):
+            dt = dtype_name(value.dtype)
+            shape = value.shape if value.ndim else (1,)
+            t, back = wrap_argument(state, name, value, shape, dt, buffer)
+            if back is not None:
+                write_backs.append((value, back))
+            return t
+        return value
+
+    names = _parameter_names(fn, len(args))
+    targs = [wrap(n, a) for n, a in zip(names, args)]
+    tkwargs = {k: wrap(k, v) for k, v in kwargs.items()}
+    cores = [CoreState(state, pid) for pid in range(degree)]
+    results: list[Any] = [None] * degree
+
+    def body(pid: int) -> Callable[[], None]:
+        def go() -> None:
+            set_core(cores[pid])
+            try:
+                results[pid] = fn(*targs, **tkwargs)
+                _check_returned(results[pid])
+            finally:
+                set_core(None)
+        return go
+
+    if degree == 1:
+        previous = maybe_core()
+        try:
+            body(0)()
+        finally:
+            set_core(previous)
+    else:
+        state.exchange = LncExchange(degree)
+        run_programs([body(pid) for pid in range(degree)], state.exchange)
+        _check_same_returns(results)
+    outputs = _to_numpy(results[0], trace_only)
+    for original, data in write_backs:
+        if original.flags.writeable:
+            original[...] = data.reshape(original.shape)
+    peak_sbuf = max(c.sbuf.peak for c in cores)
+    peak_psum = max(c.psum.peak for c in cores)
+    summary = _summarize(state.trace, spec.name, degree, peak_sbuf, peak_psum)
+    return RunResult(outputs, state.trace, summary, peak_sbuf, peak_psum, spec.name, degree)
+
+
+def _parameter_names(fn: Callable, n: int) -> list[str]:
+    try:
+        params = [p.name for p in inspect.signature(fn).parameters.values()]
+    except (TypeError, ValueError):
+        params = []
+    return [params[i] if i < len(params) else f"arg{i}" for i in range(n)]
+
+
+def _returned_tensors(value: Any) -> list[tuple[str, NkiTensor]]:
+    if value is None:
+        return []
+    if isinstance(value, NkiTensor):
+        return [("return", value)]
+    if isinstance(value, (tuple, list)):
+        return [(f"return[{i}]", v) for i, v in enumerate(value)]
+    return [("return", value)]
+
+
+def _check_returned(value: Any) -> None:
+    for role, t in _returned_tensors(value):
+        if not isinstance(t, NkiTensor):
+            raise violation("kernel return", role, f"must be an NkiTensor, got {type(t).__name__}")
+        if t.storage.buffer != "shared_hbm":
+            raise violation("kernel return", role, f"returned tensors must be in shared_hbm, '{t.name}' is in "
+                            f"{t.storage.buffer}")
+
+
+def _check_same_returns(results: list[Any]) -> None:
+    first = [t.storage.id for _, t in _returned_tensors(results[0])]
+    for pid, value in enumerate(results[1:], start=1):
+        if [t.storage.id for _, t in _returned_tensors(value)] != first:
+            raise violation("kernel return", "return", f"program {pid} returns other tensors than program 0")
+
+
+def _to_numpy(value: Any, trace_only: bool) -> Any:
+    def one(t: NkiTensor) -> np.ndarray:
+        if trace_only:   # no data was computed: a zero placeholder of the right shape and dtype
+            return np.zeros(t.shape, NUMPY_TYPES[t.dtype])
+        return np.array(t.array())
+    if value is None:
+        return None
+    if isinstance(value, NkiTensor):
+        return one(value)
+    return tuple(one(t) for t in value)
+
+
+def _summarize(trace: Trace, target: str, lnc: int, peak_sbuf: int, peak_psum: int) -> Any:
+    """The cost model's summary of the trace, carrying the capacity peaks."""
+    from .cost import summarize
+
+    return summarize(trace, target, lnc, peaks={"sbuf_bytes_per_partition": peak_sbuf, "psum_banks": peak_psum})

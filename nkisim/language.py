@@ -1,0 +1,209 @@
+"""nki.language for nkisim: dtypes, buffers, tile_size, allocation, ranges, program ids, op tokens."""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from . import ops as _ops
+from .allocation import allocate as _allocate
+from .buffers import MemoryRegion, is_hbm, is_on_chip, is_psum, is_sbuf
+from .context import current_core as _current_core
+from .context import maybe_core as _maybe_core
+from .dtypes import (
+    bfloat16,
+    bool_,
+    float8_e4m3,
+    float8_e4m3fn,
+    float8_e5m2,
+    float16,
+    float32,
+    int8,
+    int16,
+    int32,
+    tfloat32,
+    uint8,
+    uint16,
+    uint32,
+)
+from .errors import NkiUsageError as _NkiUsageError
+from .errors import violation as _violation
+from .ops import (  # noqa: F401 - op tokens re-exported under their NKI names
+    abs,
+    add,
+    bitwise_and,
+    bitwise_or,
+    bitwise_xor,
+    copy,
+    cos,
+    divide,
+    equal,
+    exp,
+    greater,
+    greater_equal,
+    left_shift,
+    less,
+    less_equal,
+    log,
+    logical_and,
+    logical_or,
+    logical_xor,
+    maximum,
+    minimum,
+    multiply,
+    negative,
+    not_equal,
+    power,
+    reciprocal,
+    relu,
+    right_shift,
+    rsqrt,
+    sigmoid,
+    sign,
+    silu,
+    sin,
+    sqrt,
+    square,
+    subtract,
+    tanh,
+)
+from .targets import TargetSpec as _TargetSpec
+from .targets import target_from_env as _target_from_env
+from .tensor import NkiTensor
+
+sbuf = MemoryRegion.sbuf
+psum = MemoryRegion.psum
+hbm = MemoryRegion.hbm
+private_hbm = MemoryRegion.private_hbm
+shared_hbm = MemoryRegion.shared_hbm
+
+_ = (bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float16, float32, int8, int16, int32, tfloat32,
+     uint8, uint16, uint32, is_hbm, is_on_chip, is_psum, is_sbuf, _ops)
+
+
+def _target() -> _TargetSpec:
+    core = _maybe_core()
+    return core.target if core is not None else _target_from_env()
+
+
+class _TileSize:
+    """``nl.tile_size``: hardware tile constants of the current target (the run's, else the env's)."""
+
+    pmax = 128
+    psum_fmax = 512
+    psum_bank_fmax = 512
+    psum_bank_fmax_bytes = 2048
+    psum_fmax_bytes = 2048
+    gemm_stationary_fmax = 128
+    gemm_moving_fmax = 512
+    bn_stats_fmax = 512
+    psum_min_align = 4
+    sbuf_min_align = 4
+
+    @property
+    def psum_num_banks(self) -> int:
+        reserved = os.environ.get("NKI_DMA_TRANSPOSE_AS_PE_TRANSPOSE", "").lower() == "true"
+        return 7 if reserved and _target().generation >= 3 else 8
+
+    @property
+    def total_available_sbuf_size(self) -> int:
+        return _target().usable_sbuf_bytes
+
+    @property
+    def sbuf_fmax_bytes(self) -> int:
+        return _target().usable_sbuf_bytes
+
+    @property
+    def sbuf_fmax(self) -> int:
+        return _target().usable_sbuf_bytes // 4
+
+    @property
+    def sbuf_size_bytes(self) -> int:
+        return _target().sbuf_partition_bytes * 128
+
+    def __repr__(self) -> str:
+        return f"nl.tile_size({_target().name})"
+
+
+tile_size = _TileSize()
+
+
+def ndarray(shape, dtype, buffer=sbuf, name="", address=None) -> NkiTensor:
+    """A new tensor; its memory is not initialised (NaN for floats, 4 for ints, as in the simulator)."""
+    return _allocate(_current_core(), shape, dtype, buffer, name, address)
+
+
+def zeros(shape, dtype, buffer=sbuf, name="") -> NkiTensor:
+    """A new tensor filled with zeros (a memset on chip)."""
+    from .isa_compute import memset
+
+    core = _current_core()
+    t = _allocate(core, shape, dtype, buffer, name, None, instruction="zeros")
+    if t.on_chip:
+        memset(t, 0)
+    elif not core.trace_only:
+        t.array()[...] = 0
+    return t
+
+
+def ds(start: int, size: int) -> slice:
+    """``start:start+size``."""
+    return slice(start, start + size)
+
+
+def shared_identity_matrix(n, dtype=uint8, dst=None) -> NkiTensor:
+    """An n x n identity in SBUF (or written into ``dst``), loaded from a shared constant."""
+    from .isa_core import access, mark_written_by_other
+    from .trace import Access, Instr
+
+    core = _current_core()
+    if dst is None:
+        dst = _allocate(core, (n, n), dtype, sbuf, f"identity{n}", None, instruction="shared_identity_matrix")
+    elif not isinstance(dst, NkiTensor) or dst.layout()[1:3] != (n, n):
+        raise _violation("shared_identity_matrix", "dst", f"must be an ({n}, {n}) tensor")
+    if not core.trace_only:
+        a = dst.array()
+        a[...] = np.eye(n, dtype=np.float32).reshape(a.shape).astype(a.dtype)
+    mark_written_by_other(dst)
+    isz = dst.storage.itemsize
+    src = Access("src", "shared_hbm", 0, dst.dtype, (n, n), 0, 1, n * n, n * n * isz, (0, n * n), n * n * isz,
+                 False)
+    core.record(Instr("dma_copy", "dma", (src, access(dst, "dst", True)), (("constant", "identity"),),
+                      core.program_id))
+    return dst
+
+
+def program_id(axis=0) -> int:
+    if axis != 0:
+        raise _NkiUsageError(f"program_id: argument 'axis': {axis!r}; only axis 0 exists under LNC launches")
+    return _current_core().program_id
+
+
+def num_programs(axes=0) -> int:
+    if axes != 0:
+        raise _NkiUsageError(f"num_programs: argument 'axes': {axes!r}; only axis 0 exists under LNC launches")
+    return _current_core().run.lnc
+
+
+def program_ndim() -> int:
+    return _current_core().run.grid_ndim
+
+
+def affine_range(*args) -> range:
+    return range(*args)
+
+
+def sequential_range(*args) -> range:
+    return range(*args)
+
+
+def static_range(*args) -> range:
+    return range(*args)
+
+
+def device_print(prefix, tensor) -> None:
+    """Print a tensor's values (as the simulator does)."""
+    core = _current_core()
+    print(prefix, None if core.trace_only else np.array(tensor.array()))
+
+

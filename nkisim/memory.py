@@ -1,0 +1,208 @@
+"""Storage (one numpy buffer per allocation) and the per-core on-chip capacity trackers.
+
+The real simulator allocates every tensor independently; here SBUF and PSUM allocations are
+tracked over their Python lifetime (a storage dies when no view of it remains, which CPython's
+reference counting makes deterministic) so that capacity overflows are caught and peaks reported.
+"""
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import violation
+
+SBUF, PSUM = "sbuf", "psum"
+ON_CHIP = frozenset({SBUF, PSUM})
+
+# PSUM per-element write state (the per-element first-write rule of nc_matmul's accumulate).
+PSUM_FRESH, PSUM_BY_MATMUL, PSUM_BY_OTHER = 0, 1, 2
+
+
+class Storage:
+    """One allocation: its buffer, dtype, shape and (unless trace-only) its flat numpy data."""
+
+    __slots__ = (
+        "__weakref__",
+        "buffer",
+        "byte_offset",
+        "clobbered_by",
+        "data",
+        "dtype",
+        "id",
+        "itemsize",
+        "name",
+        "np_dtype",
+        "p0",
+        "partitions",
+        "psum_state",
+        "raw",
+        "row",
+        "shape",
+        "size",
+    )
+
+    def __init__(self, sid: int, buffer: str, dtype: str, np_dtype: np.dtype, shape: tuple[int, ...],
+                 name: str, data: np.ndarray | None) -> None:
+        self.id = sid
+        self.buffer = buffer
+        self.dtype = dtype
+        self.np_dtype = np_dtype
+        self.itemsize = np_dtype.itemsize
+        self.shape = shape
+        size = 1
+        for n in shape:
+            size *= n
+        self.size = size
+        on_chip = buffer in ON_CHIP
+        self.partitions = shape[0] if on_chip else 1
+        self.row = size // shape[0] if on_chip else size  # free elements per partition
+        self.data = data
+        self.raw = None if data is None else data.view(np.uint8)
+        self.psum_state = np.zeros(size, np.uint8) if buffer == PSUM else None
+        self.name = name
+        self.p0 = 0               # first physical partition
+        self.byte_offset = 0      # on-chip free-dim byte address (PSUM always, SBUF if explicit)
+        self.clobbered_by: str | None = None
+
+    @property
+    def row_bytes(self) -> int:
+        return self.row * self.itemsize
+
+
+@dataclass
+class _Region:
+    p0: int
+    p1: int
+    lo: int
+    hi: int
+    explicit: bool
+    storage: weakref.ref
+
+
+def _overlaps(a: _Region, p0: int, p1: int, lo: int, hi: int) -> bool:
+    return a.p0 < p1 and p0 < a.p1 and a.lo < hi and lo < a.hi
+
+
+class OnChipTracker:
+    """Live allocations of one on-chip buffer of one core: placement, capacity and the peak."""
+
+    def __init__(self, kind: str, capacity: int, target: str, bank_bytes: int = 0) -> None:
+        self.kind = kind
+        self.capacity = capacity      # bytes per partition
+        self.target = target
+        self.bank_bytes = bank_bytes  # PSUM only
+        self.regions: dict[int, _Region] = {}
+        self.auto_bytes = 0           # SBUF allocations without an address (no placement needed)
+        self.auto_sizes: dict[int, int] = {}
+        self.peak = 0
+
+    # --- usage -------------------------------------------------------------------------------
+    def _placed_bytes(self) -> int:
+        spans = sorted((r.lo, r.hi) for r in self.regions.values())
+        total, end = 0, -1
+        for lo, hi in spans:
+            if lo >= end:
+                total += hi - lo
+                end = hi
+            elif hi > end:
+                total += hi - end
+                end = hi
+        return total
+
+    def usage(self) -> int:
+        """SBUF: live bytes per partition. PSUM: live banks."""
+        if self.kind == PSUM:
+            banks = set()
+            for r in self.regions.values():
+                banks.update(range(r.lo // self.bank_bytes, (r.hi - 1) // self.bank_bytes + 1))
+            return len(banks)
+        return self.auto_bytes + self._placed_bytes()
+
+    # --- allocation ----------------------------------------------------------------------------
+    def allocate(self, st: Storage, address: tuple[int, int] | None) -> None:
+        nbytes = st.row_bytes
+        what = "PSUM" if self.kind == PSUM else "SBUF"
+        if nbytes > self.capacity:
+            raise violation("ndarray", st.name, f"{what} capacity: {nbytes} B per partition exceeds "
+                            f"{self.capacity} B per partition ({self.target})")
+        if address is not None:
+            self._place_explicit(st, address, nbytes)
+        elif self.kind == PSUM:
+            lo = self._find_place(nbytes)
+            if lo is None:
+                raise violation("ndarray", st.name, f"PSUM capacity: no room for {nbytes} B per partition: "
+                                f"{self.usage()} of {self.capacity // self.bank_bytes} banks live "
+                                f"({self.target})")
+            st.byte_offset = lo
+            self.regions[st.id] = _Region(0, 128, lo, lo + nbytes, False, weakref.ref(st))
+        else:
+            self.auto_bytes += nbytes
+            self.auto_sizes[st.id] = nbytes
+            used = self.usage()
+            if used > self.capacity:
+                self.auto_bytes -= nbytes
+                del self.auto_sizes[st.id]
+                raise violation("ndarray", st.name, f"SBUF capacity: live {used} B per partition exceeds "
+                                f"{self.capacity} B usable ({self.target})")
+        self.peak = max(self.peak, self.usage())
+        weakref.finalize(st, self.release, st.id)
+
+    def _place_explicit(self, st: Storage, address: tuple[int, int], nbytes: int) -> None:
+        try:
+            p0, lo = (int(v) for v in address)
+        except (TypeError, ValueError):
+            raise violation("ndarray", st.name, f"address {address!r} must be (partition, byte_offset)") from None
+        p1, hi = p0 + st.partitions, lo + nbytes
+        if p0 < 0 or p1 > 128:
+            raise violation("ndarray", st.name, f"address partition {p0} + {st.partitions} partitions "
+                            "exceeds 128")
+        if lo < 0 or hi > self.capacity:
+            raise violation("ndarray", st.name, f"address byte range [{lo}, {hi}) exceeds the {self.capacity}"
+                            f" B per partition of {'PSUM' if self.kind == PSUM else 'SBUF'} ({self.target})")
+        if self.kind == PSUM and lo % self.bank_bytes:
+            raise violation("ndarray", st.name, f"PSUM address byte offset {lo} must start at a bank "
+                            f"boundary (multiple of {self.bank_bytes})")
+        # A live tensor whose memory is re-used becomes stale: using it later is the error (the
+        # usual rotation `ps = nl.ndarray(..., address=a)` creates the new one before the old dies).
+        displaced = []
+        for sid, r in list(self.regions.items()):
+            if _overlaps(r, p0, p1, lo, hi):
+                old = r.storage()
+                del self.regions[sid]
+                if old is None:
+                    continue
+                if r.explicit:
+                    old.clobbered_by = st.name or f"storage#{st.id}"
+                else:
+                    displaced.append((sid, r, old))
+        st.p0, st.byte_offset = p0, lo
+        self.regions[st.id] = _Region(p0, p1, lo, hi, True, weakref.ref(st))
+        for sid, r, old in displaced:   # emulator-placed PSUM tiles move out of the way
+            new_lo = self._find_place(r.hi - r.lo)
+            if new_lo is None:
+                raise violation("ndarray", st.name, f"PSUM capacity: no room left for '{old.name}' once "
+                                f"this tensor is placed at {address} ({self.target})")
+            old.byte_offset = new_lo
+            self.regions[sid] = _Region(0, 128, new_lo, new_lo + r.hi - r.lo, False, r.storage)
+
+    def _find_place(self, nbytes: int) -> int | None:
+        bank = self.bank_bytes
+        step = bank if nbytes >= bank else 4
+        lo = 0
+        while lo + nbytes <= self.capacity:
+            if nbytes < bank and lo // bank != (lo + nbytes - 1) // bank:
+                lo = (lo // bank + 1) * bank   # small tiles never straddle a bank
+                continue
+            clash = next((r for r in self.regions.values() if r.lo < lo + nbytes and lo < r.hi), None)
+            if clash is None:
+                return lo
+            lo = max(lo + step, -(-clash.hi // step) * step)
+        return None
+
+    def release(self, sid: int) -> None:
+        self.regions.pop(sid, None)
+        nbytes = self.auto_sizes.pop(sid, None)
+        if nbytes is not None:
+            self.auto_bytes -= nbytes
