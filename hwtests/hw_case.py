@@ -46,17 +46,15 @@ def _planner_estimate(case) -> tuple[float | None, str]:
     return (float(estimate) if estimate is not None else None), ",".join(sorted(plan.methods()))
 
 
-def compare_with_oracle(case, mode: str, dy, x, w, outputs: dict[str, np.ndarray]) -> dict[str, Any]:
-    """ErrorMetrics per requested gradient, from the oracle on the same (rounded) inputs."""
-    from reference.tolerance import accumulation_lengths, compute_metrics, oracle_gradients
+def compare_with_oracle(case, mode: str, inputs, outputs: dict[str, np.ndarray]) -> dict[str, Any]:
+    """ErrorMetrics per requested gradient, judged exactly as ``verify.harness.run_case`` judges."""
+    from reference.tolerance import compute_metrics
+    from verify.harness import reference_for
 
-    geo = {"stride": case.stride, "padding": case.padding, "dilation": case.dilation, "grads": case.grads}
-    ref = oracle_gradients(dy, x, w, **geo)
-    mags = oracle_gradients(dy, x, w, magnitudes=True, **geo)
-    k_elem = accumulation_lengths(dy, x, w, **geo)
+    ref = reference_for(case, inputs)
     return {
-        name: compute_metrics(outputs[name], ref[name], mags[name], k_elem[name],
-                              dtype=case.dtype, mode=mode)
+        name: compute_metrics(outputs[name], ref.values[name], ref.magnitudes[name], ref.k_elem[name],
+                              dtype=case.dtype, mode=mode, reachable=ref.reachable[name])
         for name in case.grads
     }
 
@@ -70,11 +68,12 @@ def run_hw_case(case, mode: str, seed: int, log: LatencyLog, *, dry: bool = Fals
     included), recorded, never asserted.
     """
     from verify.backends import run_kernel
-    from verify.inputs import make_inputs
+    from verify.inputs import make_input_set
 
     if timed_runs < 1:
         raise ValueError(f"timed_runs={timed_runs}: must be >= 1 (determinism needs two runs)")
-    dy, x, w = make_inputs(case, mode, seed)
+    inputs = make_input_set(case, mode, seed)
+    dy, x, w = inputs.as_tuple()
     first = run_kernel(case, dy, x, w, HW_BACKEND, dry=dry)
     wall_us = []
     differing = {name: 0 for name in case.grads}
@@ -87,7 +86,7 @@ def run_hw_case(case, mode: str, seed: int, log: LatencyLog, *, dry: bool = Fals
                 differing[name] += a.nbytes
             else:
                 differing[name] += int(np.count_nonzero(a.view(np.uint8) != b.view(np.uint8)))
-    metrics = compare_with_oracle(case, mode, dy, x, w, first.outputs)
+    metrics = compare_with_oracle(case, mode, inputs, first.outputs)
     estimate_us, methods = _planner_estimate(case)
     summary = first.summary or {}
     record = {

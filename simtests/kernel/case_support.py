@@ -70,7 +70,7 @@ def case_properties(result) -> dict[str, Any]:
         "backend": result.backend,
         "mode": result.mode,
         "passed": bool(result.passed),
-        "plan": plan_methods(result.plan),
+        "plan": ",".join(result.methods) if result.methods else plan_methods(result.plan),
     }
     if result.modelled_us is not None:
         props["modelled_us"] = float(result.modelled_us)
@@ -94,7 +94,9 @@ def case_properties(result) -> dict[str, Any]:
 def describe_result(result, seed: int) -> str:
     """Multi-line summary of a CaseResult for assertion messages, ending with the repro command."""
     lines = [f"case {result.case.id} on {result.backend}, mode {result.mode}, seed {seed}"]
-    lines.append(f"  plan: {plan_methods(result.plan)}")
+    lines.append(f"  plan: {','.join(result.methods) or plan_methods(result.plan)}")
+    if result.plan_error:
+        lines.append(f"  planner error: {result.plan_error}")
     for name in GRAD_ORDER:
         grad = result.grads.get(name)
         if grad is None:
@@ -120,6 +122,8 @@ def case_failures(result) -> list[str]:
     metrics, not only through the harness' pass flag).
     """
     failures = []
+    if getattr(result, "error", None):
+        failures.append(f"kernel run failed: {result.error}")
     requested = set(result.case.grads)
     got = set(result.grads)
     if got != requested:
