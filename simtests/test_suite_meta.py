@@ -9,6 +9,10 @@
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -166,3 +170,33 @@ def test_default_matrix_ids_are_unique_and_cover_the_issue():
         if subset not in subsets:
             gaps.append(f"gradient subset {'+'.join(subset)}")
     assert not gaps, f"the default matrix misses: {gaps}"
+
+
+def test_junit_properties_survive_xdist(tmp_path, kernel_backend):
+    """One small case in both modes under ``-n 2``: each <testcase> carries the per-case properties."""
+    from verify.cases import CASE_SETS
+
+    case = min((c for c in CASE_SETS["fast"] if c.lnc == 1),
+               key=lambda c: c.batch * c.c_in * c.c_out * c.input[0] * c.input[1] * c.input[2])
+    xml_path = tmp_path / "junit.xml"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "simtests/kernel/test_kernel_matrix.py", "-p", "no:cacheprovider",
+         "-q", "-n", "2", "-k", f"test_case_matches_oracle and {case.id}", f"--junitxml={xml_path}",
+         "--backend", kernel_backend],
+        check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    testcases = ET.parse(xml_path).getroot().findall(".//testcase")
+    assert len(testcases) == 2, [t.get("name") for t in testcases]
+    for testcase in testcases:
+        props = {p.get("name"): p.get("value") for p in testcase.iter("property")}
+        assert props["case"] == case.id and props["backend"] == kernel_backend
+        assert props["mode"] in testcase.get("name")
+        assert props["plan"], props
+        for grad in case.grads:
+            assert int(props[f"{grad}_K"]) >= 1
+            assert float(props[f"{grad}_bound_ratio"]) <= 1.0
+            assert float(props[f"{grad}_max_abs_err"]) >= 0.0
+        if props["mode"] == "exact":
+            assert all(float(props[f"{g}_max_abs_err"]) == 0.0 for g in case.grads)
