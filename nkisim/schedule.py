@@ -30,9 +30,9 @@ __all__ = ["FluidBandwidth", "ScheduleResult", "schedule", "schedule_programs"]
 
 _SYNC_OPS = frozenset({"sendrecv", "core_barrier"})
 _COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
-# An entry per remembered access: (p_lo, p_hi, s_lo, s_hi, write, visible_ns, release_ns, engine)
-_P_LO, _P_HI, _S_LO, _S_HI, _WRITE, _VISIBLE, _RELEASE, _ENGINE = range(8)
-_MAX_ENTRIES = 48  # per storage; beyond it the oldest are merged conservatively
+# A remembered access is a tuple (p_lo, p_hi, s_lo, s_hi, visible_ns, release_ns, engine), kept
+# per storage in a list of writes and a list of reads.
+_MAX_ENTRIES = 16  # per storage and kind; beyond it the oldest half is merged conservatively
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,8 @@ class _Core:
         self.engine_free = dict.fromkeys(_COMPUTE_ENGINES, 0.0)
         self.queues = [(0.0, q) for q in range(hw.dma_engines)]  # heap of (free_at, queue)
         self.bandwidth = FluidBandwidth()
-        self.regions: dict[int, list[tuple]] = {}
+        self.writes: dict[int, list[tuple]] = {}
+        self.reads: dict[int, list[tuple]] = {}
         self.busy = dict.fromkeys((*_COMPUTE_ENGINES, "dma"), 0.0)
         self.makespan = 0.0
         self.record = record
@@ -124,55 +125,73 @@ class _Core:
 
     # -- dependencies ---------------------------------------------------------------------
     def _ready(self, instr: Instr, engine: str) -> float:
+        """When every RAW, WAW and WAR hazard of ``instr`` has cleared."""
         ready = 0.0
-        regions = self.regions
+        writes = self.writes
+        reads = self.reads
         for a in instr.accesses:
-            entries = regions.get(a.storage)
-            if not entries:
+            sid = a.storage
+            ws = writes.get(sid)
+            rs = reads.get(sid) if a.write else None
+            if not ws and not rs:
                 continue
             p_lo = a.partition_start
             p_hi = p_lo + a.partitions
             s_lo, s_hi = a.span
-            write = a.write
-            for e in entries:
-                if e[_P_LO] >= p_hi or p_lo >= e[_P_HI] or e[_S_LO] >= s_hi or s_lo >= e[_S_HI]:
-                    continue
-                if e[_WRITE]:
-                    # RAW / WAW; TensorE accumulation into PSUM pipelines back to back.
-                    t = e[_RELEASE] if (write and engine == "tensor" and e[_ENGINE] == "tensor") \
-                        else e[_VISIBLE]
-                elif write:
-                    t = e[_RELEASE]  # WAR
-                else:
-                    continue
-                ready = max(ready, t)
+            if ws:
+                # RAW / WAW; TensorE accumulation into PSUM pipelines back to back.
+                pipelined = a.write and engine == "tensor"
+                for e in ws:
+                    if e[0] >= p_hi or p_lo >= e[1] or e[2] >= s_hi or s_lo >= e[3]:
+                        continue
+                    t = e[5] if (pipelined and e[6] == "tensor") else e[4]
+                    ready = max(ready, t)
+            if rs:
+                for e in rs:  # WAR
+                    if e[0] >= p_hi or p_lo >= e[1] or e[2] >= s_hi or s_lo >= e[3]:
+                        continue
+                    ready = max(ready, e[5])
         return ready
 
     def _remember(self, instr: Instr, engine: str, visible: float, release: float) -> None:
-        regions = self.regions
+        """Record the accesses of a scheduled instruction, pruning what they make redundant."""
+        writes = self.writes
+        reads = self.reads
         for a in instr.accesses:
+            sid = a.storage
             p_lo = a.partition_start
             p_hi = p_lo + a.partitions
             s_lo, s_hi = a.span
-            entry = (p_lo, p_hi, s_lo, s_hi, a.write, visible, release, engine)
-            entries = regions.get(a.storage)
-            if entries is None:
-                regions[a.storage] = [entry]
-                continue
+            entry = (p_lo, p_hi, s_lo, s_hi, visible, release, engine)
             if a.write:
-                # Everything this write covers is ordered before it: later accesses that would
-                # depend on those entries depend on this write, which finishes after them.
-                entries[:] = [e for e in entries
-                              if not (p_lo <= e[_P_LO] and e[_P_HI] <= p_hi
-                                      and s_lo <= e[_S_LO] and e[_S_HI] <= s_hi)]
+                # Everything this write covers is ordered before it: a later access that would
+                # depend on those entries depends on this write, which finishes after them.
+                rs = reads.get(sid)
+                if rs:
+                    rs[:] = [e for e in rs if not (p_lo <= e[0] and e[1] <= p_hi
+                                                   and s_lo <= e[2] and e[3] <= s_hi)]
+                ws = writes.get(sid)
+                if ws is None:
+                    writes[sid] = [entry]
+                    continue
+                ws[:] = [e for e in ws if not (p_lo <= e[0] and e[1] <= p_hi
+                                               and s_lo <= e[2] and e[3] <= s_hi)]
+                ws.append(entry)
+                if len(ws) > _MAX_ENTRIES:
+                    writes[sid] = _merge_oldest(ws)
             else:
-                entries[:] = [e for e in entries
-                              if e[_WRITE] or e[_RELEASE] > release
-                              or not (p_lo <= e[_P_LO] and e[_P_HI] <= p_hi
-                                      and s_lo <= e[_S_LO] and e[_S_HI] <= s_hi)]
-            entries.append(entry)
-            if len(entries) > _MAX_ENTRIES:
-                regions[a.storage] = _merge_oldest(entries)
+                rs = reads.get(sid)
+                if not rs:
+                    reads[sid] = [entry]
+                    continue
+                last = rs[-1]
+                if last[0] == p_lo and last[1] == p_hi and last[2] == s_lo and last[3] == s_hi \
+                        and last[5] <= release:
+                    rs[-1] = entry  # the same region read again, finishing no earlier
+                    continue
+                rs.append(entry)
+                if len(rs) > _MAX_ENTRIES:
+                    reads[sid] = _merge_oldest(rs)
 
     # -- execution ------------------------------------------------------------------------
     def _execute(self, instr: Instr, timing: InstrTiming, ready: float) -> None:
@@ -228,17 +247,14 @@ class _Core:
 
 
 def _merge_oldest(entries: list[tuple]) -> list[tuple]:
-    """Fold the older half of the entries into one read and one write summary (conservative)."""
+    """Fold the older half of the entries into one hull with the latest times (conservative)."""
+    if len(entries) <= _MAX_ENTRIES // 2:
+        return entries
     half = len(entries) // 2
     old, keep = entries[:half], entries[half:]
-    merged = []
-    for write in (False, True):
-        group = [e for e in old if e[_WRITE] == write]
-        if group:
-            merged.append((min(e[_P_LO] for e in group), max(e[_P_HI] for e in group),
-                           min(e[_S_LO] for e in group), max(e[_S_HI] for e in group), write,
-                           max(e[_VISIBLE] for e in group), max(e[_RELEASE] for e in group), ""))
-    return merged + keep
+    hull = (min(e[0] for e in old), max(e[1] for e in old), min(e[2] for e in old),
+            max(e[3] for e in old), max(e[4] for e in old), max(e[5] for e in old), "")
+    return [hull, *keep]
 
 
 def schedule_programs(programs: Sequence[Sequence[Instr]], target: str | HardwareTarget,
