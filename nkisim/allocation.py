@@ -1,18 +1,20 @@
 """Allocating tensors: nl.ndarray and the wrapping of kernel arguments."""
 from __future__ import annotations
 
+import functools
 import operator
 
 import numpy as np
 
 from .buffers import MemoryRegion
 from .context import CoreState, RunState
-from .dtypes import NUMPY_TYPES, dtype_name, is_float
+from .dtypes import NUMPY_TYPES, dtype_name
 from .errors import NkiUsageError, violation
 from .memory import ON_CHIP, PSUM, SBUF, Storage
 from .tensor import NkiTensor
 
 
+@functools.lru_cache(maxsize=1024)
 def row_major(shape: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
     pattern = []
     stride = 1
@@ -21,10 +23,6 @@ def row_major(shape: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
         stride *= n
     return tuple(reversed(pattern))
 
-
-def sentinel_data(np_dtype: np.dtype, dtype: str, size: int) -> np.ndarray:
-    """Fresh memory as the real simulator fills it: NaN for floats, 4 for integers."""
-    return np.full(size, np.nan if is_float(dtype) else 4, np_dtype)
 
 
 def check_shape(instruction: str, name: str, shape: object) -> tuple[int, ...]:
@@ -62,8 +60,8 @@ def allocate(core: CoreState, shape: object, dtype: object, buffer: object, name
     size = 1
     for n in dims:
         size *= n
-    data = None if run.trace_only else sentinel_data(np_dtype, dt, size)
-    st = Storage(next(run.ids), kind, dt, np_dtype, dims, name, data)
+    st = Storage(next(run.ids), kind, dt, np_dtype, dims, name, None)
+    st.lazy = not run.trace_only   # sentinel-filled on first access (see Storage.materialise)
     if kind == SBUF:
         core.sbuf.allocate(st, address)  # type: ignore[arg-type]
     elif kind == PSUM:

@@ -10,10 +10,12 @@ from .isa_core import (
     F32,
     access,
     buffer_in,
+    engine_free_size,
     is_scalar,
     mark_written_by_other,
     no_psum_on_gpsimd,
     on_chip,
+    out_array,
     pick_engine,
     read2d,
     same_partitions_and_free,
@@ -42,10 +44,12 @@ def _operands(ins, dst, **reads):
     tensor(ins, "dst", dst)
     on_chip(ins, "dst", dst)
     start_partition(ins, "dst", dst)
+    engine_free_size(ins, "dst", dst)
     for role, t in reads.items():
         tensor(ins, role, t)
         on_chip(ins, role, t)
         start_partition(ins, role, t)
+        engine_free_size(ins, role, t)
 
 
 def tensor_copy(dst, src, engine=engine.unknown, name=None):
@@ -76,12 +80,11 @@ def memset(dst, value, engine=engine.unknown, name=None):
     no_psum_on_gpsimd(ins, eng, (("dst", dst),))
     if not is_scalar(value):
         raise violation(ins, "value", f"{value!r} is not a compile-time number")
-    if dst.dtype in INT_TYPES and not float(value).is_integer() or dst.dtype in INT_TYPES \
-            and isinstance(value, (float, np.floating)):
+    if dst.dtype in INT_TYPES and isinstance(value, (float, np.floating)):
         raise violation(ins, "value", f"{value!r} does not match dst dtype {dst.dtype} (an int dtype needs an "
                         "int value, e.g. 2 not 2.0)")
     if not core.trace_only:
-        a = dst.array()
+        a = out_array(dst)
         a[...] = np.asarray(value, F32 if dst.dtype not in INT_TYPES else np.int64).astype(a.dtype)
     _finish(core, ins, eng, (), dst)
 

@@ -50,6 +50,15 @@ def start_partition(instr: str, role: str, t: NkiTensor) -> None:
                         f"access of {parts} partitions must start at {allowed}")
 
 
+def engine_free_size(instr: str, role: str, t: NkiTensor) -> None:
+    """Vector/Scalar/GpSimd access at most 64K elements per partition in SBUF, 4K in PSUM."""
+    free = t.layout()[2]
+    limit = 4096 if t.storage.buffer == PSUM else 65536
+    if free > limit:
+        raise violation(instr, role, f"{free} elements per partition exceed the engine limit of {limit} "
+                        f"in {t.storage.buffer.upper()}")
+
+
 def same_partitions_and_free(instr: str, role_a: str, a: NkiTensor, role_b: str, b: NkiTensor) -> None:
     la, lb = a.layout(), b.layout()
     if la[1] != lb[1] or la[2] != lb[2]:
@@ -98,9 +107,17 @@ def read2d(t: NkiTensor) -> np.ndarray:
     return t.array().astype(F32).reshape(parts, free)
 
 
+def out_array(t: NkiTensor) -> np.ndarray:
+    """``t.array()`` for a write: a fresh storage written whole skips the sentinel fill."""
+    st = t.storage
+    if st.lazy:
+        st.materialise(fill=not _covers_storage(t))
+    return t.array()
+
+
 def write(t: NkiTensor, values: np.ndarray) -> None:
     """Write ``values`` (any shape with t's element count) to ``t``, rounding to its dtype."""
-    a = t.array()
+    a = out_array(t)
     if t.storage.dtype in INT_TYPES and values.dtype.kind == "f":
         lo, hi = int_limits(t.storage.dtype)
         # fp32 -> int: round to nearest even with saturation (NaN -> 0), as the hardware does.
@@ -114,10 +131,35 @@ def psum_state(t: NkiTensor) -> np.ndarray:
     return np.ndarray(t.shape, np.uint8, st.psum_state, t.offset, tuple(s for s, _ in t.pattern))
 
 
+def _covers_storage(t: NkiTensor) -> bool:
+    """Whether the view touches every element of its storage (so one state describes it)."""
+    st = t.storage
+    pstart, parts, free, lo, hi, _ = t.layout()
+    return parts == st.partitions and free == st.row and lo == 0 and hi == st.row and pstart == st.p0
+
+
+def psum_state_of(t: NkiTensor) -> np.ndarray | None:
+    """The per-element state view of ``t``, or None when the whole storage is in one known state."""
+    st = t.storage
+    if st.psum_uniform is not None:
+        if _covers_storage(t):
+            return None
+        st.psum_state[:] = st.psum_uniform
+        st.psum_uniform = None
+    return psum_state(t)
+
+
+def set_psum_state(t: NkiTensor, state: np.ndarray | None, value: int) -> None:
+    if state is None or _covers_storage(t):
+        t.storage.psum_uniform = value
+    else:
+        state[...] = value
+
+
 def mark_written_by_other(t: NkiTensor) -> None:
     """A non-matmul instruction wrote PSUM: matmul accumulation onto it is not allowed."""
     if t.storage.buffer == PSUM:
-        psum_state(t)[...] = PSUM_BY_OTHER
+        set_psum_state(t, psum_state_of(t), PSUM_BY_OTHER)
 
 
 __all__ = ["F32", "PSUM", "PSUM_FRESH", "SBUF", "CoreState", "access", "read2d", "tensor", "write"]

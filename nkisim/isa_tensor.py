@@ -12,8 +12,10 @@ from .isa_core import (
     buffer_in,
     mark_written_by_other,
     on_chip,
+    out_array,
     pick_engine,
-    psum_state,
+    psum_state_of,
+    set_psum_state,
     start_partition,
     tensor,
 )
@@ -115,32 +117,36 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     if accumulate not in (None, True, False):
         raise violation(ins, "accumulate", f"{accumulate!r} must be True, False or None")
     # Per-element accumulate state (checked in both modes: PSUM is small).
-    state = psum_state(dst)
-    fresh = None
+    state = psum_state_of(dst)
+    if state is None:   # the whole tile is in one state: no per-element arrays needed
+        u = dst.storage.psum_uniform
+        any_other, all_fresh, any_fresh, fresh = u == PSUM_BY_OTHER, u == PSUM_FRESH, u == PSUM_FRESH, None
+    else:
+        fresh = state == PSUM_FRESH
+        any_other, all_fresh, any_fresh = bool((state == PSUM_BY_OTHER).any()), bool(fresh.all()), bool(fresh.any())
     if accumulate is not False:
-        if (state == PSUM_BY_OTHER).any():
+        if any_other:
             raise violation(ins, "dst", "accumulating onto PSUM written by a non-matmul instruction "
                             "(memset/tensor_copy/nl.zeros/...) is undefined on hardware")
-        fresh = state == PSUM_FRESH
-        if accumulate is True and fresh.any():
+        if accumulate is True and any_fresh:
             raise violation(ins, "dst", "accumulate=True onto PSUM never written is undefined on hardware "
                             "(use accumulate=False or None for the first matmul)")
     if not core.trace_only:
         s2 = stationary.array().reshape(k, m)
         m2 = moving.array().reshape(k, n)
-        d = dst.array()
+        d = out_array(dst) if accumulate is False or all_fresh else dst.array()
         if is_transpose and k == n and np.array_equal(m2.astype(F32), np.eye(k, dtype=F32)):
             d[...] = s2.T.reshape(d.shape)   # bit-accurate transpose (NaN/Inf kept)
         else:
             # The PE multiplies in fp32 and accumulates in fp32: a float32 matmul.
             prod = (s2.astype(F32).T @ m2.astype(F32)).reshape(d.shape)
-            if accumulate is False or (fresh is not None and fresh.all()):
+            if accumulate is False or all_fresh:
                 d[...] = prod
-            elif fresh is None or not fresh.any():
-                d[...] = d.astype(F32) + prod
+            elif not any_fresh:
+                d += prod
             else:
                 d[...] = np.where(fresh, prod, d.astype(F32) + prod)
-    state[...] = PSUM_BY_MATMUL
+    set_psum_state(dst, state, PSUM_BY_MATMUL)
     fp32 = sdt in _FP32_INPUTS
     core.record(Instr(ins, "tensor", (access(stationary, "stationary", False), access(moving, "moving", False),
                                       access(dst, "dst", True)),
@@ -178,11 +184,11 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None):
     start_partition(ins, "dst", dst)
     if not core.trace_only:
         src = data.array().reshape(p, f)
-        out = dst.array()
+        out = out_array(dst)
         out[...] = src.T.reshape(out.shape)
     if dst.storage.buffer == PSUM:
         if eng is _engine_tensor:
-            psum_state(dst)[...] = PSUM_BY_MATMUL
+            set_psum_state(dst, psum_state_of(dst), PSUM_BY_MATMUL)
         else:
             mark_written_by_other(dst)
     eng_name = "tensor" if eng is _engine_tensor else "vector"

@@ -162,7 +162,9 @@ def shared_identity_matrix(n, dtype=uint8, dst=None) -> NkiTensor:
     elif not isinstance(dst, NkiTensor) or dst.layout()[1:3] != (n, n):
         raise _violation("shared_identity_matrix", "dst", f"must be an ({n}, {n}) tensor")
     if not core.trace_only:
-        a = dst.array()
+        from .isa_core import out_array
+
+        a = out_array(dst)
         a[...] = np.eye(n, dtype=np.float32).reshape(a.shape).astype(a.dtype)
     mark_written_by_other(dst)
     isz = dst.storage.itemsize

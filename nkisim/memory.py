@@ -32,11 +32,13 @@ class Storage:
         "dtype",
         "id",
         "itemsize",
+        "lazy",
         "name",
         "np_dtype",
         "p0",
         "partitions",
         "psum_state",
+        "psum_uniform",
         "raw",
         "row",
         "shape",
@@ -60,11 +62,27 @@ class Storage:
         self.row = size // shape[0] if on_chip else size  # free elements per partition
         self.data = data
         self.raw = None if data is None else data.view(np.uint8)
+        self.lazy = False         # full mode, memory not materialised yet (see materialise)
         self.psum_state = np.zeros(size, np.uint8) if buffer == PSUM else None
+        # When not None, every element is in this state and psum_state is stale (a fast path).
+        self.psum_uniform: int | None = PSUM_FRESH if buffer == PSUM else None
         self.name = name
         self.p0 = 0               # first physical partition
         self.byte_offset = 0      # on-chip free-dim byte address (PSUM always, SBUF if explicit)
         self.clobbered_by: str | None = None
+
+    def materialise(self, fill: bool) -> None:
+        """Create the data of a lazy storage: sentinel-filled, or uninitialised when the first
+        access is a write of every element (nothing can observe the sentinel then)."""
+        from .dtypes import is_float
+
+        if fill:
+            data = np.full(self.size, np.nan if is_float(self.dtype) else 4, self.np_dtype)
+        else:
+            data = np.empty(self.size, self.np_dtype)
+        self.data = data
+        self.raw = data.view(np.uint8)
+        self.lazy = False
 
     @property
     def row_bytes(self) -> int:

@@ -86,6 +86,8 @@ class NkiTensor:
         a = self._arr
         if a is None:
             st = self.storage
+            if st.lazy:
+                st.materialise(fill=True)
             isz = st.itemsize
             a = np.ndarray(self.shape, st.np_dtype, st.raw, self.offset * isz,
                            tuple(s * isz for s, _ in self.pattern))
