@@ -1,0 +1,141 @@
+"""The NKI kernel ``conv3d_bwd``: validation, the plan, and the dx / dw / db sections it runs."""
+import os
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+from .errors import Conv3dBwdInputError
+from .geometry import validate
+from .nki_common import Evictor, transpose_pool
+from .nki_db import DbState
+from .nki_dw import DwState
+from .nki_dx import DyBands, run_dx
+from .planner import DbMethod, Strategy, _split, current_forced_plan, dw_items, dx_items, plan_conv3d_bwd
+
+_NC_TARGET = {"gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}
+_ENV_TARGET = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2",
+               "trn3": "trn3", "gen4": "trn3"}
+
+
+def _target():
+    """The planner target: from nisa.get_nc_version(), else NEURON_PLATFORM_TARGET_OVERRIDE (default trn2)."""
+    get = getattr(nisa, "get_nc_version", None)
+    if get is not None:
+        version = get()
+        name = getattr(version, "name", str(version))
+        if name in _NC_TARGET:
+            return _NC_TARGET[name]
+    return _ENV_TARGET.get(os.environ.get("NEURON_PLATFORM_TARGET_OVERRIDE", "trn2").strip().lower(), "trn2")
+
+
+class _Ctx:
+    """What every section needs: geometry, plan, tensors, shared PSUM transpose pool, evictor."""
+
+    def __init__(self, g, plan, dy, x, filters, dx, dw, db, dtype, target):
+        self.g, self.plan = g, plan
+        self.dy, self.x, self.filters = dy, x, filters
+        self.dx, self.dw, self.db = dx, dw, db
+        self.dtype = dtype
+        self.psum_t = transpose_pool(g.dtype_bytes, dtype)
+        self.evict = Evictor(target)
+
+
+def _same_problem(plan, g, args):
+    dy_shape, x_shape, w_shape, stride, padding, dilation, flags = args
+    return (tuple(plan.dy_shape) == tuple(dy_shape) and tuple(plan.x_shape) == tuple(x_shape)
+            and tuple(plan.w_shape) == tuple(w_shape) and tuple(plan.stride) == tuple(stride)
+            and tuple(plan.padding) == tuple(padding) and tuple(plan.dilation) == tuple(dilation)
+            and plan.dtype == g.dtype
+            and (plan.compute_dx, plan.compute_dw, plan.compute_db) == flags)
+
+
+@nki.jit
+def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), dilation=(1, 1, 1),
+               compute_dx=True, compute_dw=True, compute_db=True):
+    """Gradients of a 3D convolution: (dx, dw, db), keeping the requested ones (bare when one)."""
+    g = validate(dy.shape, x_in.shape, filters.shape, stride, padding, dilation,
+                 dtypes=(dy.dtype, x_in.dtype, filters.dtype), compute_dx=bool(compute_dx),
+                 compute_dw=bool(compute_dw), compute_db=bool(compute_db))
+    lnc = nl.num_programs(axes=0)
+    pid = nl.program_id(axis=0)
+    target = _target()
+    flags = (bool(compute_dx), bool(compute_dw), bool(compute_db))
+    plan = current_forced_plan()
+    if plan is None:
+        plan = plan_conv3d_bwd(dy.shape, x_in.shape, filters.shape, stride, padding, dilation, g.dtype,
+                               target, lnc, *flags)
+    elif not _same_problem(plan, g, (dy.shape, x_in.shape, filters.shape, stride, padding, dilation, flags)) \
+            or plan.lnc != lnc:
+        raise Conv3dBwdInputError(f"forced plan {plan.label!r}: its problem (shapes, stride, padding, "
+                                  f"dilation, dtype, gradients, lnc={plan.lnc}) must equal the call's (lnc={lnc})")
+    dtype = dy.dtype
+    dx = nl.ndarray(tuple(x_in.shape), dtype, buffer=nl.shared_hbm, name="dx") if compute_dx else None
+    dw = nl.ndarray(tuple(filters.shape), dtype, buffer=nl.shared_hbm, name="dw") if compute_dw else None
+    db = nl.ndarray((g.c_out,), dtype, buffer=nl.shared_hbm, name="db") if compute_db else None
+    ctx = _Ctx(g, plan, dy, x_in, filters, dx, dw, db, dtype, target)
+    db_state = DbState(ctx) if compute_db else None
+    fold = compute_db and plan.db_method is DbMethod.FOLD
+    shared = plan.strategy is Strategy.SHARED_DY
+
+    if compute_dx:
+        dw_state = None
+        if compute_dw and shared:
+            rows = [max((bb.own1 - bb.own0 for bb in _bands(g, plan, a)), default=0) for a in range(2)]
+            dw_state = DwState(ctx, rows)
+
+        def on_band(b, bd, bh, bw, bufs):
+            if bufs is None:
+                return
+            views = [DyBands.own_view(buf, bd, bh, bw, co_sz)
+                     for buf, (_c0, co_sz) in zip(bufs, _co_tiles(g))]
+            if fold and bd.own1 > bd.own0 and bh.own1 > bh.own0:
+                for c, v in enumerate(views):
+                    db_state.add(c, v)
+            if dw_state is not None:
+                dw_state.add_box(b, (bd.own0, bd.own1), (bh.own0, bh.own1), views)
+
+        run_dx(ctx, _split(dx_items(g, plan), lnc, pid), on_band if (fold or dw_state) else None)
+        if dw_state is not None:
+            dw_state.finish(pid, lnc)
+    if compute_dw and not shared:
+        _run_dw_alone(ctx, pid, lnc, db_state if (fold and not compute_dx) else None)
+    if compute_db:
+        if not fold:
+            per = -(-g.batch // lnc)
+            db_state.standalone(range(min(g.batch, pid * per), min(g.batch, (pid + 1) * per)), 4096)
+        db_state.finish(pid, lnc)
+    outs = tuple(t for t in (dx, dw, db) if t is not None)
+    return outs[0] if len(outs) == 1 else outs
+
+
+def _co_tiles(g):
+    return [(c, min(128, g.c_out - c)) for c in range(0, g.c_out, 128)]
+
+
+def _bands(g, plan, a):
+    from .schedule import axis_bands
+    return axis_bands(g.axes[a], plan.dx_band[a])
+
+
+def _run_dw_alone(ctx, pid, lnc, db_state):
+    """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded."""
+    import nki.language as nl_  # noqa: F401  (same module; keeps this helper self-contained)
+    from .nki_common import PMAX, Pool
+    g, plan = ctx.g, ctx.plan
+    items = _split(dw_items(g, plan), lnc, pid)
+    state = DwState(ctx, plan.dw_band)
+    co_tiles = _co_tiles(g)
+    wo = g.axes[2].o
+    pools = [Pool(plan.dy_bufs, (PMAX, plan.dw_band[0], plan.dw_band[1], wo), ctx.dtype, nl.sbuf, f"dw_dy{c}_")
+             for c in range(len(co_tiles))]
+    for b, (d0, d1), (h0, h1) in items:
+        views = []
+        for c, (co0, co_sz) in enumerate(co_tiles):
+            buf = pools[c].take()
+            nisa.dma_copy(dst=buf[:co_sz, :d1 - d0, :h1 - h0, :wo], src=ctx.dy[b, co0:co0 + co_sz, d0:d1, h0:h1, :])
+            views.append(buf[:co_sz, :d1 - d0, :h1 - h0, :wo])
+            if db_state is not None:
+                db_state.add(c, views[-1])
+        state.add_box(b, (d0, d1), (h0, h1), views)
+    state.finish(pid, lnc)

@@ -1,0 +1,57 @@
+"""db: per-channel sums of dy in fp32, folded on a dy band already in SBUF or in its own pass."""
+import nki.isa as nisa
+import nki.language as nl
+
+from .nki_common import PMAX, Pool
+from .schedule import tiles
+
+
+class DbState:
+    """An fp32 [C_out (partitions), n_co_tiles] accumulator of this program."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.co_tiles = tiles(ctx.g.c_out, PMAX)
+        self.acc = nl.ndarray((PMAX, len(self.co_tiles)), nl.float32, buffer=nl.sbuf, name="db_acc")
+        self.part = Pool(2, (PMAX, 1), nl.float32, nl.sbuf, "db_part")
+        for c, (_co0, co_sz) in enumerate(self.co_tiles):
+            nisa.memset(self.acc[:co_sz, c:c + 1], 0.0, engine=nisa.engine.vector)
+
+    def add(self, c, view):
+        """Add the sum over the free dims of ``view`` ([co, ...], C_out tile c) into the accumulator."""
+        co_sz = self.co_tiles[c][1]
+        nd = len(view.shape)
+        part = self.part.take()
+        nisa.tensor_reduce(dst=part[:co_sz, :], op=nl.add, data=view, axis=tuple(range(1, nd)))
+        dst = self.acc[:co_sz, c:c + 1]
+        nisa.tensor_tensor(dst=dst, data1=dst, data2=part[:co_sz, :], op=nl.add, engine=nisa.engine.vector)
+
+    def standalone(self, batches, chunk):
+        """Its own pass over dy for ``batches`` (contiguous chunks of positions per C_out tile)."""
+        ctx, g = self.ctx, self.ctx.g
+        npos = g.out_size[0] * g.out_size[1] * g.out_size[2]
+        flat = ctx.dy.reshape((g.batch, g.c_out, npos))
+        size = min(chunk, npos)
+        pool = Pool(2, (PMAX, size), ctx.dtype, nl.sbuf, "db_dy")
+        for b in batches:
+            for c, (co0, co_sz) in enumerate(self.co_tiles):
+                for p0 in range(0, npos, size):
+                    n = min(size, npos - p0)
+                    t = pool.take()
+                    nisa.dma_copy(dst=t[:co_sz, :n], src=flat[b, co0:co0 + co_sz, p0:p0 + n])
+                    self.add(c, t[:co_sz, :n])
+
+    def finish(self, pid, lnc):
+        """(LNC2: exchange and add;) program 0 stores db in the output dtype (the DMA casts)."""
+        ctx = self.ctx
+        if lnc == 2:
+            other = nl.ndarray((PMAX, len(self.co_tiles)), nl.float32, buffer=nl.sbuf, name="db_other")
+            for c, (_co0, co_sz) in enumerate(self.co_tiles):
+                nisa.sendrecv(src=self.acc[:co_sz, c:c + 1], dst=other[:co_sz, c:c + 1], send_to_rank=1 - pid,
+                              recv_from_rank=1 - pid, pipe_id=1)
+                dst = self.acc[:co_sz, c:c + 1]
+                nisa.tensor_tensor(dst=dst, data1=dst, data2=other[:co_sz, c:c + 1], op=nl.add,
+                                   engine=nisa.engine.vector)
+        if pid == 0:
+            for c, (co0, co_sz) in enumerate(self.co_tiles):
+                nisa.dma_copy(dst=ctx.db[co0:co0 + co_sz], src=self.acc[:co_sz, c:c + 1])

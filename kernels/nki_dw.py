@@ -1,0 +1,151 @@
+"""dw as per-tap GEMMs contracting over output positions (on partitions), taps packed on the moving axis.
+
+Per box of output rows: dy^T [pos, C_out] once per position tile (PE transposes, shared by every
+tap); per C_in tile a zero-padded x band, whose tap windows are free-axis strided views (so stride,
+dilation and padding cost nothing) transposed on the PE, ``G`` taps side by side; one matmul
+(stationary dy^T [pos, co], moving x^T [pos, G*ci]) accumulates dw^T[co, (tap, ci)] in a PSUM bank
+over the position tiles, then into an fp32 SBUF accumulator over boxes and batches. At the end the
+accumulator is (LNC2: exchanged and added,) cast, transposed to [ci, co] and stored.
+"""
+import nki.isa as nisa
+import nki.language as nl
+
+from .nki_common import BANK_FP32, PMAX, Pool, band_slices
+from .schedule import box_blocks, dw_x_extent, tiles
+
+
+class DwState:
+    """The dw accumulators and pools of one program."""
+
+    def __init__(self, ctx, max_rows):
+        g, plan = ctx.g, ctx.plan
+        self.ctx = ctx
+        self.co_tiles = tiles(g.c_out, PMAX)
+        self.ci_tiles = tiles(g.c_in, plan.dw_ci_tile)
+        self.acc = [nl.ndarray((PMAX, g.taps, g.c_in), nl.float32, buffer=nl.sbuf, name=f"dw_acc{c}")
+                    for c in range(len(self.co_tiles))]
+        self.started = False
+        wo = g.axes[2].o
+        n_pt = len(box_blocks((0, 0, 0), (max_rows[0], max_rows[1], wo), PMAX)) if min(max_rows) > 0 else 0
+        self.dyt = nl.ndarray((PMAX, max(1, n_pt), g.c_out), ctx.dtype, buffer=nl.sbuf, name="dw_dyt")
+        xext = (dw_x_extent(g.axes[0], max_rows[0]), dw_x_extent(g.axes[1], max_rows[1]),
+                dw_x_extent(g.axes[2], wo))
+        self.x_pool = Pool(2, (PMAX,) + tuple(max(1, e) for e in xext), ctx.dtype, nl.sbuf, "dw_x")
+        self.xt_pool = Pool(3, (PMAX, plan.dw_tap_group * plan.dw_ci_tile), ctx.dtype, nl.sbuf, "dw_xt")
+        self.acc_pool = Pool(min(plan.dw_co_chunk, len(self.co_tiles)), (PMAX, BANK_FP32), nl.float32, nl.psum,
+                             "ps_dw")
+
+    def add_box(self, b, od, oh, dy_views):
+        """Accumulate the output box rows od=[d0,d1) x oh=[h0,h1) x all W of batch b; dy_views per co tile."""
+        ctx, g, plan = self.ctx, self.ctx.g, self.ctx.plan
+        ax = g.axes
+        rows = (od[1] - od[0], oh[1] - oh[0])
+        wo = ax[2].o
+        if rows[0] <= 0 or rows[1] <= 0:
+            return
+        ptiles = box_blocks((0, 0, 0), (rows[0], rows[1], wo), PMAX)
+        bank = 2048 // g.dtype_bytes
+        # dy^T once per position tile, C_out tiles packed into one PSUM bank
+        for p, ((sd, sh, sw), (td, th, tw)) in enumerate(ptiles):
+            npos = td * th * tw
+            c = 0
+            while c < len(self.co_tiles):
+                pt = ctx.psum_t.take()
+                g0 = self.co_tiles[c][0]
+                width = 0
+                while c < len(self.co_tiles) and width + self.co_tiles[c][1] <= bank:
+                    co0, co_sz = self.co_tiles[c]
+                    nisa.nc_transpose(dst=pt[:npos, width:width + co_sz],
+                                      data=dy_views[c][:co_sz, sd:sd + td, sh:sh + th, sw:sw + tw])
+                    width += co_sz
+                    c += 1
+                ctx.evict.copy(self.dyt[:npos, p, g0:g0 + width], pt[:npos, :width])
+        # x band (virtual rows from o0*s - lo), zero outside x
+        x0 = [od[0] * ax[0].s - ax[0].lo, oh[0] * ax[1].s - ax[1].lo, -ax[2].lo]
+        ext = [dw_x_extent(ax[0], rows[0]), dw_x_extent(ax[1], rows[1]), dw_x_extent(ax[2], wo)]
+        valid = [(max(0, x0[a]), min(ax[a].n, x0[a] + ext[a])) for a in range(3)]
+        empty = any(v1 <= v0 for v0, v1 in valid)
+        padded = empty or any(valid[a] != (x0[a], x0[a] + ext[a]) for a in range(3))
+        taps = list(range(g.taps))
+        G = plan.dw_tap_group
+        chunk = plan.dw_co_chunk
+        for ci0, ci_sz in self.ci_tiles:
+            xb = self.x_pool.take()
+            if padded:
+                nisa.memset(xb[:ci_sz, :ext[0], :ext[1], :ext[2]], 0.0, engine=nisa.engine.gpsimd)
+            if not empty:
+                (d0, d1), (h0, h1), (w0, w1) = valid
+                nisa.dma_copy(dst=xb[:ci_sz, d0 - x0[0]:d1 - x0[0], h0 - x0[1]:h1 - x0[1], w0 - x0[2]:w1 - x0[2]],
+                              src=ctx.x[b, ci0:ci0 + ci_sz, d0:d1, h0:h1, w0:w1])
+            for t0 in range(0, g.taps, G):
+                grp = taps[t0:t0 + G]
+                n = len(grp) * ci_sz
+                for c0 in range(0, len(self.co_tiles), chunk):
+                    cts = list(range(c0, min(len(self.co_tiles), c0 + chunk)))
+                    accs = [self.acc_pool.take() for _ in cts]
+                    for p, ((sd, sh, sw), (td, th, tw)) in enumerate(ptiles):
+                        npos = td * th * tw
+                        pt = ctx.psum_t.take()
+                        for gi, t in enumerate(grp):
+                            kd, kh, kw = g.tap_coords(t)
+                            view = xb[:ci_sz,
+                                      band_slices(kd * ax[0].r + sd * ax[0].s, td, ax[0].s),
+                                      band_slices(kh * ax[1].r + sh * ax[1].s, th, ax[1].s),
+                                      band_slices(kw * ax[2].r + sw * ax[2].s, tw, ax[2].s)]
+                            nisa.nc_transpose(dst=pt[:npos, gi * ci_sz:(gi + 1) * ci_sz], data=view)
+                        xt = self.xt_pool.take()
+                        ctx.evict.copy(xt[:npos, :n], pt[:npos, :n])
+                        for a, c in enumerate(cts):
+                            co0, co_sz = self.co_tiles[c]
+                            nisa.nc_matmul(accs[a][:co_sz, :n], stationary=self.dyt[:npos, p, co0:co0 + co_sz],
+                                           moving=xt[:npos, :n], accumulate=p > 0)
+                    for a, c in enumerate(cts):
+                        co_sz = self.co_tiles[c][1]
+                        dst = self.acc[c][:co_sz, t0:t0 + len(grp), ci0:ci0 + ci_sz]
+                        if self.started:
+                            nisa.tensor_tensor(dst=dst, data1=dst, data2=accs[a][:co_sz, :n], op=nl.add,
+                                               engine=nisa.engine.vector)
+                        else:
+                            nisa.tensor_copy(dst=dst, src=accs[a][:co_sz, :n], engine=nisa.engine.vector)
+        self.started = True
+
+    def finish(self, pid, lnc):
+        """Combine the LNC partials, cast, transpose to [ci, co] and store this program's taps."""
+        ctx, g = self.ctx, self.ctx.g
+        if not self.started:
+            for c, (_co0, co_sz) in enumerate(self.co_tiles):
+                nisa.memset(self.acc[c][:co_sz, :, :], 0.0, engine=nisa.engine.vector)
+        per = -(-g.taps // lnc)
+        t_lo, t_hi = min(g.taps, pid * per), min(g.taps, (pid + 1) * per)
+        if lnc == 2:
+            other = nl.ndarray((PMAX, g.taps, g.c_in), nl.float32, buffer=nl.sbuf, name="dw_other")
+            for c, (_co0, co_sz) in enumerate(self.co_tiles):
+                nisa.sendrecv(src=self.acc[c][:co_sz, :, :], dst=other[:co_sz, :, :], send_to_rank=1 - pid,
+                              recv_from_rank=1 - pid, pipe_id=0)
+                if t_hi > t_lo:
+                    mine = self.acc[c][:co_sz, t_lo:t_hi, :]
+                    nisa.tensor_tensor(dst=mine, data1=mine, data2=other[:co_sz, t_lo:t_hi, :], op=nl.add,
+                                       engine=nisa.engine.vector)
+        bank = 2048 // g.dtype_bytes
+        cast_pool = [nl.ndarray((PMAX, g.c_in), ctx.dtype, buffer=nl.sbuf, name=f"dw_cast{c}")
+                     for c in range(len(self.co_tiles))]
+        out_pool = Pool(2, (PMAX, g.c_out), ctx.dtype, nl.sbuf, "dw_out")
+        for t in range(t_lo, t_hi):
+            kd, kh, kw = g.tap_coords(t)
+            for c, (_co0, co_sz) in enumerate(self.co_tiles):
+                nisa.tensor_copy(dst=cast_pool[c][:co_sz, :], src=self.acc[c][:co_sz, t, :],
+                                 engine=nisa.engine.vector if c % 2 == 0 else nisa.engine.gpsimd)
+            for ci0, ci_sz in tiles(g.c_in, PMAX):
+                out = out_pool.take()
+                c = 0
+                while c < len(self.co_tiles):
+                    pt = ctx.psum_t.take()
+                    g0 = self.co_tiles[c][0]
+                    width = 0
+                    while c < len(self.co_tiles) and width + self.co_tiles[c][1] <= bank:
+                        co_sz = self.co_tiles[c][1]
+                        nisa.nc_transpose(dst=pt[:ci_sz, width:width + co_sz], data=cast_pool[c][:co_sz, ci0:ci0 + ci_sz])
+                        width += co_sz
+                        c += 1
+                    ctx.evict.copy(out[:ci_sz, g0:g0 + width], pt[:ci_sz, :width])
+                nisa.dma_copy(dst=ctx.dw[kd, kh, kw, ci0:ci0 + ci_sz, :], src=out[:ci_sz, :g.c_out])

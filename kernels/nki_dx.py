@@ -1,0 +1,115 @@
+"""dx as a gather over a zero-padded dy band (one family for GEMM, stride 1 and stride phases).
+
+For each band of input rows, dy rows the band needs are loaded once (all C_out tiles, C_out on
+partitions) into a zero-padded buffer. For each C_in tile, stride phase and block of <= 512
+positions of that phase, every contributing tap and every C_out tile accumulate into ONE PSUM bank
+(stationary W_k^T [co, ci], moving = the dy window shifted by the tap, a unit-stride view); the
+bank is evicted into the phase's positions of a dx band plane, which is stored contiguously.
+"""
+import nki.isa as nisa
+import nki.language as nl
+
+from .nki_common import BANK_FP32, PMAX, Pool, band_slices
+from .nki_filters import load_filters_t
+from .schedule import axis_bands, dx_phase_work, tiles
+
+
+class DyBands:
+    """Zero-padded dy band buffers (one per C_out tile), rotated ``bufs`` deep."""
+
+    def __init__(self, g, dy, plan, dtype):
+        self.g = g
+        self.dy = dy
+        self.co_tiles = tiles(g.c_out, PMAX)
+        bands_d = axis_bands(g.axes[0], plan.dx_band[0])
+        bands_h = axis_bands(g.axes[1], plan.dx_band[1])
+        self.band_w = axis_bands(g.axes[2], g.axes[2].n)[0]
+        self.ext = (max(b.extent for b in bands_d), max(b.extent for b in bands_h), self.band_w.extent)
+        self.pools = None
+        if min(self.ext) > 0:
+            self.pools = [Pool(plan.dy_bufs, (PMAX,) + self.ext, dtype, nl.sbuf, f"dy_band{c}_")
+                          for c in range(len(self.co_tiles))]
+
+    def load(self, b, bd, bh):
+        """Buffers [co, Ed, Eh, Ew] holding virtual dy rows [q0, q1) per axis (zeros outside dy)."""
+        bw = self.band_w
+        ext = (bd.extent, bh.extent, bw.extent)
+        if min(ext) <= 0:
+            return None
+        o = self.g.out_size
+        valid = [(max(bb.q0, 0), min(bb.q1, o[a])) for a, bb in enumerate((bd, bh, bw))]
+        empty = any(v1 <= v0 for v0, v1 in valid)
+        padded = empty or any(valid[a] != (bb.q0, bb.q1) for a, bb in enumerate((bd, bh, bw)))
+        out = []
+        for c, (co0, co_sz) in enumerate(self.co_tiles):
+            buf = self.pools[c].take()
+            view = buf[:co_sz, :ext[0], :ext[1], :ext[2]]
+            if padded:
+                nisa.memset(view, 0.0, engine=nisa.engine.gpsimd)
+            if not empty:
+                (d0, d1), (h0, h1), (w0, w1) = valid
+                nisa.dma_copy(dst=buf[:co_sz, d0 - bd.q0:d1 - bd.q0, h0 - bh.q0:h1 - bh.q0, w0 - bw.q0:w1 - bw.q0],
+                              src=self.dy[b, co0:co0 + co_sz, d0:d1, h0:h1, w0:w1])
+            out.append(view)
+        return out
+
+    @staticmethod
+    def own_view(buf, bd, bh, bw, co_sz):
+        """The owned dy rows of a loaded band (for dw and a folded db): [co, nd, nh, W_out]."""
+        return buf[:co_sz, bd.own0 - bd.q0:bd.own1 - bd.q0, bh.own0 - bh.q0:bh.own1 - bh.q0,
+                   bw.own0 - bw.q0:bw.own1 - bw.q0]
+
+
+def run_dx(ctx, items, on_band=None):
+    """dx for the (batch, D band, H band) ``items`` of this program; ``on_band`` sees each dy band once."""
+    g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
+    ax = g.axes
+    W = ax[2].n
+    co_tiles = tiles(g.c_out, PMAX)
+    ci_tiles = tiles(g.c_in, plan.dx_ci_tile)
+    bands = DyBands(g, ctx.dy, plan, dtype)
+    plane_pool = Pool(2, (PMAX, plan.dx_band[0], plan.dx_band[1], W), dtype, nl.sbuf, "dx_plane")
+    acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dx")
+    groups = [ci_tiles] if not plan.dx_ci_outer else [[t] for t in ci_tiles]
+    grp = max(1, min(g.taps, 2048 // (plan.dx_ci_tile * g.dtype_bytes)))
+    for gi, group in enumerate(groups):
+        w_t = load_filters_t(g, ctx.filters, group, dtype, ctx.psum_t, ctx.evict, grp)
+        rel0 = {ci0: sum(sz for c, sz in group if c < ci0) for ci0, _s in group}
+        for b, bd, bh in items:
+            bufs = bands.load(b, bd, bh)
+            if on_band is not None and gi == 0:
+                on_band(b, bd, bh, bands.band_w, bufs)
+            work = dx_phase_work(g, (bd, bh, bands.band_w))
+            nd_in, nh_in = bd.i1 - bd.i0, bh.i1 - bh.i0
+            for ci0, ci_sz in group:
+                rel = rel0[ci0]
+                plane = plane_pool.take()
+                for pw in work:
+                    starts = [ax[a].i_of_j(pw.j0[a], pw.phases[a]) - (bd.i0, bh.i0, 0)[a] for a in range(3)]
+                    if not pw.taps:
+                        sizes = [pw.j1[a] - pw.j0[a] for a in range(3)]
+                        nisa.memset(plane[:ci_sz, band_slices(starts[0], sizes[0], ax[0].s),
+                                          band_slices(starts[1], sizes[1], ax[1].s),
+                                          band_slices(starts[2], sizes[2], ax[2].s)], 0.0,
+                                    engine=nisa.engine.gpsimd)
+                        continue
+                    for (jd, jh, jw), (nd, nh, nw) in pw.blocks:
+                        n = nd * nh * nw
+                        ps = acc_pool.take()
+                        steps = [(tap, c) for tap in pw.taps for c in range(len(co_tiles))]
+                        for si, ((kd, kh, kw), c) in enumerate(steps):
+                            co_sz = co_tiles[c][1]
+                            qd = jd - ax[0].tap_shift(kd, pw.phases[0]) - bd.q0
+                            qh = jh - ax[1].tap_shift(kh, pw.phases[1]) - bh.q0
+                            qw = jw - ax[2].tap_shift(kw, pw.phases[2]) - bands.band_w.q0
+                            nisa.nc_matmul(ps[:ci_sz, :n],
+                                           stationary=w_t[c][:co_sz, g.tap_index(kd, kh, kw), rel:rel + ci_sz],
+                                           moving=bufs[c][:co_sz, qd:qd + nd, qh:qh + nh, qw:qw + nw],
+                                           accumulate=si > 0)
+                        i_d = ax[0].i_of_j(jd, pw.phases[0]) - bd.i0
+                        i_h = ax[1].i_of_j(jh, pw.phases[1]) - bh.i0
+                        i_w = ax[2].i_of_j(jw, pw.phases[2])
+                        ctx.evict.copy(plane[:ci_sz, band_slices(i_d, nd, ax[0].s), band_slices(i_h, nh, ax[1].s),
+                                             band_slices(i_w, nw, ax[2].s)], ps[:ci_sz, :n])
+                nisa.dma_copy(dst=ctx.dx[b, ci0:ci0 + ci_sz, bd.i0:bd.i1, bh.i0:bh.i1, :],
+                              src=plane[:ci_sz, :nd_in, :nh_in, :W])

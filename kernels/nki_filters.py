@@ -1,0 +1,34 @@
+"""Filters W[k] transposed to [C_out, C_in] per tap, resident in SBUF for the dx matmuls."""
+import nki.isa as nisa
+import nki.language as nl
+
+from .nki_common import PMAX, Pool
+from .schedule import tiles
+
+
+def load_filters_t(g, filters, ci_list, dtype, psum_t, evict, group):
+    """Per C_out tile an SBUF tensor [co, taps, sum of ci_list sizes] holding W[tap, ci, co] at [co, tap, ci].
+
+    ``ci_list``: (ci0, ci_size) tiles. Loaded per tap (DMA of a [ci, C_out] row block) and transposed
+    on the PE ``group`` taps to one PSUM bank, then evicted in one copy.
+    """
+    co_tiles = tiles(g.c_out, PMAX)
+    width = sum(sz for _c, sz in ci_list)
+    w_t = [nl.ndarray((PMAX, g.taps, width), dtype, buffer=nl.sbuf, name=f"w_t{i}") for i in range(len(co_tiles))]
+    stage_pool = Pool(2, (PMAX, group, g.c_out), dtype, nl.sbuf, "w_stage")
+    rel = 0
+    for ci0, ci_sz in ci_list:
+        for t0 in range(0, g.taps, group):
+            gn = min(group, g.taps - t0)
+            stage = stage_pool.take()
+            for gi in range(gn):
+                kd, kh, kw = g.tap_coords(t0 + gi)
+                nisa.dma_copy(dst=stage[:ci_sz, gi, :], src=filters[kd, kh, kw, ci0:ci0 + ci_sz, :])
+            for c, (co0, co_sz) in enumerate(co_tiles):
+                pt = psum_t.take()
+                for gi in range(gn):
+                    nisa.nc_transpose(dst=pt[:co_sz, gi * ci_sz:(gi + 1) * ci_sz],
+                                      data=stage[:ci_sz, gi, co0:co0 + co_sz])
+                evict.copy(w_t[c][:co_sz, t0:t0 + gn, rel:rel + ci_sz], pt[:co_sz, :gn * ci_sz])
+        rel += ci_sz
+    return w_t

@@ -1,0 +1,599 @@
+"""The planner of ``conv3d_bwd``: candidates, capacity checks, analytic costs, the pick.
+
+Pure Python, no NKI import. For a geometry, dtype, target and LNC degree it enumerates candidate
+plans (strategy for sharing dy, method per gradient, bands, tap grouping, buffering), rejects
+those that break an SBUF / PSUM / instruction limit (with the reason), estimates the others with
+the cost figures of nkisim's model (``kernels/costs.py``) by walking the loops the kernel runs
+(``kernels/schedule.py``), and picks the cheapest. Deterministic.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+from .costs import TARGET_FIGURES, CostSheet, TargetFigures
+from .errors import Conv3dBwdInputError, Conv3dBwdPlanError
+from .geometry import ConvGeom, ceil_div, validate
+from .schedule import (MOVING_MAX, PMAX, AxisBand, axis_bands, axis_covered, box_blocks,
+                       dx_phase_work, dw_x_extent, n_tiles)
+
+PSUM_BANK_BYTES = 2048
+PSUM_BANKS = 8
+
+
+class Strategy(str, Enum):
+    SHARED_DY = "shared_dy"        # one dy band load serves dx, dw and db
+    PER_GRADIENT = "per_gradient"  # each gradient streams dy itself
+
+
+class DxMethod(str, Enum):
+    GEMM = "gemm"                  # 1x1x1, unit stride, no padding: plain GEMM over C_out
+    GATHER_S1 = "gather_s1"        # stride 1: implicit GEMM over shifted dy windows, one PSUM bank
+    PHASE_GATHER = "phase_gather"  # stride > 1: per-phase gather (sub-pixel decomposition)
+
+
+class DwMethod(str, Enum):
+    GEMM = "gemm"                  # 1x1x1, unit stride, no padding: plain GEMM over positions
+    TAP_GEMM = "tap_gemm"          # one tap per matmul, positions on partitions (PE transposes)
+    TAP_PACK = "tap_pack"          # several taps' x windows side by side on the moving axis
+
+
+class DbMethod(str, Enum):
+    FOLD = "fold"                  # reduce the dy already in SBUF for dx or dw
+    STANDALONE = "standalone"      # its own pass over dy
+
+
+def all_method_names() -> set[str]:
+    """Every strategy and method name the planner can choose."""
+    names = {f"strategy:{s.value}" for s in Strategy}
+    names |= {f"dx:{m.value}" for m in DxMethod}
+    names |= {f"dw:{m.value}" for m in DwMethod}
+    names |= {f"db:{m.value}" for m in DbMethod}
+    return names
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One line of the planner's table: a described candidate and its fate."""
+
+    label: str
+    feasible: bool
+    reason: str                  # why rejected, or '' when feasible
+    estimated_us: float | None
+    sbuf_bytes: int
+    psum_banks: int
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A complete, executable plan: the kernel follows it field by field."""
+
+    # the problem
+    dy_shape: tuple[int, ...]
+    x_shape: tuple[int, ...]
+    w_shape: tuple[int, ...]
+    stride: tuple[int, int, int]
+    padding: tuple[int, ...]
+    dilation: tuple[int, int, int]
+    dtype: str
+    target: str
+    lnc: int
+    compute_dx: bool
+    compute_dw: bool
+    compute_db: bool
+    # the choices
+    strategy: Strategy
+    dx_method: DxMethod | None
+    dw_method: DwMethod | None
+    db_method: DbMethod | None
+    dx_band: tuple[int, int]          # input rows per band (D, H); W is never banded
+    dw_band: tuple[int, int]          # output rows per band (D, H) when dw streams dy itself
+    dx_ci_tile: int
+    dx_ci_outer: bool                 # filters one C_in tile at a time (dy reloaded per tile)
+    dw_ci_tile: int
+    dw_tap_group: int                 # taps side by side on the matmul's moving axis
+    dw_co_chunk: int                  # C_out tiles whose PSUM accumulators are live together
+    dy_bufs: int                      # dy band buffers (prefetch depth)
+    # what it costs
+    sbuf_bytes: int = 0
+    psum_banks: int = 0
+    estimated_us: float = 0.0
+    engine_us: tuple[tuple[str, float], ...] = ()
+    label: str = ""
+    candidates: tuple[Candidate, ...] = field(default=(), compare=False, repr=False)
+    alternatives: tuple[Plan, ...] = field(default=(), compare=False, repr=False)
+
+    # --- derived ---------------------------------------------------------------------------
+    def geometry(self) -> ConvGeom:
+        return validate(self.dy_shape, self.x_shape, self.w_shape, self.stride, self.padding,
+                        self.dilation, self.dtype)
+
+    def methods(self) -> set[str]:
+        out = {f"strategy:{self.strategy.value}"}
+        if self.dx_method is not None:
+            out.add(f"dx:{self.dx_method.value}")
+        if self.dw_method is not None:
+            out.add(f"dw:{self.dw_method.value}")
+        if self.db_method is not None:
+            out.add(f"db:{self.db_method.value}")
+        return out
+
+    def feasible_candidates(self) -> tuple[Plan, ...]:
+        """Every feasible alternative (the pick included), each a full Plan, cheapest first."""
+        return self.alternatives or (self,)
+
+    def tiles(self) -> dict:
+        return {"dx_band": list(self.dx_band), "dw_band": list(self.dw_band), "dx_ci_tile": self.dx_ci_tile,
+                "dx_ci_outer": self.dx_ci_outer, "dw_ci_tile": self.dw_ci_tile,
+                "dw_tap_group": self.dw_tap_group, "dw_co_chunk": self.dw_co_chunk, "dy_bufs": self.dy_bufs}
+
+    def to_dict(self) -> dict:
+        """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
+        return {
+            "strategy": self.strategy.value,
+            "methods": sorted(self.methods()),
+            "dx": self.dx_method.value if self.dx_method else None,
+            "dw": self.dw_method.value if self.dw_method else None,
+            "db": self.db_method.value if self.db_method else None,
+            "tiles": self.tiles(),
+            "label": self.label,
+            "estimated_us": self.estimated_us,
+            "engine_us": dict(self.engine_us),
+            "sbuf_bytes": self.sbuf_bytes,
+            "psum_banks": self.psum_banks,
+            "target": self.target, "lnc": self.lnc, "dtype": self.dtype,
+            "candidates": [
+                {"label": c.label, "feasible": c.feasible, "reason": c.reason, "estimated_us": c.estimated_us,
+                 "sbuf_bytes": c.sbuf_bytes, "psum_banks": c.psum_banks} for c in self.candidates],
+        }
+
+    def explain(self) -> str:
+        """A readable table of the candidates, why each was rejected or what it costs, and the pick."""
+        g = self.geometry()
+        head = (f"conv3d_bwd plan: B={g.batch} C_in={g.c_in} C_out={g.c_out} in={g.in_size} "
+                f"k={g.kernel} stride={self.stride} pad={self.padding} dil={self.dilation} "
+                f"{self.dtype} {self.target} lnc={self.lnc} grads="
+                + ",".join(n for n, on in (("dx", self.compute_dx), ("dw", self.compute_dw),
+                                           ("db", self.compute_db)) if on))
+        lines = [head, f"{'candidate':<78} {'est us':>10} {'SBUF B':>8} {'banks':>5}  status"]
+        for c in self.candidates:
+            est = f"{c.estimated_us:10.2f}" if c.estimated_us is not None else f"{'-':>10}"
+            status = "ok" if c.feasible else f"rejected: {c.reason}"
+            mark = "*" if c.label == self.label else " "
+            lines.append(f"{mark}{c.label:<77} {est} {c.sbuf_bytes:8d} {c.psum_banks:5d}  {status}")
+        lines.append(f"pick: {self.label}  ({self.estimated_us:.2f} us estimated; "
+                     + ", ".join(f"{e} {u:.2f}" for e, u in self.engine_us) + ")")
+        return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------- forcing
+
+_forced: list[Plan] = []
+_forced_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def forced_plan(plan: Plan) -> Iterator[Plan]:
+    """Within the block the kernel follows ``plan`` instead of planning (same geometry required)."""
+    if not isinstance(plan, Plan):
+        raise Conv3dBwdInputError(f"plan={plan!r}: must be a kernels.planner.Plan")
+    with _forced_lock:
+        _forced.append(plan)
+    try:
+        yield plan
+    finally:
+        with _forced_lock:
+            _forced.remove(plan)
+
+
+def current_forced_plan() -> Plan | None:
+    """The innermost forced plan (module-wide, so both LNC programs' threads see it)."""
+    with _forced_lock:
+        return _forced[-1] if _forced else None
+
+
+# ------------------------------------------------------------------------------- budgets
+
+
+def _dx_dy_extent(g: ConvGeom, band: tuple[int, int]) -> tuple[int, int, int]:
+    """The largest dy buffer extent (D, H, W) over the dx bands."""
+    ext = []
+    for a in range(2):
+        ext.append(max((b.extent for b in axis_bands(g.axes[a], band[a])), default=0))
+    ext.append(axis_bands(g.axes[2], g.axes[2].n)[0].extent)
+    return ext[0], ext[1], ext[2]
+
+
+def _own_rows(g: ConvGeom, band: tuple[int, int]) -> tuple[int, int]:
+    return tuple(max((b.own1 - b.own0 for b in axis_bands(g.axes[a], band[a])), default=0)
+                 for a in range(2))  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class _Budget:
+    sbuf: int
+    psum: int
+    parts: tuple[tuple[str, int], ...]
+
+
+def _budget(g: ConvGeom, p: Plan) -> _Budget:
+    """Live SBUF bytes per partition and PSUM banks of the plan's biggest phase (the kernel's pools)."""
+    ds = g.dtype_bytes
+    n_co = n_tiles(g.c_out, PMAX)
+    co_t = min(PMAX, g.c_out)
+    W, Wo = g.axes[2].n, g.axes[2].o
+    phase_sbuf: dict[str, int] = {}
+    psum_dx = psum_dw = 0
+    parts: list[tuple[str, int]] = []
+    if p.compute_dx:
+        ci_res = p.dx_ci_tile if p.dx_ci_outer else g.c_in
+        filt = n_co * g.taps * ci_res * ds
+        stage = 2 * _filter_group(g, p) * g.c_out * ds
+        ext = _dx_dy_extent(g, p.dx_band)
+        dyb = p.dy_bufs * n_co * ext[0] * ext[1] * ext[2] * ds
+        plane = 2 * p.dx_band[0] * p.dx_band[1] * W * ds
+        parts += [("filters", filt), ("dx dy band", dyb), ("dx plane", plane)]
+        phase_sbuf["filters"] = filt + stage
+        phase_sbuf["dx"] = filt + dyb + plane
+        psum_dx = 3
+    if p.compute_dw:
+        if p.strategy is Strategy.SHARED_DY:
+            rows = _own_rows(g, p.dx_band)
+            dyb = 0
+        else:
+            rows = p.dw_band
+            dyb = p.dy_bufs * n_co * rows[0] * rows[1] * Wo * ds
+        npos = _dw_pos_tiles(rows, Wo)
+        dyt = npos * g.c_out * ds
+        xext = [dw_x_extent(g.axes[a], rows[a]) for a in range(2)] + [dw_x_extent(g.axes[2], Wo)]
+        xb = 2 * xext[0] * xext[1] * xext[2] * ds
+        xt = 3 * p.dw_tap_group * p.dw_ci_tile * ds
+        acc = n_co * g.taps * g.c_in * 4
+        store = 2 * g.c_in * ds + 2 * g.c_out * ds
+        db = 2 * n_co * 4 if p.compute_db else 0
+        dw_total = dyb + dyt + xb + xt + acc + store + db
+        parts += [("dw dyT", dyt), ("dw x band", xb), ("dw xT", xt), ("dw fp32 acc", acc)]
+        if dyb:
+            parts.append(("dw dy band", dyb))
+        if p.strategy is Strategy.SHARED_DY:
+            phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_total
+        else:
+            phase_sbuf["dw"] = dw_total + (phase_sbuf.get("filters", 0) if False else 0)
+        psum_dw = 2 + 2 + min(p.dw_co_chunk, n_co)
+        if p.lnc == 2:
+            phase_sbuf["combine"] = 2 * acc
+    if p.compute_db and p.db_method is DbMethod.STANDALONE:
+        phase_sbuf["db"] = 2 * min(_db_chunk(g), g.batch * Wo * g.axes[0].o * g.axes[1].o) * ds + 4 * n_co * 4
+    _ = co_t
+    sbuf = max(phase_sbuf.values(), default=0)
+    psum = psum_dx + psum_dw if p.strategy is Strategy.SHARED_DY else max(psum_dx, psum_dw)
+    return _Budget(sbuf, psum, tuple(parts))
+
+
+def _db_chunk(g: ConvGeom) -> int:
+    return 8192 // g.dtype_bytes
+
+
+def _filter_group(g: ConvGeom, p: Plan) -> int:
+    """Taps whose filter transposes share one PSUM bank (dtype-sized PSUM tiles)."""
+    per = p.dx_ci_tile * g.dtype_bytes
+    return max(1, min(g.taps, PSUM_BANK_BYTES // per))
+
+
+def _dw_pos_tiles(rows: tuple[int, int], wo: int) -> int:
+    return len(box_blocks((0, 0, 0), (rows[0], rows[1], wo), PMAX)) if min(rows) > 0 else 0
+
+
+# ------------------------------------------------------------------------------- cost estimate
+
+
+def _split(items: list, lnc: int, pid: int) -> list:
+    """The contiguous share of ``items`` that program ``pid`` of ``lnc`` runs (the kernel's split)."""
+    per = ceil_div(len(items), lnc)
+    return items[pid * per:(pid + 1) * per]
+
+
+def dx_items(g: ConvGeom, p: Plan) -> list[tuple[int, AxisBand, AxisBand]]:
+    bd = axis_bands(g.axes[0], p.dx_band[0])
+    bh = axis_bands(g.axes[1], p.dx_band[1])
+    return [(b, d, h) for b in range(g.batch) for d in bd for h in bh]
+
+
+def dw_items(g: ConvGeom, p: Plan) -> list[tuple[int, tuple[int, int], tuple[int, int]]]:
+    """(batch, (od0, od1), (oh0, oh1)) output boxes that dw (and a folded db) reduce over."""
+    if p.strategy is Strategy.SHARED_DY:
+        return [(b, (d.own0, d.own1), (h.own0, h.own1)) for b, d, h in dx_items(g, p)]
+    od, oh = g.axes[0].o, g.axes[1].o
+    return [(b, (d0, min(od, d0 + p.dw_band[0])), (h0, min(oh, h0 + p.dw_band[1])))
+            for b in range(g.batch) for d0 in range(0, od, p.dw_band[0]) for h0 in range(0, oh, p.dw_band[1])]
+
+
+def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str, float]]:
+    """Modelled time of program 0 (the larger share under LNC2) and its per-engine busy time."""
+    c = CostSheet(hw)
+    ds = g.dtype_bytes
+    fp32 = g.dtype == "fp32"
+    two = ds == 2
+    n_co = n_tiles(g.c_out, PMAX)
+    co_t = min(PMAX, g.c_out)
+    W, Wo = g.axes[2].n, g.axes[2].o
+    fill = 2 * hw.dma_fixed_ns
+    if p.compute_dx:
+        ci_tiles = [min(p.dx_ci_tile, g.c_in - s) for s in range(0, g.c_in, p.dx_ci_tile)]
+        items = _split(dx_items(g, p), p.lnc, 0)
+        grp = _filter_group(g, p)
+        for ci in ci_tiles:   # filters: per tap a DMA, per (co tile, tap group) transposes + evict
+            c.dma(ci * g.c_out * ds * 128 / max(ci, 1) * ci / 128, g.c_out * ds, g.taps)
+            c.transpose(ci, co_t, fp32, g.taps * n_co)
+            c.evict(grp * ci, two, n_co * ceil_div(g.taps, grp))
+        reloads = len(ci_tiles) if p.dx_ci_outer else 1
+        for _ in range(reloads):
+            for _b, bd, bh in items:
+                ext = (bd.extent, bh.extent, axis_bands(g.axes[2], W)[0].extent)
+                valid = (max(0, min(bd.q1, g.axes[0].o) - max(bd.q0, 0)),
+                         max(0, min(bh.q1, g.axes[1].o) - max(bh.q0, 0)))
+                if ext[0] * ext[1] * ext[2] == 0:
+                    continue
+                padded = ext != (valid[0], valid[1], Wo)
+                if padded:
+                    c.compute("gpsimd", ext[0] * ext[1] * ext[2], 0, 1.0, n_co, op="memset")
+                run = Wo * ds if ext[2] != Wo else (valid[1] * Wo * ds if ext[1] == valid[1] else Wo * ds)
+                c.dma(co_t * valid[0] * valid[1] * Wo * ds, run, n_co)
+                if p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw:
+                    own = (bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo
+                    c.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
+                    c.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
+        for _b, bd, bh in items:
+            work = dx_phase_work(g, (bd, bh, axis_bands(g.axes[2], W)[0]))
+            cis = ci_tiles
+            zero = sum(1 for w in work if not w.taps)
+            for ci in cis:
+                if zero:
+                    c.compute("gpsimd", (bd.i1 - bd.i0) * (bh.i1 - bh.i0) * W // max(1, len(work)), 0, 1.0,
+                              zero, op="memset")
+                for w in work:
+                    for _start, size in w.blocks:
+                        n = size[0] * size[1] * size[2]
+                        c.matmul(ci, n, fp32, len(w.taps) * n_co)
+                        c.evict(n, two, 1, contiguous=(g.axes[2].s == 1))
+                rows = (bd.i1 - bd.i0) * (bh.i1 - bh.i0)
+                c.dma(ci * rows * W * ds, (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W) * ds)
+    if p.compute_dw:
+        items = _split(dw_items(g, p), p.lnc, 0)
+        ci_tiles = [min(p.dw_ci_tile, g.c_in - s) for s in range(0, g.c_in, p.dw_ci_tile)]
+        G = p.dw_tap_group
+        groups = [min(G, g.taps - t) for t in range(0, g.taps, G)]
+        n_chunks = ceil_div(n_co, p.dw_co_chunk)
+        first = True
+        for _b, (d0, d1), (h0, h1) in items:
+            rows = (d1 - d0, h1 - h0)
+            if rows[0] <= 0 or rows[1] <= 0:
+                continue
+            npos_list = [s[0] * s[1] * s[2] for _st, s in box_blocks((0, 0, 0), (rows[0], rows[1], Wo), PMAX)]
+            if p.strategy is not Strategy.SHARED_DY:
+                c.dma(co_t * rows[0] * rows[1] * Wo * ds, (rows[1] * Wo if rows[1] == g.axes[1].o else Wo) * ds, n_co)
+            if p.compute_db and p.db_method is DbMethod.FOLD:
+                c.compute("vector", rows[0] * rows[1] * Wo, 1, 1.0, n_co, op="tensor_reduce")
+                c.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
+            for npos in npos_list:       # dy^T once per position tile
+                c.transpose(co_t, npos, fp32, n_co)
+                c.evict(g.c_out, two, max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)))
+            xext = [dw_x_extent(g.axes[0], rows[0]), dw_x_extent(g.axes[1], rows[1]), dw_x_extent(g.axes[2], Wo)]
+            xvalid = [min(g.axes[a].n, xext[a]) for a in range(3)]
+            xpad = any(a.k > 1 or a.lo or a.hi or a.s > 1 for a in g.axes)
+            for ci in ci_tiles:
+                if xpad:
+                    c.compute("gpsimd", xext[0] * xext[1] * xext[2], 0, 1.0, 1, op="memset")
+                c.dma(ci * xvalid[0] * xvalid[1] * xvalid[2] * ds, (xvalid[2] if xext[2] != xvalid[2] else
+                                                                       xvalid[1] * xvalid[2]) * ds)
+                for gs in groups:
+                    for _ch in range(n_chunks):
+                        for npos in npos_list:
+                            c.transpose(ci, npos, fp32, gs)
+                            c.evict(gs * ci, two, 1)
+                            c.matmul(co_t, gs * ci, fp32, min(p.dw_co_chunk, n_co))
+                        c.compute("vector", gs * ci, 1 if first else 2, 1.0, min(p.dw_co_chunk, n_co),
+                                  op="tensor_tensor")
+            first = False
+        # finalize: (LNC2) exchange + add, cast, transposes, stores
+        taps_here = ceil_div(g.taps, p.lnc)
+        if p.lnc == 2:
+            c.dma(n_co * g.taps * g.c_in * 4 * 128, g.taps * g.c_in * 4, 1)
+            c.compute("vector", taps_here * g.c_in, 2, 1.0, n_co, op="tensor_tensor")
+        c.compute("vector", g.c_in, 1, 1.0, taps_here * n_co, op="tensor_copy")
+        for ci in ci_tiles:
+            c.transpose(co_t, ci, fp32, taps_here * n_co)
+            c.evict(g.c_out, two, taps_here * max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)))
+            c.dma(ci * g.c_out * ds, g.c_out * ds, taps_here)
+    if p.compute_db:
+        if p.db_method is DbMethod.STANDALONE:
+            npos = g.axes[0].o * g.axes[1].o * Wo
+            chunk = _db_chunk(g)
+            per_b = ceil_div(npos, chunk)
+            bs = ceil_div(g.batch, p.lnc)
+            c.dma(co_t * min(chunk, npos) * ds, min(chunk, npos) * ds, bs * per_b * n_co)
+            c.compute("vector", min(chunk, npos), 1, 1.0, bs * per_b * n_co, op="tensor_reduce")
+            c.compute("vector", 1, 1, 1.0, bs * per_b * n_co, op="tensor_tensor")
+        c.dma(co_t * 4, 4, n_co)
+    total = c.total_ns(fill)
+    return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
+
+
+# ------------------------------------------------------------------------------- enumeration
+
+
+def _band_options(n: int) -> list[int]:
+    out = []
+    b = n
+    while b >= 1:
+        if b not in out:
+            out.append(b)
+        if b == 1:
+            break
+        b = ceil_div(b, 2)
+    return out
+
+
+def _label(p: Plan) -> str:
+    parts = [p.strategy.value]
+    if p.dx_method:
+        parts.append(f"dx:{p.dx_method.value}[band {p.dx_band[0]}x{p.dx_band[1]}, ci {p.dx_ci_tile}"
+                     + (", ci-outer" if p.dx_ci_outer else "") + "]")
+    if p.dw_method:
+        band = "" if p.strategy is Strategy.SHARED_DY else f"band {p.dw_band[0]}x{p.dw_band[1]}, "
+        parts.append(f"dw:{p.dw_method.value}[{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}]")
+    if p.db_method:
+        parts.append(f"db:{p.db_method.value}")
+    parts.append(f"dy x{p.dy_bufs}")
+    return " ".join(parts)
+
+
+def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
+    """'' when the plan fits the target, else the first limit it breaks."""
+    b = _budget(g, p)
+    if p.dw_method is not None and p.dw_tap_group * p.dw_ci_tile > MOVING_MAX:
+        return (f"dw moving free {p.dw_tap_group}x{p.dw_ci_tile} = {p.dw_tap_group * p.dw_ci_tile} "
+                f"exceeds {MOVING_MAX}"), b
+    if b.sbuf > hw.sbuf_usable:
+        big = max(b.parts, key=lambda kv: kv[1]) if b.parts else ("?", 0)
+        return (f"SBUF {b.sbuf} B per partition exceeds {hw.sbuf_usable} B usable "
+                f"(largest: {big[0]} {big[1]} B)"), b
+    if b.psum > hw.psum_banks:
+        return f"PSUM {b.psum} banks exceed {hw.psum_banks}", b
+    return "", b
+
+
+def _dx_method(g: ConvGeom) -> DxMethod:
+    if g.pointwise:
+        return DxMethod.GEMM
+    if all(a.s == 1 for a in g.axes):
+        return DxMethod.GATHER_S1
+    return DxMethod.PHASE_GATHER
+
+
+def _base(g: ConvGeom, dy_shape, x_shape, w_shape, stride, padding, dilation, target, lnc,
+          cdx, cdw, cdb) -> dict:
+    return dict(dy_shape=tuple(dy_shape), x_shape=tuple(x_shape), w_shape=tuple(w_shape),
+                stride=tuple(stride), padding=tuple(padding), dilation=tuple(dilation), dtype=g.dtype,
+                target=target, lnc=lnc, compute_dx=cdx, compute_dw=cdw, compute_db=cdb)
+
+
+def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
+    cdx, cdw, cdb = base["compute_dx"], base["compute_dw"], base["compute_db"]
+    strategies = [Strategy.PER_GRADIENT]
+    if cdx and cdw:
+        strategies.insert(0, Strategy.SHARED_DY)
+    dw_ci = min(PMAX, g.c_in)
+    gmax = max(1, min(g.taps, MOVING_MAX // dw_ci))
+    if g.pointwise or g.taps == 1:
+        dw_opts = [(DwMethod.GEMM if g.pointwise else DwMethod.TAP_GEMM, 1)]
+    else:
+        dw_opts = [(DwMethod.TAP_GEMM, 1)] + ([(DwMethod.TAP_PACK, gmax)] if gmax > 1 else [])
+    if not cdw:
+        dw_opts = [(None, 1)]
+    n_co = n_tiles(g.c_out, PMAX)
+    co_chunk = min(n_co, 4)
+    dx_ci_opts = [(min(PMAX, g.c_in), False), (min(PMAX, g.c_in), True)] if cdx else [(min(PMAX, g.c_in), False)]
+    for small in (64, 32, 16, 8, 4, 2, 1):
+        if cdx and small < min(PMAX, g.c_in):
+            dx_ci_opts.append((small, True))
+    dbs: list[DbMethod | None] = [None]
+    if cdb:
+        dbs = [DbMethod.STANDALONE]
+        if cdx or cdw:
+            dbs.insert(0, DbMethod.FOLD)
+    d_opts = _band_options(g.axes[0].n)
+    h_opts = _band_options(g.axes[1].n)
+    od_opts = _band_options(g.axes[0].o)
+    oh_opts = _band_options(g.axes[1].o)
+    plans: list[Plan] = []
+    for strat in strategies:
+        for dw_m, G in dw_opts:
+            for db in dbs:
+                if db is DbMethod.FOLD and strat is Strategy.SHARED_DY is False:
+                    pass
+                for ci_tile, ci_outer in dx_ci_opts:
+                    found = 0
+                    # bands: largest first; keep the first two that fit (the second helps LNC2 balance)
+                    band_pairs = []
+                    if cdx:
+                        band_pairs += [((d, g.axes[1].n), None) for d in d_opts]
+                        band_pairs += [((1, h), None) for h in h_opts[1:]]
+                    else:
+                        band_pairs.append(((g.axes[0].n, g.axes[1].n), None))
+                    for dxb, _ in band_pairs:
+                        dwbs = [(g.axes[0].o, g.axes[1].o)]
+                        if cdw and strat is Strategy.PER_GRADIENT:
+                            dwbs = [(d, g.axes[1].o) for d in od_opts] + [(1, h) for h in oh_opts[1:]]
+                        for dwb in dwbs:
+                            p = Plan(**base, strategy=strat, dx_method=_dx_method(g) if cdx else None,
+                                     dw_method=dw_m, db_method=db, dx_band=dxb, dw_band=dwb,
+                                     dx_ci_tile=ci_tile, dx_ci_outer=ci_outer, dw_ci_tile=dw_ci,
+                                     dw_tap_group=G, dw_co_chunk=co_chunk, dy_bufs=2)
+                            if db is DbMethod.FOLD and not _fold_ok(g, p):
+                                continue
+                            plans.append(p)
+                            reason, _b = _check(g, p, hw)
+                            if not reason:
+                                found += 1
+                                break
+                        if found >= 2 or (found and not cdx):
+                            break
+                    if found and not ci_outer:
+                        break
+                    if found and ci_outer:
+                        break
+    return plans
+
+
+def _fold_ok(g: ConvGeom, p: Plan) -> bool:
+    """db can fold on a dy load only when those loads cover every dy row."""
+    if p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
+        return True
+    if p.compute_dw or p.compute_dx:
+        return axis_covered(g.axes[0], p.dx_band[0]) and axis_covered(g.axes[1], p.dx_band[1]) \
+            and axis_covered(g.axes[2], g.axes[2].n)
+    return False
+
+
+def plan_conv3d_bwd(dy_shape, x_shape, w_shape, stride=(1, 1, 1), padding=(0,) * 6, dilation=(1, 1, 1),
+                    dtype="bf16", target="trn2", lnc=1, compute_dx=True, compute_dw=True,
+                    compute_db=True) -> Plan:
+    """Enumerate, check, cost and pick (see the module docstring)."""
+    g = validate(dy_shape, x_shape, w_shape, stride, padding, dilation, dtype,
+                 compute_dx=compute_dx, compute_dw=compute_dw, compute_db=compute_db)
+    if target not in TARGET_FIGURES:
+        raise Conv3dBwdInputError(f"target={target!r}: must be one of {sorted(TARGET_FIGURES)}")
+    if lnc not in (1, 2):
+        raise Conv3dBwdInputError(f"lnc={lnc!r}: must be 1 or 2")
+    hw = TARGET_FIGURES[target]
+    base = _base(g, dy_shape, x_shape, w_shape, stride, padding, dilation, target, lnc,
+                 bool(compute_dx), bool(compute_dw), bool(compute_db))
+    records: list[Candidate] = []
+    feasible: list[Plan] = []
+    seen = set()
+    for p in _enumerate(g, base, hw):
+        lab = _label(p)
+        if lab in seen:
+            continue
+        seen.add(lab)
+        reason, b = _check(g, p, hw)
+        if reason:
+            records.append(Candidate(lab, False, reason, None, b.sbuf, b.psum))
+            continue
+        est, eng = _estimate(g, p, hw)
+        p = replace(p, sbuf_bytes=b.sbuf, psum_banks=b.psum, estimated_us=est,
+                    engine_us=tuple(eng.items()), label=lab)
+        records.append(Candidate(lab, True, "", est, b.sbuf, b.psum))
+        feasible.append(p)
+    if not feasible:
+        why = "; ".join(f"{r.label}: {r.reason}" for r in records[:6])
+        raise Conv3dBwdPlanError(f"no plan fits {target} for this geometry: {why}")
+    feasible.sort(key=lambda q: (round(q.estimated_us, 6), q.label))
+    records_t = tuple(records)
+    alts = tuple(replace(q, candidates=records_t) for q in feasible)
+    best = alts[0]
+    return replace(best, candidates=records_t, alternatives=alts)
