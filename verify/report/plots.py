@@ -51,9 +51,11 @@ def error_vs_k(records: list[dict]) -> str:
         u_out = DTYPE_INFO[dtype].unit_roundoff if dtype in DTYPE_INFO else 0.0
         left.plot(grid, [C_DEFAULT * k ** 0.5 * U_FP32 + 2 * u_out for k in grid], "--", color=color,
                   linewidth=1, label=f"bound/sum|ab| <= 4 sqrt(K) u32 + 2 u_{dtype}")
-        ratio_pts = [(r["K"], max(S.metric(r, "bound_ratio"), 1e-12)) for r in chosen]
+        ratio_pts = [(r["K"], S.metric(r, "bound_ratio")) for r in chosen if S.metric(r, "bound_ratio") > 0]
+        exact_zero = len(chosen) - len(ratio_pts)
         if ratio_pts:
-            right.scatter(*zip(*ratio_pts), s=14, color=color, label=dtype)
+            right.scatter(*zip(*ratio_pts), s=14, color=color,
+                          label=f"{dtype} ({exact_zero} results with zero error not drawn)")
     left.plot(grid, [C_DEFAULT * k ** 0.5 * U_FP32 for k in grid], "k-", linewidth=1.5,
               label="accumulation term 4 sqrt(K) u_fp32")
     left.set(xscale="log", yscale="log", xlabel="K (accumulation length, max per gradient)",
@@ -61,7 +63,7 @@ def error_vs_k(records: list[dict]) -> str:
     left.legend(fontsize=7)
     right.axhline(1.0, color="red", linewidth=1.5, label="bound (fail above)")
     right.set(xscale="log", yscale="log", xlabel="K", ylabel="max err / bound",
-              title="Error as a share of the bound (exact zeros drawn at 1e-12)")
+              title="Error as a share of the bound")
     right.legend(fontsize=7)
     return _png(fig)
 
@@ -81,10 +83,11 @@ def ulp_distribution(records: list[dict]) -> str:
     width = 0.8 / max(1, len(totals))
     for i, (dtype, counts) in enumerate(sorted(totals.items())):
         xs = [j + i * width for j in range(len(counts))]
-        ax.bar(xs, [max(c, 0.5) for c in counts], width=width, color=DTYPE_COLORS.get(dtype, "gray"),
-               label=dtype)
+        ax.bar(xs, counts, width=width, color=DTYPE_COLORS.get(dtype, "gray"), label=dtype)
     ax.set_xticks([j + width * (len(totals) - 1) / 2 for j in range(len(labels))], labels)
-    ax.set(yscale="log", xlabel="ULP distance from the oracle rounded to the output dtype",
+    ax.set_yscale("log", nonpositive="mask")
+    ax.set_ylim(bottom=0.8)
+    ax.set(xlabel="ULP distance from the oracle rounded to the output dtype",
            ylabel="elements", title="ULP error distribution per dtype (all elements)")
     ax.legend()
     return _png(fig)
