@@ -14,6 +14,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from functools import cached_property
+from typing import NamedTuple
 
 from .trace import Access, Instr, Trace
 
@@ -77,7 +79,7 @@ class HardwareTarget:
     dma_transpose_from_hbm_efficiency: float = 0.9   # trn2 arch guide: HBM->SBUF up to 90 %
     dma_transpose_from_sbuf_efficiency: float = 0.5  # trn2 arch guide: SBUF->SBUF up to 50 %
 
-    @property
+    @cached_property
     def dma_bytes_per_ns(self) -> float:
         """Aggregate DMA bandwidth of one core (bytes/ns == GB/s)."""
         return self.dma_engines * self.dma_engine_bytes_per_ns
@@ -87,9 +89,14 @@ class HardwareTarget:
         peak = 2.0 * self.pe_rows * self.pe_cols * self.tensor_ghz * 1e9
         return peak / 4.0 if fp32 else peak
 
-    def engine_ghz(self, engine: str) -> float:
+    @cached_property
+    def _clocks(self) -> dict[str, float]:
         return {"tensor": self.tensor_ghz, "vector": self.vector_ghz, "scalar": self.scalar_ghz,
-                "gpsimd": self.gpsimd_ghz}[engine]
+                "gpsimd": self.gpsimd_ghz}
+
+    def engine_ghz(self, engine: str) -> float:
+        """Clock of a compute engine in GHz."""
+        return self._clocks[engine]
 
 
 # Sources: docs/nki-api.md §8 table (trainium_inferentia2_arch.html, trainium2_arch.html,
@@ -163,9 +170,8 @@ def _itemsize(dtype: str) -> int:
     return _ITEMSIZE.get(dtype, 4)
 
 
-@dataclass(frozen=True, slots=True)
-class InstrTiming:
-    """How one instruction uses the machine.
+class InstrTiming(NamedTuple):
+    """How one instruction uses the machine (a NamedTuple: built once per instruction, so cheap).
 
     ``occupancy_ns``: time it blocks its engine (for DMA: time it uses the core's shared DMA
     bandwidth, at full rate). ``latency_ns``: time from its start until dependents may start
@@ -186,12 +192,18 @@ def matmul_dims(instr: Instr) -> tuple[int, int, int]:
     Uses the emulator's attrs when present, else the operand accesses (an ``nc_transpose`` of
     data [P, F] is a matmul with stationary = data (K=P, M=F) and moving = identity (N=P)).
     """
-    attrs = dict(instr.attrs)
-    if "moving_free" in attrs and "stationary_free" in attrs:
-        k = attrs.get("contraction")
+    k = m = n = None
+    for key, value in instr.attrs:
+        if key == "moving_free":
+            n = value
+        elif key == "stationary_free":
+            m = value
+        elif key == "contraction":
+            k = value
+    if m is not None and n is not None:
         if k is None:
             k = max((a.partitions for a in instr.accesses if not a.write), default=0)
-        return int(k), int(attrs["stationary_free"]), int(attrs["moving_free"])
+        return int(k), int(m), int(n)
     by_role = {a.role: a for a in instr.accesses}
     if "stationary" in by_role and "moving" in by_role:
         st, mv = by_role["stationary"], by_role["moving"]
@@ -243,26 +255,36 @@ def _inner_contiguous(a: Access) -> bool:
 
 def _compute_speedup(instr: Instr, engine: str, hw: HardwareTarget, streams: int) -> float:
     """Documented dtype-dependent fast modes (trn2+ VectorE, trn3 ScalarE)."""
-    on_chip = [a for a in instr.accesses if a.buffer in ("sbuf", "psum")]
-    if engine == "vector" and hw.vector_fast_modes:
-        sbuf_side = [a for a in on_chip if a.buffer == "sbuf"]
-        if not sbuf_side or any(a.dtype not in _TWO_BYTE_FLOATS for a in sbuf_side):
+    if engine == "vector":
+        if not hw.vector_fast_modes:
             return 1.0
-        if instr.op in _VECTOR_FAST_COPY_OPS:
-            # §8: 4x bf16/fp16 SBUF->SBUF inner-contiguous; 2x when one side PSUM or non-contiguous
-            if any(a.buffer == "psum" for a in on_chip) or not all(map(_inner_contiguous, on_chip)):
-                return 2.0
-            return 4.0
-        if instr.op == "tensor_tensor" and streams >= 2:
-            # §8: tensor_tensor 2x when both inputs are bf16 (fp16: inference) in SBUF
-            reads = [a for a in on_chip if not a.write]
-            if all(a.buffer == "sbuf" for a in reads):
-                return 2.0
+    elif engine != "scalar" or hw.scalar_small_dtype_speedup <= 1:
         return 1.0
-    sbuf_side = [a for a in on_chip if a.buffer == "sbuf"]
-    if (engine == "scalar" and hw.scalar_small_dtype_speedup > 1 and sbuf_side
-            and all(a.dtype in _SMALL_FLOATS for a in sbuf_side)):
-        return float(hw.scalar_small_dtype_speedup)
+    small = _TWO_BYTE_FLOATS if engine == "vector" else _SMALL_FLOATS
+    has_sbuf = has_psum = psum_read = False
+    contiguous = True
+    for a in instr.accesses:
+        buffer = a.buffer
+        if buffer == "sbuf":
+            if a.dtype not in small:
+                return 1.0
+            has_sbuf = True
+        elif buffer == "psum":
+            has_psum = True
+            psum_read = psum_read or not a.write
+        else:
+            continue
+        if contiguous and not _inner_contiguous(a):
+            contiguous = False
+    if not has_sbuf:
+        return 1.0
+    if engine == "scalar":
+        return float(hw.scalar_small_dtype_speedup)  # §8: trn3 ScalarE 256 bf16/fp8 per cycle
+    if instr.op in _VECTOR_FAST_COPY_OPS:
+        # §8: 4x bf16/fp16 SBUF->SBUF inner-contiguous; 2x when one side PSUM or non-contiguous
+        return 2.0 if has_psum or not contiguous else 4.0
+    if instr.op == "tensor_tensor" and streams >= 2 and not psum_read:
+        return 2.0  # §8: tensor_tensor 2x when both inputs are bf16 (fp16: inference) in SBUF
     return 1.0
 
 
@@ -445,20 +467,9 @@ def summarize(traces: Trace | Sequence[Trace] | Iterable[Instr], target: str | H
         raise CostModelError(f"lnc={lnc!r}: must be 1 or 2")
     programs = _split_programs(traces)
     result = schedule_programs(programs, hw)
-    counts: dict[str, int] = {}
-    flops = 0
-    hbm_read = hbm_write = 0
-    for instrs in programs:
-        for instr in instrs:
-            counts[instr.op] = counts.get(instr.op, 0) + 1
-            if instr.op in _MATMUL_OPS:
-                flops += matmul_flops(instr)
-            for a in instr.accesses:
-                if a.buffer in ("hbm", "private_hbm", "shared_hbm"):
-                    if a.write:
-                        hbm_write += a.nbytes
-                    else:
-                        hbm_read += a.nbytes
+    counts = result.instr_counts
+    flops = result.matmul_flops
+    hbm_read, hbm_write = result.hbm_read_bytes, result.hbm_write_bytes
     modelled_us = result.makespan_ns / 1000.0
     cores = max(1, len(programs))
     busy_us = {e: result.busy_ns.get(e, 0.0) / 1000.0 for e in ENGINE_NAMES}

@@ -21,14 +21,15 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from .cost import HardwareTarget, InstrTiming, get_target, instr_timing
+from .cost import HardwareTarget, InstrTiming, get_target, instr_timing, matmul_flops
 from .trace import Instr
 
 __all__ = ["FluidBandwidth", "ScheduleResult", "schedule", "schedule_programs"]
 
 _SYNC_OPS = frozenset({"sendrecv", "core_barrier"})
+_HBM = frozenset({"hbm", "private_hbm", "shared_hbm"})
 _COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
 # A remembered access is a tuple (p_lo, p_hi, s_lo, s_hi, visible_ns, release_ns, engine), kept
 # per storage in a list of writes and a list of reads.
@@ -44,6 +45,10 @@ class ScheduleResult:
     busy_ns: dict[str, float]                 # summed over cores; dma = bandwidth time used
     starts_ns: tuple[tuple[float, ...], ...] = ()   # per core, per instruction (if recorded)
     ends_ns: tuple[tuple[float, ...], ...] = ()     # per core: when results are visible
+    instr_counts: dict[str, int] = field(default_factory=dict)  # op -> count, all cores
+    matmul_flops: int = 0                     # 2*K*M*N per matmul, transposes excluded
+    hbm_read_bytes: int = 0
+    hbm_write_bytes: int = 0
 
 
 class FluidBandwidth:
@@ -76,27 +81,27 @@ class FluidBandwidth:
             return t0
         size = self.bin_ns
         used = self._used
+        nxt = self._next
         b = int(t0 // size)
         t = t0
         remaining = work_ns
         while True:
-            nb = self._find(b)
-            if nb != b:
-                b = nb
+            if b in nxt:  # skip full bins
+                b = self._find(b)
                 t = b * size
             bin_end = (b + 1) * size
             avail = bin_end - t
-            free = size - used.get(b, 0.0)
-            cap = min(free, rate * avail)
+            already = used.get(b, 0.0)
+            cap = min(size - already, rate * avail)
             if cap <= 1e-9:
                 b += 1
                 t = bin_end
                 continue
-            take = min(remaining, cap)
-            now_used = used.get(b, 0.0) + take
-            used[b] = now_used
-            if now_used >= size - 1e-9:
-                self._next[b] = b + 1
+            take = min(cap, remaining)
+            already += take
+            used[b] = already
+            if already >= size - 1e-9:
+                nxt[b] = b + 1
             remaining -= take
             if remaining <= 1e-9:
                 return t + avail * (take / cap)
@@ -122,6 +127,10 @@ class _Core:
         self.starts: list[float] = []
         self.ends: list[float] = []
         self._pending: tuple[Instr, InstrTiming, float] | None = None
+        self.counts: dict[str, int] = {}
+        self.flops = 0
+        self.hbm_read = 0
+        self.hbm_write = 0
 
     # -- dependencies ---------------------------------------------------------------------
     def _ready(self, instr: Instr, engine: str) -> float:
@@ -163,6 +172,11 @@ class _Core:
             p_hi = p_lo + a.partitions
             s_lo, s_hi = a.span
             entry = (p_lo, p_hi, s_lo, s_hi, visible, release, engine)
+            if a.buffer in _HBM:
+                if a.write:
+                    self.hbm_write += a.nbytes
+                else:
+                    self.hbm_read += a.nbytes
             if a.write:
                 # Everything this write covers is ordered before it: a later access that would
                 # depend on those entries depends on this write, which finishes after them.
@@ -227,9 +241,14 @@ class _Core:
         instrs = self.instrs
         hw = self.hw
         n = len(instrs)
+        counts = self.counts
         while self.pos < n:
             instr = instrs[self.pos]
             self.pos += 1
+            op = instr.op
+            counts[op] = counts.get(op, 0) + 1
+            if op == "nc_matmul":
+                self.flops += matmul_flops(instr)
             timing = instr_timing(instr, hw)
             ready = self._ready(instr, timing.engine)
             if instr.op in _SYNC_OPS:
@@ -279,12 +298,20 @@ def schedule_programs(programs: Sequence[Sequence[Instr]], target: str | Hardwar
         for engine, t in core.busy.items():
             busy[engine] = busy.get(engine, 0.0) + t
     core_times = tuple(core.makespan for core in cores)
+    counts: dict[str, int] = {}
+    for core in cores:
+        for op, k in core.counts.items():
+            counts[op] = counts.get(op, 0) + k
     return ScheduleResult(
         makespan_ns=max(core_times),
         core_makespan_ns=core_times,
         busy_ns=busy,
         starts_ns=tuple(tuple(c.starts) for c in cores) if record else (),
         ends_ns=tuple(tuple(c.ends) for c in cores) if record else (),
+        instr_counts=counts,
+        matmul_flops=sum(c.flops for c in cores),
+        hbm_read_bytes=sum(c.hbm_read for c in cores),
+        hbm_write_bytes=sum(c.hbm_write for c in cores),
     )
 
 
