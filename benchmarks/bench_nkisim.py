@@ -82,7 +82,7 @@ def _profile(fn, top: int, instrs: int) -> str:
     stats = pstats.Stats(prof)
     by_file: dict[str, float] = {}
     for (filename, _, func), (_, _, tottime, _, _) in stats.stats.items():  # type: ignore[attr-defined]
-        if "nkisim" in filename:
+        if "/nkisim/" in filename:
             key = "nkisim/" + Path(filename).name
         elif filename == "~":
             key = f"builtin {func.split(' of ')[0].strip('<>')}"[:48]
