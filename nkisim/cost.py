@@ -10,6 +10,7 @@ long after it starts its results are visible to dependent instructions). The sch
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -78,6 +79,19 @@ class HardwareTarget:
     dma_descriptor_overhead_bytes: float = 256.0
     dma_transpose_from_hbm_efficiency: float = 0.9   # trn2 arch guide: HBM->SBUF up to 90 %
     dma_transpose_from_sbuf_efficiency: float = 0.5  # trn2 arch guide: SBUF->SBUF up to 50 %
+    # Calibration: per-engine factors on the modelled times, fitted from hardware latencies
+    # (see docs/nkisim-cost-model.md, "Calibration"); () means the documented figures as they are.
+    engine_factors: tuple[tuple[str, float], ...] = ()
+
+    def calibrated(self, factors: Mapping[str, float]) -> HardwareTarget:
+        """A copy whose engine times are scaled by ``factors`` ({engine: factor > 0})."""
+        for engine, factor in factors.items():
+            if engine not in ENGINE_NAMES:
+                raise CostModelError(f"factors[{engine!r}]: engine must be one of {ENGINE_NAMES}")
+            if not (isinstance(factor, (int, float)) and factor > 0 and math.isfinite(factor)):
+                raise CostModelError(f"factors[{engine!r}]={factor!r}: must be a finite number > 0")
+        merged = {**dict(self.engine_factors), **{e: float(f) for e, f in factors.items()}}
+        return dataclasses.replace(self, engine_factors=tuple(sorted(merged.items())))
 
     @cached_property
     def dma_bytes_per_ns(self) -> float:
@@ -350,14 +364,25 @@ def instr_timing(instr: Instr, target: str | HardwareTarget) -> InstrTiming:
     hw = get_target(target)
     engine = instr.engine
     if engine == "dma" or instr.op in _DMA_OPS:
-        return _dma_timing(instr, hw)
-    if engine == "tensor":
-        return _tensor_timing(instr, hw)
-    if engine in ("vector", "scalar", "gpsimd"):
-        return _compute_timing(instr, engine, hw)
-    if instr.op == "core_barrier" or engine == "sync":
+        timing = _dma_timing(instr, hw)
+    elif engine == "tensor":
+        timing = _tensor_timing(instr, hw)
+    elif engine in ("vector", "scalar", "gpsimd"):
+        timing = _compute_timing(instr, engine, hw)
+    elif instr.op == "core_barrier" or engine == "sync":
         return InstrTiming("sync", 0.0, 0.0)
-    raise CostModelError(f"instr.engine={engine!r} (op {instr.op!r}): must be one of {ENGINE_NAMES}")
+    else:
+        raise CostModelError(f"instr.engine={engine!r} (op {instr.op!r}): must be one of {ENGINE_NAMES}")
+    if hw.engine_factors:
+        factor = dict(hw.engine_factors).get(timing.engine, 1.0)
+        if timing.engine == "dma":
+            # the transfer time scales; the fixed start latency stays as documented
+            occupancy = timing.occupancy_ns * factor
+            return timing._replace(occupancy_ns=occupancy,
+                                   latency_ns=timing.dma_fixed_ns + occupancy / timing.dma_rate)
+        return timing._replace(occupancy_ns=timing.occupancy_ns * factor,
+                               latency_ns=timing.latency_ns * factor)
+    return timing
 
 
 def instr_cost_ns(instr: Instr, target: str | HardwareTarget) -> float:

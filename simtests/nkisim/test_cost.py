@@ -220,3 +220,18 @@ def test_bad_target_names_the_argument():
 def test_unknown_engine_is_an_error():
     with pytest.raises(CostModelError, match=r"instr.engine='warp'"):
         instr_cost_ns(Instr("tensor_copy", "warp", ()), "trn2")
+
+
+def test_calibration_factors_scale_one_engine():
+    cal = TARGETS["trn2"].calibrated({"tensor": 1.25, "dma": 2.0})
+    assert cal.name == "trn2" and TARGETS["trn2"].engine_factors == ()
+    assert instr_cost_ns(matmul(), cal) == pytest.approx(1.25 * 512 / 2.4)
+    assert instr_cost_ns(_copy(), cal) == pytest.approx(instr_cost_ns(_copy(), "trn2"))
+    nbytes = 128 * 512 * 2
+    assert instr_cost_ns(_load(), cal) == pytest.approx(1300 + 2.0 * nbytes / (368 * 0.8))
+    assert cal.calibrated({"vector": 0.5}).engine_factors == (("dma", 2.0), ("tensor", 1.25),
+                                                               ("vector", 0.5))
+    with pytest.raises(CostModelError, match=r"factors\['warp'\]"):
+        TARGETS["trn2"].calibrated({"warp": 1.0})
+    with pytest.raises(CostModelError, match=r"factors\['dma'\]=0"):
+        TARGETS["trn2"].calibrated({"dma": 0})
