@@ -11,7 +11,7 @@ from .nki_common import Evictor, transpose_pool
 from .nki_db import DbState
 from .nki_dw import DwState
 from .nki_dx import DyBands, run_dx
-from .planner import DbMethod, Strategy, _split, current_forced_plan, dw_items, dx_items, plan_conv3d_bwd
+from .planner import PSUM_TRANSPOSE_BANKS, DbMethod, Strategy, _split, current_forced_plan, dw_items, dx_items, plan_conv3d_bwd
 
 _NC_TARGET = {"gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}
 _ENV_TARGET = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2",
@@ -37,7 +37,7 @@ class _Ctx:
         self.dy, self.x, self.filters = dy, x, filters
         self.dx, self.dw, self.db = dx, dw, db
         self.dtype = dtype
-        self.psum_t = transpose_pool(g.dtype_bytes, dtype)
+        self.psum_t = transpose_pool(g.dtype_bytes, dtype, PSUM_TRANSPOSE_BANKS)
         self.evict = Evictor(target)
 
 

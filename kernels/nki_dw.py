@@ -11,7 +11,11 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .nki_common import BANK_FP32, PMAX, Pool, band_slices
+from .planner import DwMethod, dw_acc_banks
 from .schedule import box_blocks, dw_x_extent, tiles
+
+
+LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
 
 
 class DwState:
@@ -26,14 +30,22 @@ class DwState:
                     for c in range(len(self.co_tiles))]
         self.started = False
         wo = g.axes[2].o
-        n_pt = len(box_blocks((0, 0, 0), (max_rows[0], max_rows[1], wo), PMAX)) if min(max_rows) > 0 else 0
-        self.dyt = nl.ndarray((PMAX, max(1, n_pt), g.c_out), ctx.dtype, buffer=nl.sbuf, name="dw_dyt")
         xext = (dw_x_extent(g.axes[0], max_rows[0]), dw_x_extent(g.axes[1], max_rows[1]),
                 dw_x_extent(g.axes[2], wo))
+        if plan.dw_method is DwMethod.ROW_PACK:
+            # rows chunks are at most 128 (d, h) rows: the x band of one chunk
+            rows_cap = [min(max_rows[0], PMAX), min(max_rows[1], PMAX)]
+            xext = (dw_x_extent(g.axes[0], rows_cap[0]), dw_x_extent(g.axes[1], rows_cap[1]), xext[2])
+            self.dyt = nl.ndarray((PMAX, wo, g.c_out), ctx.dtype, buffer=nl.sbuf, name="dw_dyt")
+            self.xt_pool = Pool(2, (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, nl.sbuf, "dw_xt")
+        else:
+            n_pt = len(box_blocks((0, 0, 0), (max_rows[0], max_rows[1], wo), PMAX)) if min(max_rows) > 0 else 0
+            self.dyt = nl.ndarray((PMAX, max(1, n_pt), g.c_out), ctx.dtype, buffer=nl.sbuf, name="dw_dyt")
+            self.xt_pool = Pool(LOOKAHEAD + 2, (PMAX, plan.dw_tap_group * plan.dw_ci_tile), ctx.dtype, nl.sbuf,
+                                "dw_xt")
         self.x_pool = Pool(2, (PMAX,) + tuple(max(1, e) for e in xext), ctx.dtype, nl.sbuf, "dw_x")
-        self.xt_pool = Pool(3, (PMAX, plan.dw_tap_group * plan.dw_ci_tile), ctx.dtype, nl.sbuf, "dw_xt")
-        self.acc_pool = Pool(min(plan.dw_co_chunk, len(self.co_tiles)), (PMAX, BANK_FP32), nl.float32, nl.psum,
-                             "ps_dw")
+        self.acc_pool = Pool(dw_acc_banks(plan.dw_co_chunk, len(self.co_tiles)), (PMAX, BANK_FP32), nl.float32,
+                             nl.psum, "ps_dw")
 
     def add_box(self, b, od, oh, dy_views):
         """Accumulate the output box rows od=[d0,d1) x oh=[h0,h1) x all W of batch b; dy_views per co tile."""
@@ -42,6 +54,9 @@ class DwState:
         rows = (od[1] - od[0], oh[1] - oh[0])
         wo = ax[2].o
         if rows[0] <= 0 or rows[1] <= 0:
+            return
+        if plan.dw_method is DwMethod.ROW_PACK:
+            self._add_rows(b, od, oh, dy_views)
             return
         ptiles = box_blocks((0, 0, 0), (rows[0], rows[1], wo), PMAX)
         bank = 2048 // g.dtype_bytes
@@ -83,7 +98,9 @@ class DwState:
                 for c0 in range(0, len(self.co_tiles), chunk):
                     cts = list(range(c0, min(len(self.co_tiles), c0 + chunk)))
                     accs = [self.acc_pool.take() for _ in cts]
-                    for p, ((sd, sh, sw), (td, th, tw)) in enumerate(ptiles):
+
+                    def stage(p, grp=grp, n=n, xb=xb, ci_sz=ci_sz):
+                        (sd, sh, sw), (td, th, tw) = ptiles[p]
                         npos = td * th * tw
                         pt = ctx.psum_t.take()
                         for gi, t in enumerate(grp):
@@ -95,6 +112,17 @@ class DwState:
                             nisa.nc_transpose(dst=pt[:npos, gi * ci_sz:(gi + 1) * ci_sz], data=view)
                         xt = self.xt_pool.take()
                         ctx.evict.copy(xt[:npos, :n], pt[:npos, :n])
+                        return xt
+
+                    # software pipeline: the transposes of tile p+LOOKAHEAD go to the PE before the
+                    # matmuls of tile p, so the PE never waits for the eviction of its own transposes
+                    staged = [stage(p) for p in range(min(LOOKAHEAD, len(ptiles)))]
+                    for p, ((_sd, _sh, _sw), (td, th, tw)) in enumerate(ptiles):
+                        npos = td * th * tw
+                        if p + LOOKAHEAD < len(ptiles):
+                            staged.append(stage(p + LOOKAHEAD))
+                        xt = staged[p]
+                        staged[p] = None
                         for a, c in enumerate(cts):
                             co0, co_sz = self.co_tiles[c]
                             nisa.nc_matmul(accs[a][:co_sz, :n], stationary=self.dyt[:npos, p, co0:co0 + co_sz],
@@ -108,6 +136,109 @@ class DwState:
                         else:
                             nisa.tensor_copy(dst=dst, src=accs[a][:co_sz, :n], engine=nisa.engine.vector)
         self.started = True
+
+    def _load_x(self, b, od, oh, ci0, ci_sz):
+        """The zero-padded x band [ci, Xd, Xh, Xw] that output rows od x oh (all W) read."""
+        ctx, g = self.ctx, self.ctx.g
+        ax = g.axes
+        rows = (od[1] - od[0], oh[1] - oh[0])
+        x0 = [od[0] * ax[0].s - ax[0].lo, oh[0] * ax[1].s - ax[1].lo, -ax[2].lo]
+        ext = [dw_x_extent(ax[0], rows[0]), dw_x_extent(ax[1], rows[1]), dw_x_extent(ax[2], ax[2].o)]
+        valid = [(max(0, x0[a]), min(ax[a].n, x0[a] + ext[a])) for a in range(3)]
+        empty = any(v1 <= v0 for v0, v1 in valid)
+        padded = empty or any(valid[a] != (x0[a], x0[a] + ext[a]) for a in range(3))
+        xb = self.x_pool.take()
+        if padded:
+            nisa.memset(xb[:ci_sz, :ext[0], :ext[1], :ext[2]], 0.0, engine=nisa.engine.gpsimd)
+        if not empty:
+            (d0, d1), (h0, h1), (w0, w1) = valid
+            nisa.dma_copy(dst=xb[:ci_sz, d0 - x0[0]:d1 - x0[0], h0 - x0[1]:h1 - x0[1], w0 - x0[2]:w1 - x0[2]],
+                          src=ctx.x[b, ci0:ci0 + ci_sz, d0:d1, h0:h1, w0:w1])
+        return xb, ext
+
+    def _add_rows(self, b, od, oh, dy_views):
+        """Row mode: (d, h) output rows on partitions, each W column a matmul step; the kw taps are
+        free-axis offsets of one x^T [rows, x columns, ci] per (kd, kh), so they share its transposes
+        and pack side by side on the moving axis."""
+        ctx, g, plan = self.ctx, self.ctx.g, self.ctx.plan
+        ax = g.axes
+        wo = ax[2].o
+        kd_n, kh_n, kw_n = g.kernel
+        bank = 2048 // g.dtype_bytes
+        chunks = box_blocks((0, 0, 0), (od[1] - od[0], oh[1] - oh[0], 1), PMAX)
+        gk = plan.dw_tap_group
+        chunk = plan.dw_co_chunk
+        n_co = len(self.co_tiles)
+        for (sd, sh, _z), (cd, ch, _one) in chunks:
+            nrows = cd * ch
+            # dy^T per output column w: [rows, C_out], several columns per PSUM bank
+            per_bank = max(1, bank // g.c_out) if g.c_out <= bank else 0
+            if per_bank:
+                for w0 in range(0, wo, per_bank):
+                    wn = min(per_bank, wo - w0)
+                    pt = ctx.psum_t.take()
+                    for wi in range(wn):
+                        for c, (co0, co_sz) in enumerate(self.co_tiles):
+                            nisa.nc_transpose(dst=pt[:nrows, wi * g.c_out + co0:wi * g.c_out + co0 + co_sz],
+                                              data=dy_views[c][:co_sz, sd:sd + cd, sh:sh + ch, w0 + wi])
+                    ctx.evict.copy(self.dyt[:nrows, w0:w0 + wn, :], pt[:nrows, :wn * g.c_out])
+            else:
+                for w in range(wo):
+                    for c, (co0, co_sz) in enumerate(self.co_tiles):
+                        pt = ctx.psum_t.take()
+                        nisa.nc_transpose(dst=pt[:nrows, :co_sz], data=dy_views[c][:co_sz, sd:sd + cd, sh:sh + ch, w])
+                        ctx.evict.copy(self.dyt[:nrows, w, co0:co0 + co_sz], pt[:nrows, :co_sz])
+            box_d = (od[0] + sd, od[0] + sd + cd)
+            box_h = (oh[0] + sh, oh[0] + sh + ch)
+            for ci0, ci_sz in self.ci_tiles:
+                xb, ext = self._load_x(b, box_d, box_h, ci0, ci_sz)
+                xw = ext[2]
+                cols = max(1, bank // ci_sz)
+                pairs = [(kd, kh) for kd in range(kd_n) for kh in range(kh_n)]
+
+                def stage(pair, xb=xb, ci_sz=ci_sz, xw=xw, cols=cols, nrows=nrows, cd=cd, ch=ch):
+                    kd, kh = pair
+                    xt = self.xt_pool.take()
+                    for c0 in range(0, xw, cols):
+                        cn = min(cols, xw - c0)
+                        pt = ctx.psum_t.take()
+                        for ci_ in range(cn):
+                            view = xb[:ci_sz, band_slices(kd * ax[0].r, cd, ax[0].s),
+                                      band_slices(kh * ax[1].r, ch, ax[1].s), c0 + ci_]
+                            nisa.nc_transpose(dst=pt[:nrows, ci_ * ci_sz:(ci_ + 1) * ci_sz], data=view)
+                        ctx.evict.copy(xt[:nrows, c0:c0 + cn, :ci_sz], pt[:nrows, :cn * ci_sz])
+                    return xt
+
+                staged = [stage(pairs[0])]
+                for pi, (kd, kh) in enumerate(pairs):
+                    if pi + 1 < len(pairs):
+                        staged.append(stage(pairs[pi + 1]))
+                    xt = staged[pi]
+                    staged[pi] = None
+                    for k0 in range(0, kw_n, gk):
+                        kn = min(gk, kw_n - k0)
+                        n = kn * ci_sz
+                        t0 = g.tap_index(kd, kh, k0)
+                        for c0 in range(0, n_co, chunk):
+                            cts = list(range(c0, min(n_co, c0 + chunk)))
+                            accs = [self.acc_pool.take() for _ in cts]
+                            for w in range(wo):
+                                mv = xt[:nrows, band_slices(w * ax[2].s + k0 * ax[2].r, kn, ax[2].r), :ci_sz]
+                                for a, c in enumerate(cts):
+                                    co0, co_sz = self.co_tiles[c]
+                                    nisa.nc_matmul(accs[a][:co_sz, :n], stationary=self.dyt[:nrows, w, co0:co0 + co_sz],
+                                                   moving=mv, accumulate=w > 0)
+                            for a, c in enumerate(cts):
+                                self._fold(c, t0, kn, ci0, ci_sz, accs[a][:self.co_tiles[c][1], :n])
+            self.started = True
+
+    def _fold(self, c, t0, kn, ci0, ci_sz, ps):
+        co_sz = self.co_tiles[c][1]
+        dst = self.acc[c][:co_sz, t0:t0 + kn, ci0:ci0 + ci_sz]
+        if self.started:
+            nisa.tensor_tensor(dst=dst, data1=dst, data2=ps, op=nl.add, engine=nisa.engine.vector)
+        else:
+            nisa.tensor_copy(dst=dst, src=ps, engine=nisa.engine.vector)
 
     def finish(self, pid, lnc):
         """Combine the LNC partials, cast, transpose to [ci, co] and store this program's taps."""

@@ -22,6 +22,13 @@ from .schedule import (MOVING_MAX, PMAX, AxisBand, axis_bands, axis_covered, box
 
 PSUM_BANK_BYTES = 2048
 PSUM_BANKS = 8
+PSUM_TRANSPOSE_BANKS = 3   # the kernel's shared pool for PE transposes (filters, dy^T, x^T, dw store)
+PSUM_DX_BANKS = 2          # dx accumulation banks (one block accumulates while the other is evicted)
+
+
+def dw_acc_banks(co_chunk: int, n_co: int) -> int:
+    """PSUM banks of the dw accumulators: the live chunk plus one, so a chunk's eviction overlaps."""
+    return min(co_chunk, n_co) + 1
 
 
 class Strategy(str, Enum):
@@ -39,6 +46,7 @@ class DwMethod(str, Enum):
     GEMM = "gemm"                  # 1x1x1, unit stride, no padding: plain GEMM over positions
     TAP_GEMM = "tap_gemm"          # one tap per matmul, positions on partitions (PE transposes)
     TAP_PACK = "tap_pack"          # several taps' x windows side by side on the moving axis
+    ROW_PACK = "row_pack"          # (d, h) rows on partitions; kw taps are free offsets of one x^T
 
 
 class DbMethod(str, Enum):
@@ -237,8 +245,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         plane = 2 * p.dx_band[0] * p.dx_band[1] * W * ds
         parts += [("filters", filt), ("dx dy band", dyb), ("dx plane", plane)]
         phase_sbuf["filters"] = filt + stage
-        phase_sbuf["dx"] = filt + dyb + plane
-        psum_dx = 3
+        phase_sbuf["dx"] = filt + dyb + plane + (4 * n_co * 4 if p.compute_db else 0)
+        psum_dx = PSUM_DX_BANKS
     if p.compute_dw:
         if p.strategy is Strategy.SHARED_DY:
             rows = _own_rows(g, p.dx_band)
@@ -246,30 +254,36 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         else:
             rows = p.dw_band
             dyb = p.dy_bufs * n_co * rows[0] * rows[1] * Wo * ds
-        npos = _dw_pos_tiles(rows, Wo)
-        dyt = npos * g.c_out * ds
-        xext = [dw_x_extent(g.axes[a], rows[a]) for a in range(2)] + [dw_x_extent(g.axes[2], Wo)]
-        xb = 2 * xext[0] * xext[1] * xext[2] * ds
-        xt = 3 * p.dw_tap_group * p.dw_ci_tile * ds
+        xw = dw_x_extent(g.axes[2], Wo)
+        if p.dw_method is DwMethod.ROW_PACK:
+            cap = (min(rows[0], PMAX), min(rows[1], PMAX))
+            dyt = Wo * g.c_out * ds
+            xb = 2 * dw_x_extent(g.axes[0], cap[0]) * dw_x_extent(g.axes[1], cap[1]) * xw * ds
+            xt = 2 * xw * p.dw_ci_tile * ds
+        else:
+            npos = _dw_pos_tiles(rows, Wo)
+            dyt = max(1, npos) * g.c_out * ds
+            xb = 2 * dw_x_extent(g.axes[0], rows[0]) * dw_x_extent(g.axes[1], rows[1]) * xw * ds
+            xt = 4 * p.dw_tap_group * p.dw_ci_tile * ds
         acc = n_co * g.taps * g.c_in * 4
-        store = 2 * g.c_in * ds + 2 * g.c_out * ds
-        db = 2 * n_co * 4 if p.compute_db else 0
-        dw_total = dyb + dyt + xb + xt + acc + store + db
+        store = n_co * g.c_in * ds + 2 * g.c_out * ds
+        other = g.taps * g.c_in * 4 if p.lnc == 2 else 0
+        db = 4 * n_co * 4 if p.compute_db else 0
+        dw_total = dyb + dyt + xb + xt + acc + db
         parts += [("dw dyT", dyt), ("dw x band", xb), ("dw xT", xt), ("dw fp32 acc", acc)]
         if dyb:
             parts.append(("dw dy band", dyb))
         if p.strategy is Strategy.SHARED_DY:
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_total
         else:
-            phase_sbuf["dw"] = dw_total + (phase_sbuf.get("filters", 0) if False else 0)
-        psum_dw = 2 + 2 + min(p.dw_co_chunk, n_co)
-        if p.lnc == 2:
-            phase_sbuf["combine"] = 2 * acc
+            phase_sbuf["dw"] = dw_total
+        phase_sbuf["dw store"] = acc + store + other + db
+        psum_dw = dw_acc_banks(p.dw_co_chunk, n_co)
     if p.compute_db and p.db_method is DbMethod.STANDALONE:
         phase_sbuf["db"] = 2 * min(_db_chunk(g), g.batch * Wo * g.axes[0].o * g.axes[1].o) * ds + 4 * n_co * 4
-    _ = co_t
     sbuf = max(phase_sbuf.values(), default=0)
-    psum = psum_dx + psum_dw if p.strategy is Strategy.SHARED_DY else max(psum_dx, psum_dw)
+    psum = PSUM_TRANSPOSE_BANKS + (psum_dx + psum_dw if p.strategy is Strategy.SHARED_DY
+                                   else max(psum_dx, psum_dw))
     return _Budget(sbuf, psum, tuple(parts))
 
 
@@ -364,26 +378,30 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
     if p.compute_dw:
         items = _split(dw_items(g, p), p.lnc, 0)
         ci_tiles = [min(p.dw_ci_tile, g.c_in - s) for s in range(0, g.c_in, p.dw_ci_tile)]
-        G = p.dw_tap_group
-        groups = [min(G, g.taps - t) for t in range(0, g.taps, G)]
-        n_chunks = ceil_div(n_co, p.dw_co_chunk)
-        first = True
+        chunk = min(p.dw_co_chunk, n_co)
+        n_chunks = ceil_div(n_co, chunk)
+        xpad = any(a.k > 1 or a.lo or a.hi or a.s > 1 for a in g.axes)
+        bank = PSUM_BANK_BYTES // ds
         for _b, (d0, d1), (h0, h1) in items:
             rows = (d1 - d0, h1 - h0)
             if rows[0] <= 0 or rows[1] <= 0:
                 continue
-            npos_list = [s[0] * s[1] * s[2] for _st, s in box_blocks((0, 0, 0), (rows[0], rows[1], Wo), PMAX)]
             if p.strategy is not Strategy.SHARED_DY:
                 c.dma(co_t * rows[0] * rows[1] * Wo * ds, (rows[1] * Wo if rows[1] == g.axes[1].o else Wo) * ds, n_co)
             if p.compute_db and p.db_method is DbMethod.FOLD:
                 c.compute("vector", rows[0] * rows[1] * Wo, 1, 1.0, n_co, op="tensor_reduce")
-                c.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
+                c.compute("vector", 1, 2, 1.0, n_co, op="tensor_tensor")
+            if p.dw_method is DwMethod.ROW_PACK:
+                _estimate_rows(c, g, p, rows, ci_tiles, chunk, n_chunks, xpad, bank)
+                continue
+            npos_list = [s[0] * s[1] * s[2] for _st, s in box_blocks((0, 0, 0), (rows[0], rows[1], Wo), PMAX)]
+            G = p.dw_tap_group
+            groups = [min(G, g.taps - t) for t in range(0, g.taps, G)]
             for npos in npos_list:       # dy^T once per position tile
                 c.transpose(co_t, npos, fp32, n_co)
                 c.evict(g.c_out, two, max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)))
             xext = [dw_x_extent(g.axes[0], rows[0]), dw_x_extent(g.axes[1], rows[1]), dw_x_extent(g.axes[2], Wo)]
             xvalid = [min(g.axes[a].n, xext[a]) for a in range(3)]
-            xpad = any(a.k > 1 or a.lo or a.hi or a.s > 1 for a in g.axes)
             for ci in ci_tiles:
                 if xpad:
                     c.compute("gpsimd", xext[0] * xext[1] * xext[2], 0, 1.0, 1, op="memset")
@@ -394,10 +412,8 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                         for npos in npos_list:
                             c.transpose(ci, npos, fp32, gs)
                             c.evict(gs * ci, two, 1)
-                            c.matmul(co_t, gs * ci, fp32, min(p.dw_co_chunk, n_co))
-                        c.compute("vector", gs * ci, 1 if first else 2, 1.0, min(p.dw_co_chunk, n_co),
-                                  op="tensor_tensor")
-            first = False
+                            c.matmul(co_t, gs * ci, fp32, chunk)
+                        c.compute("vector", gs * ci, 2, 1.0, chunk, op="tensor_tensor")
         # finalize: (LNC2) exchange + add, cast, transposes, stores
         taps_here = ceil_div(g.taps, p.lnc)
         if p.lnc == 2:
@@ -420,6 +436,45 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         c.dma(co_t * 4, 4, n_co)
     total = c.total_ns(fill)
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
+
+
+def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, rows: tuple[int, int], ci_tiles: list[int],
+                   chunk: int, n_chunks: int, xpad: bool, bank: int) -> None:
+    """The row-mode dw of one output box (mirrors DwState._add_rows)."""
+    ds = g.dtype_bytes
+    fp32 = g.dtype == "fp32"
+    two = ds == 2
+    n_co = n_tiles(g.c_out, PMAX)
+    co_t = min(PMAX, g.c_out)
+    Wo = g.axes[2].o
+    kd_n, kh_n, kw_n = g.kernel
+    xw = dw_x_extent(g.axes[2], Wo)
+    gk = p.dw_tap_group
+    kgroups = [min(gk, kw_n - k) for k in range(0, kw_n, gk)]
+    for _st, (cd, ch, _one) in box_blocks((0, 0, 0), (rows[0], rows[1], 1), PMAX):
+        nrows = cd * ch
+        c.transpose(co_t, nrows, fp32, Wo * n_co)
+        if g.c_out <= bank:
+            per_bank = bank // g.c_out
+            for w0 in range(0, Wo, per_bank):
+                c.evict(min(per_bank, Wo - w0) * g.c_out, two, 1)
+        else:
+            c.evict(co_t, two, Wo * n_co)
+        xext = [dw_x_extent(g.axes[0], cd), dw_x_extent(g.axes[1], ch), xw]
+        xvalid = [min(g.axes[a].n, xext[a]) for a in range(3)]
+        for ci in ci_tiles:
+            if xpad:
+                c.compute("gpsimd", xext[0] * xext[1] * xext[2], 0, 1.0, 1, op="memset")
+            c.dma(ci * xvalid[0] * xvalid[1] * xvalid[2] * ds,
+                  (xvalid[2] if xext[2] != xvalid[2] else xvalid[1] * xvalid[2]) * ds)
+            cols = max(1, bank // ci)
+            pairs = kd_n * kh_n
+            c.transpose(ci, nrows, fp32, pairs * xw)
+            for c0 in range(0, xw, cols):
+                c.evict(min(cols, xw - c0) * ci, two, pairs)
+            for kn in kgroups:
+                c.matmul(co_t, kn * ci, fp32, pairs * n_co * Wo)
+                c.compute("vector", kn * ci, 2, 1.0, pairs * n_co, op="tensor_tensor")
 
 
 # ------------------------------------------------------------------------------- enumeration
@@ -492,10 +547,10 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
         dw_opts = [(DwMethod.GEMM if g.pointwise else DwMethod.TAP_GEMM, 1)]
     else:
         dw_opts = [(DwMethod.TAP_GEMM, 1)] + ([(DwMethod.TAP_PACK, gmax)] if gmax > 1 else [])
+    dw_opts.append((DwMethod.ROW_PACK, max(1, min(g.axes[2].k, MOVING_MAX // dw_ci))))
     if not cdw:
         dw_opts = [(None, 1)]
     n_co = n_tiles(g.c_out, PMAX)
-    co_chunk = min(n_co, 4)
     dx_ci_opts = [(min(PMAX, g.c_in), False), (min(PMAX, g.c_in), True)] if cdx else [(min(PMAX, g.c_in), False)]
     for small in (64, 32, 16, 8, 4, 2, 1):
         if cdx and small < min(PMAX, g.c_in):
@@ -532,7 +587,8 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                             p = Plan(**base, strategy=strat, dx_method=_dx_method(g) if cdx else None,
                                      dw_method=dw_m, db_method=db, dx_band=dxb, dw_band=dwb,
                                      dx_ci_tile=ci_tile, dx_ci_outer=ci_outer, dw_ci_tile=dw_ci,
-                                     dw_tap_group=G, dw_co_chunk=co_chunk, dy_bufs=2)
+                                     dw_tap_group=G, dy_bufs=2,
+                                     dw_co_chunk=min(n_co, 2 if strat is Strategy.SHARED_DY else 4))
                             if db is DbMethod.FOLD and not _fold_ok(g, p):
                                 continue
                             plans.append(p)
