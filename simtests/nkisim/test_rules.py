@@ -1,0 +1,286 @@
+"""One deliberately broken kernel per rule: each raises NkiValidationError naming instruction, operand, rule."""
+from __future__ import annotations
+
+import pytest
+
+import nkisim
+import nkisim.isa as nisa
+import nkisim.language as nl
+
+from .helpers import raises_rule
+
+F32, BF16 = nl.float32, nl.bfloat16
+
+
+def sb(shape, dtype=BF16, name="t", **kw):
+    return nl.ndarray(shape, dtype, buffer=nl.sbuf, name=name, **kw)
+
+
+def ps(shape, dtype=F32, name="p", **kw):
+    return nl.ndarray(shape, dtype, buffer=nl.psum, name=name, **kw)
+
+
+def hbm(shape, dtype=BF16, name="h"):
+    return nl.ndarray(shape, dtype, buffer=nl.shared_hbm, name=name)
+
+
+def _matmul(dst_shape=(128, 512), st_shape=(128, 128), mv_shape=(128, 512), dst_dtype=F32, in_dtype=BF16,
+            **kw):
+    def kernel():
+        nisa.nc_matmul(ps(dst_shape, dst_dtype), sb(st_shape, in_dtype, "s"), sb(mv_shape, in_dtype, "m"), **kw)
+    return kernel
+
+
+def _psum_stationary():
+    nisa.nc_matmul(ps((128, 64)), ps((128, 128), BF16, "s"), sb((128, 64), name="m"))
+
+
+def _moving_in_hbm():
+    nisa.nc_matmul(ps((128, 64)), sb((128, 128), name="s"), hbm((128, 64), name="m"))
+
+
+def _dst_in_sbuf():
+    nisa.nc_matmul(sb((128, 64), F32), sb((128, 128), name="s"), sb((128, 64), name="m"))
+
+
+def _bank_crossing():
+    tile = ps((128, 1024))   # two banks; the view [256:768] crosses the boundary at 512
+    nisa.nc_matmul(tile[:, 256:768], sb((128, 128), name="s"), sb((128, 512), name="m"))
+
+
+def _accumulate_onto_memset():
+    tile = ps((128, 64))
+    nisa.memset(tile, 0.0)
+    nisa.nc_matmul(tile, sb((128, 128), name="s"), sb((128, 64), name="m"), accumulate=True)
+
+
+def _accumulate_none_onto_tensor_copy():
+    tile = ps((128, 64))
+    src = sb((128, 64), F32)
+    nisa.memset(src, 0.0)
+    nisa.tensor_copy(tile, src)
+    nisa.nc_matmul(tile, sb((128, 128), name="s"), sb((128, 64), name="m"))
+
+
+def _accumulate_true_fresh():
+    nisa.nc_matmul(ps((128, 64)), sb((128, 128), name="s"), sb((128, 64), name="m"), accumulate=True)
+
+
+def _dma_reads_psum():
+    nisa.dma_copy(hbm((128, 64), F32), ps((128, 64)))
+
+
+def _dma_writes_psum():
+    nisa.dma_copy(ps((128, 64)), hbm((128, 64), F32))
+
+
+def _gpsimd_psum():
+    nisa.tensor_copy(sb((128, 64), F32), ps((128, 64), name="src"), engine=nisa.engine.gpsimd)
+
+
+def _two_psum_inputs():
+    nisa.tensor_tensor(sb((128, 64), F32), ps((128, 64), name="a"), ps((128, 64), name="b"), op=nl.add)
+
+
+def _pe_transpose_too_big():
+    nisa.nc_transpose(ps((128, 128), BF16), sb((128, 256)), engine=nisa.engine.tensor)
+
+
+def _pe_transpose_dtype():
+    nisa.nc_transpose(ps((64, 128), F32), sb((128, 64)), engine=nisa.engine.tensor)
+
+
+def _pe_transpose_to_sbuf():
+    nisa.nc_transpose(sb((64, 128)), sb((128, 64), name="d"), engine=nisa.engine.tensor)
+
+
+def _vector_transpose_too_big():
+    nisa.nc_transpose(sb((64, 64), name="o"), sb((64, 64)), engine=nisa.engine.vector)
+
+
+def _start_partition_64():
+    t = sb((128, 32), F32)
+    nisa.memset(t[32:96, :], 1.0)
+
+
+def _start_partition_quadrant():
+    t = sb((128, 32), F32)
+    nisa.memset(t[16:32, :], 1.0)
+
+
+def _partition_limit():
+    sb((256, 4))
+
+
+def _memset_float_into_int():
+    nisa.memset(sb((8, 8), nl.int32), 2.0)
+
+
+def _tensor_scalar_operand_dtype():
+    col = sb((8, 1), BF16, "col")
+    nisa.tensor_scalar(sb((8, 8), F32, "o"), sb((8, 8), F32, "d"), nl.add, col)
+
+
+def _tensor_scalar_operand_shape():
+    col = sb((8, 2), F32, "col")
+    nisa.tensor_scalar(sb((8, 8), F32, "o"), sb((8, 8), F32, "d"), nl.add, col)
+
+
+def _dma_transpose_4byte():
+    nisa.dma_transpose(sb((64, 16), F32, "o"), hbm((16, 64), F32, "src"))
+
+
+def _dma_transpose_dtypes():
+    nisa.dma_transpose(sb((64, 16), nl.float16, "o"), hbm((16, 64), BF16, "src"))
+
+
+def _dma_transpose_shape():
+    nisa.dma_transpose(sb((16, 64), BF16, "o"), hbm((16, 64), BF16, "src"))
+
+
+def _hwdge_cast():
+    nisa.dma_copy(sb((8, 8), F32, "o"), hbm((8, 8), BF16, "src"), dge_mode=nisa.dge_mode.hwdge)
+
+
+def _returns_sbuf():
+    return sb((8, 8))
+
+
+def _returns_private_hbm():
+    return nl.ndarray((8, 8), F32, buffer=nl.hbm, name="out")
+
+
+def _reduce_axis_zero():
+    nisa.tensor_reduce(sb((1, 8), F32, "o"), nl.add, sb((8, 8), F32, "d"), axis=0)
+
+
+def _reduce_axis_not_trailing():
+    nisa.tensor_reduce(sb((8, 4), F32, "o"), nl.add, sb((8, 6, 4), F32, "d"), axis=1)
+
+
+def _tensor_copy_shape():
+    nisa.tensor_copy(sb((8, 10), F32, "o"), sb((8, 8), F32, "s"))
+
+
+def _tensor_tensor_partitions():
+    nisa.tensor_tensor(sb((8, 8), F32, "o"), sb((8, 8), F32, "a"), sb((4, 16), F32, "b"), op=nl.add)
+
+
+def _dma_copy_elements():
+    nisa.dma_copy(sb((8, 8), F32, "o"), hbm((8, 9), F32, "src"))
+
+
+def _scalar_copy_trn1():
+    nisa.tensor_copy(sb((8, 8), F32, "o"), sb((8, 8), F32, "s"), engine=nisa.engine.scalar)
+
+
+def _raw_engine_int():
+    nisa.tensor_copy(sb((8, 8), F32, "o"), sb((8, 8), F32, "s"), engine=5)
+
+
+def _string_buffer():
+    nl.ndarray((8, 8), F32, buffer="sbuf", name="x")
+
+
+def _psum_address_not_bank_aligned():
+    ps((128, 128), address=(0, 1024))
+
+
+def _sbuf_address_out_of_bounds():
+    sb((128, 1024), F32, address=(0, 212_984 - 1024))
+
+
+def _use_after_address_reuse():
+    a = ps((128, 512), name="a", address=(0, 2048))
+    b = ps((128, 512), name="b", address=(0, 2048))
+    nisa.memset(b, 0.0)
+    nisa.memset(a, 0.0)
+
+
+def _sendrecv_without_lnc():
+    nisa.sendrecv(sb((8, 8), name="s"), sb((8, 8), name="d"), send_to_rank=1, recv_from_rank=1, pipe_id=0)
+
+
+CASES = [
+    # (kernel, target, instruction, operand, rule)
+    (_matmul(st_shape=(128, 256), dst_shape=(128, 64), mv_shape=(128, 64)), "trn2", "nc_matmul", "stationary",
+     "free size 256 exceeds 128"),
+    (_matmul(mv_shape=(128, 640), dst_shape=(128, 640)), "trn2", "nc_matmul", "moving", "free size 640 exceeds 512"),
+    (_matmul(mv_shape=(128, 640), dst_shape=(128, 640)), "trn1", "nc_matmul", "moving", "exceeds 512 \\(trn1\\)"),
+    (_matmul(mv_shape=(128, 4608), dst_shape=(128, 64)), "trn3", "nc_matmul", "moving",
+     "free size 4608 exceeds 4096"),
+    (_matmul(mv_shape=(64, 512)), "trn2", "nc_matmul", "moving", "contraction partitions 64 must equal"),
+    (_matmul(dst_shape=(64, 512)), "trn2", "nc_matmul", "dst", "partition size 64 must equal the stationary"),
+    (_matmul(dst_shape=(128, 256)), "trn2", "nc_matmul", "dst", "free size 256 must equal the moving"),
+    (_matmul(dst_dtype=BF16), "trn2", "nc_matmul", "dst", "must be float32"),
+    (_matmul(dst_dtype=nl.float16), "trn3", "nc_matmul", "dst", "must be float32 or bfloat16"),
+    (_matmul(in_dtype=nl.int8), "trn2", "nc_matmul", "stationary", "not a TensorE input type"),
+    (_matmul(is_transpose=True, st_shape=(128, 128), mv_shape=(128, 128), dst_shape=(128, 128)), "trn1",
+     "nc_matmul", "is_transpose", "needs NC-v3"),
+    (_psum_stationary, "trn2", "nc_matmul", "stationary", "must be in SBUF"),
+    (_moving_in_hbm, "trn2", "nc_matmul", "moving", "must be in SBUF"),
+    (_dst_in_sbuf, "trn2", "nc_matmul", "dst", "must be in PSUM"),
+    (_bank_crossing, "trn2", "nc_matmul", "dst", "cross a 2048 B bank boundary"),
+    (_accumulate_onto_memset, "trn2", "nc_matmul", "dst", "written by a non-matmul"),
+    (_accumulate_none_onto_tensor_copy, "trn2", "nc_matmul", "dst", "written by a non-matmul"),
+    (_accumulate_true_fresh, "trn2", "nc_matmul", "dst", "never written"),
+    (_dma_reads_psum, "trn2", "dma_copy", "src", "cannot read PSUM"),
+    (_dma_writes_psum, "trn2", "dma_copy", "dst", "cannot write PSUM"),
+    (_gpsimd_psum, "trn2", "tensor_copy", "src", "GpSimd cannot access PSUM"),
+    (_two_psum_inputs, "trn2", "tensor_tensor", "data2", "cannot both be in PSUM"),
+    (_pe_transpose_too_big, "trn2", "nc_transpose", "data", "exceeds 128x128"),
+    (_pe_transpose_dtype, "trn2", "nc_transpose", "dst", "must equal the data dtype"),
+    (_pe_transpose_to_sbuf, "trn2", "nc_transpose", "dst", "must be in PSUM"),
+    (_vector_transpose_too_big, "trn2", "nc_transpose", "data", "exceeds 32x32"),
+    (_start_partition_64, "trn2", "memset", "dst", "start partition 32 with 64 partitions"),
+    (_start_partition_quadrant, "trn2", "memset", "dst", "start partition 16 with 16 partitions"),
+    (_partition_limit, "trn2", "ndarray", "t", "partition dim 256 exceeds maximum 128"),
+    (_memset_float_into_int, "trn2", "memset", "value", "does not match dst dtype int32"),
+    (_tensor_scalar_operand_dtype, "trn2", "tensor_scalar", "operand0", "must be float32"),
+    (_tensor_scalar_operand_shape, "trn2", "tensor_scalar", "operand0", "must be \\(8, 1\\)"),
+    (_dma_transpose_4byte, "trn2", "dma_transpose", "src", "not a 2-byte dtype"),
+    (_dma_transpose_dtypes, "trn2", "dma_transpose", "dst", "must equal the src dtype"),
+    (_dma_transpose_shape, "trn2", "dma_transpose", "dst", "must equal the permuted src shape"),
+    (_dma_transpose_shape, "trn1", "dma_transpose", "dst", "needs NC-v3"),
+    (_hwdge_cast, "trn2", "dma_copy", "dst", "must equal src dtype bfloat16 with dge_mode=hwdge"),
+    (_returns_sbuf, "trn2", "kernel return", "return", "must be in shared_hbm"),
+    (_returns_private_hbm, "trn2", "kernel return", "return", "must be in shared_hbm"),
+    (_reduce_axis_zero, "trn2", "tensor_reduce", "axis", "trailing free dim"),
+    (_reduce_axis_not_trailing, "trn2", "tensor_reduce", "axis", "trailing free dim"),
+    (_tensor_copy_shape, "trn2", "tensor_copy", "dst", "same partitions and elements per partition"),
+    (_tensor_tensor_partitions, "trn2", "tensor_tensor", "data2", "same partitions and elements per partition"),
+    (_dma_copy_elements, "trn2", "dma_copy", "dst", "64 elements .* must equal the src's 72"),
+    (_scalar_copy_trn1, "trn1", "tensor_copy", "engine", "cannot tensor_copy on NC-v2"),
+    (_raw_engine_int, "trn2", "tensor_copy", "engine", "raw values are rejected"),
+    (_string_buffer, "trn2", "ndarray", "x", "buffer must be an nl buffer"),
+    (_psum_address_not_bank_aligned, "trn2", "ndarray", "p", "must start at a bank boundary"),
+    (_sbuf_address_out_of_bounds, "trn2", "ndarray", "t", "exceeds the 212984 B per partition of SBUF"),
+    (_use_after_address_reuse, "trn2", "memset", "dst", "used after its memory was re-allocated to 'b'"),
+    (_sendrecv_without_lnc, "trn2", "sendrecv", "src", "needs LNC=2"),
+]
+
+
+@pytest.mark.parametrize("kernel,target,instruction,operand,rule", CASES,
+                         ids=[f"{c[2]}-{c[3]}-{i}" for i, c in enumerate(CASES)])
+def test_rule_is_enforced(kernel, target, instruction, operand, rule):
+    with raises_rule(instruction, operand, rule):
+        nkisim.run(kernel, target=target)
+
+
+def test_validation_error_is_an_assertion_error():
+    assert issubclass(nkisim.NkiValidationError, AssertionError)
+    assert nisa.NkiValidationError is nkisim.NkiValidationError
+
+
+def test_rules_also_hold_in_trace_only_mode():
+    with raises_rule("nc_matmul", "dst", "written by a non-matmul"):
+        nkisim.run(_accumulate_onto_memset, trace_only=True)
+    with raises_rule("nc_matmul", "moving", "free size 640 exceeds 512"):
+        nkisim.run(_matmul(mv_shape=(128, 640), dst_shape=(128, 640)), trace_only=True)
+
+
+def test_misspelled_keyword_is_an_error():
+    def kernel():
+        nisa.nc_matmul(ps((128, 64)), sb((128, 128)), sb((128, 64)), acumulate=True)
+    with pytest.raises(TypeError, match="acumulate"):
+        nkisim.run(kernel)
