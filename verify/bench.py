@@ -124,10 +124,9 @@ def _plan_estimate_us(plan) -> float | None:
 
 def _model(shape: BenchShape, plan, target: str, lnc: int) -> dict:
     """Run the kernel under ``plan`` in trace-only mode; the measured figures of one plan."""
-    from kernels.planner import forced_plan
-
     import nkisim
     from kernels import conv3d_bwd
+    from kernels.planner import forced_plan
     from nkisim.cost import get_target
 
     g = shape.geometry
@@ -287,7 +286,7 @@ def plot_roofline(records: Sequence[dict], path: Path, target: str, lnc: int) ->
     lo, hi = min(intensities) / 4, max(intensities) * 4
     xs = [lo * (hi / lo) ** (i / 200) for i in range(201)]
     ax.plot(xs, [min(peak, x * bw / 1e3) for x in xs], "k-", label=f"roofline {target} x{lnc}")
-    for r, ai in zip(records, intensities, strict=True):
+    for i, (r, ai) in enumerate(zip(records, intensities, strict=True)):
         for c in r["candidates"]:
             if c.get("modelled_us"):
                 tf = r["flops"] / (c["modelled_us"] * 1e-6) / 1e12
@@ -295,7 +294,7 @@ def plot_roofline(records: Sequence[dict], path: Path, target: str, lnc: int) ->
                         markersize=7 if c.get("is_pick") else 4)
         if r.get("modelled_us"):
             ax.annotate(r["name"], (ai, r["flops"] / (r["modelled_us"] * 1e-6) / 1e12),
-                        textcoords="offset points", xytext=(4, 4), fontsize=8)
+                        textcoords="offset points", xytext=(4, 4 - 11 * (i % 3)), fontsize=8)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (useful FLOPs / compulsory HBM byte)")
