@@ -246,6 +246,8 @@ def _channels() -> list[Case]:
              ((8, 256), False), ((513, 16), False), ((16, 513), False)]
     cases = [_c("chan", "channels", 1, ci, co, (2, 4, 4), K3, p=P1, fast=fast) for (ci, co), fast in pairs]
     cases.append(_c("chan_k1", "channels", 1, 513, 129, (2, 3, 3), (1, 1, 1)))
+    # Both channel axes and the position axis cross a 128 tile at once.
+    cases.append(_c("chan_tiles", "channels", 1, 129, 129, (3, 8, 8), K3, p=P1))
     return cases
 
 
@@ -254,6 +256,7 @@ def _batches() -> list[Case]:
         _c("batch", "batches", 1, 8, 8, (4, 6, 6), K3, p=P1),
         _c("batch", "batches", 3, 8, 8, (3, 5, 5), K3, p=P1, fast=True),
         _c("batch", "batches", 8, 4, 8, (2, 4, 4), K3, p=P1),
+        _c("batch_s2", "batches", 5, 8, 8, (4, 7, 7), K3, s=(1, 2, 2), p=P1),
     ]
 
 
@@ -284,6 +287,8 @@ def _layers() -> list[Case]:
     return [
         # Video VAE: 3x3x3 with causal temporal padding (2 before, 0 after).
         _c("vae", "layers", 1, 32, 32, (4, 8, 8), K3, p=(2, 0, 1, 1, 1, 1), fast=True),
+        # 1024 output positions: crosses the 512-wide moving tile and many 128-position dw tiles.
+        _c("vae_wide", "layers", 1, 32, 32, (4, 16, 16), K3, p=(2, 0, 1, 1, 1, 1)),
         _c("vae_up", "layers", 1, 64, 32, (3, 8, 8), K3, p=(2, 0, 1, 1, 1, 1)),
         # 3D U-Net encoder block: 3x3x3, same padding, channels doubling.
         _c("unet", "layers", 2, 16, 32, (4, 8, 8), K3, p=P1),
