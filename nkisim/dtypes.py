@@ -63,8 +63,8 @@ _ALIASES = {"bool_": bool_, "bf16": bfloat16, "fp16": float16, "fp32": float32}
 
 def dtype_name(dtype: object) -> str:
     """Normalise an NKI dtype name, numpy dtype or numpy scalar type to the NKI name."""
-    if dtype in NUMPY_TYPES:   # the common case: already an NKI name
-        return dtype  # type: ignore[return-value]
+    if type(dtype) is str and dtype in NUMPY_TYPES:   # the common case: already an NKI name
+        return dtype
     if isinstance(dtype, str):
         name = _ALIASES.get(dtype, dtype)
         if name in NUMPY_TYPES:
