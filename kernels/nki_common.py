@@ -41,3 +41,37 @@ def transpose_pool(dtype_bytes, dtype, count=2):
 def band_slices(start, size, step):
     """A slice of ``size`` elements from ``start`` with ``step`` (step-sliced views on free dims)."""
     return slice(start, start + (size - 1) * step + 1, step)
+
+
+def load_padded(buf, ext, lo, hi, src, stage_pool):
+    """Fill ``buf[:p, :E0, :E1, :E2]`` with ``src`` placed at [lo, hi) per axis and zeros elsewhere.
+
+    Only the border slabs are zeroed. When H or W is padded the interior is not contiguous per
+    partition, so a DMA straight into it would move runs of one W row (slow descriptors): then the
+    DMA lands contiguously in a staging tile and GpSimd places it.
+    """
+    p = buf.shape[0] if src is None else src.shape[0]
+    view = buf[:p, :ext[0], :ext[1], :ext[2]]
+    if src is None or any(h <= l for l, h in zip(lo, hi)):
+        nisa.memset(view, 0.0, engine=nisa.engine.gpsimd)
+        return view
+    slabs = []
+    for a in range(3):
+        if lo[a] > 0:
+            slabs.append((a, 0, lo[a]))
+        if hi[a] < ext[a]:
+            slabs.append((a, hi[a], ext[a]))
+    for a, s0, s1 in slabs:
+        idx = [slice(None, ext[0]), slice(None, ext[1]), slice(None, ext[2])]
+        idx[a] = slice(s0, s1)
+        nisa.memset(buf[:p, idx[0], idx[1], idx[2]], 0.0, engine=nisa.engine.gpsimd)
+    interior = buf[:p, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]]
+    contiguous = (lo[2] == 0 and hi[2] == ext[2] and (lo[1] == 0 and hi[1] == ext[1] or hi[0] - lo[0] == 1))
+    if contiguous or stage_pool is None:
+        nisa.dma_copy(dst=interior, src=src)
+    else:
+        n = [hi[a] - lo[a] for a in range(3)]
+        stage = stage_pool.take()
+        nisa.dma_copy(dst=stage[:p, :n[0] * n[1] * n[2]], src=src)
+        nisa.tensor_copy(dst=interior, src=stage[:p, :n[0] * n[1] * n[2]], engine=nisa.engine.gpsimd)
+    return view

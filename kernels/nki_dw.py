@@ -10,9 +10,9 @@ accumulator is (LNC2: exchanged and added,) cast, transposed to [ci, co] and sto
 import nki.isa as nisa
 import nki.language as nl
 
-from .nki_common import BANK_FP32, PMAX, Pool, band_slices
-from .planner import DwMethod, dw_acc_banks
-from .schedule import box_blocks, dw_x_extent, tiles
+from .nki_common import BANK_FP32, PMAX, Pool, band_slices, load_padded
+from .planner import DwMethod, cast_group, dw_acc_banks, dw_stage_rows
+from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, tiles
 
 
 LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
@@ -44,6 +44,8 @@ class DwState:
             self.xt_pool = Pool(LOOKAHEAD + 2, (PMAX, plan.dw_tap_group * plan.dw_ci_tile), ctx.dtype, nl.sbuf,
                                 "dw_xt")
         self.x_pool = Pool(2, (PMAX,) + tuple(max(1, e) for e in xext), ctx.dtype, nl.sbuf, "dw_x")
+        stage = dw_x_stage_elems(g, dw_stage_rows(plan, max_rows))
+        self.x_stage = Pool(2, (PMAX, stage), ctx.dtype, nl.sbuf, "dw_x_stage") if stage else None
         self.acc_pool = Pool(dw_acc_banks(plan.dw_co_chunk, len(self.co_tiles)), (PMAX, BANK_FP32), nl.float32,
                              nl.psum, "ps_dw")
 
@@ -75,23 +77,11 @@ class DwState:
                     width += co_sz
                     c += 1
                 ctx.evict.copy(self.dyt[:npos, p, g0:g0 + width], pt[:npos, :width])
-        # x band (virtual rows from o0*s - lo), zero outside x
-        x0 = [od[0] * ax[0].s - ax[0].lo, oh[0] * ax[1].s - ax[1].lo, -ax[2].lo]
-        ext = [dw_x_extent(ax[0], rows[0]), dw_x_extent(ax[1], rows[1]), dw_x_extent(ax[2], wo)]
-        valid = [(max(0, x0[a]), min(ax[a].n, x0[a] + ext[a])) for a in range(3)]
-        empty = any(v1 <= v0 for v0, v1 in valid)
-        padded = empty or any(valid[a] != (x0[a], x0[a] + ext[a]) for a in range(3))
         taps = list(range(g.taps))
         G = plan.dw_tap_group
         chunk = plan.dw_co_chunk
         for ci0, ci_sz in self.ci_tiles:
-            xb = self.x_pool.take()
-            if padded:
-                nisa.memset(xb[:ci_sz, :ext[0], :ext[1], :ext[2]], 0.0, engine=nisa.engine.gpsimd)
-            if not empty:
-                (d0, d1), (h0, h1), (w0, w1) = valid
-                nisa.dma_copy(dst=xb[:ci_sz, d0 - x0[0]:d1 - x0[0], h0 - x0[1]:h1 - x0[1], w0 - x0[2]:w1 - x0[2]],
-                              src=ctx.x[b, ci0:ci0 + ci_sz, d0:d1, h0:h1, w0:w1])
+            xb, _ext = self._load_x(b, od, oh, ci0, ci_sz)
             for t0 in range(0, g.taps, G):
                 grp = taps[t0:t0 + G]
                 n = len(grp) * ci_sz
@@ -139,22 +129,13 @@ class DwState:
 
     def _load_x(self, b, od, oh, ci0, ci_sz):
         """The zero-padded x band [ci, Xd, Xh, Xw] that output rows od x oh (all W) read."""
-        ctx, g = self.ctx, self.ctx.g
-        ax = g.axes
-        rows = (od[1] - od[0], oh[1] - oh[0])
-        x0 = [od[0] * ax[0].s - ax[0].lo, oh[0] * ax[1].s - ax[1].lo, -ax[2].lo]
-        ext = [dw_x_extent(ax[0], rows[0]), dw_x_extent(ax[1], rows[1]), dw_x_extent(ax[2], ax[2].o)]
-        valid = [(max(0, x0[a]), min(ax[a].n, x0[a] + ext[a])) for a in range(3)]
-        empty = any(v1 <= v0 for v0, v1 in valid)
-        padded = empty or any(valid[a] != (x0[a], x0[a] + ext[a]) for a in range(3))
+        x0, ext, lo, hi = dw_x_fill(self.ctx.g, od, oh)
         xb = self.x_pool.take()
-        if padded:
-            nisa.memset(xb[:ci_sz, :ext[0], :ext[1], :ext[2]], 0.0, engine=nisa.engine.gpsimd)
-        if not empty:
-            (d0, d1), (h0, h1), (w0, w1) = valid
-            nisa.dma_copy(dst=xb[:ci_sz, d0 - x0[0]:d1 - x0[0], h0 - x0[1]:h1 - x0[1], w0 - x0[2]:w1 - x0[2]],
-                          src=ctx.x[b, ci0:ci0 + ci_sz, d0:d1, h0:h1, w0:w1])
-        return xb, ext
+        if any(h <= l for l, h in zip(lo, hi)):
+            return load_padded(xb, ext, lo, hi, None, None), ext
+        src = self.ctx.x[b, ci0:ci0 + ci_sz, x0[0] + lo[0]:x0[0] + hi[0], x0[1] + lo[1]:x0[1] + hi[1],
+                         x0[2] + lo[2]:x0[2] + hi[2]]
+        return load_padded(xb, ext, lo, hi, src, self.x_stage), ext
 
     def _add_rows(self, b, od, oh, dy_views):
         """Row mode: (d, h) output rows on partitions, each W column a matmul step; the kw taps are
@@ -258,25 +239,39 @@ class DwState:
                     nisa.tensor_tensor(dst=mine, data1=mine, data2=other[:co_sz, t_lo:t_hi, :], op=nl.add,
                                        engine=nisa.engine.vector)
         bank = 2048 // g.dtype_bytes
-        cast_pool = [nl.ndarray((PMAX, g.c_in), ctx.dtype, buffer=nl.sbuf, name=f"dw_cast{c}")
-                     for c in range(len(self.co_tiles))]
-        out_pool = Pool(2, (PMAX, g.c_out), ctx.dtype, nl.sbuf, "dw_out")
-        for t in range(t_lo, t_hi):
-            kd, kh, kw = g.tap_coords(t)
+        # cast a group of taps per C_out tile in one copy, so that the transposes of a whole group run
+        # back to back on the PE (a per-tap cast would serialise cast -> transpose -> evict)
+        group = cast_group(g)
+        cast_pools = [Pool(2, (PMAX, group, g.c_in), ctx.dtype, nl.sbuf, f"dw_cast{c}_")
+                      for c in range(len(self.co_tiles))]
+        out_pool = Pool(2, (PMAX, group, g.c_out), ctx.dtype, nl.sbuf, "dw_out")
+        dw_flat = ctx.dw.reshape((g.taps, g.c_in, g.c_out))
+        cast_engines = (nisa.engine.vector, nisa.engine.gpsimd)
+        k = 0
+        for t0 in range(t_lo, t_hi, group):
+            tn = min(group, t_hi - t0)
+            casts = []
             for c, (_co0, co_sz) in enumerate(self.co_tiles):
-                nisa.tensor_copy(dst=cast_pool[c][:co_sz, :], src=self.acc[c][:co_sz, t, :],
-                                 engine=nisa.engine.vector if c % 2 == 0 else nisa.engine.gpsimd)
+                cast = cast_pools[c].take()
+                nisa.tensor_copy(dst=cast[:co_sz, :tn, :], src=self.acc[c][:co_sz, t0:t0 + tn, :],
+                                 engine=cast_engines[k % 2])
+                k += 1
+                casts.append(cast)
             for ci0, ci_sz in tiles(g.c_in, PMAX):
                 out = out_pool.take()
-                c = 0
-                while c < len(self.co_tiles):
-                    pt = ctx.psum_t.take()
-                    g0 = self.co_tiles[c][0]
-                    width = 0
-                    while c < len(self.co_tiles) and width + self.co_tiles[c][1] <= bank:
-                        co_sz = self.co_tiles[c][1]
-                        nisa.nc_transpose(dst=pt[:ci_sz, width:width + co_sz], data=cast_pool[c][:co_sz, ci0:ci0 + ci_sz])
-                        width += co_sz
-                        c += 1
-                    ctx.evict.copy(out[:ci_sz, g0:g0 + width], pt[:ci_sz, :width])
-                nisa.dma_copy(dst=ctx.dw[kd, kh, kw, ci0:ci0 + ci_sz, :], src=out[:ci_sz, :g.c_out])
+                for t in range(t0, t0 + tn):
+                    c = 0
+                    while c < len(self.co_tiles):
+                        pt = ctx.psum_t.take()
+                        g0 = self.co_tiles[c][0]
+                        width = 0
+                        while c < len(self.co_tiles) and width + self.co_tiles[c][1] <= bank:
+                            co_sz = self.co_tiles[c][1]
+                            nisa.nc_transpose(dst=pt[:ci_sz, width:width + co_sz],
+                                              data=casts[c][:co_sz, t - t0, ci0:ci0 + ci_sz])
+                            width += co_sz
+                            c += 1
+                        ctx.evict.copy(out[:ci_sz, t - t0, g0:g0 + width], pt[:ci_sz, :width])
+                # one store per tap group: dw[t0:t0+tn, ci tile, :] seen as [ci, taps, C_out]
+                nisa.dma_copy(dst=dw_flat[t0:t0 + tn, ci0:ci0 + ci_sz, :].permute((1, 0, 2)),
+                              src=out[:ci_sz, :tn, :g.c_out])

@@ -9,9 +9,9 @@ bank is evicted into the phase's positions of a dx band plane, which is stored c
 import nki.isa as nisa
 import nki.language as nl
 
-from .nki_common import BANK_FP32, PMAX, Pool, band_slices
+from .nki_common import BANK_FP32, PMAX, Pool, band_slices, load_padded
 from .nki_filters import load_filters_t
-from .schedule import axis_bands, dx_phase_work, tiles
+from .schedule import axis_bands, dx_phase_work, dx_stage_elems, tiles
 
 
 class DyBands:
@@ -29,6 +29,8 @@ class DyBands:
         if min(self.ext) > 0:
             self.pools = [Pool(plan.dy_bufs, (PMAX,) + self.ext, dtype, nl.sbuf, f"dy_band{c}_")
                           for c in range(len(self.co_tiles))]
+        self.stage = Pool(2, (PMAX, dx_stage_elems(g, plan.dx_band)), dtype, nl.sbuf, "dy_stage") \
+            if dx_stage_elems(g, plan.dx_band) else None
 
     def load(self, b, bd, bh):
         """Buffers [co, Ed, Eh, Ew] holding virtual dy rows [q0, q1) per axis (zeros outside dy)."""
@@ -39,18 +41,18 @@ class DyBands:
         o = self.g.out_size
         valid = [(max(bb.q0, 0), min(bb.q1, o[a])) for a, bb in enumerate((bd, bh, bw))]
         empty = any(v1 <= v0 for v0, v1 in valid)
-        padded = empty or any(valid[a] != (bb.q0, bb.q1) for a, bb in enumerate((bd, bh, bw)))
         out = []
+        lo = [max(v0 - bb.q0, 0) for (v0, _v1), bb in zip(valid, (bd, bh, bw))]
+        hi = [max(v1 - bb.q0, lo[a]) for a, ((_v0, v1), bb) in enumerate(zip(valid, (bd, bh, bw)))]
         for c, (co0, co_sz) in enumerate(self.co_tiles):
             buf = self.pools[c].take()
-            view = buf[:co_sz, :ext[0], :ext[1], :ext[2]]
-            if padded:
-                nisa.memset(view, 0.0, engine=nisa.engine.gpsimd)
-            if not empty:
-                (d0, d1), (h0, h1), (w0, w1) = valid
-                nisa.dma_copy(dst=buf[:co_sz, d0 - bd.q0:d1 - bd.q0, h0 - bh.q0:h1 - bh.q0, w0 - bw.q0:w1 - bw.q0],
-                              src=self.dy[b, co0:co0 + co_sz, d0:d1, h0:h1, w0:w1])
-            out.append(view)
+            src = None if empty else self.dy[b, co0:co0 + co_sz, valid[0][0]:valid[0][1], valid[1][0]:valid[1][1],
+                                             valid[2][0]:valid[2][1]]
+            if src is None:
+                nisa.memset(buf[:co_sz, :ext[0], :ext[1], :ext[2]], 0.0, engine=nisa.engine.gpsimd)
+                out.append(buf[:co_sz, :ext[0], :ext[1], :ext[2]])
+            else:
+                out.append(load_padded(buf, ext, lo, hi, src, self.stage))
         return out
 
     @staticmethod

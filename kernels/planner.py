@@ -17,13 +17,26 @@ from enum import Enum
 from .costs import TARGET_FIGURES, CostSheet, TargetFigures
 from .errors import Conv3dBwdInputError, Conv3dBwdPlanError
 from .geometry import ConvGeom, ceil_div, validate
-from .schedule import (MOVING_MAX, PMAX, AxisBand, axis_bands, axis_covered, box_blocks,
-                       dx_phase_work, dw_x_extent, n_tiles)
+from .schedule import (MOVING_MAX, PMAX, AxisBand, axis_bands, axis_covered, border_slabs, box_blocks,
+                       dw_x_extent, dw_x_fill, dw_x_stage_elems, dx_phase_work, dx_stage_elems, n_tiles,
+                       needs_stage)
 
 PSUM_BANK_BYTES = 2048
 PSUM_BANKS = 8
 PSUM_TRANSPOSE_BANKS = 3   # the kernel's shared pool for PE transposes (filters, dy^T, x^T, dw store)
 PSUM_DX_BANKS = 2          # dx accumulation banks (one block accumulates while the other is evicted)
+
+
+def dw_stage_rows(p: "Plan", rows: tuple[int, int]) -> tuple[int, int]:
+    """Output rows of the largest x band dw loads at once (row mode loads one <=128-row chunk)."""
+    if p.dw_method is DwMethod.ROW_PACK:
+        return min(rows[0], PMAX), min(rows[1], PMAX)
+    return rows
+
+
+def cast_group(g: ConvGeom) -> int:
+    """Taps of the fp32 dw accumulator cast together at the end (<= 8 KiB per partition per tile)."""
+    return max(1, min(g.taps, 1024 // g.c_in))
 
 
 def dw_acc_banks(co_chunk: int, n_co: int) -> int:
@@ -245,7 +258,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         plane = 2 * p.dx_band[0] * p.dx_band[1] * W * ds
         parts += [("filters", filt), ("dx dy band", dyb), ("dx plane", plane)]
         phase_sbuf["filters"] = filt + stage
-        phase_sbuf["dx"] = filt + dyb + plane + (4 * n_co * 4 if p.compute_db else 0)
+        stage = 2 * dx_stage_elems(g, p.dx_band) * ds
+        phase_sbuf["dx"] = filt + dyb + plane + stage + (4 * n_co * 4 if p.compute_db else 0)
         psum_dx = PSUM_DX_BANKS
     if p.compute_dw:
         if p.strategy is Strategy.SHARED_DY:
@@ -266,10 +280,11 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             xb = 2 * dw_x_extent(g.axes[0], rows[0]) * dw_x_extent(g.axes[1], rows[1]) * xw * ds
             xt = 4 * p.dw_tap_group * p.dw_ci_tile * ds
         acc = n_co * g.taps * g.c_in * 4
-        store = n_co * g.c_in * ds + 2 * g.c_out * ds
+        store = 2 * n_co * cast_group(g) * g.c_in * ds + 2 * cast_group(g) * g.c_out * ds
         other = g.taps * g.c_in * 4 if p.lnc == 2 else 0
         db = 4 * n_co * 4 if p.compute_db else 0
-        dw_total = dyb + dyt + xb + xt + acc + db
+        xstage = 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows)) * ds
+        dw_total = dyb + dyt + xb + xt + acc + db + xstage
         parts += [("dw dyT", dyt), ("dw x band", xb), ("dw xT", xt), ("dw fp32 acc", acc)]
         if dyb:
             parts.append(("dw dy band", dyb))
@@ -346,16 +361,16 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         reloads = len(ci_tiles) if p.dx_ci_outer else 1
         for _ in range(reloads):
             for _b, bd, bh in items:
-                ext = (bd.extent, bh.extent, axis_bands(g.axes[2], W)[0].extent)
-                valid = (max(0, min(bd.q1, g.axes[0].o) - max(bd.q0, 0)),
-                         max(0, min(bh.q1, g.axes[1].o) - max(bh.q0, 0)))
-                if ext[0] * ext[1] * ext[2] == 0:
+                bw = axis_bands(g.axes[2], W)[0]
+                bands3 = (bd, bh, bw)
+                ext = [b_.extent for b_ in bands3]
+                if min(ext) <= 0:
                     continue
-                padded = ext != (valid[0], valid[1], Wo)
-                if padded:
-                    c.compute("gpsimd", ext[0] * ext[1] * ext[2], 0, 1.0, n_co, op="memset")
-                run = Wo * ds if ext[2] != Wo else (valid[1] * Wo * ds if ext[1] == valid[1] else Wo * ds)
-                c.dma(co_t * valid[0] * valid[1] * Wo * ds, run, n_co)
+                o = g.out_size
+                valid = [(max(b_.q0, 0), min(b_.q1, o[a])) for a, b_ in enumerate(bands3)]
+                lo = [max(v0 - b_.q0, 0) for (v0, _v), b_ in zip(valid, bands3)]
+                hi = [max(lo[a], valid[a][1] - bands3[a].q0) for a in range(3)]
+                _cost_fill(c, g, n_co, co_t, lo, hi, ext, valid)
                 if p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw:
                     own = (bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo
                     c.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
@@ -392,7 +407,7 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                 c.compute("vector", rows[0] * rows[1] * Wo, 1, 1.0, n_co, op="tensor_reduce")
                 c.compute("vector", 1, 2, 1.0, n_co, op="tensor_tensor")
             if p.dw_method is DwMethod.ROW_PACK:
-                _estimate_rows(c, g, p, rows, ci_tiles, chunk, n_chunks, xpad, bank)
+                _estimate_rows(c, g, p, ((d0, d1), (h0, h1)), ci_tiles, chunk, n_chunks, xpad, bank)
                 continue
             npos_list = [s[0] * s[1] * s[2] for _st, s in box_blocks((0, 0, 0), (rows[0], rows[1], Wo), PMAX)]
             G = p.dw_tap_group
@@ -400,13 +415,10 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
             for npos in npos_list:       # dy^T once per position tile
                 c.transpose(co_t, npos, fp32, n_co)
                 c.evict(g.c_out, two, max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)))
-            xext = [dw_x_extent(g.axes[0], rows[0]), dw_x_extent(g.axes[1], rows[1]), dw_x_extent(g.axes[2], Wo)]
-            xvalid = [min(g.axes[a].n, xext[a]) for a in range(3)]
+            x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1))
             for ci in ci_tiles:
-                if xpad:
-                    c.compute("gpsimd", xext[0] * xext[1] * xext[2], 0, 1.0, 1, op="memset")
-                c.dma(ci * xvalid[0] * xvalid[1] * xvalid[2] * ds, (xvalid[2] if xext[2] != xvalid[2] else
-                                                                       xvalid[1] * xvalid[2]) * ds)
+                _cost_fill(c, g, 1, ci, xlo, xhi, xext, [(x0[a] + xlo[a], x0[a] + xhi[a]) for a in range(3)],
+                           x_side=True)
                 for gs in groups:
                     for _ch in range(n_chunks):
                         for npos in npos_list:
@@ -419,11 +431,15 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         if p.lnc == 2:
             c.dma(n_co * g.taps * g.c_in * 4 * 128, g.taps * g.c_in * 4, 1)
             c.compute("vector", taps_here * g.c_in, 2, 1.0, n_co, op="tensor_tensor")
-        c.compute("vector", g.c_in, 1, 1.0, taps_here * n_co, op="tensor_copy")
-        for ci in ci_tiles:
+        grp = cast_group(g)
+        for t0 in range(0, taps_here, grp):
+            tn = min(grp, taps_here - t0)
+            for k in range(n_co):
+                c.compute("vector" if k % 2 == 0 else "gpsimd", tn * g.c_in, 1, 1.0, 1, op="tensor_copy")
+        for ci in [min(PMAX, g.c_in - s) for s in range(0, g.c_in, PMAX)]:
             c.transpose(co_t, ci, fp32, taps_here * n_co)
             c.evict(g.c_out, two, taps_here * max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)))
-            c.dma(ci * g.c_out * ds, g.c_out * ds, taps_here)
+            c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(taps_here, grp))
     if p.compute_db:
         if p.db_method is DbMethod.STANDALONE:
             npos = g.axes[0].o * g.axes[1].o * Wo
@@ -438,9 +454,35 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
 
 
-def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, rows: tuple[int, int], ci_tiles: list[int],
-                   chunk: int, n_chunks: int, xpad: bool, bank: int) -> None:
+def _cost_fill(c: CostSheet, g: ConvGeom, count: int, parts: int, lo: list[int], hi: list[int], ext: list[int],
+               valid: list[tuple[int, int]], x_side: bool = False) -> None:
+    """``count`` loads of a zero-padded buffer (mirrors nki_common.load_padded)."""
+    ds = g.dtype_bytes
+    for n_slab in border_slabs(lo, hi, ext):
+        c.compute("gpsimd", n_slab, 0, 1.0, count, op="memset")
+    if any(h_ <= l_ for l_, h_ in zip(lo, hi)):
+        return
+    n = [hi[a] - lo[a] for a in range(3)]
+    full = [g.axes[a].n if x_side else g.axes[a].o for a in range(3)]
+    # HBM side: the innermost run of full rows/planes
+    run = n[2]
+    if n[2] == full[2]:
+        run *= n[1]
+        if n[1] == full[1]:
+            run *= n[0]
+    elems = n[0] * n[1] * n[2]
+    staged = needs_stage(lo, hi, ext)
+    sbuf_run = elems if staged or not needs_stage(lo, hi, ext) else n[2]
+    c.dma(parts * elems * ds, min(run, sbuf_run) * ds, count)
+    if staged:
+        c.compute("gpsimd", elems, 1, 1.0, count, op="tensor_copy")
+
+
+def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int], tuple[int, int]],
+                   ci_tiles: list[int], chunk: int, n_chunks: int, xpad: bool, bank: int) -> None:
     """The row-mode dw of one output box (mirrors DwState._add_rows)."""
+    (d_base, d_end), (h_base, h_end) = box
+    rows = (d_end - d_base, h_end - h_base)
     ds = g.dtype_bytes
     fp32 = g.dtype == "fp32"
     two = ds == 2
@@ -451,7 +493,7 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, rows: tuple[int, int], ci
     xw = dw_x_extent(g.axes[2], Wo)
     gk = p.dw_tap_group
     kgroups = [min(gk, kw_n - k) for k in range(0, kw_n, gk)]
-    for _st, (cd, ch, _one) in box_blocks((0, 0, 0), (rows[0], rows[1], 1), PMAX):
+    for st, (cd, ch, _one) in box_blocks((0, 0, 0), (rows[0], rows[1], 1), PMAX):
         nrows = cd * ch
         c.transpose(co_t, nrows, fp32, Wo * n_co)
         if g.c_out <= bank:
@@ -460,13 +502,9 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, rows: tuple[int, int], ci
                 c.evict(min(per_bank, Wo - w0) * g.c_out, two, 1)
         else:
             c.evict(co_t, two, Wo * n_co)
-        xext = [dw_x_extent(g.axes[0], cd), dw_x_extent(g.axes[1], ch), xw]
-        xvalid = [min(g.axes[a].n, xext[a]) for a in range(3)]
+        x0, xext, xlo, xhi = dw_x_fill(g, (d_base + st[0], d_base + st[0] + cd), (h_base + st[1], h_base + st[1] + ch))
         for ci in ci_tiles:
-            if xpad:
-                c.compute("gpsimd", xext[0] * xext[1] * xext[2], 0, 1.0, 1, op="memset")
-            c.dma(ci * xvalid[0] * xvalid[1] * xvalid[2] * ds,
-                  (xvalid[2] if xext[2] != xvalid[2] else xvalid[1] * xvalid[2]) * ds)
+            _cost_fill(c, g, 1, ci, xlo, xhi, xext, [(x0[a] + xlo[a], x0[a] + xhi[a]) for a in range(3)], x_side=True)
             cols = max(1, bank // ci)
             pairs = kd_n * kh_n
             c.transpose(ci, nrows, fp32, pairs * xw)

@@ -131,3 +131,79 @@ def tiles(n: int, size: int) -> tuple[tuple[int, int], ...]:
 
 def n_tiles(n: int, size: int) -> int:
     return ceil_div(n, size)
+
+
+def _needs_stage(lo: list[int], hi: list[int], ext: list[int]) -> bool:
+    """The interior [lo, hi) of a buffer with extents ``ext`` is not contiguous per partition."""
+    return not (lo[2] == 0 and hi[2] == ext[2] and (lo[1] == 0 and hi[1] == ext[1] or hi[0] - lo[0] == 1))
+
+
+def dx_band_fill(g: ConvGeom, bd: AxisBand, bh: AxisBand) -> tuple[int, bool, bool]:
+    """(valid elements, padded, staged) of the dy band buffer of one dx band."""
+    bw = axis_bands(g.axes[2], g.axes[2].n)[0]
+    o = g.out_size
+    bands = (bd, bh, bw)
+    valid = [(max(b.q0, 0), min(b.q1, o[a])) for a, b in enumerate(bands)]
+    if any(v1 <= v0 for v0, v1 in valid) or min(b.extent for b in bands) <= 0:
+        return 0, True, False
+    lo = [v0 - b.q0 for (v0, _v1), b in zip(valid, bands)]
+    hi = [v1 - b.q0 for (_v0, v1), b in zip(valid, bands)]
+    ext = [b.extent for b in bands]
+    n = 1
+    for a in range(3):
+        n *= hi[a] - lo[a]
+    padded = lo != [0, 0, 0] or hi != ext
+    return n, padded, _needs_stage(lo, hi, ext)
+
+
+def dx_stage_elems(g: ConvGeom, band: tuple[int, int]) -> int:
+    """Elements per partition of the dy staging tile (0 when every band loads contiguously)."""
+    best = 0
+    for bd in axis_bands(g.axes[0], band[0]):
+        for bh in axis_bands(g.axes[1], band[1]):
+            n, _padded, staged = dx_band_fill(g, bd, bh)
+            if staged:
+                best = max(best, n)
+    return best
+
+
+def dw_x_fill(g: ConvGeom, od: tuple[int, int], oh: tuple[int, int]
+              ) -> tuple[list[int], list[int], list[int], list[int]]:
+    """x band of output rows od x oh (all W): (virtual start, extent, valid lo, valid hi) per axis."""
+    ax = g.axes
+    rows = (od[1] - od[0], oh[1] - oh[0], ax[2].o)
+    x0 = [od[0] * ax[0].s - ax[0].lo, oh[0] * ax[1].s - ax[1].lo, -ax[2].lo]
+    ext = [dw_x_extent(ax[a], rows[a]) for a in range(3)]
+    lo = [max(0, x0[a]) - x0[a] for a in range(3)]
+    hi = [max(lo[a], min(ax[a].n, x0[a] + ext[a]) - x0[a]) for a in range(3)]
+    return x0, ext, lo, hi
+
+
+def dw_x_stage_elems(g: ConvGeom, rows: tuple[int, int]) -> int:
+    """Upper bound of the x staging tile (elements per partition) for boxes of ``rows`` output rows."""
+    ax = g.axes
+    if ax[1].lo == 0 and ax[1].hi == 0 and ax[2].lo == 0 and ax[2].hi == 0:
+        return 0   # no H/W padding: every x band interior is contiguous per partition
+    ext = [dw_x_extent(ax[0], rows[0]), dw_x_extent(ax[1], rows[1]), dw_x_extent(ax[2], ax[2].o)]
+    return min(ext[0], ax[0].n) * min(ext[1], ax[1].n) * min(ext[2], ax[2].n)
+
+
+def border_slabs(lo: list[int], hi: list[int], ext: list[int]) -> list[int]:
+    """Elements per partition of each zero slab ``load_padded`` memsets (whole buffer if empty)."""
+    if any(h <= l for l, h in zip(lo, hi)):
+        return [ext[0] * ext[1] * ext[2]]
+    out = []
+    for a in range(3):
+        other = 1
+        for b in range(3):
+            if b != a:
+                other *= ext[b]
+        if lo[a] > 0:
+            out.append(lo[a] * other)
+        if hi[a] < ext[a]:
+            out.append((ext[a] - hi[a]) * other)
+    return out
+
+
+def needs_stage(lo: list[int], hi: list[int], ext: list[int]) -> bool:
+    return _needs_stage(lo, hi, ext)
