@@ -208,11 +208,15 @@ def _run_candidate(shape, plan, target, lnc, log) -> dict:
     except Exception as exc:  # noqa: BLE001 -- a failing candidate is reported, not fatal
         entry = {"methods": sorted(plan.methods()), "estimated_us": _plan_estimate_us(plan),
                  "modelled_us": None, "error": f"{type(exc).__name__}: {exc}"}
-    entry["plan"] = plan.to_dict()
+    plan_dict = plan.to_dict()
+    plan_dict.pop("candidates", None)  # the shape record carries the list once
+    entry["plan"] = plan_dict
+    entry["label"] = plan_dict.get("label") or ",".join(entry["methods"])
+    entry["planner_engine_us"] = plan_dict.get("engine_us")
     if log:
         status = (f"{entry['modelled_us']:.1f} us" if entry.get("modelled_us")
                   else f"FAILED {entry.get('error')}")
-        log(f"  {shape.name}: {','.join(entry['methods'])}: {status}")
+        log(f"  {shape.name}: {entry['label']}: {status}")
     return entry
 
 
@@ -223,8 +227,8 @@ def _fmt(value, spec: str, missing: str = "-") -> str:
     return missing if value is None else format(value, spec)
 
 
-def format_table(records: Sequence[dict]) -> str:
-    """The bench table: one row per shape (the planner's pick), then the target checks."""
+def format_table(records: Sequence[dict], checks: bool = True, candidates: bool = True) -> str:
+    """The bench table: one row per shape (the planner's pick), its candidates, the target checks."""
     head = (f"{'shape':<16}{'pick':<44}{'est us':>9}{'model us':>10}{'est err':>8}{'roof us':>9}"
             f"{'eff':>6}{'TE util':>8}{'HBM MB':>8}{'min MB':>8}{'cands':>6}{'best us':>9}{'pick/best':>10}")
     lines = [head, "-" * len(head)]
@@ -239,9 +243,33 @@ def format_table(records: Sequence[dict]) -> str:
             f"{_fmt(r.get('pick_over_best'), '10.2f')}")
         if r.get("error"):
             lines.append(f"{'':<16}pick failed: {r['error'][:160]}")
-    lines.append("")
-    lines.extend(target_checks(records))
+        if candidates:
+            lines.extend(_candidate_lines(r))
+    if checks:
+        lines.append("")
+        lines.extend(target_checks(records))
     return "\n".join(lines)
+
+
+def _candidate_lines(record: dict) -> list[str]:
+    """Every candidate of one shape, fastest first: times, efficiency and busy time per engine."""
+    engines = ("tensor", "vector", "scalar", "gpsimd", "dma")
+    lines = [f"{'':<4}{'':<2}{'candidate':<86}{'est us':>9}{'model us':>10}{'eff':>6}{'TE util':>8}"
+             "   busy us: " + " ".join(f"{e[:3]:>7}" for e in engines)]
+    order = sorted(record["candidates"], key=lambda c: (c.get("modelled_us") is None, c.get("modelled_us") or 0))
+    for c in order:
+        mark = "*" if c.get("is_pick") else " "
+        label = str(c.get("label", ""))[:85]
+        if c.get("modelled_us") is None:
+            lines.append(f"{'':<4}{mark:<2}{label:<86}{_fmt(c.get('estimated_us'), '9.1f')}"
+                         f"  FAILED: {str(c.get('error'))[:100]}")
+            continue
+        busy = c.get("engine_busy_us") or {}
+        lines.append(f"{'':<4}{mark:<2}{label:<86}{_fmt(c.get('estimated_us'), '9.1f')}"
+                     f"{c['modelled_us']:10.1f}{_fmt(c.get('efficiency'), '6.2f')}"
+                     f"{_fmt(c.get('tensor_util'), '8.1%')}           "
+                     + " ".join(f"{busy.get(e, 0.0):7.1f}" for e in engines))
+    return lines
 
 
 def target_checks(records: Sequence[dict]) -> list[str]:
@@ -316,8 +344,10 @@ def run_bench(set_name: str = "default", target: str = "trn2", lnc: int = 1,
         raise BenchError(f"lnc={lnc!r}: must be 1 or 2")
     log = print if verbose else None
     records = [bench_shape(shape, target, lnc, log) for shape in BENCH_SETS[set_name]]
-    print(f"conv3d_bwd bench: set {set_name}, target {target}, lnc {lnc} (nkisim cost model)")
-    print(format_table(records))
+    print(f"conv3d_bwd bench: set {set_name}, target {target}, lnc {lnc} (nkisim cost model; "
+          "* marks the planner's pick)")
+    # issue 7's targets are stated for the default set
+    print(format_table(records, checks=set_name == "default"))
     if json_path is not None:
         path = Path(json_path)
         path.parent.mkdir(parents=True, exist_ok=True)
