@@ -23,6 +23,8 @@ def tensor(instr: str, role: str, t: object) -> NkiTensor:
     """``t`` must be a live NkiTensor whose memory was not handed to a newer allocation."""
     if not isinstance(t, NkiTensor):
         raise violation(instr, role, f"expected an NkiTensor, got {type(t).__name__}")
+    if 0 in t.shape:
+        raise violation(instr, role, f"empty access (shape {t.shape})")
     stale = t.storage.clobbered_by
     if stale is not None:
         raise violation(instr, role, f"tensor '{t.name}' is used after its memory was re-allocated to "

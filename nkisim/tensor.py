@@ -377,9 +377,9 @@ def _slice_bounds(k: slice, c: int, d: int, name: str) -> tuple[int, int, int]:
         start += c
     if stop < 0:
         stop += c
-    if not 0 <= start < stop <= c:
-        raise IndexError(f"{name}: slice {k.start}:{k.stop} is empty or out of range for dim {d} of size {c}")
-    return start, stop, step
+    if not (0 <= start <= c and 0 <= stop <= c):
+        raise IndexError(f"{name}: slice {k.start}:{k.stop} is out of range for dim {d} of size {c}")
+    return start, max(start, stop), step
 
 
 def _reshape_pattern(pattern: Sequence[tuple[int, int]], shape: Sequence[int]) -> list | None:

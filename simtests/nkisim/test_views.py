@@ -161,3 +161,10 @@ def test_hbm_views_in_dma():
         return out
 
     np.testing.assert_array_equal(nkisim.run(kernel, x).outputs, x[:, :, 3].T)
+
+
+def test_empty_slice_is_a_view_no_instruction_accepts():
+    v = inside(lambda: _sbuf((128, 8))[:, 4:4])
+    assert v.shape == (128, 0)
+    with raises_rule("memset", "dst", "empty access"):
+        inside(lambda: nisa.memset(nl.ndarray((8, 8), nl.float32)[:, 3:3], 0.0))
