@@ -188,7 +188,8 @@ def _kernel_input_error_types() -> tuple[type[BaseException], ...]:
                  if isinstance(obj, type) and issubclass(obj, ValueError))
 
 
-def _print_result(result, out=sys.stdout) -> None:
+def _print_result(result, out=None) -> None:
+    out = out or sys.stdout
     case = result.case
     print(f"case     {case.id}", file=out)
     print(f"backend  {result.backend} ({result.backend_version or 'n/a'}), mode {result.mode}, "
@@ -281,16 +282,16 @@ def _fmt_s(seconds: float) -> str:
 class Progress:
     """A plain-text progress bar with ETA on stderr (one line per update when not a terminal)."""
 
-    def __init__(self, weights: Sequence[float], stream=sys.stderr, width: int = 30):
+    def __init__(self, weights: Sequence[float], stream=None, width: int = 30):
         self.total_weight = float(sum(weights)) or 1.0
         self.n = len(weights)
         self.done = 0
         self.done_weight = 0.0
         self.failed = 0
         self.start = time.perf_counter()
-        self.stream = stream
+        self.stream = stream or sys.stderr
         self.width = width
-        self.tty = getattr(stream, "isatty", lambda: False)()
+        self.tty = getattr(self.stream, "isatty", lambda: False)()
 
     def update(self, weight: float, label: str, status: str) -> None:
         self.done += 1
@@ -314,13 +315,15 @@ class Progress:
 def _report_tasks(args, backend: str) -> list[tuple]:
     from verify.cases import CASE_SETS
 
-    cases = list(CASE_SETS[args.case_set])
+    # The position in the whole set (not in the shard) picks the stat seed, so that a sharded run
+    # and a whole run give the very same records.
+    indexed = list(enumerate(CASE_SETS[args.case_set]))
     if args.shard:
         index, count = args.shard
-        cases = cases[index - 1::count]
+        indexed = indexed[index - 1::count]
     modes = MODES if args.mode == "both" else (args.mode,)
     tasks = []
-    for i, case in enumerate(cases):
+    for i, case in indexed:
         for mode in modes:
             seed = args.seed + (i % 2 if mode == "stat" else 0)
             tasks.append((case, mode, seed, backend, args.target))
@@ -332,7 +335,7 @@ def _task_weight(task: tuple) -> float:
     return 1.0 + case.macs() / 2e6
 
 
-def run_report_tasks(tasks: list[tuple], jobs: int, stream=sys.stderr) -> list[dict]:
+def run_report_tasks(tasks: list[tuple], jobs: int, stream=None) -> list[dict]:
     """Run the tasks (biggest first, over a process pool when jobs > 1) with a progress bar."""
     tasks = sorted(tasks, key=_task_weight, reverse=True)
     progress = Progress([_task_weight(t) for t in tasks], stream)

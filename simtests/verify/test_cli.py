@@ -1,0 +1,250 @@
+"""conv3d-bwd end to end: check, plan, report (files, shards, merge), bench, and the exit codes."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import types
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+import verify.cases as cases_module
+from simtests.verify.standins import ORACLE_FP32, oracle_fp32, registered, with_fault
+from verify.cli import main
+
+pytestmark = pytest.mark.fast
+
+ROOT = Path(__file__).resolve().parents[2]
+GEOMETRY = ["--batch", "2", "--channels", "8,8", "--input", "4,6,6", "--kernel", "3,3,3",
+            "--padding", "1,1,1,1,1,1"]
+TINY = tuple(c for c in cases_module.CASE_SETS["default"]
+             if c.name in ("basic", "stride", "lnc2", "grads") and c.fast)[:4]
+
+
+@pytest.fixture
+def standin():
+    with registered(ORACLE_FP32, oracle_fp32) as name:
+        yield name
+
+
+@pytest.fixture
+def tiny_set(monkeypatch):
+    """The fast set replaced by four small cases (groups basic, strides, lnc2, grads)."""
+    assert len(TINY) == 4
+    monkeypatch.setitem(cases_module.CASE_SETS, "fast", TINY)
+    return TINY
+
+
+def _one_line_error(err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert lines[0].startswith("conv3d-bwd: error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+# ---------------------------------------------------------------------------------------------- check
+
+def test_check_passes_with_exit_0(standin, capsys):
+    assert main(["check", *GEOMETRY, "--backend", standin]) == 0
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("PASS")
+    assert re.search(r"^dx\s+PASS", out, re.MULTILINE) and re.search(r"^db\s+PASS", out, re.MULTILINE)
+
+
+def test_check_fails_with_exit_1_on_an_injected_wrong_result(capsys):
+    with registered("test-wrong", with_fault(oracle_fp32, "dx", index=11, delta_ulps=4)):
+        assert main(["check", *GEOMETRY, "--backend", "test-wrong", "--mode", "stat"]) == 1
+    out = capsys.readouterr().out
+    assert out.rstrip().endswith("FAIL")
+    assert re.search(r"^dx\s+FAIL", out, re.MULTILINE)
+    assert "Worst element at index" in out
+
+
+def test_check_json_is_machine_readable(standin, capsys):
+    assert main(["check", *GEOMETRY, "--backend", standin, "--grads", "dw,db", "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [r["grad"] for r in records] == ["dw", "db"]
+    assert all(r["status"] == "PASS" for r in records)
+
+
+@pytest.mark.parametrize(("argv", "needle"), [
+    (["check", "--batch", "1", "--channels", "4,4", "--input", "3,4,4", "--kernel", "3,3"],
+     "--kernel"),
+    (["check", "--batch", "1", "--channels", "4,x", "--input", "3,4,4", "--kernel", "3,3,3"],
+     "--channels"),
+    (["check", "--batch", "1", "--channels", "4,4", "--input", "1,2,2", "--kernel", "3,3,3"],
+     "output size"),
+    (["check", *GEOMETRY, "--padding", "1,1,1"], "--padding"),
+    (["check", *GEOMETRY, "--stride", "0,1,1"], "--stride"),
+    (["check", *GEOMETRY, "--grads", "dx,dz"], "--grads"),
+    (["check", *GEOMETRY, "--dtype", "fp8"], "--dtype"),
+    (["check", *GEOMETRY, "--frobnicate"], "unrecognized"),
+    (["check", *GEOMETRY, "--backend", "cuda"], "'cuda' is not one of"),
+    (["check", "--batch", "1"], "required"),
+    (["plan", *GEOMETRY, "--target", "trn9"], "--target"),
+    (["report", "--shard", "3/2"], "--shard"),
+    (["report", "--set", "huge"], "--set"),
+    (["report", "--merge", "/nonexistent/shard"], "does not exist"),
+    (["launch"], "invalid choice"),
+])
+def test_usage_errors_exit_2_with_one_line(argv, needle, capsys):
+    assert main(argv) == 2
+    line = _one_line_error(capsys.readouterr().err)
+    assert needle in line
+
+
+def test_unavailable_backend_is_a_usage_error(capsys):
+    from verify.backends import real_nki_missing
+
+    if real_nki_missing() is None:
+        pytest.skip("the real Neuron nki imports here")
+    assert main(["check", *GEOMETRY, "--backend", "nki-simulate"]) == 2
+    assert "nki" in _one_line_error(capsys.readouterr().err)
+
+
+def test_usage_error_in_a_real_process_has_no_traceback():
+    proc = subprocess.run([sys.executable, "-m", "verify.cli", "check", "--batch", "1", "--channels",
+                           "4,4", "--input", "1,2,2", "--kernel", "3,3,3"], cwd=ROOT,
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 2
+    _one_line_error(proc.stderr)
+
+
+def test_help_on_each_subcommand(capsys):
+    for command in ("check", "plan", "report", "bench"):
+        assert main([command, "--help"]) == 0
+        assert f"usage: conv3d-bwd {command}" in capsys.readouterr().out
+
+
+def test_check_runs_the_real_kernel_under_nkisim(capsys):
+    assert main(["check", *GEOMETRY, "--backend", "nkisim", "--mode", "stat", "--seed", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "modelled" in out and out.rstrip().endswith("PASS")
+
+
+# ----------------------------------------------------------------------------------------------- plan
+
+def test_plan_prints_the_explanation_and_json(capsys):
+    assert main(["plan", *GEOMETRY]) == 0
+    text = capsys.readouterr().out
+    assert text.strip()
+    assert main(["plan", *GEOMETRY, "--target", "trn1", "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert "strategy" in plan
+
+
+# --------------------------------------------------------------------------------------------- report
+
+class _Structure(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags: list[str] = []
+        self.ids: set[str] = set()
+        self.img_src: list[str] = []
+        self.external: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        self.tags.append(tag)
+        if "id" in attrs:
+            self.ids.add(attrs["id"])
+        if tag == "img":
+            self.img_src.append(attrs.get("src", ""))
+        for key in ("src", "href"):
+            if attrs.get(key, "").startswith(("http:", "https:", "//")):
+                self.external.append(attrs[key])
+
+
+def _records(out_dir: Path) -> list[dict]:
+    return json.loads((out_dir / "report.json").read_text())["records"]
+
+
+def test_report_writes_three_files(standin, tiny_set, tmp_path, capsys):
+    out = tmp_path / "rep"
+    assert main(["report", "--set", "fast", "--backend", standin, "--out", str(out), "--jobs", "1"]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["report.html", "report.json", "report.md"]
+    records = _records(out)
+    expected = sum(len(c.grads) for c in tiny_set) * 2  # both modes
+    assert len(records) == expected
+    assert {r["mode"] for r in records} == {"exact", "stat"}
+    assert {r["seed"] for r in records if r["mode"] == "stat"} == {0, 1}  # both distributions
+    markdown = (out / "report.md").read_text()
+    for heading in ("## By group", "## By plan method", "## Worst error/bound ratios", "## Failures"):
+        assert heading in markdown
+    assert "| basic |" in markdown
+    page = _Structure()
+    page.feed((out / "report.html").read_text())
+    assert {"verdict", "plots", "by-group", "by-method", "worst", "failures"} <= page.ids
+    assert page.tags.count("table") >= 4
+    assert len(page.img_src) == 3 and all(s.startswith("data:image/png;base64,") for s in page.img_src)
+    assert page.external == []
+    err = capsys.readouterr().err
+    assert "ETA" in err and f"{len(tiny_set) * 2}/{len(tiny_set) * 2}" in err
+
+
+def test_report_exit_1_when_a_result_is_wrong(tiny_set, tmp_path, capsys):
+    with registered("test-wrong", with_fault(oracle_fp32, "db", index=0, delta_ulps=8)):
+        code = main(["report", "--set", "fast", "--backend", "test-wrong", "--out", str(tmp_path),
+                     "--jobs", "1", "--mode", "exact"])
+    assert code == 1
+    failing = [r for r in _records(tmp_path) if r["status"] == "FAIL"]
+    assert failing and {r["grad"] for r in failing} == {"db"}
+    assert "## Failures" in (tmp_path / "report.md").read_text()
+
+
+def test_report_shards_merge_to_the_whole(standin, tiny_set, tmp_path, capsys):
+    whole, one, two, merged = (tmp_path / n for n in ("whole", "s1", "s2", "merged"))
+    base = ["report", "--set", "fast", "--backend", standin, "--mode", "stat", "--jobs", "1"]
+    assert main([*base, "--out", str(whole)]) == 0
+    assert main([*base, "--out", str(one), "--shard", "1/2"]) == 0
+    assert main([*base, "--out", str(two), "--shard", "2/2"]) == 0
+    ids_one = {r["case_id"] for r in _records(one)}
+    ids_two = {r["case_id"] for r in _records(two)}
+    assert ids_one and ids_two and not ids_one & ids_two
+    assert main(["report", "--merge", str(one), str(two), "--out", str(merged)]) == 0
+    assert sorted(p.name for p in merged.iterdir()) == ["report.html", "report.json", "report.md"]
+
+    def key(r):
+        return (r["case_id"], r["mode"], r["seed"], r["grad"])
+
+    whole_records = {key(r): r["metrics"] for r in _records(whole)}
+    merged_records = {key(r): r["metrics"] for r in _records(merged)}
+    assert whole_records == merged_records
+    meta = json.loads((merged / "report.json").read_text())["meta"]
+    assert meta["shards"] == ["1/2", "2/2"]
+
+
+def test_report_over_a_process_pool(standin, tiny_set, tmp_path, capsys):
+    """--jobs 2 runs cases in forked workers (the registered stand-in is inherited by fork)."""
+    assert main(["report", "--set", "fast", "--backend", standin, "--out", str(tmp_path),
+                 "--jobs", "2", "--mode", "exact"]) == 0
+    assert len(_records(tmp_path)) == sum(len(c.grads) for c in tiny_set)
+
+
+def test_report_with_the_real_kernel(tiny_set, tmp_path, capsys):
+    assert main(["report", "--set", "fast", "--out", str(tmp_path), "--jobs", "1"]) == 0
+    records = _records(tmp_path)
+    assert all(r["backend"] == "nkisim" and r["modelled_us"] for r in records)
+    assert all(r["status"] == "PASS" for r in records)
+
+
+# ---------------------------------------------------------------------------------------------- bench
+
+def test_bench_without_the_module_is_a_usage_error(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "verify.bench", None)  # import raises ImportError
+    assert main(["bench"]) == 2
+    assert "verify.bench" in _one_line_error(capsys.readouterr().err)
+
+
+def test_bench_calls_run_bench(monkeypatch, tmp_path):
+    calls = []
+    fake = types.ModuleType("verify.bench")
+    fake.run_bench = lambda **kwargs: calls.append(kwargs) or []
+    monkeypatch.setitem(sys.modules, "verify.bench", fake)
+    path = str(tmp_path / "b.json")
+    assert main(["bench", "--set", "quick", "--target", "trn3", "--lnc", "2", "--json", path]) == 0
+    assert calls == [{"set_name": "quick", "target": "trn3", "lnc": 2, "json_path": path}]
