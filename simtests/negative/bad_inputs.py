@@ -46,6 +46,9 @@ class BadInput:
     names: str                      # regex the message must match (the argument's name)
     kernel: bool = True             # the kernel rejects it
     oracle: bool = True             # the oracle rejects it
+    # Not an NKI dtype at all: the simulator's argument conversion may reject it (with its own
+    # ValueError subclass naming the dtype) before the kernel's validation can run.
+    simulator_boundary: bool = False
     notes: str = ""
 
 
@@ -84,7 +87,8 @@ BAD_INPUTS: tuple[BadInput, ...] = (
              notes="the oracle widens each input exactly, so mixed dtypes are fine there"),
     BadInput("dtype-int32", lambda arrs, kw: (tuple(a.astype(np.int32) for a in arrs), kw), r"dtype"),
     BadInput("dtype-float64", lambda arrs, kw: (tuple(a.astype(np.float64) for a in arrs), kw), r"dtype",
-             oracle=False, notes="fp64 is the oracle's own precision; the kernel takes bf16/fp16/fp32"),
+             oracle=False, simulator_boundary=True,
+             notes="fp64 is the oracle's own precision; the kernel takes bf16/fp16/fp32"),
     BadInput("dtype-int8-filters", _arrays(W, lambda a: a.astype(np.int8)), r"dtype"),
     # stride
     BadInput("stride-zero", _kw(stride=(1, 0, 1)), r"\bstride\b"),
