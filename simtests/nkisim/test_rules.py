@@ -201,6 +201,40 @@ def _sendrecv_without_lnc():
     nisa.sendrecv(sb((8, 8), name="s"), sb((8, 8), name="d"), send_to_rank=1, recv_from_rank=1, pipe_id=0)
 
 
+def _iota_into_psum():
+    nisa.iota(ps((8, 8), nl.int32), [[1, 8]])
+
+
+def _affine_select_tile_value():
+    on_true = sb((8, 8), F32, "on_true")
+    nisa.affine_select(sb((8, 8), F32, "o"), [[1, 8]], 1, on_true, on_true, cmp_op=nl.greater_equal)
+
+
+def _scalar_engine_pair_trn2():
+    nisa.tensor_scalar(sb((8, 8), F32, "o"), sb((8, 8), F32, "d"), nl.subtract, 1.0, engine=nisa.engine.scalar)
+
+
+def _scalar_bias_trn1():
+    nisa.activation(sb((8, 8), F32, "o"), nl.exp, sb((8, 8), F32, "d"), bias=1.0)
+
+
+def _activation_binary_op():
+    nisa.activation(sb((8, 8), F32, "o"), nl.add, sb((8, 8), F32, "d"))
+
+
+def _engine_free_size():
+    t = sb((8, 70_000), BF16)
+    nisa.memset(t, 0.0)
+
+
+def _gpsimd_memset_psum():
+    nisa.memset(ps((8, 8)), 0.0, engine=nisa.engine.gpsimd)
+
+
+def _matmul_wrong_engine_transpose():
+    nisa.nc_transpose(sb((8, 8), name="o"), sb((8, 8)), engine=nisa.engine.gpsimd)
+
+
 CASES = [
     # (kernel, target, instruction, operand, rule)
     (_matmul(st_shape=(128, 256), dst_shape=(128, 64), mv_shape=(128, 64)), "trn2", "nc_matmul", "stationary",
@@ -257,6 +291,14 @@ CASES = [
     (_sbuf_address_out_of_bounds, "trn2", "ndarray", "t", "exceeds the 212984 B per partition of SBUF"),
     (_use_after_address_reuse, "trn2", "memset", "dst", "used after its memory was re-allocated to 'b'"),
     (_sendrecv_without_lnc, "trn2", "sendrecv", "src", "needs LNC=2"),
+    (_iota_into_psum, "trn2", "iota", "dst", "must be in SBUF"),
+    (_affine_select_tile_value, "trn2", "affine_select", "on_false_value", "must be an fp32 scalar"),
+    (_scalar_engine_pair_trn2, "trn2", "tensor_scalar", "op0", "Scalar engine on trn2 supports only"),
+    (_scalar_bias_trn1, "trn1", "activation", "bias", "scalar bias needs NC-v3"),
+    (_activation_binary_op, "trn2", "activation", "op", "not a unary"),
+    (_engine_free_size, "trn2", "memset", "dst", "70000 elements per partition exceed the engine limit of 65536"),
+    (_gpsimd_memset_psum, "trn2", "memset", "dst", "GpSimd cannot access PSUM"),
+    (_matmul_wrong_engine_transpose, "trn2", "nc_transpose", "engine", "cannot run nc_transpose"),
 ]
 
 
@@ -284,3 +326,29 @@ def test_misspelled_keyword_is_an_error():
         nisa.nc_matmul(ps((128, 64)), sb((128, 128)), sb((128, 64)), acumulate=True)
     with pytest.raises(TypeError, match="acumulate"):
         nkisim.run(kernel)
+
+
+def _lnc_kernel(body):
+    def kernel():
+        body(nl.program_id(0))
+    return nkisim.jit(kernel)[2]
+
+
+def test_lnc2_rules():
+    def mismatched_shared(pid):
+        nl.ndarray((8, 8 + pid), F32, buffer=nl.shared_hbm, name="out")
+
+    def sendrecv_dtype(pid):
+        nisa.sendrecv(sb((8, 8), F32, "s"), sb((8, 8), BF16, "d"), send_to_rank=1 - pid, recv_from_rank=1 - pid,
+                      pipe_id=0)
+
+    def sendrecv_rank(pid):
+        nisa.sendrecv(sb((8, 8), F32, "s"), sb((8, 8), F32, "d"), send_to_rank=2, recv_from_rank=1 - pid,
+                      pipe_id=0)
+
+    with raises_rule("ndarray", "out", "LNC programs must run the same control flow"):
+        nkisim.run(_lnc_kernel(mismatched_shared))
+    with raises_rule("sendrecv", "dst", "must equal the src dtype"):
+        nkisim.run(_lnc_kernel(sendrecv_dtype))
+    with raises_rule("sendrecv", "send_to_rank", "must be 0 or 1"):
+        nkisim.run(_lnc_kernel(sendrecv_rank))
