@@ -124,18 +124,24 @@ def _run_dw_alone(ctx, pid, lnc, db_state):
     from .nki_common import PMAX, Pool
     g, plan = ctx.g, ctx.plan
     items = _split(dw_items(g, plan), lnc, pid)
-    state = DwState(ctx, plan.dw_band)
     co_tiles = _co_tiles(g)
     wo = g.axes[2].o
     pools = [Pool(plan.dy_bufs, (PMAX, plan.dw_band[0], plan.dw_band[1], wo), ctx.dtype, nl.sbuf, f"dw_dy{c}_")
              for c in range(len(co_tiles))]
-    for b, (d0, d1), (h0, h1) in items:
-        views = []
-        for c, (co0, co_sz) in enumerate(co_tiles):
-            buf = pools[c].take()
-            nisa.dma_copy(dst=buf[:co_sz, :d1 - d0, :h1 - h0, :wo], src=ctx.dy[b, co0:co0 + co_sz, d0:d1, h0:h1, :])
-            views.append(buf[:co_sz, :d1 - d0, :h1 - h0, :wo])
-            if db_state is not None:
-                db_state.add(c, views[-1])
-        state.add_box(b, (d0, d1), (h0, h1), views)
-    state.finish(pid, lnc)
+    # C_in ranges processed one after the other (dy streamed once per range) so the fp32
+    # accumulators of one range fit SBUF
+    ranges = [(c0, min(g.c_in, c0 + plan.dw_ci_range)) for c0 in range(0, g.c_in, plan.dw_ci_range)]
+    for ri, ci_range in enumerate(ranges):
+        state = DwState(ctx, plan.dw_band, ci_range)
+        for b, (d0, d1), (h0, h1) in items:
+            views = []
+            for c, (co0, co_sz) in enumerate(co_tiles):
+                buf = pools[c].take()
+                nisa.dma_copy(dst=buf[:co_sz, :d1 - d0, :h1 - h0, :wo],
+                              src=ctx.dy[b, co0:co0 + co_sz, d0:d1, h0:h1, :])
+                views.append(buf[:co_sz, :d1 - d0, :h1 - h0, :wo])
+                if db_state is not None and ri == 0:
+                    db_state.add(c, views[-1])
+            state.add_box(b, (d0, d1), (h0, h1), views)
+        state.finish(pid, lnc)
+        del state

@@ -21,12 +21,14 @@ LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
 class DwState:
     """The dw accumulators and pools of one program."""
 
-    def __init__(self, ctx, max_rows):
+    def __init__(self, ctx, max_rows, ci_range=None):
         g, plan = ctx.g, ctx.plan
         self.ctx = ctx
         self.co_tiles = tiles(g.c_out, PMAX)
-        self.ci_tiles = tiles(g.c_in, plan.dw_ci_tile)
-        self.acc = [nl.ndarray((PMAX, g.taps, g.c_in), nl.float32, buffer=nl.sbuf, name=f"dw_acc{c}")
+        self.ci_lo, ci_hi = ci_range if ci_range is not None else (0, g.c_in)
+        self.width = ci_hi - self.ci_lo
+        self.ci_tiles = [(self.ci_lo + c0, sz) for c0, sz in tiles(self.width, plan.dw_ci_tile)]
+        self.acc = [nl.ndarray((PMAX, g.taps, self.width), nl.float32, buffer=nl.sbuf, name=f"dw_acc{c}")
                     for c in range(len(self.co_tiles))]
         self.started = False
         wo = g.axes[2].o
@@ -119,7 +121,7 @@ class DwState:
                                            moving=xt[:npos, :n], accumulate=p > 0)
                     for a, c in enumerate(cts):
                         co_sz = self.co_tiles[c][1]
-                        dst = self.acc[c][:co_sz, t0:t0 + len(grp), ci0:ci0 + ci_sz]
+                        dst = self.acc[c][:co_sz, t0:t0 + len(grp), ci0 - self.ci_lo:ci0 - self.ci_lo + ci_sz]
                         if self.started:
                             nisa.tensor_tensor(dst=dst, data1=dst, data2=accs[a][:co_sz, :n], op=nl.add,
                                                engine=nisa.engine.vector)
@@ -215,7 +217,7 @@ class DwState:
 
     def _fold(self, c, t0, kn, ci0, ci_sz, ps):
         co_sz = self.co_tiles[c][1]
-        dst = self.acc[c][:co_sz, t0:t0 + kn, ci0:ci0 + ci_sz]
+        dst = self.acc[c][:co_sz, t0:t0 + kn, ci0 - self.ci_lo:ci0 - self.ci_lo + ci_sz]
         if self.started:
             nisa.tensor_tensor(dst=dst, data1=dst, data2=ps, op=nl.add, engine=nisa.engine.vector)
         else:
@@ -230,7 +232,7 @@ class DwState:
         per = -(-g.taps // lnc)
         t_lo, t_hi = min(g.taps, pid * per), min(g.taps, (pid + 1) * per)
         if lnc == 2:
-            other = nl.ndarray((PMAX, g.taps, g.c_in), nl.float32, buffer=nl.sbuf, name="dw_other")
+            other = nl.ndarray((PMAX, g.taps, self.width), nl.float32, buffer=nl.sbuf, name="dw_other")
             for c, (_co0, co_sz) in enumerate(self.co_tiles):
                 nisa.sendrecv(src=self.acc[c][:co_sz, :, :], dst=other[:co_sz, :, :], send_to_rank=1 - pid,
                               recv_from_rank=1 - pid, pipe_id=0)
@@ -241,8 +243,8 @@ class DwState:
         bank = 2048 // g.dtype_bytes
         # cast a group of taps per C_out tile in one copy, so that the transposes of a whole group run
         # back to back on the PE (a per-tap cast would serialise cast -> transpose -> evict)
-        group = cast_group(g)
-        cast_pools = [Pool(2, (PMAX, group, g.c_in), ctx.dtype, nl.sbuf, f"dw_cast{c}_")
+        group = cast_group(g, self.width)
+        cast_pools = [Pool(2, (PMAX, group, self.width), ctx.dtype, nl.sbuf, f"dw_cast{c}_")
                       for c in range(len(self.co_tiles))]
         out_pool = Pool(2, (PMAX, group, g.c_out), ctx.dtype, nl.sbuf, "dw_out")
         dw_flat = ctx.dw.reshape((g.taps, g.c_in, g.c_out))
@@ -257,7 +259,7 @@ class DwState:
                                  engine=cast_engines[k % 2])
                 k += 1
                 casts.append(cast)
-            for ci0, ci_sz in tiles(g.c_in, PMAX):
+            for ci0, ci_sz in [(self.ci_lo + c0, sz) for c0, sz in tiles(self.width, PMAX)]:
                 out = out_pool.take()
                 for t in range(t0, t0 + tn):
                     c = 0
@@ -268,7 +270,7 @@ class DwState:
                         while c < len(self.co_tiles) and width + self.co_tiles[c][1] <= bank:
                             co_sz = self.co_tiles[c][1]
                             nisa.nc_transpose(dst=pt[:ci_sz, width:width + co_sz],
-                                              data=casts[c][:co_sz, t - t0, ci0:ci0 + ci_sz])
+                                              data=casts[c][:co_sz, t - t0, ci0 - self.ci_lo:ci0 - self.ci_lo + ci_sz])
                             width += co_sz
                             c += 1
                         ctx.evict.copy(out[:ci_sz, t - t0, g0:g0 + width], pt[:ci_sz, :width])

@@ -34,9 +34,9 @@ def dw_stage_rows(p: "Plan", rows: tuple[int, int]) -> tuple[int, int]:
     return rows
 
 
-def cast_group(g: ConvGeom) -> int:
-    """Taps of the fp32 dw accumulator cast together at the end (<= 8 KiB per partition per tile)."""
-    return max(1, min(g.taps, 1024 // g.c_in))
+def cast_group(g: ConvGeom, width: int | None = None) -> int:
+    """Taps of the fp32 dw accumulator cast together at the end (~1024 elements per copy)."""
+    return max(1, min(g.taps, 1024 // (width or g.c_in)))
 
 
 def dw_acc_banks(co_chunk: int, n_co: int) -> int:
@@ -117,6 +117,7 @@ class Plan:
     dw_ci_tile: int
     dw_tap_group: int                 # taps side by side on the matmul's moving axis
     dw_co_chunk: int                  # C_out tiles whose PSUM accumulators are live together
+    dw_ci_range: int                  # C_in channels whose fp32 accumulators live at once (dy streamed per range)
     dy_bufs: int                      # dy band buffers (prefetch depth)
     # what it costs
     sbuf_bytes: int = 0
@@ -279,9 +280,10 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             dyt = max(1, npos) * g.c_out * ds
             xb = 2 * dw_x_extent(g.axes[0], rows[0]) * dw_x_extent(g.axes[1], rows[1]) * xw * ds
             xt = 4 * p.dw_tap_group * p.dw_ci_tile * ds
-        acc = n_co * g.taps * g.c_in * 4
-        store = 2 * n_co * cast_group(g) * g.c_in * ds + 2 * cast_group(g) * g.c_out * ds
-        other = g.taps * g.c_in * 4 if p.lnc == 2 else 0
+        width = p.dw_ci_range
+        acc = n_co * g.taps * width * 4
+        store = 2 * n_co * cast_group(g, width) * width * ds + 2 * cast_group(g, width) * g.c_out * ds
+        other = g.taps * width * 4 if p.lnc == 2 else 0
         db = 4 * n_co * 4 if p.compute_db else 0
         xstage = 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows)) * ds
         dw_total = dyb + dyt + xb + xt + acc + db + xstage
@@ -392,54 +394,57 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                 c.dma(ci * rows * W * ds, (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W) * ds)
     if p.compute_dw:
         items = _split(dw_items(g, p), p.lnc, 0)
-        ci_tiles = [min(p.dw_ci_tile, g.c_in - s) for s in range(0, g.c_in, p.dw_ci_tile)]
         chunk = min(p.dw_co_chunk, n_co)
         n_chunks = ceil_div(n_co, chunk)
         xpad = any(a.k > 1 or a.lo or a.hi or a.s > 1 for a in g.axes)
         bank = PSUM_BANK_BYTES // ds
-        for _b, (d0, d1), (h0, h1) in items:
-            rows = (d1 - d0, h1 - h0)
-            if rows[0] <= 0 or rows[1] <= 0:
-                continue
-            if p.strategy is not Strategy.SHARED_DY:
-                c.dma(co_t * rows[0] * rows[1] * Wo * ds, (rows[1] * Wo if rows[1] == g.axes[1].o else Wo) * ds, n_co)
-            if p.compute_db and p.db_method is DbMethod.FOLD:
-                c.compute("vector", rows[0] * rows[1] * Wo, 1, 1.0, n_co, op="tensor_reduce")
-                c.compute("vector", 1, 2, 1.0, n_co, op="tensor_tensor")
-            if p.dw_method is DwMethod.ROW_PACK:
-                _estimate_rows(c, g, p, ((d0, d1), (h0, h1)), ci_tiles, chunk, n_chunks, xpad, bank)
-                continue
-            npos_list = [s[0] * s[1] * s[2] for _st, s in box_blocks((0, 0, 0), (rows[0], rows[1], Wo), PMAX)]
-            G = p.dw_tap_group
-            groups = [min(G, g.taps - t) for t in range(0, g.taps, G)]
-            for npos in npos_list:       # dy^T once per position tile
-                c.transpose(co_t, npos, fp32, n_co)
-                c.evict(g.c_out, two, max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)))
-            x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1))
-            for ci in ci_tiles:
-                _cost_fill(c, g, 1, ci, xlo, xhi, xext, [(x0[a] + xlo[a], x0[a] + xhi[a]) for a in range(3)],
-                           x_side=True)
-                for gs in groups:
-                    for _ch in range(n_chunks):
-                        for npos in npos_list:
-                            c.transpose(ci, npos, fp32, gs)
-                            c.evict(gs * ci, two, 1)
-                            c.matmul(co_t, gs * ci, fp32, chunk)
-                        c.compute("vector", gs * ci, 2, 1.0, chunk, op="tensor_tensor")
-        # finalize: (LNC2) exchange + add, cast, transposes, stores
-        taps_here = ceil_div(g.taps, p.lnc)
-        if p.lnc == 2:
-            c.dma(n_co * g.taps * g.c_in * 4 * 128, g.taps * g.c_in * 4, 1)
-            c.compute("vector", taps_here * g.c_in, 2, 1.0, n_co, op="tensor_tensor")
-        grp = cast_group(g)
-        for t0 in range(0, taps_here, grp):
-            tn = min(grp, taps_here - t0)
-            for k in range(n_co):
-                c.compute("vector" if k % 2 == 0 else "gpsimd", tn * g.c_in, 1, 1.0, 1, op="tensor_copy")
-        for ci in [min(PMAX, g.c_in - s) for s in range(0, g.c_in, PMAX)]:
-            c.transpose(co_t, ci, fp32, taps_here * n_co)
-            c.evict(g.c_out, two, taps_here * max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)))
-            c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(taps_here, grp))
+        for r0 in range(0, g.c_in, p.dw_ci_range):
+            width = min(p.dw_ci_range, g.c_in - r0)
+            ci_tiles = [min(p.dw_ci_tile, width - s) for s in range(0, width, p.dw_ci_tile)]
+            for _b, (d0, d1), (h0, h1) in items:
+                rows = (d1 - d0, h1 - h0)
+                if rows[0] <= 0 or rows[1] <= 0:
+                    continue
+                if p.strategy is not Strategy.SHARED_DY:
+                    c.dma(co_t * rows[0] * rows[1] * Wo * ds, (rows[1] * Wo if rows[1] == g.axes[1].o else Wo) * ds, n_co)
+                if p.compute_db and p.db_method is DbMethod.FOLD and r0 == 0:
+                    c.compute("vector", rows[0] * rows[1] * Wo, 1, 1.0, n_co, op="tensor_reduce")
+                    c.compute("vector", 1, 2, 1.0, n_co, op="tensor_tensor")
+                if p.dw_method is DwMethod.ROW_PACK:
+                    _estimate_rows(c, g, p, ((d0, d1), (h0, h1)), ci_tiles, chunk, n_chunks, xpad, bank)
+                    continue
+                npos_list = [s[0] * s[1] * s[2] for _st, s in box_blocks((0, 0, 0), (rows[0], rows[1], Wo), PMAX)]
+                G = p.dw_tap_group
+                groups = [min(G, g.taps - t) for t in range(0, g.taps, G)]
+                for npos in npos_list:       # dy^T once per position tile
+                    c.transpose(co_t, npos, fp32, n_co)
+                    c.evict(g.c_out, two, max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)))
+                x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1))
+                for ci in ci_tiles:
+                    _cost_fill(c, g, 1, ci, xlo, xhi, xext, [(x0[a] + xlo[a], x0[a] + xhi[a]) for a in range(3)],
+                               x_side=True)
+                    for gs in groups:
+                        for _ch in range(n_chunks):
+                            for npos in npos_list:
+                                c.transpose(ci, npos, fp32, gs)
+                                c.evict(gs * ci, two, 1)
+                                c.matmul(co_t, gs * ci, fp32, chunk)
+                            c.compute("vector", gs * ci, 2, 1.0, chunk, op="tensor_tensor")
+            # finalize: (LNC2) exchange + add, cast, transposes, stores
+            taps_here = ceil_div(g.taps, p.lnc)
+            if p.lnc == 2:
+                c.dma(n_co * g.taps * width * 4 * 128, g.taps * width * 4, 1)
+                c.compute("vector", taps_here * width, 2, 1.0, n_co, op="tensor_tensor")
+            grp = cast_group(g, width)
+            for t0 in range(0, taps_here, grp):
+                tn = min(grp, taps_here - t0)
+                for k in range(n_co):
+                    c.compute("vector" if k % 2 == 0 else "gpsimd", tn * width, 1, 1.0, 1, op="tensor_copy")
+            for ci in [min(PMAX, width - s) for s in range(0, width, PMAX)]:
+                c.transpose(co_t, ci, fp32, taps_here * n_co)
+                c.evict(g.c_out, two, taps_here * max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)))
+                c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(taps_here, grp))
+
     if p.compute_db:
         if p.db_method is DbMethod.STANDALONE:
             npos = g.axes[0].o * g.axes[1].o * Wo
@@ -537,7 +542,8 @@ def _label(p: Plan) -> str:
                      + (", ci-outer" if p.dx_ci_outer else "") + "]")
     if p.dw_method:
         band = "" if p.strategy is Strategy.SHARED_DY else f"band {p.dw_band[0]}x{p.dw_band[1]}, "
-        parts.append(f"dw:{p.dw_method.value}[{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}]")
+        rng = f", ci-range {p.dw_ci_range}" if p.dw_ci_range < p.x_shape[1] else ""
+        parts.append(f"dw:{p.dw_method.value}[{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}{rng}]")
     if p.db_method:
         parts.append(f"db:{p.db_method.value}")
     parts.append(f"dy x{p.dy_bufs}")
@@ -574,11 +580,22 @@ def _base(g: ConvGeom, dy_shape, x_shape, w_shape, stride, padding, dilation, ta
                 target=target, lnc=lnc, compute_dx=cdx, compute_dw=cdw, compute_db=cdb)
 
 
+def _first_fits(make, options, hw: TargetFigures, g: ConvGeom, keep: int = 2) -> list:
+    """The first ``keep`` options whose plan (built by ``make``) fits; else the last one tried."""
+    out, tried = [], None
+    for opt in options:
+        tried = opt
+        if not _check(g, make(opt), hw)[0]:
+            out.append(opt)
+            if len(out) >= keep:
+                break
+    return out or ([tried] if tried is not None else [])
+
+
 def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
+    """Candidate plans: strategy x dw method x db method x (dx tiling, dw tiling) that fit first."""
     cdx, cdw, cdb = base["compute_dx"], base["compute_dw"], base["compute_db"]
-    strategies = [Strategy.PER_GRADIENT]
-    if cdx and cdw:
-        strategies.insert(0, Strategy.SHARED_DY)
+    n_co = n_tiles(g.c_out, PMAX)
     dw_ci = min(PMAX, g.c_in)
     gmax = max(1, min(g.taps, MOVING_MAX // dw_ci))
     if g.pointwise or g.taps == 1:
@@ -588,58 +605,68 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
     dw_opts.append((DwMethod.ROW_PACK, max(1, min(g.axes[2].k, MOVING_MAX // dw_ci))))
     if not cdw:
         dw_opts = [(None, 1)]
-    n_co = n_tiles(g.c_out, PMAX)
-    dx_ci_opts = [(min(PMAX, g.c_in), False), (min(PMAX, g.c_in), True)] if cdx else [(min(PMAX, g.c_in), False)]
-    for small in (64, 32, 16, 8, 4, 2, 1):
-        if cdx and small < min(PMAX, g.c_in):
-            dx_ci_opts.append((small, True))
     dbs: list[DbMethod | None] = [None]
     if cdb:
-        dbs = [DbMethod.STANDALONE]
-        if cdx or cdw:
-            dbs.insert(0, DbMethod.FOLD)
-    d_opts = _band_options(g.axes[0].n)
-    h_opts = _band_options(g.axes[1].n)
-    od_opts = _band_options(g.axes[0].o)
-    oh_opts = _band_options(g.axes[1].o)
+        dbs = [DbMethod.FOLD, DbMethod.STANDALONE] if (cdx or cdw) else [DbMethod.STANDALONE]
+    strategies = [Strategy.SHARED_DY, Strategy.PER_GRADIENT] if (cdx and cdw) else [Strategy.PER_GRADIENT]
+    full = (g.axes[0].n, g.axes[1].n)
+    dx_bands = [(d, g.axes[1].n) for d in _band_options(g.axes[0].n)] + \
+        [(1, h) for h in _band_options(g.axes[1].n)[1:]]
+    dw_bands = [(d, g.axes[1].o) for d in _band_options(g.axes[0].o)] + \
+        [(1, h) for h in _band_options(g.axes[1].o)[1:]]
+    ci_opts = [(dw_ci, False), (dw_ci, True)] + [(t, True) for t in (64, 32, 16, 8, 4, 2, 1) if t < dw_ci]
+    ranges = [g.c_in] + [r for r in (512, 256, 128) if r < g.c_in] + ([dw_ci] if dw_ci < min(128, g.c_in) else [])
+    ranges = [r for r in ranges if r % dw_ci == 0 or r == g.c_in]
+
+    def plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng, cdx_=cdx, cdw_=cdw) -> Plan:
+        b = dict(base, compute_dx=cdx_, compute_dw=cdw_)
+        return Plan(**b, strategy=strat, dx_method=_dx_method(g) if cdx_ else None,
+                    dw_method=dw_m if cdw_ else None, db_method=db, dx_band=dxb, dw_band=dwb,
+                    dx_ci_tile=ci_tile, dx_ci_outer=ci_outer, dw_ci_tile=dw_ci, dw_tap_group=G,
+                    dw_co_chunk=min(n_co, 2 if strat is Strategy.SHARED_DY else 4), dw_ci_range=rng,
+                    dy_bufs=2)
+
     plans: list[Plan] = []
-    for strat in strategies:
-        for dw_m, G in dw_opts:
+    for dw_m, G in dw_opts:
+        # dx tilings that fit alone (the per-gradient dx section)
+        dx_cfgs = [(full, dw_ci, False)]
+        if cdx:
+            dx_cfgs = []
+            for ci_tile, ci_outer in ci_opts:
+                fits = _first_fits(lambda band, t=ci_tile, o=ci_outer: plan(
+                    Strategy.PER_GRADIENT, dw_m, G, None, band, t, o, full, g.c_in, cdw_=False),
+                    dx_bands, hw, g)
+                dx_cfgs += [(band, ci_tile, ci_outer) for band in fits]
+                if not _check(g, plan(Strategy.PER_GRADIENT, dw_m, G, None, fits[0], ci_tile, ci_outer, full,
+                                      g.c_in, cdw_=False), hw)[0]:
+                    break
+        dw_cfgs = [((g.axes[0].o, g.axes[1].o), g.c_in)]
+        if cdw:
+            dw_cfgs = []
+            for rng in ranges:
+                fits = _first_fits(lambda band, r=rng: plan(
+                    Strategy.PER_GRADIENT, dw_m, G, None, full, dw_ci, False, band, r, cdx_=False),
+                    dw_bands, hw, g)
+                dw_cfgs += [(band, rng) for band in fits]
+                if not _check(g, plan(Strategy.PER_GRADIENT, dw_m, G, None, full, dw_ci, False, fits[0], rng,
+                                      cdx_=False), hw)[0]:
+                    break
+        for strat in strategies:
             for db in dbs:
-                if db is DbMethod.FOLD and strat is Strategy.SHARED_DY is False:
-                    pass
-                for ci_tile, ci_outer in dx_ci_opts:
-                    found = 0
-                    # bands: largest first; keep the first two that fit (the second helps LNC2 balance)
-                    band_pairs = []
-                    if cdx:
-                        band_pairs += [((d, g.axes[1].n), None) for d in d_opts]
-                        band_pairs += [((1, h), None) for h in h_opts[1:]]
-                    else:
-                        band_pairs.append(((g.axes[0].n, g.axes[1].n), None))
-                    for dxb, _ in band_pairs:
-                        dwbs = [(g.axes[0].o, g.axes[1].o)]
-                        if cdw and strat is Strategy.PER_GRADIENT:
-                            dwbs = [(d, g.axes[1].o) for d in od_opts] + [(1, h) for h in oh_opts[1:]]
-                        for dwb in dwbs:
-                            p = Plan(**base, strategy=strat, dx_method=_dx_method(g) if cdx else None,
-                                     dw_method=dw_m, db_method=db, dx_band=dxb, dw_band=dwb,
-                                     dx_ci_tile=ci_tile, dx_ci_outer=ci_outer, dw_ci_tile=dw_ci,
-                                     dw_tap_group=G, dy_bufs=2,
-                                     dw_co_chunk=min(n_co, 2 if strat is Strategy.SHARED_DY else 4))
-                            if db is DbMethod.FOLD and not _fold_ok(g, p):
-                                continue
+                if strat is Strategy.SHARED_DY:
+                    shared = _first_fits(lambda band: plan(strat, dw_m, G, db, band, dw_ci, False,
+                                                           (g.axes[0].o, g.axes[1].o), g.c_in),
+                                         dx_bands, hw, g)
+                    for band in shared:
+                        p = plan(strat, dw_m, G, db, band, dw_ci, False, (g.axes[0].o, g.axes[1].o), g.c_in)
+                        if db is not DbMethod.FOLD or _fold_ok(g, p):
                             plans.append(p)
-                            reason, _b = _check(g, p, hw)
-                            if not reason:
-                                found += 1
-                                break
-                        if found >= 2 or (found and not cdx):
-                            break
-                    if found and not ci_outer:
-                        break
-                    if found and ci_outer:
-                        break
+                    continue
+                for dxb, ci_tile, ci_outer in dx_cfgs:
+                    for dwb, rng in dw_cfgs:
+                        p = plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng)
+                        if db is not DbMethod.FOLD or _fold_ok(g, p):
+                            plans.append(p)
     return plans
 
 
