@@ -206,6 +206,7 @@ class ErrorMetrics:
     k_max: int
     max_abs: float
     max_rel: float
+    max_range_rel: float  # max|err| / max|ref|: nki-library's "max" comparator, for comparison upstream
     max_norm_err: float
     max_ulp: int
     bound_ratio: float
@@ -339,6 +340,7 @@ def compute_metrics(got: np.ndarray, ref: np.ndarray, magnitudes: np.ndarray, k_
         k_max=int(k.max()) if n else 0,
         max_abs=float(err.max()) if n else 0.0,
         max_rel=float(rel.max()) if n else 0.0,
+        max_range_rel=(float(err.max()) / ref_scale if ref_scale > 0 else float(err.max())) if n else 0.0,
         max_norm_err=float(norm_err.max()) if n else 0.0,
         max_ulp=int(ulps.max()) if n else 0,
         bound_ratio=bound_ratio,

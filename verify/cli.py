@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import sys
 import time
@@ -346,7 +347,11 @@ def run_report_tasks(tasks: list[tuple], jobs: int, stream=None) -> list[dict]:
             records += recs
             progress.update(_task_weight(task), f"{task[0].id} {task[1]}", status)
         return records
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    # fork where the platform has it: workers start at once and inherit backends registered in
+    # this process (tests register stand-ins); elsewhere the platform default.
+    methods = multiprocessing.get_all_start_methods()
+    context = multiprocessing.get_context("fork" if "fork" in methods else None)
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
         futures = {pool.submit(_run_task, task): task for task in tasks}
         for future in as_completed(futures):
             task = futures[future]
