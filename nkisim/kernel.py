@@ -190,10 +190,11 @@ def _to_numpy(value: Any, trace_only: bool) -> Any:
     def one(t: NkiTensor) -> np.ndarray:
         if trace_only:   # no data was computed: a zero placeholder of the right shape and dtype
             return np.zeros(t.shape, NUMPY_TYPES[t.dtype])
+        view = t.array()
         st = t.storage
         if t.offset == 0 and t.shape == st.shape and t.is_contiguous() and st.buffer == "shared_hbm":
             return st.data.reshape(st.shape)   # the kernel's own output storage: no copy needed
-        return np.array(t.array())
+        return np.array(view)
     if value is None:
         return None
     if isinstance(value, NkiTensor):

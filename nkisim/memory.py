@@ -132,10 +132,14 @@ class OnChipTracker:
     def usage(self) -> int:
         """SBUF: live bytes per partition. PSUM: live banks."""
         if self.kind == PSUM:
-            banks = set()
+            mask = 0
+            bank = self.bank_bytes
             for r in self.regions.values():
-                banks.update(range(r.lo // self.bank_bytes, (r.hi - 1) // self.bank_bytes + 1))
-            return len(banks)
+                first, last = r.lo // bank, (r.hi - 1) // bank
+                mask |= ((1 << (last - first + 1)) - 1) << first
+            return mask.bit_count()
+        if not self.regions:
+            return self.auto_bytes
         return self.auto_bytes + self._placed_bytes()
 
     # --- allocation ----------------------------------------------------------------------------
@@ -164,6 +168,9 @@ class OnChipTracker:
                 del self.auto_sizes[st.id]
                 raise violation("ndarray", st.name, f"SBUF capacity: live {used} B per partition exceeds "
                                 f"{self.capacity} B usable ({self.target})")
+            self.peak = max(self.peak, used)
+            weakref.finalize(st, self.release, st.id)
+            return
         self.peak = max(self.peak, self.usage())
         weakref.finalize(st, self.release, st.id)
 

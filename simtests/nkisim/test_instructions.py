@@ -346,3 +346,9 @@ def test_input_arrays_are_updated_in_place():
         nisa.dma_copy(x, t)
     assert _run(kernel, a) is None
     assert (a == 5).all()
+
+
+def test_unwritten_output_reads_as_nan():
+    def kernel():
+        return nl.ndarray((2, 3), nl.float32, buffer=nl.shared_hbm)
+    assert np.isnan(_run(kernel)).all()
