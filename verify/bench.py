@@ -11,6 +11,7 @@ planner's own estimate. ``run_bench`` prints a table, returns one dict per shape
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import time
@@ -161,21 +162,30 @@ def bench_shape(shape: BenchShape, target: str = "trn2", lnc: int = 1,
     from kernels.planner import plan_conv3d_bwd
 
     g = shape.geometry
-    plan = plan_conv3d_bwd(g.dy_shape, g.x_shape, g.w_shape, stride=shape.stride,
-                           padding=shape.padding, dilation=shape.dilation, dtype=shape.dtype,
-                           target=target, lnc=lnc)
     roof = roofline_us(shape, target, lnc)
     record: dict = {
         "name": shape.name,
         "geometry": {**asdict(shape), "dy_shape": g.dy_shape, "x_shape": g.x_shape,
                      "w_shape": g.w_shape, "out_size": g.out_size},
         "target": target, "lnc": lnc,
-        "plan": plan.to_dict(),
-        "planner_estimate_us": _plan_estimate_us(plan),
         "roofline_us": roof,
         "flops": useful_flops(shape),
         "compulsory_bytes": compulsory_bytes(shape),
     }
+    try:
+        plan = plan_conv3d_bwd(g.dy_shape, g.x_shape, g.w_shape, stride=shape.stride,
+                               padding=shape.padding, dilation=shape.dilation, dtype=shape.dtype,
+                               target=target, lnc=lnc)
+    except ValueError as exc:  # the planner's errors are ValueErrors; report, do not abort the set
+        if log:
+            log(f"  {shape.name}: planning FAILED {type(exc).__name__}: {exc}")
+        record.update(plan=None, planner_estimate_us=None, candidates=[], modelled_us=None,
+                      efficiency=None, tensor_util=None, tensor_busy=None, engine_busy_us=None,
+                      hbm_bytes=None, instructions=None, best_candidate_us=None,
+                      error=f"planning failed: {type(exc).__name__}: {exc}")
+        return record
+    record["plan"] = plan.to_dict()
+    record["planner_estimate_us"] = _plan_estimate_us(plan)
     pick = _run_candidate(shape, plan, target, lnc, log)
     pick["is_pick"] = True
     candidates = [pick]
@@ -224,7 +234,11 @@ def _run_candidate(shape, plan, target, lnc, log) -> dict:
 
 
 def _fmt(value, spec: str, missing: str = "-") -> str:
-    return missing if value is None else format(value, spec)
+    """``value`` formatted by ``spec``; ``missing`` right-aligned to the spec's width when None."""
+    if value is None:
+        digits = "".join(itertools.takewhile(str.isdigit, spec.lstrip("+")))
+        return missing.rjust(int(digits) if digits else 0)
+    return format(value, spec)
 
 
 def format_table(records: Sequence[dict], checks: bool = True, candidates: bool = True) -> str:
@@ -233,7 +247,8 @@ def format_table(records: Sequence[dict], checks: bool = True, candidates: bool 
             f"{'eff':>6}{'TE util':>8}{'HBM MB':>8}{'min MB':>8}{'cands':>6}{'best us':>9}{'pick/best':>10}")
     lines = [head, "-" * len(head)]
     for r in records:
-        methods = ",".join(m.split(":", 1)[-1] for m in r["candidates"][0]["methods"]) if r["candidates"] else ""
+        methods = (",".join(m.split(":", 1)[-1] for m in r["candidates"][0]["methods"])
+                   if r["candidates"] else "(none)")
         lines.append(
             f"{r['name']:<16}{methods[:43]:<44}{_fmt(r['planner_estimate_us'], '9.1f')}"
             f"{_fmt(r['modelled_us'], '10.1f')}{_fmt(r.get('estimate_error'), '+8.0%')}"
@@ -242,7 +257,7 @@ def format_table(records: Sequence[dict], checks: bool = True, candidates: bool 
             f"{len(r['candidates']):6d}{_fmt(r.get('best_candidate_us'), '9.1f')}"
             f"{_fmt(r.get('pick_over_best'), '10.2f')}")
         if r.get("error"):
-            lines.append(f"{'':<16}pick failed: {r['error'][:160]}")
+            lines.append(f"{'':<16}FAILED: {r['error'][:300]}")
         if candidates:
             lines.extend(_candidate_lines(r))
     if checks:
@@ -253,6 +268,8 @@ def format_table(records: Sequence[dict], checks: bool = True, candidates: bool 
 
 def _candidate_lines(record: dict) -> list[str]:
     """Every candidate of one shape, fastest first: times, efficiency and busy time per engine."""
+    if not record["candidates"]:
+        return []
     engines = ("tensor", "vector", "scalar", "gpsimd", "dma")
     lines = [f"{'':<4}{'':<2}{'candidate':<86}{'est us':>9}{'model us':>10}{'eff':>6}{'TE util':>8}"
              "   busy us: " + " ".join(f"{e[:3]:>7}" for e in engines)]
