@@ -108,7 +108,10 @@ def run(kernel: Callable, *args: Any, lnc: int | None = None, target: Any = "trn
                 raise NkiUsageError(f"run: argument '{name}': a TensorSpec has no data; pass trace_only=True")
             return wrap_argument(state, name, None, value.shape, value.dtype, buffer)[0]
         if isinstance(value, np.ndarray):
-            dt = dtype_name(value.dtype)
+            try:
+                dt = dtype_name(value.dtype)
+            except NkiUsageError as exc:
+                raise NkiUsageError(f"run: argument '{name}': {exc}") from None
             shape = value.shape if value.ndim else (1,)
             t, back = wrap_argument(state, name, value, shape, dt, buffer)
             if back is not None:

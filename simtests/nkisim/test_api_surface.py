@@ -178,3 +178,10 @@ def test_trace_records_accesses():
     assert (src.role, src.buffer, src.nbytes, src.contiguous_bytes, src.span) == \
         ("src", "private_hbm", 32 * 64 * 2, 128, (0, 31 * 128 + 64))
     assert (dst.role, dst.buffer, dst.partitions, dst.free_elems, dst.write) == ("dst", "sbuf", 32, 64, True)
+
+
+def test_non_nki_input_dtype_names_the_argument():
+    def k(x):
+        return None
+    with pytest.raises(nkisim.NkiUsageError, match="argument 'x'.*float64"):
+        nkisim.run(k, np.zeros((2, 2)))
