@@ -106,7 +106,7 @@ def access(t: NkiTensor, role: str, write: bool) -> Access:
 def read2d(t: NkiTensor) -> np.ndarray:
     """The operand as (partitions, elements per partition) in fp32 (engines compute in fp32)."""
     parts, free = t.layout()[1:3]
-    return t.array().astype(F32).reshape(parts, free)
+    return t.array().astype(F32, copy=False).reshape(parts, free)
 
 
 def out_array(t: NkiTensor) -> np.ndarray:
