@@ -7,7 +7,7 @@ from nkisim.binding import ensure_nki
 
 ensure_nki()
 
-from .conv3d_bwd import conv3d_bwd  # noqa: E402
-from .errors import Conv3dBwdInputError, Conv3dBwdPlanError  # noqa: E402
+from .conv3d_bwd import conv3d_bwd
+from .errors import Conv3dBwdInputError, Conv3dBwdPlanError
 
-__all__ = ["conv3d_bwd", "Conv3dBwdInputError", "Conv3dBwdPlanError"]
+__all__ = ["Conv3dBwdInputError", "Conv3dBwdPlanError", "conv3d_bwd"]

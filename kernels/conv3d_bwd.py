@@ -11,7 +11,16 @@ from .nki_common import Evictor, transpose_pool
 from .nki_db import DbState
 from .nki_dw import DwState
 from .nki_dx import DyBands, run_dx
-from .planner import PSUM_TRANSPOSE_BANKS, DbMethod, Strategy, _split, current_forced_plan, dw_items, dx_items, plan_conv3d_bwd
+from .planner import (
+    PSUM_TRANSPOSE_BANKS,
+    DbMethod,
+    Strategy,
+    _split,
+    current_forced_plan,
+    dw_items,
+    dx_items,
+    plan_conv3d_bwd,
+)
 
 _NC_TARGET = {"gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}
 _ENV_TARGET = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2",
@@ -121,6 +130,7 @@ def _bands(g, plan, a):
 def _run_dw_alone(ctx, pid, lnc, db_state):
     """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded."""
     import nki.language as nl_  # noqa: F401  (same module; keeps this helper self-contained)
+
     from .nki_common import PMAX, Pool
     g, plan = ctx.g, ctx.plan
     items = _split(dw_items(g, plan), lnc, pid)

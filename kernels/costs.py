@@ -95,6 +95,13 @@ class CostSheet:
     def total_ns(self, fill_ns: float) -> float:
         return max(self.busy.values()) + fill_ns
 
+    def add(self, other: CostSheet) -> None:
+        """Add another sheet's busy times and counts into this one."""
+        for e in ENGINES:
+            self.busy[e] += other.busy[e]
+        for k, v in other.counts.items():
+            self.counts[k] = self.counts.get(k, 0) + v
+
     def merged(self, other: CostSheet) -> CostSheet:
         out = CostSheet(self.hw)
         for e in ENGINES:

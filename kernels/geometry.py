@@ -7,6 +7,7 @@ runs. Per axis: input size n, kernel k, stride s, dilation r, padding (lo, hi); 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .errors import Conv3dBwdInputError
 
@@ -44,6 +45,7 @@ class Axis:
         return (self.n + self.lo + self.hi - self.r * (self.k - 1) - 1) // self.s + 1
 
     # --- dx: phases of the input positions -------------------------------------------------
+    @lru_cache(maxsize=4096)  # noqa: B019  (Axis is a small frozen value; the cache is bounded)
     def phase_taps(self, ph: int) -> tuple[int, ...]:
         """Taps that reach input positions of phase ``ph`` ((i + lo) mod s == ph)."""
         return tuple(k for k in range(self.k) if (ph - k * self.r) % self.s == 0)
@@ -61,6 +63,7 @@ class Axis:
     def i_of_j(self, j: int, ph: int) -> int:
         return self.s * j + ph - self.lo
 
+    @lru_cache(maxsize=65536)  # noqa: B019
     def dx_dy_range(self, i0: int, i1: int) -> tuple[int, int]:
         """[q0, q1): the virtual dy rows (may fall outside [0, o)) the dx band [i0, i1) reads.
 

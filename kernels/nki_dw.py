@@ -14,7 +14,6 @@ from .nki_common import BANK_FP32, PMAX, Pool, band_slices, load_padded
 from .planner import DwMethod, cast_group, dw_acc_banks, dw_stage_rows
 from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, tiles
 
-
 LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
 
 

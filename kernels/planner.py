@@ -13,13 +13,28 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from functools import lru_cache
 
 from .costs import TARGET_FIGURES, CostSheet, TargetFigures
 from .errors import Conv3dBwdInputError, Conv3dBwdPlanError
 from .geometry import ConvGeom, ceil_div, validate
-from .schedule import (MOVING_MAX, PMAX, AxisBand, axis_bands, axis_covered, border_slabs, box_blocks,
-                       dw_x_extent, dw_x_fill, dw_x_stage_elems, dx_phase_work, dx_stage_elems, n_tiles,
-                       needs_stage)
+from .schedule import (
+    MOVING_MAX,
+    PMAX,
+    AxisBand,
+    axis_bands,
+    axis_covered,
+    border_slabs,
+    box_block_sizes,
+    box_blocks,
+    dw_x_extent,
+    dw_x_fill,
+    dw_x_stage_elems,
+    dx_phase_work,
+    dx_stage_elems,
+    n_tiles,
+    needs_stage,
+)
 
 PSUM_BANK_BYTES = 2048
 PSUM_BANKS = 8
@@ -27,7 +42,7 @@ PSUM_TRANSPOSE_BANKS = 3   # the kernel's shared pool for PE transposes (filters
 PSUM_DX_BANKS = 2          # dx accumulation banks (one block accumulates while the other is evicted)
 
 
-def dw_stage_rows(p: "Plan", rows: tuple[int, int]) -> tuple[int, int]:
+def dw_stage_rows(p: Plan, rows: tuple[int, int]) -> tuple[int, int]:
     """Output rows of the largest x band dw loads at once (row mode loads one <=128-row chunk)."""
     if p.dw_method is DwMethod.ROW_PACK:
         return min(rows[0], PMAX), min(rows[1], PMAX)
@@ -36,7 +51,7 @@ def dw_stage_rows(p: "Plan", rows: tuple[int, int]) -> tuple[int, int]:
 
 def cast_group(g: ConvGeom, width: int | None = None) -> int:
     """Taps of the fp32 dw accumulator cast together at the end (~1024 elements per copy)."""
-    return max(1, min(g.taps, 1024 // (width or g.c_in)))
+    return max(1, min(g.taps, 1024 // max(width or g.c_in, g.c_out)))
 
 
 def dw_acc_banks(co_chunk: int, n_co: int) -> int:
@@ -245,7 +260,6 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
     """Live SBUF bytes per partition and PSUM banks of the plan's biggest phase (the kernel's pools)."""
     ds = g.dtype_bytes
     n_co = n_tiles(g.c_out, PMAX)
-    co_t = min(PMAX, g.c_out)
     W, Wo = g.axes[2].n, g.axes[2].o
     phase_sbuf: dict[str, int] = {}
     psum_dx = psum_dw = 0
@@ -378,20 +392,7 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                     c.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
                     c.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
         for _b, bd, bh in items:
-            work = dx_phase_work(g, (bd, bh, axis_bands(g.axes[2], W)[0]))
-            cis = ci_tiles
-            zero = sum(1 for w in work if not w.taps)
-            for ci in cis:
-                if zero:
-                    c.compute("gpsimd", (bd.i1 - bd.i0) * (bh.i1 - bh.i0) * W // max(1, len(work)), 0, 1.0,
-                              zero, op="memset")
-                for w in work:
-                    for _start, size in w.blocks:
-                        n = size[0] * size[1] * size[2]
-                        c.matmul(ci, n, fp32, len(w.taps) * n_co)
-                        c.evict(n, two, 1, contiguous=(g.axes[2].s == 1))
-                rows = (bd.i1 - bd.i0) * (bh.i1 - bh.i0)
-                c.dma(ci * rows * W * ds, (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W) * ds)
+            c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh))
     if p.compute_dw:
         items = _split(dw_items(g, p), p.lnc, 0)
         chunk = min(p.dw_co_chunk, n_co)
@@ -401,35 +402,23 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         for r0 in range(0, g.c_in, p.dw_ci_range):
             width = min(p.dw_ci_range, g.c_in - r0)
             ci_tiles = [min(p.dw_ci_tile, width - s) for s in range(0, width, p.dw_ci_tile)]
+            cache: dict = {}
             for _b, (d0, d1), (h0, h1) in items:
                 rows = (d1 - d0, h1 - h0)
                 if rows[0] <= 0 or rows[1] <= 0:
                     continue
+                _x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1))
+                key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0)
+                if key not in cache:
+                    cache[key] = CostSheet(hw)
+                    _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks, xpad,
+                                      bank)
+                c.add(cache[key])
                 if p.strategy is not Strategy.SHARED_DY:
                     c.dma(co_t * rows[0] * rows[1] * Wo * ds, (rows[1] * Wo if rows[1] == g.axes[1].o else Wo) * ds, n_co)
                 if p.compute_db and p.db_method is DbMethod.FOLD and r0 == 0:
                     c.compute("vector", rows[0] * rows[1] * Wo, 1, 1.0, n_co, op="tensor_reduce")
                     c.compute("vector", 1, 2, 1.0, n_co, op="tensor_tensor")
-                if p.dw_method is DwMethod.ROW_PACK:
-                    _estimate_rows(c, g, p, ((d0, d1), (h0, h1)), ci_tiles, chunk, n_chunks, xpad, bank)
-                    continue
-                npos_list = [s[0] * s[1] * s[2] for _st, s in box_blocks((0, 0, 0), (rows[0], rows[1], Wo), PMAX)]
-                G = p.dw_tap_group
-                groups = [min(G, g.taps - t) for t in range(0, g.taps, G)]
-                for npos in npos_list:       # dy^T once per position tile
-                    c.transpose(co_t, npos, fp32, n_co)
-                    c.evict(g.c_out, two, max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)))
-                x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1))
-                for ci in ci_tiles:
-                    _cost_fill(c, g, 1, ci, xlo, xhi, xext, [(x0[a] + xlo[a], x0[a] + xhi[a]) for a in range(3)],
-                               x_side=True)
-                    for gs in groups:
-                        for _ch in range(n_chunks):
-                            for npos in npos_list:
-                                c.transpose(ci, npos, fp32, gs)
-                                c.evict(gs * ci, two, 1)
-                                c.matmul(co_t, gs * ci, fp32, chunk)
-                            c.compute("vector", gs * ci, 2, 1.0, chunk, op="tensor_tensor")
             # finalize: (LNC2) exchange + add, cast, transposes, stores
             taps_here = ceil_div(g.taps, p.lnc)
             if p.lnc == 2:
@@ -457,6 +446,66 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         c.dma(co_t * 4, 4, n_co)
     total = c.total_ns(fill)
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
+
+
+@lru_cache(maxsize=8192)
+def _dx_band_sheet(g: ConvGeom, target: str, ci_tile: int, bd: AxisBand, bh: AxisBand) -> CostSheet:
+    """The cost of one dx band (cached across candidates: many share their bands)."""
+    c = CostSheet(TARGET_FIGURES[target])
+    ci_tiles = [min(ci_tile, g.c_in - s) for s in range(0, g.c_in, ci_tile)]
+    _estimate_dx_band(c, g, None, bd, bh, ci_tiles, n_tiles(g.c_out, PMAX), g.dtype == "fp32",
+                      g.dtype_bytes == 2, g.axes[2].n)
+    return c
+
+
+def _estimate_dx_band(c: CostSheet, g: ConvGeom, p: Plan | None, bd: AxisBand, bh: AxisBand, ci_tiles: list[int],
+                      n_co: int, fp32: bool, two: bool, W: int) -> None:
+    """The dx compute and store of one band (mirrors nki_dx.run_dx's inner loops)."""
+    ds = g.dtype_bytes
+    work = dx_phase_work(g, (bd, bh, axis_bands(g.axes[2], W)[0]), with_blocks=False)
+    zero = [w for w in work if not w.taps]
+    for ci in ci_tiles:
+        for w in zero:
+            c.compute("gpsimd", w.positions, 0, 1.0, 1, op="memset")
+        for w in work:
+            if not w.taps:
+                continue
+            for (nd, nh, nw), count in box_block_sizes(w.j0, w.j1, MOVING_MAX):
+                n = nd * nh * nw
+                c.matmul(ci, n, fp32, len(w.taps) * n_co * count)
+                c.evict(n, two, count, contiguous=(g.axes[2].s == 1))
+        rows = (bd.i1 - bd.i0) * (bh.i1 - bh.i0)
+        c.dma(ci * rows * W * ds, (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W) * ds)
+
+
+def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], oh: tuple[int, int],
+                      ci_tiles: list[int], chunk: int, n_chunks: int, xpad: bool, bank: int) -> None:
+    """dw of one output box (mirrors DwState.add_box), without its dy load and db fold."""
+    ds = g.dtype_bytes
+    fp32 = g.dtype == "fp32"
+    two = ds == 2
+    n_co = n_tiles(g.c_out, PMAX)
+    co_t = min(PMAX, g.c_out)
+    Wo = g.axes[2].o
+    rows = (od[1] - od[0], oh[1] - oh[0])
+    if p.dw_method is DwMethod.ROW_PACK:
+        _estimate_rows(c, g, p, (od, oh), ci_tiles, chunk, n_chunks, xpad, bank)
+        return
+    sizes = [(s_[0] * s_[1] * s_[2], cnt) for s_, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)]
+    G = p.dw_tap_group
+    groups = [min(G, g.taps - t) for t in range(0, g.taps, G)]
+    for npos, cnt in sizes:       # dy^T once per position tile
+        c.transpose(co_t, npos, fp32, n_co * cnt)
+        c.evict(g.c_out, two, max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)) * cnt)
+    x0, xext, xlo, xhi = dw_x_fill(g, od, oh)
+    for ci in ci_tiles:
+        _cost_fill(c, g, 1, ci, xlo, xhi, xext, [(x0[a] + xlo[a], x0[a] + xhi[a]) for a in range(3)], x_side=True)
+        for gs in groups:
+            for npos, cnt in sizes:
+                c.transpose(ci, npos, fp32, gs * cnt * n_chunks)
+                c.evict(gs * ci, two, cnt * n_chunks)
+                c.matmul(co_t, gs * ci, fp32, chunk * cnt * n_chunks)
+            c.compute("vector", gs * ci, 2, 1.0, chunk * n_chunks, op="tensor_tensor")
 
 
 def _cost_fill(c: CostSheet, g: ConvGeom, count: int, parts: int, lo: list[int], hi: list[int], ext: list[int],
@@ -575,9 +624,9 @@ def _dx_method(g: ConvGeom) -> DxMethod:
 
 def _base(g: ConvGeom, dy_shape, x_shape, w_shape, stride, padding, dilation, target, lnc,
           cdx, cdw, cdb) -> dict:
-    return dict(dy_shape=tuple(dy_shape), x_shape=tuple(x_shape), w_shape=tuple(w_shape),
-                stride=tuple(stride), padding=tuple(padding), dilation=tuple(dilation), dtype=g.dtype,
-                target=target, lnc=lnc, compute_dx=cdx, compute_dw=cdw, compute_db=cdb)
+    return {"dy_shape": tuple(dy_shape), "x_shape": tuple(x_shape), "w_shape": tuple(w_shape),
+                "stride": tuple(stride), "padding": tuple(padding), "dilation": tuple(dilation), "dtype": g.dtype,
+                "target": target, "lnc": lnc, "compute_dx": cdx, "compute_dw": cdw, "compute_db": cdb}
 
 
 def _first_fits(make, options, hw: TargetFigures, g: ConvGeom, keep: int = 2) -> list:
@@ -633,8 +682,8 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
         if cdx:
             dx_cfgs = []
             for ci_tile, ci_outer in ci_opts:
-                fits = _first_fits(lambda band, t=ci_tile, o=ci_outer: plan(
-                    Strategy.PER_GRADIENT, dw_m, G, None, band, t, o, full, g.c_in, cdw_=False),
+                fits = _first_fits(lambda band, t=ci_tile, o=ci_outer, m=dw_m, gg=G: plan(
+                    Strategy.PER_GRADIENT, m, gg, None, band, t, o, full, g.c_in, cdw_=False),
                     dx_bands, hw, g)
                 dx_cfgs += [(band, ci_tile, ci_outer) for band in fits]
                 if not _check(g, plan(Strategy.PER_GRADIENT, dw_m, G, None, fits[0], ci_tile, ci_outer, full,
@@ -644,8 +693,8 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
         if cdw:
             dw_cfgs = []
             for rng in ranges:
-                fits = _first_fits(lambda band, r=rng: plan(
-                    Strategy.PER_GRADIENT, dw_m, G, None, full, dw_ci, False, band, r, cdx_=False),
+                fits = _first_fits(lambda band, r=rng, m=dw_m, gg=G: plan(
+                    Strategy.PER_GRADIENT, m, gg, None, full, dw_ci, False, band, r, cdx_=False),
                     dw_bands, hw, g)
                 dw_cfgs += [(band, rng) for band in fits]
                 if not _check(g, plan(Strategy.PER_GRADIENT, dw_m, G, None, full, dw_ci, False, fits[0], rng,
@@ -654,7 +703,7 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
         for strat in strategies:
             for db in dbs:
                 if strat is Strategy.SHARED_DY:
-                    shared = _first_fits(lambda band: plan(strat, dw_m, G, db, band, dw_ci, False,
+                    shared = _first_fits(lambda band, st=strat, m=dw_m, gg=G, d=db: plan(st, m, gg, d, band, dw_ci, False,
                                                            (g.axes[0].o, g.axes[1].o), g.c_in),
                                          dx_bands, hw, g)
                     for band in shared:

@@ -6,6 +6,7 @@ walks the very same lists, so the estimate describes the instructions the kernel
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .geometry import Axis, ConvGeom, ceil_div
 
@@ -29,6 +30,7 @@ class AxisBand:
         return self.q1 - self.q0
 
 
+@lru_cache(maxsize=4096)
 def axis_bands(ax: Axis, band: int) -> tuple[AxisBand, ...]:
     """Split the input axis into bands of ``band`` rows; each band knows its dy rows."""
     out = []
@@ -47,6 +49,7 @@ def axis_bands(ax: Axis, band: int) -> tuple[AxisBand, ...]:
     return tuple(out)
 
 
+@lru_cache(maxsize=1024)
 def axis_covered(ax: Axis, band: int) -> bool:
     """True when the bands' owned dy rows cover every output row (db can fold on the dx load)."""
     bands = axis_bands(ax, band)
@@ -86,8 +89,32 @@ def box_blocks(lo: tuple[int, int, int], hi: tuple[int, int, int], limit: int
     return tuple(out)
 
 
-def dx_phase_work(geom: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand]) -> tuple[PhaseWork, ...]:
-    """The phases of one dx band (D band, H band, full W) with taps and blocks."""
+def box_block_sizes(lo: tuple[int, int, int], hi: tuple[int, int, int], limit: int
+                    ) -> list[tuple[tuple[int, int, int], int]]:
+    """The block shapes ``box_blocks`` produces, with their counts (without listing the blocks)."""
+    n = [hi[a] - lo[a] for a in range(3)]
+    if min(n) <= 0:
+        return []
+    bw = min(n[2], limit)
+    bh = min(n[1], max(1, limit // bw))
+    bd = min(n[0], max(1, limit // (bw * bh)))
+    per_axis = []
+    for size, b in zip(n, (bd, bh, bw)):
+        full, rest = divmod(size, b)
+        per_axis.append([(b, full)] + ([(rest, 1)] if rest else []))
+    out = []
+    for sd, cd in per_axis[0]:
+        for sh, ch in per_axis[1]:
+            for sw, cw in per_axis[2]:
+                if cd and ch and cw:
+                    out.append(((sd, sh, sw), cd * ch * cw))
+    return out
+
+
+@lru_cache(maxsize=4096)
+def dx_phase_work(geom: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand], with_blocks: bool = True
+                  ) -> tuple[PhaseWork, ...]:
+    """The phases of one dx band (D band, H band, full W) with taps and (optionally) blocks."""
     ax = geom.axes
     out = []
     for pd in range(ax[0].s):
@@ -101,7 +128,7 @@ def dx_phase_work(geom: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand]) ->
                 taps = tuple((kd, kh, kw) for kd in taps_a[0] for kh in taps_a[1] for kw in taps_a[2])
                 j0 = tuple(r[0] for r in rng)
                 j1 = tuple(r[1] for r in rng)
-                blocks = box_blocks(j0, j1, MOVING_MAX) if taps else ()
+                blocks = box_blocks(j0, j1, MOVING_MAX) if (taps and with_blocks) else ()
                 out.append(PhaseWork(phs, taps, j0, j1, blocks))  # type: ignore[arg-type]
     return tuple(out)
 
@@ -156,6 +183,7 @@ def dx_band_fill(g: ConvGeom, bd: AxisBand, bh: AxisBand) -> tuple[int, bool, bo
     return n, padded, _needs_stage(lo, hi, ext)
 
 
+@lru_cache(maxsize=1024)
 def dx_stage_elems(g: ConvGeom, band: tuple[int, int]) -> int:
     """Elements per partition of the dy staging tile (0 when every band loads contiguously)."""
     best = 0

@@ -1,0 +1,39 @@
+"""Helpers for the kernel's own development tests: exact-mode inputs and the oracle comparison."""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+import kernels  # noqa: F401  (binds nki to nkisim where the real package is absent)
+
+DTYPES = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16, "fp32": np.float32}
+
+
+def out_size(n: int, k: int, s: int, lo: int, hi: int, r: int) -> int:
+    return (n + lo + hi - r * (k - 1) - 1) // s + 1
+
+
+def exact_inputs(batch, c_in, c_out, size, kernel, stride=(1, 1, 1), padding=(0,) * 6, dilation=(1, 1, 1),
+                 dtype="bf16", seed=0, density=0.5):
+    """Small-integer inputs (sparse), exactly representable; every partial sum stays exact in fp32."""
+    rng = np.random.default_rng(seed)
+    o = tuple(out_size(size[a], kernel[a], stride[a], padding[2 * a], padding[2 * a + 1], dilation[a])
+              for a in range(3))
+
+    def draw(shape):
+        a = rng.integers(-3, 4, size=shape).astype(np.float32)
+        return (a * (rng.random(shape) < density)).astype(DTYPES[dtype])
+
+    dy = draw((batch, c_out) + o)
+    x = draw((batch, c_in) + tuple(size))
+    w = draw(tuple(kernel) + (c_in, c_out))
+    return dy, x, w
+
+
+def oracle(dy, x, w, dtype, **kw):
+    """reference.conv3d_bwd_ref on the same (rounded) inputs, cast to the output dtype, as a tuple."""
+    from reference import conv3d_bwd_ref
+
+    ref = conv3d_bwd_ref(dy.astype(np.float64), x.astype(np.float64), w.astype(np.float64), **kw)
+    ref = ref if isinstance(ref, tuple) else (ref,)
+    return tuple(np.asarray(r).astype(DTYPES[dtype]) for r in ref)
