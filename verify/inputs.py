@@ -116,14 +116,14 @@ def structural_k_max(case: Case) -> dict[str, int]:
     return {g: int(c.max(initial=0.0)) for g, c in counts.items()}
 
 
-def initial_densities(case: Case) -> dict[str, float]:
+def initial_densities(case: Case, ranges: dict[str, int] | None = None) -> dict[str, float]:
     """Densities of dy, w and x that put each gradient's mean sum|a||b| at EXACT_HEADROOM * 2**p.
 
     dy (read by every gradient) is sized for db = sum dy; then w is thinned for dx (w only feeds dx)
     and x for dw (x only feeds dw). Thinning the one tensor that only the binding gradient reads
     keeps the other gradients dense, so their references are not mostly zeros.
     """
-    ranges = EXACT_RANGES[case.dtype]
+    ranges = ranges or EXACT_RANGES[case.dtype]
     target = EXACT_HEADROOM * 2.0 ** dtype_info(case.dtype).digits
     k = structural_k_max(case)
     mean = {name: _mean_abs(r) for name, r in ranges.items()}
@@ -133,18 +133,36 @@ def initial_densities(case: Case) -> dict[str, float]:
     return {"dy": d_dy, "w": d_w, "x": d_x}
 
 
+def _expected_terms(case: Case, ranges: dict[str, int], densities: dict[str, float]) -> float:
+    """The smallest expected count of nonzero terms per element over the requested gradients."""
+    k = structural_k_max(case)
+    live = {name: densities[name] * 2 * r / (2 * r + 1) for name, r in ranges.items()}
+    terms = {"dx": k["dx"] * live["dy"] * live["w"], "dw": k["dw"] * live["dy"] * live["x"],
+             "db": k["db"] * live["dy"]}
+    return min(terms[g] for g in case.grads)
+
+
+def exact_ranges(case: Case) -> dict[str, int]:
+    """The integer ranges for the case: the dtype's, or a narrower dy range when that lets dy stay
+    denser (db = sum dy caps dy's density by the count of its nonzeros, not by their size, so when
+    db binds, dy in [-1, 1] keeps more outputs of dx and dw nonzero)."""
+    base = EXACT_RANGES[case.dtype]
+    candidates = [base] + [{**base, "dy": r} for r in (2, 1) if r < base["dy"]]
+    return max(candidates, key=lambda rg: _expected_terms(case, rg, initial_densities(case, rg)))
+
+
 # Which tensor to thin when a gradient's sum|a||b| exceeds the exact limit.
 _THINNED_FOR = {"dx": "w", "dw": "x", "db": "dy"}
 
 
 def _exact_inputs(case: Case, seed: int, rng: np.random.Generator) -> InputSet:
-    ranges = EXACT_RANGES[case.dtype]
+    ranges = exact_ranges(case)
     limit = 2.0 ** dtype_info(case.dtype).digits
     shapes = {"dy": case.dy_shape, "x": case.x_shape, "w": case.w_shape}
     dense = {name: _uniform_int(rng, shapes[name], ranges[name]) for name in ("dy", "x", "w")}
     # One uniform draw per tensor: lowering a density only removes entries, never reshuffles.
     keep = {name: rng.random(shapes[name]) for name in ("dy", "x", "w")}
-    densities = initial_densities(case)
+    densities = initial_densities(case, ranges)
     for _ in range(MAX_ATTEMPTS):
         t = {name: np.where(keep[name] < densities[name], dense[name], 0.0) for name in dense}
         magnitudes = oracle_gradients(t["dy"], t["x"], t["w"], case.stride, case.padding,
