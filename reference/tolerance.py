@@ -50,6 +50,7 @@ __all__ = [
     "error_bound",
     "ordered_bits",
     "round_to_dtype",
+    "step_ulps",
     "ulp_distance",
     "ulp_of",
     "unit_roundoff",
@@ -168,6 +169,19 @@ def ordered_bits(values: np.ndarray, dtype: str | np.dtype | type) -> np.ndarray
     sign = np.int64(1) << (info.bits - 1)
     magnitude = bits & (sign - 1)
     return np.where(bits & sign, -magnitude, magnitude)
+
+
+def step_ulps(values: np.ndarray, dtype: str | np.dtype | type, steps: int) -> np.ndarray:
+    """values moved by ``steps`` representable numbers of the dtype (negative: downwards).
+
+    The inverse of ``ordered_bits``: exact across binade boundaries and through zero.
+    """
+    info = dtype_info(dtype)
+    ordered = ordered_bits(values, info.name) + int(steps)
+    sign = np.int64(1) << (info.bits - 1)
+    raw = np.where(ordered < 0, (-ordered) | sign, ordered)
+    uint = {16: np.uint16, 32: np.uint32}[info.bits]
+    return raw.astype(uint).view(info.np_type)
 
 
 def ulp_distance(got: np.ndarray, ref: np.ndarray, dtype: str | np.dtype | type) -> np.ndarray:

@@ -18,21 +18,12 @@ from reference.tolerance import (
     error_bound,
     ordered_bits,
     round_to_dtype,
+    step_ulps,
     ulp_of,
     unit_roundoff,
 )
 
 pytestmark = pytest.mark.fast
-
-
-def _step(values: np.ndarray, dtype: str, n: int) -> np.ndarray:
-    """values moved by n representable steps of dtype (through the ordered integer mapping)."""
-    info_type = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16, "fp32": np.float32}[dtype]
-    bits_type = np.uint32 if dtype == "fp32" else np.uint16
-    ordered = ordered_bits(values, dtype) + n
-    sign = 1 << (31 if dtype == "fp32" else 15)
-    raw = np.where(ordered < 0, (-ordered) | sign, ordered).astype(bits_type)
-    return raw.view(info_type)
 
 
 def _bf16_case(seed: int = 0, n: int = 4096):
@@ -78,6 +69,14 @@ def test_ulp_of():
     assert ulp_of(np.array([1.0]), "fp32")[0] == 2.0**-23
 
 
+def test_step_ulps_crosses_binades_and_zero():
+    one = np.array([1.0], dtype=ml_dtypes.bfloat16)
+    assert float(step_ulps(one, "bf16", -1)[0]) == 1 - 2.0**-8  # spacing halves below 1
+    assert float(step_ulps(one, "bf16", 1)[0]) == 1 + 2.0**-7
+    tiny = step_ulps(np.array([0.0], dtype=np.float16), "fp16", -1)
+    assert float(tiny[0]) == -(2.0**-24)
+
+
 def test_ordered_bits_is_monotonic_and_ignores_zero_sign():
     values = np.array([-2.0, -1.0, -0.0, 0.0, 2.0**-133, 1.0, 2.0], dtype=ml_dtypes.bfloat16)
     ordered = ordered_bits(values, "bf16")
@@ -94,11 +93,11 @@ def test_error_bound_formula_by_hand():
 def test_one_ulp_bf16_passes_three_ulps_fail():
     ref, s, k = _bf16_case()
     for n in (1, -1):
-        m = compute_metrics(_step(ref, "bf16", n), ref, s, k, "bf16")
+        m = compute_metrics(step_ulps(ref, "bf16", n), ref, s, k, "bf16")
         assert m.passed, m.reason
         assert m.max_ulp == 1
     for n in (3, -3, 2):
-        m = compute_metrics(_step(ref, "bf16", n), ref, s, k, "bf16")
+        m = compute_metrics(step_ulps(ref, "bf16", n), ref, s, k, "bf16")
         assert not m.passed
         assert m.max_ulp == abs(n) and m.bound_ratio > 1
 
@@ -204,7 +203,7 @@ def test_assert_within_tolerance_message_shows_the_worst_element():
     ref, s, k = _bf16_case()
     got = round_to_dtype(ref, "bf16")
     assert_within_tolerance(got, ref, s, k, "bf16")
-    got[(3, )] = _step(ref[3:4], "bf16", 5)[0]
+    got[(3, )] = step_ulps(ref[3:4], "bf16", 5)[0]
     with pytest.raises(AssertionError) as info:
         assert_within_tolerance(got, ref, s, k, "bf16", name="dx")
     text = str(info.value)

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from reference.tolerance import dtype_info, oracle_gradients, round_to_dtype, ulp_of
+from reference.tolerance import dtype_info, oracle_gradients, round_to_dtype, step_ulps
 from verify.backends import KernelRun, Runner, register_backend, unregister_backend
 from verify.cases import Case
 
@@ -34,7 +34,8 @@ def oracle_fp32(case: Case, dy, x, w, target: str) -> KernelRun:
 
 def with_fault(runner: Runner, grad: str = "dx", index: int = 0, delta_ulps: int = 0,
                value: float | None = None) -> Runner:
-    """Wrap a runner: element ``index`` (flat) of ``grad`` is moved by delta_ulps, or set to value."""
+    """Wrap a runner: element ``index`` (flat) of ``grad`` is moved by delta_ulps representable
+    steps of the case dtype, or set to value."""
 
     def faulty(case: Case, dy, x, w, target: str) -> KernelRun:
         run = runner(case, dy, x, w, target)
@@ -42,9 +43,10 @@ def with_fault(runner: Runner, grad: str = "dx", index: int = 0, delta_ulps: int
             return run
         out = run.outputs[grad].copy()
         flat = out.reshape(-1)
-        old = float(flat[index])
-        new = value if value is not None else old + delta_ulps * float(ulp_of(np.array(old), case.dtype))
-        flat[index] = np.array(new).astype(dtype_info(case.dtype).np_type)
+        if value is not None:
+            flat[index] = np.array(value).astype(dtype_info(case.dtype).np_type)
+        else:
+            flat[index] = step_ulps(flat[index:index + 1], case.dtype, delta_ulps)[0]
         return KernelRun({**run.outputs, grad: out}, run.summary, run.backend_version + " +fault",
                          run.tool_versions, run.wall_s)
 
