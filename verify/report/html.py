@@ -72,7 +72,10 @@ def render_html(records: list[dict], meta: dict, with_plots: bool = True) -> str
         f"{float(meta.get('wall_s') or 0):.1f} s. Tools: {_esc(tools)}.</p>"),
         ('<p class="note">Bound per element: 4&#8730;K&middot;u<sub>fp32</sub>&middot;&Sigma;|a||b| + '
         "ulp<sub>out</sub>(|ref|); exact mode requires bit equality with the oracle rounded to the "
-        "output dtype. MISTRUSTED: passed, but over 30% of the reachable reference is zero.</p>"),
+        "output dtype. MISTRUSTED: passed, but over 30% of the reachable reference is zero. "
+         "Max ULP counts every element, including results of heavy cancellation (|ref| much "
+         "smaller than &Sigma;|a||b|), where the allowed fp32 accumulation error spans many output "
+         "ULPs; err/bound is the verdict.</p>"),
         '<h2 id="plots">Plots</h2>',
         _plots_section(records) if with_plots else "",
         '<h2 id="by-group">By group</h2>', _summary_table(S.by_group(records), "group"),

@@ -36,6 +36,9 @@ def render_markdown(records: list[dict], meta: dict) -> str:
         f"- tools: {', '.join(f'{k} {v}' for k, v in sorted(meta.get('tool_versions', {}).items()))}",
         ("- bound per element: `4 sqrt(K) u_fp32 sum|a||b| + ulp_out(|ref|)`; exact mode: bit "
         "equality with the oracle rounded to the output dtype. err/bound <= 1 passes in stat mode."),
+        ("- max ULP counts every element, including results of heavy cancellation (|ref| << "
+         "sum|a||b|), where the fp32 accumulation error the bound allows spans many output ULPs; "
+         "err/bound is the verdict, the ULP histogram in report.html shows how rare those are."),
         "",
         "## By group",
         "",
