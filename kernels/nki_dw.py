@@ -78,54 +78,59 @@ class DwState:
                     width += co_sz
                     c += 1
                 ctx.evict.copy(self.dyt[:npos, p, g0:g0 + width], pt[:npos, :width])
-        taps = list(range(g.taps))
         G = plan.dw_tap_group
         chunk = plan.dw_co_chunk
-        for ci0, ci_sz in self.ci_tiles:
-            xb, _ext = self._load_x(b, od, oh, ci0, ci_sz)
-            for t0 in range(0, g.taps, G):
-                grp = taps[t0:t0 + G]
-                n = len(grp) * ci_sz
-                for c0 in range(0, len(self.co_tiles), chunk):
-                    cts = list(range(c0, min(len(self.co_tiles), c0 + chunk)))
-                    accs = [self.acc_pool.take() for _ in cts]
+        n_co = len(self.co_tiles)
+        # one flat stream of steps (C_in tile, tap group, C_out chunk, position tile), software
+        # pipelined across every boundary: x^T of step i+LOOKAHEAD is built before the matmuls of step i
+        steps = [(ci, t0, c0, p) for ci in range(len(self.ci_tiles)) for t0 in range(0, g.taps, G)
+                 for c0 in range(0, n_co, chunk) for p in range(len(ptiles))]
+        bands = {}
 
-                    def stage(p, grp=grp, n=n, xb=xb, ci_sz=ci_sz):
-                        (sd, sh, sw), (td, th, tw) = ptiles[p]
-                        npos = td * th * tw
-                        pt = ctx.psum_t.take()
-                        for gi, t in enumerate(grp):
-                            kd, kh, kw = g.tap_coords(t)
-                            view = xb[:ci_sz,
-                                      band_slices(kd * ax[0].r + sd * ax[0].s, td, ax[0].s),
-                                      band_slices(kh * ax[1].r + sh * ax[1].s, th, ax[1].s),
-                                      band_slices(kw * ax[2].r + sw * ax[2].s, tw, ax[2].s)]
-                            nisa.nc_transpose(dst=pt[:npos, gi * ci_sz:(gi + 1) * ci_sz], data=view)
-                        xt = self.xt_pool.take()
-                        ctx.evict.copy(xt[:npos, :n], pt[:npos, :n])
-                        return xt
+        def stage(i):
+            ci, t0, _c0, p = steps[i]
+            ci0, ci_sz = self.ci_tiles[ci]
+            if ci not in bands:      # the x band of a C_in tile is loaded when first needed
+                bands[ci] = self._load_x(b, od, oh, ci0, ci_sz)[0]
+                bands.pop(ci - 2, None)
+            xb = bands[ci]
+            grp = range(t0, min(g.taps, t0 + G))
+            (sd, sh, sw), (td, th, tw) = ptiles[p]
+            npos = td * th * tw
+            n = len(grp) * ci_sz
+            pt = ctx.psum_t.take()
+            for gi, t in enumerate(grp):
+                kd, kh, kw = g.tap_coords(t)
+                view = xb[:ci_sz,
+                          band_slices(kd * ax[0].r + sd * ax[0].s, td, ax[0].s),
+                          band_slices(kh * ax[1].r + sh * ax[1].s, th, ax[1].s),
+                          band_slices(kw * ax[2].r + sw * ax[2].s, tw, ax[2].s)]
+                nisa.nc_transpose(dst=pt[:npos, gi * ci_sz:(gi + 1) * ci_sz], data=view)
+            xt = self.xt_pool.take()
+            ctx.evict.copy(xt[:npos, :n], pt[:npos, :n])
+            return xt
 
-                    # software pipeline: the transposes of tile p+LOOKAHEAD go to the PE before the
-                    # matmuls of tile p, so the PE never waits for the eviction of its own transposes
-                    staged = [stage(p) for p in range(min(LOOKAHEAD, len(ptiles)))]
-                    for p, ((_sd, _sh, _sw), (td, th, tw)) in enumerate(ptiles):
-                        npos = td * th * tw
-                        if p + LOOKAHEAD < len(ptiles):
-                            staged.append(stage(p + LOOKAHEAD))
-                        xt = staged[p]
-                        staged[p] = None
-                        for a, c in enumerate(cts):
-                            co0, co_sz = self.co_tiles[c]
-                            nisa.nc_matmul(accs[a][:co_sz, :n], stationary=self.dyt[:npos, p, co0:co0 + co_sz],
-                                           moving=xt[:npos, :n], accumulate=p > 0)
-                    for a, c in enumerate(cts):
-                        co_sz = self.co_tiles[c][1]
-                        dst = self.acc[c][:co_sz, t0:t0 + len(grp), ci0 - self.ci_lo:ci0 - self.ci_lo + ci_sz]
-                        if self.started:
-                            nisa.tensor_tensor(dst=dst, data1=dst, data2=accs[a][:co_sz, :n], op=nl.add,
-                                               engine=nisa.engine.vector)
-                        else:
-                            nisa.tensor_copy(dst=dst, src=accs[a][:co_sz, :n], engine=nisa.engine.vector)
+        staged = [stage(i) for i in range(min(LOOKAHEAD, len(steps)))]
+        accs = []
+        for i, (ci, t0, c0, p) in enumerate(steps):
+            if i + LOOKAHEAD < len(steps):
+                staged.append(stage(i + LOOKAHEAD))
+            xt = staged[i]
+            staged[i] = None
+            ci0, ci_sz = self.ci_tiles[ci]
+            gn = min(g.taps, t0 + G) - t0
+            n = gn * ci_sz
+            cts = list(range(c0, min(n_co, c0 + chunk)))
+            if p == 0:
+                accs = [self.acc_pool.take() for _ in cts]
+            npos = ptiles[p][1][0] * ptiles[p][1][1] * ptiles[p][1][2]
+            for a, c in enumerate(cts):
+                co0, co_sz = self.co_tiles[c]
+                nisa.nc_matmul(accs[a][:co_sz, :n], stationary=self.dyt[:npos, p, co0:co0 + co_sz],
+                               moving=xt[:npos, :n], accumulate=p > 0)
+            if p == len(ptiles) - 1:
+                for a, c in enumerate(cts):
+                    self._fold(c, t0, gn, ci0, ci_sz, accs[a][:self.co_tiles[c][1], :n])
         self.started = True
 
     def _load_x(self, b, od, oh, ci0, ci_sz):
@@ -243,21 +248,33 @@ class DwState:
         # cast a group of taps per C_out tile in one copy, so that the transposes of a whole group run
         # back to back on the PE (a per-tap cast would serialise cast -> transpose -> evict)
         group = cast_group(g, self.width)
-        cast_pools = [Pool(2, (PMAX, group, self.width), ctx.dtype, nl.sbuf, f"dw_cast{c}_")
+        cast_pools = [Pool(3, (PMAX, group, self.width), ctx.dtype, nl.sbuf, f"dw_cast{c}_")
                       for c in range(len(self.co_tiles))]
         out_pool = Pool(2, (PMAX, group, g.c_out), ctx.dtype, nl.sbuf, "dw_out")
         dw_flat = ctx.dw.reshape((g.taps, g.c_in, g.c_out))
         cast_engines = (nisa.engine.vector, nisa.engine.gpsimd)
-        k = 0
-        for t0 in range(t_lo, t_hi, group):
+        state = {"k": 0}
+
+        def cast_group_at(t0):
             tn = min(group, t_hi - t0)
             casts = []
             for c, (_co0, co_sz) in enumerate(self.co_tiles):
                 cast = cast_pools[c].take()
                 nisa.tensor_copy(dst=cast[:co_sz, :tn, :], src=self.acc[c][:co_sz, t0:t0 + tn, :],
-                                 engine=cast_engines[k % 2])
-                k += 1
+                                 engine=cast_engines[state["k"] % 2])
+                state["k"] += 1
                 casts.append(cast)
+            return casts
+
+        starts = list(range(t_lo, t_hi, group))
+        # the casts of group i+1 are issued before the transposes of group i (pipelined)
+        pending = [cast_group_at(starts[0])] if starts else []
+        for gi, t0 in enumerate(starts):
+            tn = min(group, t_hi - t0)
+            if gi + 1 < len(starts):
+                pending.append(cast_group_at(starts[gi + 1]))
+            casts = pending[gi]
+            pending[gi] = None
             for ci0, ci_sz in [(self.ci_lo + c0, sz) for c0, sz in tiles(self.width, PMAX)]:
                 out = out_pool.take()
                 for t in range(t0, t0 + tn):

@@ -15,15 +15,15 @@ def load_filters_t(g, filters, ci_list, dtype, psum_t, evict, group):
     co_tiles = tiles(g.c_out, PMAX)
     width = sum(sz for _c, sz in ci_list)
     w_t = [nl.ndarray((PMAX, g.taps, width), dtype, buffer=nl.sbuf, name=f"w_t{i}") for i in range(len(co_tiles))]
-    stage_pool = Pool(2, (PMAX, group, g.c_out), dtype, nl.sbuf, "w_stage")
+    stage_pool = Pool(3, (PMAX, group, g.c_out), dtype, nl.sbuf, "w_stage")
+    flat = filters.reshape((g.taps, g.c_in, g.c_out))
     rel = 0
     for ci0, ci_sz in ci_list:
         for t0 in range(0, g.taps, group):
             gn = min(group, g.taps - t0)
             stage = stage_pool.take()
-            for gi in range(gn):
-                kd, kh, kw = g.tap_coords(t0 + gi)
-                nisa.dma_copy(dst=stage[:ci_sz, gi, :], src=filters[kd, kh, kw, ci0:ci0 + ci_sz, :])
+            # one DMA per tap group: filters[t0:t0+gn, ci tile, :] seen as [ci, taps, C_out]
+            nisa.dma_copy(dst=stage[:ci_sz, :gn, :], src=flat[t0:t0 + gn, ci0:ci0 + ci_sz, :].permute((1, 0, 2)))
             for c, (co0, co_sz) in enumerate(co_tiles):
                 pt = psum_t.take()
                 for gi in range(gn):

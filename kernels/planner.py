@@ -267,7 +267,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
     if p.compute_dx:
         ci_res = p.dx_ci_tile if p.dx_ci_outer else g.c_in
         filt = n_co * g.taps * ci_res * ds
-        stage = 2 * _filter_group(g, p) * g.c_out * ds
+        stage = 3 * _filter_group(g, p) * g.c_out * ds
         ext = _dx_dy_extent(g, p.dx_band)
         dyb = p.dy_bufs * n_co * ext[0] * ext[1] * ext[2] * ds
         plane = 2 * p.dx_band[0] * p.dx_band[1] * W * ds
@@ -296,7 +296,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             xt = 4 * p.dw_tap_group * p.dw_ci_tile * ds
         width = p.dw_ci_range
         acc = n_co * g.taps * width * 4
-        store = 2 * n_co * cast_group(g, width) * width * ds + 2 * cast_group(g, width) * g.c_out * ds
+        store = 3 * n_co * cast_group(g, width) * width * ds + 2 * cast_group(g, width) * g.c_out * ds
         other = g.taps * width * 4 if p.lnc == 2 else 0
         db = 4 * n_co * 4 if p.compute_db else 0
         xstage = 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows)) * ds
@@ -371,7 +371,7 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         items = _split(dx_items(g, p), p.lnc, 0)
         grp = _filter_group(g, p)
         for ci in ci_tiles:   # filters: per tap a DMA, per (co tile, tap group) transposes + evict
-            c.dma(ci * g.c_out * ds * 128 / max(ci, 1) * ci / 128, g.c_out * ds, g.taps)
+            c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(g.taps, grp))
             c.transpose(ci, co_t, fp32, g.taps * n_co)
             c.evict(grp * ci, two, n_co * ceil_div(g.taps, grp))
         reloads = len(ci_tiles) if p.dx_ci_outer else 1
