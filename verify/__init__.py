@@ -1,0 +1,17 @@
+"""The verification harness: run conv3d_bwd on a backend, judge it against the float64 oracle.
+
+Stable API (the pytest suites build on it):
+
+- ``verify.cases``: ``Case`` (frozen, readable ``.id``), ``CASE_SETS`` ("fast", "default",
+  "full"), ``GROUPS``, ``GRAD_SUBSETS``, ``case_from_args``;
+- ``verify.inputs``: ``make_inputs(case, mode, seed) -> (dy, x, w)`` and ``make_input_set`` (with
+  provenance), modes "exact" and "stat";
+- ``verify.backends``: ``run_kernel(case, dy, x, w, backend, target, dry) -> KernelRun``,
+  ``resolve_backend``, ``BackendUnavailable``, ``register_backend`` (tests only);
+- ``verify.harness``: ``run_case(case, backend, mode, seed, target) -> CaseResult`` with
+  ``GradResult`` per gradient and ``CaseResult.to_records()``;
+- ``verify.report``: ``write_reports(records, meta, out_dir)``, ``merge_reports``;
+- ``verify.cli``: the ``conv3d-bwd`` command line (``main(argv) -> exit code``).
+
+The tolerance model itself lives in ``reference.tolerance``.
+"""
