@@ -418,6 +418,8 @@ class Summary:
     core_us: tuple[float, ...] = ()  # modelled time per core (program)
     flops_util: float = 0.0          # matmul FLOPs / (modelled time x cores x bf16 peak)
     instructions: int = 0
+    # engine -> {engine it waited for: us idle}, summed over cores: where the overlap breaks
+    stall_us: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """JSON-ready copy."""
@@ -436,6 +438,7 @@ class Summary:
             "core_us": list(self.core_us),
             "flops_util": self.flops_util,
             "instructions": self.instructions,
+            "stall_us": {e: dict(w) for e, w in self.stall_us.items()},
         }
 
     def format(self) -> str:
@@ -456,6 +459,10 @@ class Summary:
         for engine, busy in self.engine_busy_us.items():
             share = busy / total if total > 0 else 0.0
             lines.append(f"  {engine:<8} {busy:10.3f}  {share:8.1%}")
+        for engine, waits in self.stall_us.items():
+            if waits:
+                lines.append(f"  {engine} idle, waiting for: " + ", ".join(
+                    f"{producer} {us:.3f} us" for producer, us in sorted(waits.items(), key=lambda kv: -kv[1])))
         lines.append("  instruction counts: " + ", ".join(
             f"{op} {n}" for op, n in sorted(self.instr_counts.items())))
         return "\n".join(lines)
@@ -515,5 +522,6 @@ def summarize(traces: Trace | Sequence[Trace] | Iterable[Instr], target: str | H
         core_us=tuple(t / 1000.0 for t in result.core_makespan_ns),
         flops_util=(flops / (capacity * 1e-6 * hw.tensor_peak_flops()) if capacity > 0 else 0.0),
         instructions=sum(len(p) for p in programs),
+        stall_us={e: {p: t / 1000.0 for p, t in w.items()} for e, w in result.stalls_ns.items()},
     )
 

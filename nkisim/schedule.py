@@ -50,6 +50,8 @@ class ScheduleResult:
     matmul_flops: int = 0                     # 2*K*M*N per matmul, transposes excluded
     hbm_read_bytes: int = 0
     hbm_write_bytes: int = 0
+    # engine -> {engine whose result it waited for: ns idle}; 'merged' = an older merged region
+    stalls_ns: dict[str, dict[str, float]] = field(default_factory=dict)
 
 
 class FluidBandwidth:
@@ -129,14 +131,17 @@ class _Core:
         self.ends: list[float] = []
         self._pending: tuple[Instr, InstrTiming, float] | None = None
         self.counts: dict[str, int] = {}
+        self.stalls: dict[str, dict[str, float]] = {}  # engine -> producer engine -> idle ns
+        self._blocker = ""
         self.flops = 0
         self.hbm_read = 0
         self.hbm_write = 0
 
     # -- dependencies ---------------------------------------------------------------------
     def _ready(self, instr: Instr, engine: str) -> float:
-        """When every RAW, WAW and WAR hazard of ``instr`` has cleared."""
+        """When every RAW, WAW and WAR hazard of ``instr`` has cleared (and who cleared last)."""
         ready = 0.0
+        blocker = ""
         writes = self.writes
         reads = self.reads
         for a in instr.accesses:
@@ -155,12 +160,17 @@ class _Core:
                     if e[0] >= p_hi or p_lo >= e[1] or e[2] >= s_hi or s_lo >= e[3]:
                         continue
                     t = e[5] if (pipelined and e[6] == "tensor") else e[4]
-                    ready = max(ready, t)
+                    if t > ready:
+                        ready = t
+                        blocker = e[6]
             if rs:
                 for e in rs:  # WAR
                     if e[0] >= p_hi or p_lo >= e[1] or e[2] >= s_hi or s_lo >= e[3]:
                         continue
-                    ready = max(ready, e[5])
+                    if e[5] > ready:
+                        ready = e[5]
+                        blocker = e[6]
+        self._blocker = blocker
         return ready
 
     def _remember(self, instr: Instr, engine: str, visible: float, release: float) -> None:
@@ -214,6 +224,8 @@ class _Core:
         if engine == "dma":
             free_at, queue = heapq.heappop(self.queues)
             start = max(free_at, ready)
+            if ready > free_at:
+                self._stall(engine, ready - free_at)
             end = self.bandwidth.place(start + timing.dma_fixed_ns, timing.occupancy_ns,
                                        timing.dma_rate)
             # a lone transfer never beats its own engines' rate
@@ -227,6 +239,8 @@ class _Core:
         else:
             free_at = self.engine_free[engine]
             start = max(free_at, ready)
+            if ready > free_at:
+                self._stall(engine, ready - free_at)
             release = start + timing.occupancy_ns
             visible = start + timing.latency_ns
             self.engine_free[engine] = release
@@ -236,6 +250,12 @@ class _Core:
         if self.record:
             self.starts.append(start)
             self.ends.append(visible)
+
+    def _stall(self, engine: str, wait: float) -> None:
+        """The engine sat idle ``wait`` ns for a dependency produced on ``self._blocker``."""
+        per_engine = self.stalls.setdefault(engine, {})
+        producer = self._blocker or "merged"
+        per_engine[producer] = per_engine.get(producer, 0.0) + wait
 
     def run_until_sync(self) -> float | None:
         """Schedule up to the next cross-core sync; returns its ready time, None at the end."""
@@ -308,9 +328,14 @@ def schedule_programs(programs: Sequence[Sequence[Instr]], target: str | Hardwar
             busy[engine] = busy.get(engine, 0.0) + t
     core_times = tuple(core.makespan for core in cores)
     counts: dict[str, int] = {}
+    stalls: dict[str, dict[str, float]] = {}
     for core in cores:
         for op, k in core.counts.items():
             counts[op] = counts.get(op, 0) + k
+        for engine, waits in core.stalls.items():
+            total = stalls.setdefault(engine, {})
+            for producer, t in waits.items():
+                total[producer] = total.get(producer, 0.0) + t
     return ScheduleResult(
         makespan_ns=max(core_times),
         core_makespan_ns=core_times,
@@ -321,6 +346,7 @@ def schedule_programs(programs: Sequence[Sequence[Instr]], target: str | Hardwar
         matmul_flops=sum(c.flops for c in cores),
         hbm_read_bytes=sum(c.hbm_read for c in cores),
         hbm_write_bytes=sum(c.hbm_write for c in cores),
+        stalls_ns=stalls,
     )
 
 

@@ -265,3 +265,15 @@ def test_summarize_rejects_bad_lnc_and_handles_an_empty_trace():
         summarize(Trace(), T, lnc=3)
     s = summarize(Trace(), T)
     assert s.modelled_us == 0.0 and s.tensor_util == 0.0 and s.instr_counts == {}
+
+
+def test_stalls_name_the_engine_waited_for():
+    chain = [load(2), mm(3, 1, 2), evict(4, 3)]
+    r = schedule(chain, T)
+    assert r.stalls_ns["tensor"] == pytest.approx({"dma": lat(chain[0])})
+    assert r.stalls_ns["vector"] == pytest.approx({"tensor": MM_LAT})
+    assert "dma" not in r.stalls_ns  # the load waited for nothing
+    s = summarize(chain, T)
+    assert s.stall_us["tensor"]["dma"] == pytest.approx(lat(chain[0]) / 1000)
+    assert "tensor idle, waiting for: dma" in s.format()
+    assert s.to_dict()["stall_us"]["vector"] == pytest.approx({"tensor": MM_LAT / 1000})
