@@ -267,11 +267,17 @@ def cmd_plan(args) -> int:
 
 def _run_task(task: tuple) -> tuple[list[dict], str, float]:
     """One (case, mode, seed) in a worker: its records, its status and its wall time."""
-    from verify.harness import run_case
+    from verify.harness import CaseResult, run_case
 
     case, mode, seed, backend, target = task
     start = time.perf_counter()
-    result = run_case(case, backend=backend, mode=mode, seed=seed, target=target, capture_errors=True)
+    try:
+        result = run_case(case, backend=backend, mode=mode, seed=seed, target=target,
+                          capture_errors=True)
+    except Exception as exc:  # noqa: BLE001 - one broken case must not sink the whole report
+        result = CaseResult(case=case, backend=backend, mode=mode, seed=seed, plan=None, methods=(),
+                            grads={}, modelled_us=None, passed=False, target=target,
+                            error=f"harness failure: {type(exc).__name__}: {exc}")
     return result.to_records(), result.status, time.perf_counter() - start
 
 
