@@ -248,3 +248,22 @@ def test_bench_calls_run_bench(monkeypatch, tmp_path):
     path = str(tmp_path / "b.json")
     assert main(["bench", "--set", "quick", "--target", "trn3", "--lnc", "2", "--json", path]) == 0
     assert calls == [{"set_name": "quick", "target": "trn3", "lnc": 2, "json_path": path}]
+
+
+def test_report_survives_a_broken_case(tiny_set, tmp_path, capsys):
+    """A backend that drops a gradient breaks the harness for that case only: FAIL records, exit 1."""
+    from verify.backends import KernelRun
+
+    def drops_db(case, dy, x, w, target):
+        run = oracle_fp32(case, dy, x, w, target)
+        outputs = {k: v for k, v in run.outputs.items() if k != "db"}
+        return KernelRun(outputs, run.summary, run.backend_version)
+
+    with registered("test-drops-db", drops_db):
+        code = main(["report", "--set", "fast", "--backend", "test-drops-db", "--out", str(tmp_path),
+                     "--jobs", "1", "--mode", "exact"])
+    assert code == 1
+    records = _records(tmp_path)
+    broken = [r for r in records if r["error"]]
+    assert broken and all("harness failure" in r["error"] for r in broken)
+    assert {r["case_id"] for r in broken} == {c.id for c in tiny_set if "db" in c.grads}
