@@ -12,12 +12,15 @@ the output dtype once. Against the float64 oracle run on the *same rounded input
   oracle run on 0/1 masks of the inputs (the oracle then counts terms; integers < 2**53 are exact
   in float64).
 - ``c * sqrt(K) * u`` replaces the deterministic ``gamma_K = K u / (1 - K u)``: Higham & Mary (SIAM
-  J. Sci. Comput. 2019) show that with independent, zero-mean, bounded rounding errors the
-  constant ``lambda * sqrt(K) * u`` holds with probability at least ``1 - 2 exp(-lambda**2 (1-u)**2 / 2)``
-  per element; ``c = 4`` gives a failure probability below ~7e-4 per element *before* taking
-  into account that measured errors sit one to two orders of magnitude below it
-  (verification.md, Appendix A), and blocked (PSUM-like) summation is tighter still. The
-  deterministic bound is useless at dw-sized K (verification.md section 2.2).
+  J. Sci. Comput. 2019, Thm 3.1) show that with independent, zero-mean, bounded rounding errors the
+  error of a K-term sum is at most about ``lambda sqrt(K) u`` with probability at least
+  ``1 - 2K exp(-lambda**2 (1-u)**2 / 2)``. That probability is a union bound and is loose: at
+  lambda = 4 it guarantees little for large K, so c = 4 is best read as the safety factor that
+  verification.md section 6 prescribes, backed by measurement: fp32 errors normalised by S sit one
+  to two orders of magnitude below ``4 sqrt(K) u`` for zero-mean and non-zero-mean data
+  (verification.md Appendix A; ``simtests/reference/test_tolerance.py`` re-checks it), and blocked
+  (PSUM-like) summation is tighter still. The deterministic bound would be useless at dw-sized K
+  (verification.md section 2.2).
 - ``ulp_out(|ref|)`` is one unit in the last place of the output dtype at ``|ref|`` (for 0: the
   smallest subnormal, the tiny absolute floor that lets exact zeros through). The single final cast
   costs at most half of it (``u_out |ref|``); allowing a whole ULP, as verification.md section 6
