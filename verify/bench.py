@@ -259,6 +259,10 @@ def format_table(records: Sequence[dict], checks: bool = True, candidates: bool 
             f"{_fmt(r.get('pick_over_best'), '10.2f')}")
         if r.get("error"):
             lines.append(f"{'':<16}FAILED: {r['error'][:300]}")
+        waits = (r.get("stall_us") or {}).get("tensor") or {}
+        if waits:
+            lines.append(f"{'':<16}pick: TensorE idle waiting for " + ", ".join(
+                f"{producer} {us:.1f} us" for producer, us in sorted(waits.items(), key=lambda kv: -kv[1])))
         if candidates:
             lines.extend(_candidate_lines(r))
     if checks:
