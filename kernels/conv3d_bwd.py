@@ -16,6 +16,7 @@ from .planner import (
     DbMethod,
     Strategy,
     _split,
+    dw_direct,
     current_forced_plan,
     dw_items,
     dx_items,
@@ -87,28 +88,30 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
     fold = compute_db and plan.db_method is DbMethod.FOLD
     shared = plan.strategy is Strategy.SHARED_DY
 
+    db_in_dx = fold and not (compute_dw and not shared)   # else the dw pass folds db
+    if compute_dw and not shared:
+        # dw first: its PE work hides the start of dx (the filter loads and the first dy band)
+        _run_dw_alone(ctx, pid, lnc, db_state if fold else None)
     if compute_dx:
         dw_state = None
         if compute_dw and shared:
             rows = [max((bb.own1 - bb.own0 for bb in _bands(g, plan, a)), default=0) for a in range(2)]
-            dw_state = DwState(ctx, rows)
+            dw_state = DwState(ctx, rows, direct=dw_direct(g, plan))
 
         def on_band(b, bd, bh, bw, bufs):
             if bufs is None:
                 return
             views = [DyBands.own_view(buf, bd, bh, bw, co_sz)
                      for buf, (_c0, co_sz) in zip(bufs, _co_tiles(g))]
-            if fold and bd.own1 > bd.own0 and bh.own1 > bh.own0:
+            if db_in_dx and bd.own1 > bd.own0 and bh.own1 > bh.own0:
                 for c, v in enumerate(views):
                     db_state.add(c, v)
             if dw_state is not None:
                 dw_state.add_box(b, (bd.own0, bd.own1), (bh.own0, bh.own1), views)
 
-        run_dx(ctx, _split(dx_items(g, plan), lnc, pid), on_band if (fold or dw_state) else None)
+        run_dx(ctx, _split(dx_items(g, plan), lnc, pid), on_band if (db_in_dx or dw_state) else None)
         if dw_state is not None:
             dw_state.finish(pid, lnc)
-    if compute_dw and not shared:
-        _run_dw_alone(ctx, pid, lnc, db_state if (fold and not compute_dx) else None)
     if compute_db:
         if not fold:
             per = -(-g.batch // lnc)
@@ -142,7 +145,7 @@ def _run_dw_alone(ctx, pid, lnc, db_state):
     # accumulators of one range fit SBUF
     ranges = [(c0, min(g.c_in, c0 + plan.dw_ci_range)) for c0 in range(0, g.c_in, plan.dw_ci_range)]
     for ri, ci_range in enumerate(ranges):
-        state = DwState(ctx, plan.dw_band, ci_range)
+        state = DwState(ctx, plan.dw_band, ci_range, direct=dw_direct(g, plan))
         for b, (d0, d1), (h0, h1) in items:
             views = []
             for c, (co0, co_sz) in enumerate(co_tiles):

@@ -20,14 +20,18 @@ LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
 class DwState:
     """The dw accumulators and pools of one program."""
 
-    def __init__(self, ctx, max_rows, ci_range=None):
+    def __init__(self, ctx, max_rows, ci_range=None, direct=False):
         g, plan = ctx.g, ctx.plan
         self.ctx = ctx
+        # direct: every accumulator is folded exactly once (one output box, one PSUM group), so the
+        # PSUM banks are evicted straight into the output dtype: no fp32 copy, no cast pass
+        self.direct = direct
         self.co_tiles = tiles(g.c_out, PMAX)
         self.ci_lo, ci_hi = ci_range if ci_range is not None else (0, g.c_in)
         self.width = ci_hi - self.ci_lo
         self.ci_tiles = [(self.ci_lo + c0, sz) for c0, sz in tiles(self.width, plan.dw_ci_tile)]
-        self.acc = [nl.ndarray((PMAX, g.taps, self.width), nl.float32, buffer=nl.sbuf, name=f"dw_acc{c}")
+        self.acc = [nl.ndarray((PMAX, g.taps, self.width), ctx.dtype if direct else nl.float32, buffer=nl.sbuf,
+                               name=f"dw_acc{c}")
                     for c in range(len(self.co_tiles))]
         self.started = False
         wo = g.axes[2].o
@@ -222,7 +226,9 @@ class DwState:
     def _fold(self, c, t0, kn, ci0, ci_sz, ps):
         co_sz = self.co_tiles[c][1]
         dst = self.acc[c][:co_sz, t0:t0 + kn, ci0 - self.ci_lo:ci0 - self.ci_lo + ci_sz]
-        if self.started:
+        if self.direct:
+            self.ctx.evict.copy(dst, ps)
+        elif self.started:
             nisa.tensor_tensor(dst=dst, data1=dst, data2=ps, op=nl.add, engine=nisa.engine.vector)
         else:
             nisa.tensor_copy(dst=dst, src=ps, engine=nisa.engine.vector)
@@ -257,6 +263,8 @@ class DwState:
 
         def cast_group_at(t0):
             tn = min(group, t_hi - t0)
+            if self.direct:   # already in the output dtype
+                return [a[:, t0:t0 + tn, :] for a in self.acc]
             casts = []
             for c, (_co0, co_sz) in enumerate(self.co_tiles):
                 cast = cast_pools[c].take()

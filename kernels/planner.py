@@ -49,6 +49,20 @@ def dw_stage_rows(p: Plan, rows: tuple[int, int]) -> tuple[int, int]:
     return rows
 
 
+def dw_direct(g: ConvGeom, p: Plan) -> bool:
+    """dw evicts its PSUM accumulators straight to the output dtype: one output box, one PSUM group per
+    accumulator (row mode: at most 128 rows), one program."""
+    if p.lnc != 1 or not p.compute_dw:
+        return False
+    items = [it for it in dw_items(g, p) if it[1][1] > it[1][0] and it[2][1] > it[2][0]]
+    if len(items) != 1:
+        return False
+    _b, (d0, d1), (h0, h1) = items[0]
+    if p.dw_method is DwMethod.ROW_PACK:
+        return (d1 - d0) * (h1 - h0) <= PMAX
+    return True
+
+
 def cast_group(g: ConvGeom, width: int | None = None) -> int:
     """Taps of the fp32 dw accumulator cast together at the end (~1024 elements per copy)."""
     return max(1, min(g.taps, 1024 // max(width or g.c_in, g.c_out)))
@@ -427,7 +441,7 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
             grp = cast_group(g, width)
             for t0 in range(0, taps_here, grp):
                 tn = min(grp, taps_here - t0)
-                for k in range(n_co):
+                for k in range(n_co if not dw_direct(g, p) else 0):
                     c.compute("vector" if k % 2 == 0 else "gpsimd", tn * width, 1, 1.0, 1, op="tensor_copy")
             for ci in [min(PMAX, width - s) for s in range(0, width, PMAX)]:
                 c.transpose(co_t, ci, fp32, taps_here * n_co)
@@ -478,6 +492,14 @@ def _estimate_dx_band(c: CostSheet, g: ConvGeom, p: Plan | None, bd: AxisBand, b
         c.dma(ci * rows * W * ds, (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W) * ds)
 
 
+def _fold_cost(c: CostSheet, g: ConvGeom, p: Plan, n: int, count: int) -> None:
+    """Folding ``count`` PSUM accumulators of ``n`` elements (mirrors DwState._fold)."""
+    if dw_direct(g, p):
+        c.evict(n, g.dtype_bytes == 2, count)
+    else:   # the first box copies, later boxes add (two streams): counted as adds
+        c.compute("vector", n, 2, 1.0, count, op="tensor_tensor")
+
+
 def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], oh: tuple[int, int],
                       ci_tiles: list[int], chunk: int, n_chunks: int, xpad: bool, bank: int) -> None:
     """dw of one output box (mirrors DwState.add_box), without its dy load and db fold."""
@@ -505,7 +527,7 @@ def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], o
                 c.transpose(ci, npos, fp32, gs * cnt * n_chunks)
                 c.evict(gs * ci, two, cnt * n_chunks)
                 c.matmul(co_t, gs * ci, fp32, chunk * cnt * n_chunks)
-            c.compute("vector", gs * ci, 2, 1.0, chunk * n_chunks, op="tensor_tensor")
+            _fold_cost(c, g, p, gs * ci, chunk * n_chunks)
 
 
 def _cost_fill(c: CostSheet, g: ConvGeom, count: int, parts: int, lo: list[int], hi: list[int], ext: list[int],
@@ -566,7 +588,7 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
                 c.evict(min(cols, xw - c0) * ci, two, pairs)
             for kn in kgroups:
                 c.matmul(co_t, kn * ci, fp32, pairs * n_co * Wo)
-                c.compute("vector", kn * ci, 2, 1.0, pairs * n_co, op="tensor_tensor")
+                _fold_cost(c, g, p, kn * ci, pairs * n_co)
 
 
 # ------------------------------------------------------------------------------- enumeration
