@@ -129,9 +129,7 @@ def _pytest(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
 
 
 def test_hwtests_skip_without_run_hw(tmp_path):
-    proc = _pytest("--co", tmp_path=tmp_path)  # collection must work on a CPU machine
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    proc = _pytest(tmp_path=tmp_path)
+    proc = _pytest(tmp_path=tmp_path)  # collection must work on a CPU machine, then all skip
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "Trainium suite not requested: give --run-hw" in out
