@@ -35,6 +35,7 @@ class GradResult:
     K_max: int
     metrics: ErrorMetrics
     passed: bool
+    K_structural: int = 0  # terms the geometry allows (all inputs nonzero); K_max counts nonzero ones
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,7 @@ class Reference:
     magnitudes: dict[str, np.ndarray]
     k_elem: dict[str, np.ndarray]
     reachable: dict[str, np.ndarray]
+    k_structural: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -117,9 +119,10 @@ class CaseResult:
             result = self.grads.get(grad)
             record = {**base, "grad": grad, "methods": self.grad_methods(grad)}
             if result is None:
-                record.update(K=None, passed=False, status="FAIL", metrics=None)
+                record.update(K=None, K_structural=None, passed=False, status="FAIL", metrics=None)
             else:
-                record.update(K=result.K_max, passed=result.passed, status=result.metrics.status,
+                record.update(K=result.K_max, K_structural=result.K_structural,
+                              passed=result.passed, status=result.metrics.status,
                               metrics=result.metrics.to_dict())
             records.append(record)
         return records
@@ -134,8 +137,10 @@ def reference_for(case: Case, inputs: InputSet) -> Reference:
     magnitudes = oracle_gradients(*args, **geo, magnitudes=True)
     k_elem = accumulation_lengths(*args, **geo)
     ones = [np.ones(a.shape) for a in args]
-    reachable = {g: k > 0 for g, k in accumulation_lengths(*ones, **geo).items()}
-    return Reference(values, magnitudes, k_elem, reachable)
+    structural = accumulation_lengths(*ones, **geo)
+    reachable = {g: k > 0 for g, k in structural.items()}
+    return Reference(values, magnitudes, k_elem, reachable,
+                     {g: int(k.max(initial=0.0)) for g, k in structural.items()})
 
 
 def plan_for(case: Case, target: str = "trn2") -> tuple[dict | None, tuple[str, ...], str | None]:
@@ -206,7 +211,8 @@ def run_case(case: Case, backend: str | None = None, mode: str = "exact", seed: 
         metrics = compute_metrics(run.outputs[name], ref.values[name], ref.magnitudes[name],
                                   ref.k_elem[name], dtype=case.dtype, mode=mode,
                                   reachable=ref.reachable[name])
-        grads[name] = GradResult(name, metrics.k_max, metrics, metrics.passed)
+        grads[name] = GradResult(name, metrics.k_max, metrics, metrics.passed,
+                                 ref.k_structural.get(name, 0))
     modelled = (run.summary or {}).get("modelled_us")
     return CaseResult(**common, grads=grads,
                       modelled_us=None if modelled is None else float(modelled),

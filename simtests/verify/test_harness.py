@@ -29,7 +29,7 @@ DW_ONLY = next(c for c in CASE_SETS["default"] if c.group == "grads" and c.grads
 RECORD_FIELDS = {
     "case_id", "group", "geometry", "dtype", "lnc", "backend", "backend_version", "tool_versions",
     "plan", "methods", "K", "mode", "seed", "input_distribution", "metrics", "passed", "status",
-    "modelled_us", "grad", "error",
+    "modelled_us", "grad", "error", "K_structural",
 }
 METRIC_FIELDS = {
     "max_abs", "max_rel", "max_norm_err", "max_ulp", "bound_ratio", "zero_share", "mistrusted",
