@@ -117,8 +117,11 @@ def real_nki_missing() -> str | None:
     """None when the real Neuron ``nki`` is importable (and is what ``nki`` names), else why not."""
     bound = sys.modules.get("nki")
     if bound is not None and _is_nkisim_module(bound):
-        return ("the module name 'nki' is bound to the nkisim emulator in this process "
-                "(NKISIM=1, or the real package did not import earlier)")
+        installed = _version("nki")
+        if installed is None:
+            return "the Neuron package 'nki' is not installed (nkisim stands in for it here)"
+        return (f"nki {installed} is installed, but the module name 'nki' is bound to the nkisim "
+                "emulator in this process (NKISIM=1, or the installed package did not import)")
     try:
         import nki  # noqa: F401
     except ImportError as exc:  # the PyPI placeholder raises a plain ImportError
@@ -131,6 +134,18 @@ def device_missing() -> str | None:
     if glob.glob(DEVICE_GLOB):
         return None
     return f"no NeuronCore on this machine: nothing matches {DEVICE_GLOB}"
+
+
+def backend_unavailable_reason(backend: str, dry: bool = False) -> str | None:
+    """Why the backend cannot run here (None when it can): the real nki for nki-simulate, and the
+    real nki plus a NeuronCore for trn (unless dry)."""
+    if backend == "nki-simulate":
+        missing = real_nki_missing()
+        return f"backend 'nki-simulate' needs the real Neuron nki: {missing}" if missing else None
+    if backend == "trn" and not dry:
+        missing = real_nki_missing() or device_missing()
+        return f"backend 'trn' cannot run here: {missing}" if missing else None
+    return None
 
 
 def outputs_by_grad(case: Case, returned) -> dict[str, np.ndarray]:
@@ -201,9 +216,9 @@ def _run_nkisim(case: Case, dy, x, w, target: str) -> KernelRun:
 
 
 def _run_nki_simulate(case: Case, dy, x, w, target: str) -> KernelRun:
-    missing = real_nki_missing()
+    missing = backend_unavailable_reason("nki-simulate")
     if missing:
-        raise BackendUnavailable(f"backend 'nki-simulate' needs the real Neuron nki: {missing}")
+        raise BackendUnavailable(missing)
     import nki
 
     kernel = _kernel(prefer_emulator=False)
@@ -232,10 +247,9 @@ def _device_call(case: Case, dy, x, w, target: str):
 
 
 def _run_trn(case: Case, dy, x, w, target: str, dry: bool) -> KernelRun:
-    if not dry:
-        missing = real_nki_missing() or device_missing()
-        if missing:
-            raise BackendUnavailable(f"backend 'trn' cannot run here: {missing}")
+    missing = backend_unavailable_reason("trn", dry)
+    if missing:
+        raise BackendUnavailable(missing)
     configured = os.environ.get("NEURON_LOGICAL_NC_CONFIG")
     if configured and configured != str(case.lnc):
         raise BackendUnavailable(
@@ -275,7 +289,7 @@ def run_kernel(case: Case, dy: np.ndarray, x: np.ndarray, w: np.ndarray, backend
 
 __all__ = [
     "BACKENDS", "BACKEND_ENV", "GRADS", "BackendError", "BackendUnavailable", "KernelOutputError",
-    "KernelRun", "available_backend_names", "device_missing",
+    "KernelRun", "available_backend_names", "backend_unavailable_reason", "device_missing",
     "outputs_by_grad", "real_nki_missing", "register_backend", "resolve_backend", "run_kernel",
     "tool_versions", "unregister_backend",
 ]

@@ -20,7 +20,7 @@ from reference.tolerance import (
     format_failure,
     oracle_gradients,
 )
-from verify.backends import run_kernel, tool_versions
+from verify.backends import BackendUnavailable, backend_unavailable_reason, run_kernel, tool_versions
 from verify.cases import GRADS, Case
 from verify.inputs import MODES, InputSet, make_input_set
 
@@ -176,6 +176,11 @@ def run_case(case: Case, backend: str | None = None, mode: str = "exact", seed: 
 
         raise InputModeError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
     backend = resolve_backend(backend)
+    # Before planning: importing kernels binds nkisim under 'nki' when the real package is absent,
+    # and the reason it is absent is clearer before that.
+    missing = backend_unavailable_reason(backend, dry)
+    if missing:
+        raise BackendUnavailable(missing)
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     inputs = make_input_set(case, mode, seed)
