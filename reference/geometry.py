@@ -10,6 +10,8 @@ import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 AXIS_NAMES = ("D", "H", "W")
 OUT_SIZE_RULE = "(in + pad_lo + pad_hi - dil*(k-1) - 1) // stride + 1"
 
@@ -29,24 +31,34 @@ def _check_int(name: str, value: object, minimum: int, what: str) -> int:
     return int(value)
 
 
+def _is_sequence(value: object) -> bool:
+    # A 1-D numpy array is as good as a tuple; a string is not a sequence of integers.
+    if isinstance(value, np.ndarray):
+        return value.ndim == 1
+    return isinstance(value, Sequence) and not isinstance(value, (str, bytes))
+
+
+def _show(value: object) -> str:
+    """A one-line repr for error messages (numpy's array repr spans lines)."""
+    if isinstance(value, np.ndarray):
+        return f"array({value.tolist()!r})"
+    return repr(tuple(value)) if isinstance(value, (list, tuple)) else repr(value)
+
+
 def _check_int_tuple(name: str, value: object, length: int, minimum: int, what: str, layout: str) -> tuple:
-    if isinstance(value, (str, bytes)) or not isinstance(value, Sequence):
-        raise GeometryError(f"{name}={value!r}: expected a sequence of {length} integers {layout}")
+    if not _is_sequence(value):
+        raise GeometryError(f"{name}={_show(value)}: expected a sequence of {length} integers {layout}")
     if len(value) != length:
-        raise GeometryError(
-            f"{name}={tuple(value)!r}: expected {length} integers {layout}, got {len(value)}"
-        )
+        raise GeometryError(f"{name}={_show(value)}: expected {length} integers {layout}, got {len(value)}")
     return tuple(_check_int(f"{name}[{i}]", v, minimum, what) for i, v in enumerate(value))
 
 
 def check_shape(name: str, shape: object, layout: str) -> tuple[int, ...]:
     """A 5-D shape of positive integers, else a GeometryError naming ``name``."""
-    if isinstance(shape, (str, bytes)) or not isinstance(shape, Sequence):
-        raise GeometryError(f"{name}.shape={shape!r}: expected a 5-D shape {layout}")
+    if not _is_sequence(shape):
+        raise GeometryError(f"{name}.shape={_show(shape)}: expected a 5-D shape {layout}")
     if len(shape) != 5:
-        raise GeometryError(
-            f"{name}.shape={tuple(shape)!r}: expected a 5-D array {layout}, got {len(shape)} dims"
-        )
+        raise GeometryError(f"{name}.shape={_show(shape)}: expected a 5-D array {layout}, got {len(shape)} dims")
     return tuple(_check_int(f"{name}.shape[{i}]", v, 1, "every dimension") for i, v in enumerate(shape))
 
 

@@ -92,6 +92,7 @@ def test_channel_batch_and_empty_dims(shapes, fragments):
         ({"padding": (1, 1, 1, 1, 1, 0.5)}, ("padding[5]=0.5", "padding must be an integer >= 0")),
         ({"padding": (1, 1, 1)}, ("padding=(1, 1, 1)", "expected 6 integers", "got 3")),
         ({"padding": None}, ("padding=None", "expected a sequence of 6 integers")),
+        ({"padding": np.ones((2, 3), dtype=int)}, ("padding=array", "expected a sequence of 6 integers")),
     ],
 )
 def test_bad_stride_padding_dilation(kwargs, fragments):
@@ -104,7 +105,7 @@ def test_bad_stride_padding_dilation(kwargs, fragments):
 
 def test_numpy_integers_are_accepted_and_normalised():
     geo = ConvGeometry(np.int64(2), 3, 4, (6, np.int32(8), 16), (3, 3, 3), stride=[1, np.int64(2), 2],
-                       padding=PADDING)
+                       padding=np.array(PADDING))
     assert geo.stride == STRIDE and type(geo.stride[1]) is int and geo.batch == 2
     assert geo == ConvGeometry(2, 3, 4, (6, 8, 16), (3, 3, 3), STRIDE, PADDING)
     assert geo.dy_shape == DY_SHAPE and geo.x_shape == X_SHAPE and geo.w_shape == W_SHAPE
