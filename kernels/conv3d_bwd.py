@@ -12,15 +12,15 @@ from .nki_db import DbState
 from .nki_dw import DwState
 from .nki_dx import DyBands, run_dx
 from .planner import (
-    PSUM_TRANSPOSE_BANKS,
     DbMethod,
     Strategy,
     _split,
-    dw_direct,
     current_forced_plan,
+    dw_direct,
     dw_items,
     dx_items,
     plan_conv3d_bwd,
+    psum_transpose_banks,
 )
 
 _NC_TARGET = {"gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}
@@ -47,7 +47,7 @@ class _Ctx:
         self.dy, self.x, self.filters = dy, x, filters
         self.dx, self.dw, self.db = dx, dw, db
         self.dtype = dtype
-        self.psum_t = transpose_pool(g.dtype_bytes, dtype, PSUM_TRANSPOSE_BANKS)
+        self.psum_t = transpose_pool(g.dtype_bytes, dtype, psum_transpose_banks(plan))
         self.evict = Evictor(target)
 
 
@@ -88,15 +88,16 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
     fold = compute_db and plan.db_method is DbMethod.FOLD
     shared = plan.strategy is Strategy.SHARED_DY
 
-    db_in_dx = fold and not (compute_dw and not shared)   # else the dw pass folds db
+    db_in_dx = fold and not compute_dw   # with dw, db folds on dw's dy^T tiles (PE)
+    db_in_dw = db_state if (fold and compute_dw) else None
     if compute_dw and not shared:
         # dw first: its PE work hides the start of dx (the filter loads and the first dy band)
-        _run_dw_alone(ctx, pid, lnc, db_state if fold else None)
+        _run_dw_alone(ctx, pid, lnc, db_in_dw)
     if compute_dx:
         dw_state = None
         if compute_dw and shared:
             rows = [max((bb.own1 - bb.own0 for bb in _bands(g, plan, a)), default=0) for a in range(2)]
-            dw_state = DwState(ctx, rows, direct=dw_direct(g, plan))
+            dw_state = DwState(ctx, rows, direct=dw_direct(g, plan), db_state=db_in_dw)
 
         def on_band(b, bd, bh, bw, bufs):
             if bufs is None:
@@ -145,7 +146,8 @@ def _run_dw_alone(ctx, pid, lnc, db_state):
     # accumulators of one range fit SBUF
     ranges = [(c0, min(g.c_in, c0 + plan.dw_ci_range)) for c0 in range(0, g.c_in, plan.dw_ci_range)]
     for ri, ci_range in enumerate(ranges):
-        state = DwState(ctx, plan.dw_band, ci_range, direct=dw_direct(g, plan))
+        state = DwState(ctx, plan.dw_band, ci_range, direct=dw_direct(g, plan),
+                        db_state=db_state if ri == 0 else None)
         for b, (d0, d1), (h0, h1) in items:
             views = []
             for c, (co0, co_sz) in enumerate(co_tiles):
@@ -153,8 +155,6 @@ def _run_dw_alone(ctx, pid, lnc, db_state):
                 nisa.dma_copy(dst=buf[:co_sz, :d1 - d0, :h1 - h0, :wo],
                               src=ctx.dy[b, co0:co0 + co_sz, d0:d1, h0:h1, :])
                 views.append(buf[:co_sz, :d1 - d0, :h1 - h0, :wo])
-                if db_state is not None and ri == 0:
-                    db_state.add(c, views[-1])
             state.add_box(b, (d0, d1), (h0, h1), views)
         state.finish(pid, lnc)
         del state

@@ -26,6 +26,11 @@ class DbState:
         dst = self.acc[:co_sz, c:c + 1]
         nisa.tensor_tensor(dst=dst, data1=dst, data2=part[:co_sz, :], op=nl.add, engine=nisa.engine.vector)
 
+    def add_psum(self, c, ps):
+        """Add a [co, 1] fp32 PSUM partial sum of C_out tile c into the accumulator."""
+        dst = self.acc[:self.co_tiles[c][1], c:c + 1]
+        nisa.tensor_tensor(dst=dst, data1=dst, data2=ps, op=nl.add, engine=nisa.engine.vector)
+
     def standalone(self, batches, chunk):
         """Its own pass over dy for ``batches`` (contiguous chunks of positions per C_out tile)."""
         ctx, g = self.ctx, self.ctx.g

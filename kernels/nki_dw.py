@@ -20,9 +20,15 @@ LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
 class DwState:
     """The dw accumulators and pools of one program."""
 
-    def __init__(self, ctx, max_rows, ci_range=None, direct=False):
+    def __init__(self, ctx, max_rows, ci_range=None, direct=False, db_state=None):
         g, plan = ctx.g, ctx.plan
         self.ctx = ctx
+        # db folded on the PE: the dy^T tiles dw builds anyway times a ones vector, summed in PSUM
+        self.db_state = db_state
+        if db_state is not None:
+            self.ones = nl.ndarray((PMAX, 1), ctx.dtype, buffer=nl.sbuf, name="dw_ones")
+            nisa.memset(self.ones, 1.0, engine=nisa.engine.gpsimd)
+            self.db_ps = nl.ndarray((PMAX, BANK_FP32), nl.float32, buffer=nl.psum, name="ps_db")
         # direct: every accumulator is folded exactly once (one output box, one PSUM group), so the
         # PSUM banks are evicted straight into the output dtype: no fp32 copy, no cast pass
         self.direct = direct
@@ -82,6 +88,7 @@ class DwState:
                     width += co_sz
                     c += 1
                 ctx.evict.copy(self.dyt[:npos, p, g0:g0 + width], pt[:npos, :width])
+        self._db([(s_[0] * s_[1] * s_[2], p) for p, (_st, s_) in enumerate(ptiles)])
         G = plan.dw_tap_group
         chunk = plan.dw_co_chunk
         n_co = len(self.co_tiles)
@@ -179,6 +186,7 @@ class DwState:
                         pt = ctx.psum_t.take()
                         nisa.nc_transpose(dst=pt[:nrows, :co_sz], data=dy_views[c][:co_sz, sd:sd + cd, sh:sh + ch, w])
                         ctx.evict.copy(self.dyt[:nrows, w, co0:co0 + co_sz], pt[:nrows, :co_sz])
+            self._db([(nrows, w) for w in range(wo)])
             box_d = (od[0] + sd, od[0] + sd + cd)
             box_h = (oh[0] + sh, oh[0] + sh + ch)
             for ci0, ci_sz in self.ci_tiles:
@@ -222,6 +230,16 @@ class DwState:
                             for a, c in enumerate(cts):
                                 self._fold(c, t0, kn, ci0, ci_sz, accs[a][:self.co_tiles[c][1], :n])
             self.started = True
+
+    def _db(self, columns):
+        """db += sum over the dy^T columns (npos, index) of this box: ones-vector matmuls on the PE."""
+        if self.db_state is None:
+            return
+        for c, (co0, co_sz) in enumerate(self.co_tiles):
+            for i, (npos, idx) in enumerate(columns):
+                nisa.nc_matmul(self.db_ps[:co_sz, c:c + 1], stationary=self.dyt[:npos, idx, co0:co0 + co_sz],
+                               moving=self.ones[:npos, :], accumulate=i > 0)
+            self.db_state.add_psum(c, self.db_ps[:co_sz, c:c + 1])
 
     def _fold(self, c, t0, kn, ci0, ci_sz, ps):
         co_sz = self.co_tiles[c][1]

@@ -42,6 +42,16 @@ PSUM_TRANSPOSE_BANKS = 3   # the kernel's shared pool for PE transposes (filters
 PSUM_DX_BANKS = 2          # dx accumulation banks (one block accumulates while the other is evicted)
 
 
+def psum_transpose_banks(p: Plan) -> int:
+    """The shared PE-transpose pool: one bank less when dx and dw share the PSUM (shared-dy)."""
+    return PSUM_TRANSPOSE_BANKS - (1 if p.strategy is Strategy.SHARED_DY else 0)
+
+
+def db_on_dw(p: Plan) -> bool:
+    """db folds on the dy^T tiles of dw (ones-vector matmuls; one PSUM bank)."""
+    return bool(p.compute_db and p.compute_dw and p.db_method is DbMethod.FOLD)
+
+
 def dw_stage_rows(p: Plan, rows: tuple[int, int]) -> tuple[int, int]:
     """Output rows of the largest x band dw loads at once (row mode loads one <=128-row chunk)."""
     if p.dw_method is DwMethod.ROW_PACK:
@@ -49,6 +59,7 @@ def dw_stage_rows(p: Plan, rows: tuple[int, int]) -> tuple[int, int]:
     return rows
 
 
+@lru_cache(maxsize=4096)
 def dw_direct(g: ConvGeom, p: Plan) -> bool:
     """dw evicts its PSUM accumulators straight to the output dtype: one output box, one PSUM group per
     accumulator (row mode: at most 128 rows), one program."""
@@ -323,11 +334,11 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         else:
             phase_sbuf["dw"] = dw_total
         phase_sbuf["dw store"] = acc + store + other + db
-        psum_dw = dw_acc_banks(p.dw_co_chunk, n_co)
+        psum_dw = dw_acc_banks(p.dw_co_chunk, n_co) + (1 if db_on_dw(p) else 0)
     if p.compute_db and p.db_method is DbMethod.STANDALONE:
         phase_sbuf["db"] = 2 * min(_db_chunk(g), g.batch * Wo * g.axes[0].o * g.axes[1].o) * ds + 4 * n_co * 4
     sbuf = max(phase_sbuf.values(), default=0)
-    psum = PSUM_TRANSPOSE_BANKS + (psum_dx + psum_dw if p.strategy is Strategy.SHARED_DY
+    psum = psum_transpose_banks(p) + (psum_dx + psum_dw if p.strategy is Strategy.SHARED_DY
                                    else max(psum_dx, psum_dw))
     return _Budget(sbuf, psum, tuple(parts))
 
@@ -380,6 +391,13 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
     co_t = min(PMAX, g.c_out)
     W, Wo = g.axes[2].n, g.axes[2].o
     fill = 2 * hw.dma_fixed_ns
+    if p.compute_dx and (p.strategy is Strategy.SHARED_DY or not p.compute_dw):
+        # dx runs first: its filter loads (one C_in group) and their PE transposes are exposed
+        ci_first = p.dx_ci_tile if p.dx_ci_outer else g.c_in
+        run = g.c_out * ds
+        fill += g.taps * ci_first * g.c_out * ds / (hw.dma_bytes_per_ns * run / (run + 256.0))
+        fill += g.taps * n_tiles(g.c_out, PMAX) * n_tiles(ci_first, PMAX) * max(64, min(PMAX, g.c_in)) \
+            * (4 if fp32 else 1) / hw.tensor_ghz
     if p.compute_dx:
         ci_tiles = [min(p.dx_ci_tile, g.c_in - s) for s in range(0, g.c_in, p.dx_ci_tile)]
         items = _split(dx_items(g, p), p.lnc, 0)
@@ -430,8 +448,10 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                 c.add(cache[key])
                 if p.strategy is not Strategy.SHARED_DY:
                     c.dma(co_t * rows[0] * rows[1] * Wo * ds, (rows[1] * Wo if rows[1] == g.axes[1].o else Wo) * ds, n_co)
-                if p.compute_db and p.db_method is DbMethod.FOLD and r0 == 0:
-                    c.compute("vector", rows[0] * rows[1] * Wo, 1, 1.0, n_co, op="tensor_reduce")
+                if db_on_dw(p) and r0 == 0:   # ones-vector matmuls per dy^T column, one add per tile
+                    cols = (ceil_div(rows[0] * rows[1], PMAX) * Wo if p.dw_method is DwMethod.ROW_PACK
+                            else sum(cnt for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)))
+                    c.matmul(co_t, 1, fp32, cols * n_co)
                     c.compute("vector", 1, 2, 1.0, n_co, op="tensor_tensor")
             # finalize: (LNC2) exchange + add, cast, transposes, stores
             taps_here = ceil_div(g.taps, p.lnc)
@@ -526,8 +546,8 @@ def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], o
             for npos, cnt in sizes:
                 c.transpose(ci, npos, fp32, gs * cnt * n_chunks)
                 c.evict(gs * ci, two, cnt * n_chunks)
-                c.matmul(co_t, gs * ci, fp32, chunk * cnt * n_chunks)
-            _fold_cost(c, g, p, gs * ci, chunk * n_chunks)
+                c.matmul(co_t, gs * ci, fp32, n_co * cnt)
+            _fold_cost(c, g, p, gs * ci, n_co)
 
 
 def _cost_fill(c: CostSheet, g: ConvGeom, count: int, parts: int, lo: list[int], hi: list[int], ext: list[int],
@@ -694,7 +714,7 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
         return Plan(**b, strategy=strat, dx_method=_dx_method(g) if cdx_ else None,
                     dw_method=dw_m if cdw_ else None, db_method=db, dx_band=dxb, dw_band=dwb,
                     dx_ci_tile=ci_tile, dx_ci_outer=ci_outer, dw_ci_tile=dw_ci, dw_tap_group=G,
-                    dw_co_chunk=min(n_co, 2 if strat is Strategy.SHARED_DY else 4), dw_ci_range=rng,
+                    dw_co_chunk=min(n_co, 2 if strat is Strategy.SHARED_DY else 3), dw_ci_range=rng,
                     dy_bufs=2)
 
     plans: list[Plan] = []
