@@ -60,11 +60,11 @@ def error_vs_k(records: list[dict]) -> str:
               label="accumulation term 4 sqrt(K) u_fp32")
     left.set(xscale="log", yscale="log", xlabel="K (accumulation length, max per gradient)",
              ylabel="max |err| / sum|a||b|", title="Normalised error against K")
-    left.legend(fontsize=7)
+    left.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=2)
     right.axhline(1.0, color="red", linewidth=1.5, label="bound (fail above)")
     right.set(xscale="log", yscale="log", xlabel="K", ylabel="max err / bound",
               title="Error as a share of the bound")
-    right.legend(fontsize=7)
+    right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.15), ncol=1)
     return _png(fig)
 
 
@@ -83,10 +83,11 @@ def ulp_distribution(records: list[dict]) -> str:
     width = 0.8 / max(1, len(totals))
     for i, (dtype, counts) in enumerate(sorted(totals.items())):
         xs = [j + i * width for j in range(len(counts))]
-        ax.bar(xs, counts, width=width, color=DTYPE_COLORS.get(dtype, "gray"), label=dtype)
+        heights = [c if c > 0 else float("nan") for c in counts]  # an empty bin draws no bar
+        ax.bar(xs, heights, width=width, color=DTYPE_COLORS.get(dtype, "gray"), label=dtype)
     ax.set_xticks([j + width * (len(totals) - 1) / 2 for j in range(len(labels))], labels)
-    ax.set_yscale("log", nonpositive="mask")
-    ax.set_ylim(bottom=0.8)
+    ax.set_yscale("log")
+    ax.set_ylim(bottom=0.5)
     ax.set(xlabel="ULP distance from the oracle rounded to the output dtype",
            ylabel="elements", title="ULP error distribution per dtype (all elements)")
     ax.legend()
