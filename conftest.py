@@ -113,8 +113,11 @@ def _real_nki_probe() -> str | None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    backend = config.getoption("--backend") or _default_backend()
-    _backend_choice(backend)
+    backend = config.getoption("--backend")
+    if backend is None:
+        backend = _default_backend()
+        if backend not in BACKENDS:
+            raise pytest.UsageError(f"${BACKEND_ENV}: {backend!r} is not one of {', '.join(BACKENDS)}")
     config.conv3d_backend = backend  # type: ignore[attr-defined]
     for marker in (
         "fast: quick subset, runs in seconds",
