@@ -11,6 +11,7 @@ import argparse
 import json
 import multiprocessing
 import os
+import re
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -92,6 +93,13 @@ def _shard(text: str) -> tuple[int, int]:
     return index, count
 
 
+def _regex(text: str):
+    try:
+        return re.compile(text)
+    except re.error as exc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a regular expression: {exc}") from None
+
+
 def _add_geometry(parser: argparse.ArgumentParser) -> None:
     geo = parser.add_argument_group("geometry")
     geo.add_argument("--batch", type=_positive_int, required=True, metavar="B")
@@ -152,6 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--seed", type=_seed, default=0,
                         help="exact mode uses SEED; stat mode SEED on even-indexed cases and SEED+1 "
                         "(the non-zero-mean inputs) on odd ones")
+    report.add_argument("--only", type=_regex, default=None, metavar="REGEX",
+                        help="run only the cases whose id matches REGEX (re.search)")
     report.add_argument("--jobs", type=_positive_int, default=min(2, os.cpu_count() or 1))
     report.add_argument("--target", choices=TARGETS, default="trn2")
 
@@ -325,6 +335,10 @@ def _report_tasks(args, backend: str) -> list[tuple]:
     # The position in the whole set (not in the shard) picks the stat seed, so that a sharded run
     # and a whole run give the very same records.
     indexed = list(enumerate(CASE_SETS[args.case_set]))
+    if args.only is not None:
+        indexed = [(i, case) for i, case in indexed if args.only.search(case.id)]
+        if not indexed:
+            raise UsageError(f"--only: {args.only.pattern!r} matches no case of set {args.case_set!r}")
     if args.shard:
         index, count = args.shard
         indexed = indexed[index - 1::count]

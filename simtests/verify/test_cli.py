@@ -89,6 +89,8 @@ def test_check_json_is_machine_readable(standin, capsys):
     (["report", "--shard", "3/2"], "--shard"),
     (["report", "--set", "huge"], "--set"),
     (["report", "--merge", "/nonexistent/shard"], "does not exist"),
+    (["report", "--only", "("], "--only"),
+    (["report", "--only", "no-such-case"], "matches no case"),
     (["launch"], "invalid choice"),
 ])
 def test_usage_errors_exit_2_with_one_line(argv, needle, capsys):
@@ -267,3 +269,9 @@ def test_report_survives_a_broken_case(tiny_set, tmp_path, capsys):
     broken = [r for r in records if r["error"]]
     assert broken and all("harness failure" in r["error"] for r in broken)
     assert {r["case_id"] for r in broken} == {c.id for c in tiny_set if "db" in c.grads}
+
+
+def test_report_only_selects_cases_by_id(standin, tmp_path, capsys):
+    assert main(["report", "--set", "default", "--only", "^chan_k1-|^vae-", "--backend", standin,
+                 "--out", str(tmp_path), "--jobs", "1", "--mode", "exact"]) == 0
+    assert {r["case_name"] for r in _records(tmp_path)} == {"chan_k1", "vae"}
