@@ -6,6 +6,8 @@ import itertools
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from reference import conv3d_bwd_magnitudes
 from reference.tolerance import (
@@ -257,3 +259,22 @@ def test_accumulation_lengths_count_nonzero_terms():
     # and S is consistent with the counts: every counted term contributes at least |1*1|
     s = conv3d_bwd_magnitudes(dy, x, w, stride=stride, padding=padding, dilation=dilation)
     assert all(np.all(s_g >= counts[g]) for g, s_g in zip(("dx", "dw", "db"), s))
+
+
+@given(st.floats(width=32, allow_nan=False, allow_infinity=False), st.sampled_from(["bf16", "fp16"]))
+def test_round_to_dtype_agrees_with_a_single_cast_from_fp32(value, dtype):
+    # From fp32 one cast is one rounding, so ml_dtypes/numpy are a valid reference there.
+    np_type = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16}[dtype]
+    with np.errstate(over="ignore"):
+        expected = np.array([value], dtype=np.float32).astype(np_type)
+    got = round_to_dtype(np.array([value], dtype=np.float64), dtype)
+    assert got.tobytes() == expected.tobytes() or (float(got[0]) == 0.0 == float(expected[0]))
+
+
+@given(st.floats(width=16, allow_nan=False, allow_infinity=False), st.integers(-5, 5))
+def test_step_ulps_and_ulp_distance_agree(value, steps):
+    start = np.array([value], dtype=np.float16)
+    moved = step_ulps(start, "fp16", steps)
+    if not np.isfinite(moved.astype(np.float64)).all():
+        return  # stepped past the largest finite value
+    assert int(ordered_bits(moved, "fp16")[0] - ordered_bits(start, "fp16")[0]) == steps
