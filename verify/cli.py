@@ -391,7 +391,7 @@ def _order(records: list[dict]) -> list[dict]:
 
 
 def cmd_report(args) -> int:
-    from verify.backends import BackendError, resolve_backend, tool_versions
+    from verify.backends import BackendError, backend_unavailable_reason, resolve_backend, tool_versions
     from verify.report import write_reports
     from verify.report.json_io import ReportFileError, merge_reports
 
@@ -405,6 +405,9 @@ def cmd_report(args) -> int:
             backend = resolve_backend(args.backend)
         except BackendError as exc:
             raise UsageError(str(exc)) from None
+        missing = backend_unavailable_reason(backend)
+        if missing:
+            raise UsageError(missing)
         tasks = _report_tasks(args, backend)
         start = time.perf_counter()
         records = run_report_tasks(tasks, args.jobs)

@@ -190,9 +190,9 @@ def run_case(case: Case, backend: str | None = None, mode: str = "exact", seed: 
     plan, methods, plan_error = plan_for(case, target)
     timings["plan"] = time.perf_counter() - t0
 
-    common = {"case": case, "backend": backend, "mode": mode, "seed": seed, "plan": plan, "methods": methods,
-                  "target": target, "input_distribution": inputs.distribution,
-                  "input_density": inputs.density, "plan_error": plan_error}
+    common = {"case": case, "backend": backend, "mode": mode, "seed": seed, "plan": plan,
+              "methods": methods, "target": target, "input_distribution": inputs.distribution,
+              "input_density": inputs.density, "plan_error": plan_error}
     t0 = time.perf_counter()
     try:
         run = run_kernel(case, *inputs.as_tuple(), backend=backend, target=target, dry=dry)

@@ -106,6 +106,8 @@ def test_unavailable_backend_is_a_usage_error(capsys):
         pytest.skip("the real Neuron nki imports here")
     assert main(["check", *GEOMETRY, "--backend", "nki-simulate"]) == 2
     assert "nki" in _one_line_error(capsys.readouterr().err)
+    assert main(["report", "--set", "fast", "--backend", "trn", "--out", "unused"]) == 2
+    assert "backend 'trn' cannot run here" in _one_line_error(capsys.readouterr().err)
 
 
 def test_usage_error_in_a_real_process_has_no_traceback():
