@@ -224,8 +224,6 @@ class _Core:
         if engine == "dma":
             free_at, queue = heapq.heappop(self.queues)
             start = max(free_at, ready)
-            if ready > free_at:
-                self._stall(engine, ready - free_at)
             end = self.bandwidth.place(start + timing.dma_fixed_ns, timing.occupancy_ns,
                                        timing.dma_rate)
             # a lone transfer never beats its own engines' rate
