@@ -297,9 +297,9 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         dyb = p.dy_bufs * n_co * ext[0] * ext[1] * ext[2] * ds
         plane = 2 * p.dx_band[0] * p.dx_band[1] * W * ds
         parts += [("filters", filt), ("dx dy band", dyb), ("dx plane", plane)]
-        phase_sbuf["filters"] = filt + stage
         stage = 2 * dx_stage_elems(g, p.dx_band) * ds
-        phase_sbuf["dx"] = filt + dyb + plane + stage + (4 * n_co * 4 if p.compute_db else 0)
+        wstage = 3 * _filter_group(g, p) * g.c_out * ds   # the filter staging ring (load_filters_t)
+        phase_sbuf["dx"] = filt + wstage + dyb + plane + stage + (4 * n_co * 4 if p.compute_db else 0)
         psum_dx = PSUM_DX_BANKS
     if p.compute_dw:
         if p.strategy is Strategy.SHARED_DY:
@@ -329,11 +329,12 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         parts += [("dw dyT", dyt), ("dw x band", xb), ("dw xT", xt), ("dw fp32 acc", acc)]
         if dyb:
             parts.append(("dw dy band", dyb))
-        if p.strategy is Strategy.SHARED_DY:
+        if p.strategy is Strategy.SHARED_DY:   # dw's pools live through the whole dx section
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_total
         else:
             phase_sbuf["dw"] = dw_total
-        phase_sbuf["dw store"] = acc + store + other + db
+        # the store runs while every dw pool (and, per gradient, dw's dy ring) is still live
+        phase_sbuf["dw store"] = dw_total + store + other
         psum_dw = dw_acc_banks(p.dw_co_chunk, n_co) + (1 if db_on_dw(p) else 0)
     if p.compute_db and p.db_method is DbMethod.STANDALONE:
         phase_sbuf["db"] = 2 * min(_db_chunk(g), g.batch * Wo * g.axes[0].o * g.axes[1].o) * ds + 4 * n_co * 4

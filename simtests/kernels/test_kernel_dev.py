@@ -179,3 +179,23 @@ def test_int_dtype_is_rejected():
     dy, x, w = _arrays()
     with pytest.raises(Conv3dBwdInputError, match="dtype"):
         nkisim.run(conv3d_bwd, dy.astype(np.int32), x.astype(np.int32), w.astype(np.int32))
+
+
+@pytest.mark.parametrize("geom", [
+    {"batch": 1, "c_in": 64, "c_out": 64, "size": (4, 16, 16), "kernel": (3, 3, 3), "padding": (1,) * 6},
+    {"batch": 2, "c_in": 32, "c_out": 96, "size": (4, 12, 12), "kernel": (3, 3, 3), "stride": (2, 2, 2), "padding": (1,) * 6},
+], ids=["c64", "s2"])
+def test_planner_budget_bounds_the_measured_peak(geom):
+    """Every feasible candidate runs without a rule violation, within the SBUF/PSUM the planner counted."""
+    from .conftest import out_size
+    k, s, p = geom["kernel"], geom.get("stride", (1, 1, 1)), geom["padding"]
+    o = tuple(out_size(geom["size"][a], k[a], s[a], p[2 * a], p[2 * a + 1], 1) for a in range(3))
+    shapes = ((geom["batch"], geom["c_out"]) + o, (geom["batch"], geom["c_in"]) + geom["size"],
+              k + (geom["c_in"], geom["c_out"]))
+    plan = plan_conv3d_bwd(*shapes, stride=s, padding=p)
+    for alt in plan.feasible_candidates():
+        with forced_plan(alt):
+            res = nkisim.run(conv3d_bwd, *(nkisim.TensorSpec(sh, "bfloat16") for sh in shapes), stride=s,
+                             padding=p, trace_only=True)
+        assert res.peak_sbuf_bytes_per_partition <= alt.sbuf_bytes, alt.label
+        assert res.peak_psum_banks <= alt.psum_banks, alt.label
