@@ -10,8 +10,11 @@ BANK_FP32 = 512
 class Pool:
     """A fixed ring of equally shaped on-chip tensors, allocated once (multi-buffering)."""
 
-    def __init__(self, count, shape, dtype, buffer, name):
+    def __init__(self, count, shape, dtype, buffer, name, zero=False):
         self.items = [nl.ndarray(shape, dtype, buffer=buffer, name=f"{name}{i}") for i in range(count)]
+        if zero:   # partitions no load ever writes must hold finite values (they meet zero weights)
+            for t in self.items:
+                nisa.memset(t, 0.0, engine=nisa.engine.gpsimd)
         self.next = 0
 
     def take(self):
@@ -43,14 +46,15 @@ def band_slices(start, size, step):
     return slice(start, start + (size - 1) * step + 1, step)
 
 
-def load_padded(buf, ext, lo, hi, src, stage_pool):
+def load_padded(buf, ext, lo, hi, src, stage_pool, p0=0):
     """Fill ``buf[:p, :E0, :E1, :E2]`` with ``src`` placed at [lo, hi) per axis and zeros elsewhere.
 
     Only the border slabs are zeroed. When H or W is padded the interior is not contiguous per
     partition, so a DMA straight into it would move runs of one W row (slow descriptors): then the
     DMA lands contiguously in a staging tile and GpSimd places it.
     """
-    p = buf.shape[0] if src is None else src.shape[0]
+    p = buf.shape[0] - p0 if src is None else src.shape[0]
+    buf = buf[p0:p0 + p]     # a partition region (regions start at 0/32/64/96)
     view = buf[:p, :ext[0], :ext[1], :ext[2]]
     if src is None or any(h <= l for l, h in zip(lo, hi)):
         nisa.memset(view, 0.0, engine=nisa.engine.gpsimd)
@@ -71,7 +75,7 @@ def load_padded(buf, ext, lo, hi, src, stage_pool):
         nisa.dma_copy(dst=interior, src=src)
     else:
         n = [hi[a] - lo[a] for a in range(3)]
-        stage = stage_pool.take()
+        stage = stage_pool.take()[p0:p0 + p]   # same partitions as the destination
         nisa.dma_copy(dst=stage[:p, :n[0] * n[1] * n[2]], src=src)
         nisa.tensor_copy(dst=interior, src=stage[:p, :n[0] * n[1] * n[2]], engine=nisa.engine.gpsimd)
     return view

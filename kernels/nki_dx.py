@@ -10,14 +10,14 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .nki_common import BANK_FP32, PMAX, Pool, band_slices, load_padded
-from .nki_filters import load_filters_t
-from .schedule import axis_bands, dx_phase_work, dx_stage_elems, tiles
+from .nki_filters import load_filters_block_diag, load_filters_t
+from .schedule import axis_bands, dx_packs, dx_phase_work, dx_stage_elems, tiles
 
 
 class DyBands:
     """Zero-padded dy band buffers (one per C_out tile), rotated ``bufs`` deep."""
 
-    def __init__(self, g, dy, plan, dtype):
+    def __init__(self, g, dy, plan, dtype, zero=False):
         self.g = g
         self.dy = dy
         self.co_tiles = tiles(g.c_out, PMAX)
@@ -27,7 +27,7 @@ class DyBands:
         self.ext = (max(b.extent for b in bands_d), max(b.extent for b in bands_h), self.band_w.extent)
         self.pools = None
         if min(self.ext) > 0:
-            self.pools = [Pool(plan.dy_bufs, (PMAX,) + self.ext, dtype, nl.sbuf, f"dy_band{c}_")
+            self.pools = [Pool(plan.dy_bufs, (PMAX,) + self.ext, dtype, nl.sbuf, f"dy_band{c}_", zero=zero)
                           for c in range(len(self.co_tiles))]
         self.stage = Pool(2, (PMAX, dx_stage_elems(g, plan.dx_band)), dtype, nl.sbuf, "dy_stage") \
             if dx_stage_elems(g, plan.dx_band) else None
@@ -55,6 +55,30 @@ class DyBands:
                 out.append(load_padded(buf, ext, lo, hi, src, self.stage))
         return out
 
+    def load_regions(self, pack, pitch):
+        """One buffer [128, Ed, Eh, Ew] with the dy band of pack item r at partitions r*pitch."""
+        bw = self.band_w
+        _b, bd, bh = pack[0]
+        ext = (bd.extent, bh.extent, bw.extent)
+        if min(ext) <= 0:
+            return None
+        buf = self.pools[0].take()
+        o = self.g.out_size
+        for r, (b, bd_r, bh_r) in enumerate(pack):
+            bands = (bd_r, bh_r, bw)
+            valid = [(max(bb.q0, 0), min(bb.q1, o[a])) for a, bb in enumerate(bands)]
+            lo = [max(v0 - bb.q0, 0) for (v0, _v1), bb in zip(valid, bands)]
+            hi = [max(v1 - bb.q0, lo[a]) for a, ((_v0, v1), bb) in enumerate(zip(valid, bands))]
+            empty = any(v1 <= v0 for v0, v1 in valid)
+            src = None if empty else self.dy[b, :, valid[0][0]:valid[0][1], valid[1][0]:valid[1][1],
+                                             valid[2][0]:valid[2][1]]
+            if src is None:
+                nisa.memset(buf[r * pitch:r * pitch + self.g.c_out, :ext[0], :ext[1], :ext[2]], 0.0,
+                            engine=nisa.engine.gpsimd)
+            else:
+                load_padded(buf, ext, lo, hi, src, self.stage, p0=r * pitch)
+        return [buf[:PMAX, :ext[0], :ext[1], :ext[2]]]
+
     @staticmethod
     def own_view(buf, bd, bh, bw, co_sz):
         """The owned dy rows of a loaded band (for dw and a folded db): [co, nd, nh, W_out]."""
@@ -63,24 +87,45 @@ class DyBands:
 
 
 def run_dx(ctx, items, on_band=None):
-    """dx for the (batch, D band, H band) ``items`` of this program; ``on_band`` sees each dy band once."""
+    """dx for the (batch, D band, H band) ``items`` of this program; ``on_band`` sees each dy band once.
+
+    With ``plan.dx_regions`` R > 1 (C_in, C_out <= 128/R) R bands of equal structure are stacked on the
+    partitions (region r at partition r*128/R) and share every matmul through block-diagonal filters.
+    """
     g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
     ax = g.axes
     W = ax[2].n
-    co_tiles = tiles(g.c_out, PMAX)
+    regions = plan.dx_regions
+    pitch = PMAX // regions
+    co_tiles = tiles(g.c_out, PMAX) if regions == 1 else [(0, PMAX)]
     ci_tiles = tiles(g.c_in, plan.dx_ci_tile)
-    bands = DyBands(g, ctx.dy, plan, dtype)
+    bands = DyBands(g, ctx.dy, plan, dtype, zero=regions > 1)
     plane_pool = Pool(2, (PMAX, plan.dx_band[0], plan.dx_band[1], W), dtype, nl.sbuf, "dx_plane")
     acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dx")
     groups = [ci_tiles] if not plan.dx_ci_outer else [[t] for t in ci_tiles]
-    grp = max(1, min(g.taps, 2048 // (plan.dx_ci_tile * g.dtype_bytes)))
+    if regions > 1:
+        groups = [[(0, PMAX)]]     # one block-diagonal "tile": M = K = 128
+    packs = dx_packs(g, list(items), regions)
     for gi, group in enumerate(groups):
-        w_t = load_filters_t(g, ctx.filters, group, dtype, ctx.psum_t, ctx.evict, grp)
+        if regions > 1:
+            w_t = load_filters_block_diag(g, ctx.filters, regions, dtype, ctx.psum_t, ctx.evict,
+                                          max(1, min(g.taps, 2048 // (PMAX * g.dtype_bytes))))
+        else:
+            grp = max(1, min(g.taps, 2048 // (plan.dx_ci_tile * g.dtype_bytes)))
+            w_t = load_filters_t(g, ctx.filters, group, dtype, ctx.psum_t, ctx.evict, grp)
         rel0 = {ci0: sum(sz for c, sz in group if c < ci0) for ci0, _s in group}
-        for b, bd, bh in items:
-            bufs = bands.load(b, bd, bh)
-            if on_band is not None and gi == 0:
-                on_band(b, bd, bh, bands.band_w, bufs)
+        for pack in packs:
+            _b, bd, bh = pack[0]
+            if regions == 1:
+                bufs = bands.load(*pack[0])
+                if on_band is not None and gi == 0:
+                    on_band(*pack[0], bands.band_w, bufs)
+            else:
+                bufs = bands.load_regions(pack, pitch)
+                if on_band is not None and gi == 0:
+                    for r, (b_r, bd_r, bh_r) in enumerate(pack):
+                        view = None if bufs is None else [bufs[0][r * pitch:r * pitch + g.c_out]]
+                        on_band(b_r, bd_r, bh_r, bands.band_w, view)
             work = dx_phase_work(g, (bd, bh, bands.band_w))
             nd_in, nh_in = bd.i1 - bd.i0, bh.i1 - bh.i0
             for ci0, ci_sz in group:
@@ -113,5 +158,10 @@ def run_dx(ctx, items, on_band=None):
                         i_w = ax[2].i_of_j(jw, pw.phases[2])
                         ctx.evict.copy(plane[:ci_sz, band_slices(i_d, nd, ax[0].s), band_slices(i_h, nh, ax[1].s),
                                              band_slices(i_w, nw, ax[2].s)], ps[:ci_sz, :n])
-                nisa.dma_copy(dst=ctx.dx[b, ci0:ci0 + ci_sz, bd.i0:bd.i1, bh.i0:bh.i1, :],
-                              src=plane[:ci_sz, :nd_in, :nh_in, :W])
+                if regions == 1:
+                    nisa.dma_copy(dst=ctx.dx[_b, ci0:ci0 + ci_sz, bd.i0:bd.i1, bh.i0:bh.i1, :],
+                                  src=plane[:ci_sz, :nd_in, :nh_in, :W])
+                else:
+                    for r, (b_r, bd_r, bh_r) in enumerate(pack):
+                        nisa.dma_copy(dst=ctx.dx[b_r, :, bd_r.i0:bd_r.i1, bh_r.i0:bh_r.i1, :],
+                                      src=plane[r * pitch:r * pitch + g.c_in, :nd_in, :nh_in, :W])

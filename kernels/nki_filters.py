@@ -32,3 +32,24 @@ def load_filters_t(g, filters, ci_list, dtype, psum_t, evict, group):
                 evict.copy(w_t[c][:co_sz, t0:t0 + gn, rel:rel + ci_sz], pt[:co_sz, :gn * ci_sz])
         rel += ci_sz
     return w_t
+
+
+def load_filters_block_diag(g, filters, regions, dtype, psum_t, evict, group):
+    """One SBUF tensor [128, taps, 128] holding, per tap, ``regions`` copies of W^T [co, ci] on the
+    diagonal (region r at partitions / columns r*pitch), zeros elsewhere: one matmul then computes dx
+    of ``regions`` independent bands stacked on the partitions."""
+    pitch = PMAX // regions
+    w_bd = nl.ndarray((PMAX, g.taps, PMAX), dtype, buffer=nl.sbuf, name="w_bd")
+    stage_pool = Pool(3, (PMAX, group, PMAX), dtype, nl.sbuf, "w_stage_bd", zero=True)
+    flat = filters.reshape((g.taps, g.c_in, g.c_out))
+    for t0 in range(0, g.taps, group):
+        gn = min(group, g.taps - t0)
+        stage = stage_pool.take()
+        for r in range(regions):
+            nisa.dma_copy(dst=stage[r * pitch:r * pitch + g.c_in, :gn, r * pitch:r * pitch + g.c_out],
+                          src=flat[t0:t0 + gn, :, :].permute((1, 0, 2)))
+        pt = psum_t.take()
+        for gi in range(gn):
+            nisa.nc_transpose(dst=pt[:PMAX, gi * PMAX:(gi + 1) * PMAX], data=stage[:PMAX, gi, :PMAX])
+        evict.copy(w_bd[:PMAX, t0:t0 + gn, :], pt[:PMAX, :gn * PMAX])
+    return [w_bd]

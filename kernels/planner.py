@@ -30,10 +30,12 @@ from .schedule import (
     dw_x_extent,
     dw_x_fill,
     dw_x_stage_elems,
+    dx_packs,
     dx_phase_work,
     dx_stage_elems,
     n_tiles,
     needs_stage,
+    region_fits,
 )
 
 PSUM_BANK_BYTES = 2048
@@ -159,6 +161,7 @@ class Plan:
     dw_co_chunk: int                  # C_out tiles whose PSUM accumulators are live together
     dw_ci_range: int                  # C_in channels whose fp32 accumulators live at once (dy streamed per range)
     dy_bufs: int                      # dy band buffers (prefetch depth)
+    dx_regions: int = 1               # dx bands stacked on the partitions (block-diagonal filters)
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -190,7 +193,8 @@ class Plan:
     def tiles(self) -> dict:
         return {"dx_band": list(self.dx_band), "dw_band": list(self.dw_band), "dx_ci_tile": self.dx_ci_tile,
                 "dx_ci_outer": self.dx_ci_outer, "dw_ci_tile": self.dw_ci_tile,
-                "dw_tap_group": self.dw_tap_group, "dw_co_chunk": self.dw_co_chunk, "dy_bufs": self.dy_bufs}
+                "dw_tap_group": self.dw_tap_group, "dw_co_chunk": self.dw_co_chunk, "dy_bufs": self.dy_bufs,
+                "dw_ci_range": self.dw_ci_range, "dx_regions": self.dx_regions}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -291,7 +295,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
     parts: list[tuple[str, int]] = []
     if p.compute_dx:
         ci_res = p.dx_ci_tile if p.dx_ci_outer else g.c_in
-        filt = n_co * g.taps * ci_res * ds
+        filt = n_co * g.taps * ci_res * ds if p.dx_regions == 1 else g.taps * PMAX * ds
         stage = 3 * _filter_group(g, p) * g.c_out * ds
         ext = _dx_dy_extent(g, p.dx_band)
         dyb = p.dy_bufs * n_co * ext[0] * ext[1] * ext[2] * ds
@@ -299,6 +303,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         parts += [("filters", filt), ("dx dy band", dyb), ("dx plane", plane)]
         stage = 2 * dx_stage_elems(g, p.dx_band) * ds
         wstage = 3 * _filter_group(g, p) * g.c_out * ds   # the filter staging ring (load_filters_t)
+        if p.dx_regions > 1:
+            wstage = 3 * max(1, min(g.taps, PSUM_BANK_BYTES // (PMAX * ds))) * PMAX * ds
         phase_sbuf["dx"] = filt + wstage + dyb + plane + stage + (4 * n_co * 4 if p.compute_db else 0)
         psum_dx = PSUM_DX_BANKS
     if p.compute_dw:
@@ -403,6 +409,13 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         ci_tiles = [min(p.dx_ci_tile, g.c_in - s) for s in range(0, g.c_in, p.dx_ci_tile)]
         items = _split(dx_items(g, p), p.lnc, 0)
         grp = _filter_group(g, p)
+        if p.dx_regions > 1:   # block-diagonal filters: a DMA per region and tap group, [128, 128] transposes
+            grp = max(1, min(g.taps, PSUM_BANK_BYTES // (PMAX * ds)))
+            c.compute("gpsimd", grp * PMAX, 0, 1.0, 3, op="memset")
+            c.dma(g.c_in * g.c_out * ds * grp, g.c_out * ds, ceil_div(g.taps, grp) * p.dx_regions)
+            c.transpose(PMAX, PMAX, fp32, g.taps)
+            c.evict(grp * PMAX, two, ceil_div(g.taps, grp))
+            ci_tiles = []
         for ci in ci_tiles:   # filters: per tap a DMA, per (co tile, tap group) transposes + evict
             c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(g.taps, grp))
             c.transpose(ci, co_t, fp32, g.taps * n_co)
@@ -424,8 +437,16 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                     own = (bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo
                     c.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
                     c.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
-        for _b, bd, bh in items:
-            c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh))
+        if p.dx_regions == 1:
+            for _b, bd, bh in items:
+                c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh))
+        else:   # one band's compute per pack; its store once per region
+            for pack in dx_packs(g, items, p.dx_regions):
+                _b, bd, bh = pack[0]
+                c.add(_dx_band_sheet(g, hw.name, PMAX, bd, bh, True))
+                rows = (bd.i1 - bd.i0) * (bh.i1 - bh.i0)
+                c.dma(g.c_in * rows * W * ds, (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W)
+                      * ds, len(pack) - 1)
     if p.compute_dw:
         items = _split(dw_items(g, p), p.lnc, 0)
         chunk = min(p.dw_co_chunk, n_co)
@@ -484,12 +505,14 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
 
 
 @lru_cache(maxsize=8192)
-def _dx_band_sheet(g: ConvGeom, target: str, ci_tile: int, bd: AxisBand, bh: AxisBand) -> CostSheet:
-    """The cost of one dx band (cached across candidates: many share their bands)."""
+def _dx_band_sheet(g: ConvGeom, target: str, ci_tile: int, bd: AxisBand, bh: AxisBand,
+                   packed: bool = False) -> CostSheet:
+    """The cost of one dx band (cached across candidates: many share their bands); ``packed``: the
+    block-diagonal form (one 128-row tile, one 128-partition C_out tile)."""
     c = CostSheet(TARGET_FIGURES[target])
-    ci_tiles = [min(ci_tile, g.c_in - s) for s in range(0, g.c_in, ci_tile)]
-    _estimate_dx_band(c, g, None, bd, bh, ci_tiles, n_tiles(g.c_out, PMAX), g.dtype == "fp32",
-                      g.dtype_bytes == 2, g.axes[2].n)
+    ci_tiles = [PMAX] if packed else [min(ci_tile, g.c_in - s) for s in range(0, g.c_in, ci_tile)]
+    _estimate_dx_band(c, g, None, bd, bh, ci_tiles, 1 if packed else n_tiles(g.c_out, PMAX),
+                      g.dtype == "fp32", g.dtype_bytes == 2, g.axes[2].n)
     return c
 
 
@@ -631,7 +654,8 @@ def _label(p: Plan) -> str:
     parts = [p.strategy.value]
     if p.dx_method:
         parts.append(f"dx:{p.dx_method.value}[band {p.dx_band[0]}x{p.dx_band[1]}, ci {p.dx_ci_tile}"
-                     + (", ci-outer" if p.dx_ci_outer else "") + "]")
+                     + (", ci-outer" if p.dx_ci_outer else "")
+                     + (f", {p.dx_regions} regions" if p.dx_regions > 1 else "") + "]")
     if p.dw_method:
         band = "" if p.strategy is Strategy.SHARED_DY else f"band {p.dw_band[0]}x{p.dw_band[1]}, "
         rng = f", ci-range {p.dw_ci_range}" if p.dw_ci_range < p.x_shape[1] else ""
@@ -752,14 +776,22 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                     for band in shared:
                         p = plan(strat, dw_m, G, db, band, dw_ci, False, (g.axes[0].o, g.axes[1].o), g.c_in)
                         if db is not DbMethod.FOLD or _fold_ok(g, p):
-                            plans.append(p)
+                            plans += _with_regions(g, p)
                     continue
                 for dxb, ci_tile, ci_outer in dx_cfgs:
                     for dwb, rng in dw_cfgs:
                         p = plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng)
                         if db is not DbMethod.FOLD or _fold_ok(g, p):
-                            plans.append(p)
+                            plans += _with_regions(g, p)
     return plans
+
+
+def _with_regions(g: ConvGeom, p: Plan) -> list[Plan]:
+    """The plan, plus its dx region-packed variants when the channels leave the array half empty."""
+    out = [p]
+    if p.compute_dx and not p.dx_ci_outer:
+        out += [replace(p, dx_regions=r) for r in (2, 4) if region_fits(g.c_in, g.c_out, r)]
+    return out
 
 
 def _fold_ok(g: ConvGeom, p: Plan) -> bool:

@@ -235,3 +235,36 @@ def border_slabs(lo: list[int], hi: list[int], ext: list[int]) -> list[int]:
 
 def needs_stage(lo: list[int], hi: list[int], ext: list[int]) -> bool:
     return _needs_stage(lo, hi, ext)
+
+
+@lru_cache(maxsize=8192)
+def dx_band_key(geom: ConvGeom, bd: AxisBand, bh: AxisBand) -> tuple:
+    """What the dx loops of a band depend on, relative to the band: bands with equal keys run the
+    very same instructions on their own data, so they can share one matmul as partition regions."""
+    bw = axis_bands(geom.axes[2], geom.axes[2].n)[0]
+    bands = (bd, bh, bw)
+    key: list = [bd.extent, bh.extent, bd.i1 - bd.i0, bh.i1 - bh.i0]
+    for pw in dx_phase_work(geom, bands, with_blocks=False):
+        key.append((pw.phases, pw.taps,
+                    tuple(pw.j1[a] - pw.j0[a] for a in range(3)),
+                    tuple(pw.j0[a] - bands[a].q0 for a in range(3)),
+                    tuple(geom.axes[a].i_of_j(pw.j0[a], pw.phases[a]) - bands[a].i0 for a in range(3))))
+    return tuple(key)
+
+
+def dx_packs(geom: ConvGeom, items: list, regions: int) -> list[list]:
+    """Consecutive (batch, D band, H band) items with equal band keys, ``regions`` at a time."""
+    packs: list[list] = []
+    for item in items:
+        if packs and len(packs[-1]) < regions and \
+                dx_band_key(geom, packs[-1][0][1], packs[-1][0][2]) == dx_band_key(geom, item[1], item[2]):
+            packs[-1].append(item)
+        else:
+            packs.append([item])
+    return packs
+
+
+def region_fits(c_in: int, c_out: int, regions: int) -> bool:
+    """dx can pack ``regions`` independent bands on the partitions (block-diagonal filters)."""
+    pitch = PMAX // regions
+    return regions > 1 and c_in <= pitch and c_out <= pitch
