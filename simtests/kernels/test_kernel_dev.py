@@ -199,3 +199,21 @@ def test_planner_budget_bounds_the_measured_peak(geom):
                              padding=p, trace_only=True)
         assert res.peak_sbuf_bytes_per_partition <= alt.sbuf_bytes, alt.label
         assert res.peak_psum_banks <= alt.psum_banks, alt.label
+
+
+@pytest.mark.parametrize("regions, geom", [
+    (2, {"batch": 2, "c_in": 5, "c_out": 7, "size": (4, 5, 6), "kernel": (3, 3, 3), "padding": (1,) * 6}),
+    (4, {"batch": 3, "c_in": 30, "c_out": 20, "size": (5, 5, 6), "kernel": (3, 2, 3), "stride": (2, 1, 2),
+         "padding": (1, 0, 0, 1, 2, 1), "dilation": (1, 2, 1)}),
+], ids=["R2", "R4-strided"])
+@pytest.mark.parametrize("variant", ["per-gradient", "shared-banded", "lnc2"])
+def test_region_packed_dx_is_exact(regions, geom, variant):
+    from kernels.planner import Strategy
+
+    def apply(p):
+        edit = {"dx_regions": regions}
+        if variant != "per-gradient":
+            edit.update(strategy=Strategy.SHARED_DY, dx_band=(1, geom["size"][1]))
+        return dataclasses.replace(p, **edit)
+
+    run_and_compare(**geom, lnc=2 if variant == "lnc2" else 1, plan_edit=apply)
