@@ -420,6 +420,8 @@ class Summary:
     instructions: int = 0
     # engine -> {engine it waited for: us idle}, summed over cores: where the overlap breaks
     stall_us: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
+    # occupancy per op ('nc_matmul[transpose]' for is_transpose matmuls; DMA: bandwidth time)
+    op_busy_us: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict:
         """JSON-ready copy."""
@@ -439,6 +441,7 @@ class Summary:
             "flops_util": self.flops_util,
             "instructions": self.instructions,
             "stall_us": {e: dict(w) for e, w in self.stall_us.items()},
+            "op_busy_us": dict(self.op_busy_us),
         }
 
     def format(self) -> str:
@@ -463,6 +466,9 @@ class Summary:
             if waits:
                 lines.append(f"  {engine} idle, waiting for: " + ", ".join(
                     f"{producer} {us:.3f} us" for producer, us in sorted(waits.items(), key=lambda kv: -kv[1])))
+        if self.op_busy_us:
+            lines.append("  busy us by op: " + ", ".join(
+                f"{op} {us:.3f}" for op, us in sorted(self.op_busy_us.items(), key=lambda kv: -kv[1])))
         lines.append("  instruction counts: " + ", ".join(
             f"{op} {n}" for op, n in sorted(self.instr_counts.items())))
         return "\n".join(lines)
@@ -523,5 +529,6 @@ def summarize(traces: Trace | Sequence[Trace] | Iterable[Instr], target: str | H
         flops_util=(flops / (capacity * 1e-6 * hw.tensor_peak_flops()) if capacity > 0 else 0.0),
         instructions=sum(len(p) for p in programs),
         stall_us={e: {p: t / 1000.0 for p, t in w.items()} for e, w in result.stalls_ns.items()},
+        op_busy_us={op: t / 1000.0 for op, t in result.op_busy_ns.items()},
     )
 

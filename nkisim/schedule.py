@@ -52,6 +52,7 @@ class ScheduleResult:
     hbm_write_bytes: int = 0
     # engine -> {engine whose result it waited for: ns idle}; 'merged' = an older merged region
     stalls_ns: dict[str, dict[str, float]] = field(default_factory=dict)
+    op_busy_ns: dict[str, float] = field(default_factory=dict)  # occupancy per op, all cores
 
 
 class FluidBandwidth:
@@ -131,6 +132,7 @@ class _Core:
         self.ends: list[float] = []
         self._pending: tuple[Instr, InstrTiming, float] | None = None
         self.counts: dict[str, int] = {}
+        self.op_busy: dict[str, float] = {}  # occupancy per op (DMA: bandwidth time)
         self.stalls: dict[str, dict[str, float]] = {}  # engine -> producer engine -> idle ns
         self._blocker = ""
         self.flops = 0
@@ -261,14 +263,19 @@ class _Core:
         hw = self.hw
         n = len(instrs)
         counts = self.counts
+        op_busy = self.op_busy
         while self.pos < n:
             instr = instrs[self.pos]
             self.pos += 1
             op = instr.op
             counts[op] = counts.get(op, 0) + 1
-            if op == "nc_matmul":
-                self.flops += matmul_flops(instr)
             timing = instr_timing(instr, hw)
+            if op == "nc_matmul":
+                flops = matmul_flops(instr)
+                self.flops += flops
+                if not flops:
+                    op = "nc_matmul[transpose]"
+            op_busy[op] = op_busy.get(op, 0.0) + timing.occupancy_ns
             ready = self._ready(instr, timing.engine)
             if instr.op in _SYNC_OPS:
                 self._pending = (instr, timing, ready)
@@ -327,9 +334,12 @@ def schedule_programs(programs: Sequence[Sequence[Instr]], target: str | Hardwar
     core_times = tuple(core.makespan for core in cores)
     counts: dict[str, int] = {}
     stalls: dict[str, dict[str, float]] = {}
+    op_busy: dict[str, float] = {}
     for core in cores:
         for op, k in core.counts.items():
             counts[op] = counts.get(op, 0) + k
+        for op, t in core.op_busy.items():
+            op_busy[op] = op_busy.get(op, 0.0) + t
         for engine, waits in core.stalls.items():
             total = stalls.setdefault(engine, {})
             for producer, t in waits.items():
@@ -345,6 +355,7 @@ def schedule_programs(programs: Sequence[Sequence[Instr]], target: str | Hardwar
         hbm_read_bytes=sum(c.hbm_read for c in cores),
         hbm_write_bytes=sum(c.hbm_write for c in cores),
         stalls_ns=stalls,
+        op_busy_ns=op_busy,
     )
 
 

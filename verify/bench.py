@@ -149,6 +149,7 @@ def _model(shape: BenchShape, plan, target: str, lnc: int) -> dict:
         "tensor_busy": s.tensor_util,
         "engine_busy_us": dict(s.engine_busy_us),
         "stall_us": {e: dict(w) for e, w in getattr(s, "stall_us", {}).items()},
+        "op_busy_us": dict(getattr(s, "op_busy_us", {})),
         "hbm_bytes": s.hbm_read_bytes + s.hbm_write_bytes,
         "instructions": sum(s.instr_counts.values()),
         "peak_sbuf_bytes_per_partition": s.peak_sbuf_bytes_per_partition,
@@ -201,7 +202,7 @@ def bench_shape(shape: BenchShape, target: str = "trn2", lnc: int = 1,
         candidates.append(entry)
     record["candidates"] = candidates
     for field in ("modelled_us", "efficiency", "tensor_util", "tensor_busy", "engine_busy_us",
-                  "stall_us", "hbm_bytes", "instructions"):
+                  "stall_us", "op_busy_us", "hbm_bytes", "instructions"):
         record[field] = pick.get(field)
     record["error"] = pick.get("error")
     timed = [c["modelled_us"] for c in candidates if c.get("modelled_us")]

@@ -278,3 +278,15 @@ def test_stalls_name_the_engine_waited_for():
     assert s.stall_us["tensor"]["dma"] == pytest.approx(lat(chain[0]) / 1000)
     assert "tensor idle, waiting for: dma" in s.format()
     assert s.to_dict()["stall_us"]["vector"] == pytest.approx({"tensor": (lat(chain[0]) + MM_LAT) / 1000})
+
+
+def test_busy_time_by_op_separates_transposes():
+    t = Instr("nc_matmul", "tensor", mm(7, 1, 2).accesses,
+              (("stationary_free", 128), ("moving_free", 128), ("contraction", 128), ("fp32", False),
+               ("is_transpose", True)))
+    s = summarize([mm(3, 1, 2), mm(3, 1, 2), t, load(9)], T)
+    assert s.op_busy_us["nc_matmul"] == pytest.approx(2 * MM_NS / 1000)
+    assert s.op_busy_us["nc_matmul[transpose]"] == pytest.approx(128 / 2.4 / 1000)
+    assert s.op_busy_us["dma_copy"] == pytest.approx(LOAD_OCC / 1000)
+    assert s.instr_counts["nc_matmul"] == 3
+    assert "busy us by op: dma_copy 0.445, nc_matmul 0.427" in s.format()
