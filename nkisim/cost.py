@@ -1,6 +1,6 @@
 """Cost model of one NeuronCore per target, from the documented hardware figures.
 
-Every figure carries its source (``docs/nki-api.md`` §8 unless said otherwise); choices the
+Every figure carries its source (``../shared/docs/nki-api.md`` §8 unless said otherwise); choices the
 docs do not make are marked *inference* here and explained in ``docs/nkisim-cost-model.md``.
 
 Each instruction gets an :class:`InstrTiming`: its *occupancy* (how long it blocks its
