@@ -10,9 +10,11 @@ from .geometry import validate
 from .nki_common import Evictor, transpose_pool
 from .nki_db import DbState
 from .nki_dw import DwState
+from .nki_dw_gemm import run_dw_gemm_dma
 from .nki_dx import DyBands, run_dx
 from .planner import (
     DbMethod,
+    DwMethod,
     Strategy,
     _split,
     current_forced_plan,
@@ -92,7 +94,10 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
     db_in_dw = db_state if (fold and compute_dw) else None
     if compute_dw and not shared:
         # dw first: its PE work hides the start of dx (the filter loads and the first dy band)
-        _run_dw_alone(ctx, pid, lnc, db_in_dw)
+        if plan.dw_method is DwMethod.DMA_GEMM:
+            run_dw_gemm_dma(ctx, pid, lnc, db_in_dw)
+        else:
+            _run_dw_alone(ctx, pid, lnc, db_in_dw)
     if compute_dx:
         dw_state = None
         if compute_dw and shared:

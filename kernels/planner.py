@@ -102,6 +102,7 @@ class DwMethod(str, Enum):
     TAP_GEMM = "tap_gemm"          # one tap per matmul, positions on partitions (PE transposes)
     TAP_PACK = "tap_pack"          # several taps' x windows side by side on the moving axis
     ROW_PACK = "row_pack"          # (d, h) rows on partitions; kw taps are free offsets of one x^T
+    DMA_GEMM = "dma_gemm"          # 1x1x1 GEMM with dy^T and x^T brought by DMA transposes (2-byte dtypes)
 
 
 class DbMethod(str, Enum):
@@ -307,7 +308,14 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             wstage = 3 * max(1, min(g.taps, PSUM_BANK_BYTES // (PMAX * ds))) * PMAX * ds
         phase_sbuf["dx"] = filt + wstage + dyb + plane + stage + (4 * n_co * 4 if p.compute_db else 0)
         psum_dx = PSUM_DX_BANKS
-    if p.compute_dw:
+    if p.compute_dw and p.dw_method is DwMethod.DMA_GEMM:
+        mine = max(len(c_) for c_ in _gemm_dma_chunks(g, p.lnc))
+        blocks = ceil_div(g.c_out, MOVING_MAX)
+        dw_total = 3 * g.c_out * ds + 3 * max(1, mine) * PMAX * ds + 2 * g.c_out * ds + (4 * n_co * 4 if p.compute_db else 0)
+        parts += [("dw dy^T/x^T rings", dw_total)]
+        phase_sbuf["dw"] = dw_total
+        psum_dw = max(1, mine) * blocks + (1 if db_on_dw(p) else 0)
+    elif p.compute_dw:
         if p.strategy is Strategy.SHARED_DY:
             rows = _own_rows(g, p.dx_band)
             dyb = 0
@@ -447,7 +455,20 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                 rows = (bd.i1 - bd.i0) * (bh.i1 - bh.i0)
                 c.dma(g.c_in * rows * W * ds, (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W)
                       * ds, len(pack) - 1)
-    if p.compute_dw:
+    if p.compute_dw and p.dw_method is DwMethod.DMA_GEMM:
+        npos = g.axes[0].o * g.axes[1].o * Wo
+        tiles_ = g.batch * ceil_div(npos, PMAX)
+        mine = len(_gemm_dma_chunks(g, p.lnc)[0])
+        blocks = [min(MOVING_MAX, g.c_out - s_) for s_ in range(0, g.c_out, MOVING_MAX)]
+        eff = 0.9   # dma_transpose from HBM (trn2 arch guide, nkisim)
+        c.busy["dma"] += tiles_ * (min(PMAX, npos) * (g.c_out + mine * PMAX) * ds) / (hw.dma_bytes_per_ns * eff)
+        for cn in blocks:
+            c.matmul(PMAX, cn, fp32, tiles_ * mine)
+        if db_on_dw(p):
+            c.matmul(co_t, 1, fp32, tiles_ * n_co)
+        c.evict(sum(blocks), two, mine)
+        c.dma(min(PMAX, g.c_in) * g.c_out * ds, g.c_out * ds, mine)
+    elif p.compute_dw:
         items = _split(dw_items(g, p), p.lnc, 0)
         chunk = min(p.dw_co_chunk, n_co)
         n_chunks = ceil_div(n_co, chunk)
@@ -719,6 +740,8 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
     else:
         dw_opts = [(DwMethod.TAP_GEMM, 1)] + ([(DwMethod.TAP_PACK, gmax)] if gmax > 1 else [])
     dw_opts.append((DwMethod.ROW_PACK, max(1, min(g.axes[2].k, MOVING_MAX // dw_ci))))
+    if g.pointwise and g.dtype_bytes == 2 and hw.name != "trn1":   # dma_transpose: 2-byte, NC-v3+
+        dw_opts.append((DwMethod.DMA_GEMM, 1))
     if not cdw:
         dw_opts = [(None, 1)]
     dbs: list[DbMethod | None] = [None]
@@ -757,7 +780,7 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                                       g.c_in, cdw_=False), hw)[0]:
                     break
         dw_cfgs = [((g.axes[0].o, g.axes[1].o), g.c_in)]
-        if cdw:
+        if cdw and dw_m is not DwMethod.DMA_GEMM:
             dw_cfgs = []
             for rng in ranges:
                 fits = _first_fits(lambda band, r=rng, m=dw_m, gg=G: plan(
@@ -768,6 +791,8 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                                       cdx_=False), hw)[0]:
                     break
         for strat in strategies:
+            if strat is Strategy.SHARED_DY and dw_m is DwMethod.DMA_GEMM:
+                continue
             for db in dbs:
                 if strat is Strategy.SHARED_DY:
                     shared = _first_fits(lambda band, st=strat, m=dw_m, gg=G, d=db: plan(st, m, gg, d, band, dw_ci, False,
@@ -792,6 +817,13 @@ def _with_regions(g: ConvGeom, p: Plan) -> list[Plan]:
     if p.compute_dx and not p.dx_ci_outer:
         out += [replace(p, dx_regions=r) for r in (2, 4) if region_fits(g.c_in, g.c_out, r)]
     return out
+
+
+def _gemm_dma_chunks(g: ConvGeom, lnc: int) -> list[list[int]]:
+    """C_in tiles per program of dw:dma_gemm (mirrors nki_dw_gemm.gemm_dma_chunks)."""
+    n_ci = ceil_div(g.c_in, PMAX)
+    per = ceil_div(n_ci, lnc)
+    return [list(range(q * per, min(n_ci, (q + 1) * per))) for q in range(lnc)]
 
 
 def _fold_ok(g: ConvGeom, p: Plan) -> bool:

@@ -44,7 +44,8 @@ def test_plan_is_deterministic_and_complete():
 def test_methods_are_named_in_the_catalogue():
     names = all_method_names()
     for needed in ("strategy:shared_dy", "strategy:per_gradient", "dx:gemm", "dx:gather_s1", "dx:phase_gather",
-                   "dw:gemm", "dw:tap_gemm", "dw:tap_pack", "dw:row_pack", "db:fold", "db:standalone"):
+                   "dw:gemm", "dw:tap_gemm", "dw:tap_pack", "dw:row_pack", "dw:dma_gemm", "db:fold",
+                   "db:standalone"):
         assert needed in names
     p = plan_conv3d_bwd(*VAE, padding=(1,) * 6)
     assert p.methods() <= names

@@ -1,0 +1,73 @@
+"""dw for 1x1x1 filters with unit stride and no padding: a plain GEMM fed by DMA transposes.
+
+dw[ci, co] = sum over (batch, position) of x[ci, p] * dy[co, p]. Both operands are brought
+positions-major straight from HBM by ``dma_transpose`` (2-byte dtypes), so the PE does nothing but
+the GEMM: stationary x^T [pos, ci tile], moving dy^T [pos, C_out block <= 512], one PSUM group per
+(C_in tile, C_out block) over every position of every batch, evicted once to the output dtype.
+db, when folded here, is a ones-vector matmul on the same dy^T tiles.
+"""
+import nki.isa as nisa
+import nki.language as nl
+
+from .nki_common import BANK_FP32, PMAX, Pool
+from .schedule import tiles
+
+
+def run_dw_gemm_dma(ctx, pid, lnc, db_state):
+    g = ctx.g
+    npos = g.out_size[0] * g.out_size[1] * g.out_size[2]
+    x_flat = ctx.x.reshape((g.batch, g.c_in, npos))
+    dy_flat = ctx.dy.reshape((g.batch, g.c_out, npos))
+    dw_flat = ctx.dw.reshape((g.c_in, g.c_out))
+    ci_tiles = tiles(g.c_in, PMAX)
+    co_blocks = tiles(g.c_out, BANK_FP32)
+    chunks = gemm_dma_chunks(g, lnc)
+    mine = chunks[pid] if pid < len(chunks) else []
+    pos = [(b, p0, min(PMAX, npos - p0)) for b in range(g.batch) for p0 in range(0, npos, PMAX)]
+    dyt_pool = Pool(3, (PMAX, g.c_out), ctx.dtype, nl.sbuf, "dwg_dyt")
+    xt_pool = Pool(3, (PMAX, max(1, len(mine)) * PMAX), ctx.dtype, nl.sbuf, "dwg_xt")
+    out_pool = Pool(2, (PMAX, g.c_out), ctx.dtype, nl.sbuf, "dwg_out")
+    n_acc = max(1, len(mine)) * len(co_blocks)
+    accs = [nl.ndarray((PMAX, BANK_FP32), nl.float32, buffer=nl.psum, name=f"ps_dwg{i}") for i in range(n_acc)]
+    fold_db = db_state is not None and pid == 0
+    if fold_db:
+        ones = nl.ndarray((PMAX, 1), ctx.dtype, buffer=nl.sbuf, name="dwg_ones")
+        nisa.memset(ones, 1.0, engine=nisa.engine.gpsimd)
+        db_ps = nl.ndarray((PMAX, BANK_FP32), nl.float32, buffer=nl.psum, name="ps_dwg_db")
+    co_tiles = tiles(g.c_out, PMAX)
+    for i, (b, p0, n) in enumerate(pos):
+        if not mine and not fold_db:
+            break
+        dyt = dyt_pool.take()
+        for co0, co_sz in co_tiles:
+            nisa.dma_transpose(dst=dyt[:n, co0:co0 + co_sz], src=dy_flat[b, co0:co0 + co_sz, p0:p0 + n])
+        xt = xt_pool.take()
+        for k, t in enumerate(mine):
+            ci0, ci_sz = ci_tiles[t]
+            nisa.dma_transpose(dst=xt[:n, k * PMAX:k * PMAX + ci_sz], src=x_flat[b, ci0:ci0 + ci_sz, p0:p0 + n])
+        for k, t in enumerate(mine):
+            ci_sz = ci_tiles[t][1]
+            for j, (c0, cn) in enumerate(co_blocks):
+                nisa.nc_matmul(accs[k * len(co_blocks) + j][:ci_sz, :cn],
+                               stationary=xt[:n, k * PMAX:k * PMAX + ci_sz], moving=dyt[:n, c0:c0 + cn],
+                               accumulate=i > 0)
+        if fold_db:
+            for c, (co0, co_sz) in enumerate(co_tiles):
+                nisa.nc_matmul(db_ps[:co_sz, c:c + 1], stationary=dyt[:n, co0:co0 + co_sz], moving=ones[:n, :],
+                               accumulate=i > 0)
+    if fold_db:
+        for c, (_co0, co_sz) in enumerate(co_tiles):
+            db_state.add_psum(c, db_ps[:co_sz, c:c + 1])
+    for k, t in enumerate(mine):
+        ci0, ci_sz = ci_tiles[t]
+        out = out_pool.take()
+        for j, (c0, cn) in enumerate(co_blocks):
+            ctx.evict.copy(out[:ci_sz, c0:c0 + cn], accs[k * len(co_blocks) + j][:ci_sz, :cn])
+        nisa.dma_copy(dst=dw_flat[ci0:ci0 + ci_sz, :], src=out[:ci_sz, :g.c_out])
+
+
+def gemm_dma_chunks(g, lnc):
+    """C_in tiles per program: split between the programs (no partial sums to combine)."""
+    n_ci = -(-g.c_in // PMAX)
+    per = -(-n_ci // lnc)
+    return [list(range(p * per, min(n_ci, (p + 1) * per))) for p in range(lnc)]
