@@ -11,7 +11,7 @@ from .nki_common import Evictor, transpose_pool
 from .nki_db import DbState
 from .nki_dw import DwState
 from .nki_dw_gemm import run_dw_gemm_dma
-from .nki_dx import DyBands, run_dx
+from .nki_dx import DyBands, dx_groups, load_dx_filters, run_dx
 from .planner import (
     DbMethod,
     DwMethod,
@@ -92,6 +92,10 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
 
     db_in_dx = fold and not compute_dw   # with dw, db folds on dw's dy^T tiles (PE)
     db_in_dw = db_state if (fold and compute_dw) else None
+    first_filters = None
+    if compute_dx and compute_dw and not shared and plan.filters_first:
+        # issued before dw: the DMA queues load them while dw computes (no head-of-line wait later)
+        first_filters = load_dx_filters(ctx, dx_groups(g, plan)[0])
     if compute_dw and not shared:
         # dw first: its PE work hides the start of dx (the filter loads and the first dy band)
         if plan.dw_method is DwMethod.DMA_GEMM:
@@ -115,7 +119,8 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
             if dw_state is not None:
                 dw_state.add_box(b, (bd.own0, bd.own1), (bh.own0, bh.own1), views)
 
-        run_dx(ctx, _split(dx_items(g, plan), lnc, pid), on_band if (db_in_dx or dw_state) else None)
+        run_dx(ctx, _split(dx_items(g, plan), lnc, pid), on_band if (db_in_dx or dw_state) else None,
+               first_filters)
         if dw_state is not None:
             dw_state.finish(pid, lnc)
     if compute_db:

@@ -11,6 +11,7 @@ import nki.language as nl
 
 from .nki_common import BANK_FP32, PMAX, Pool, band_slices, load_padded
 from .nki_filters import load_filters_block_diag, load_filters_t
+from .planner import filters_by_dma
 from .schedule import axis_bands, dx_packs, dx_phase_work, dx_stage_elems, tiles
 
 
@@ -86,7 +87,26 @@ class DyBands:
                    bw.own0 - bw.q0:bw.own1 - bw.q0]
 
 
-def run_dx(ctx, items, on_band=None):
+def load_dx_filters(ctx, group):
+    """The transposed filters of one C_in group (block-diagonal when dx packs regions)."""
+    g, plan = ctx.g, ctx.plan
+    if plan.dx_regions > 1:
+        return load_filters_block_diag(g, ctx.filters, plan.dx_regions, ctx.dtype, ctx.psum_t, ctx.evict,
+                                       max(1, min(g.taps, 2048 // (PMAX * g.dtype_bytes))))
+    grp = max(1, min(g.taps, 2048 // (plan.dx_ci_tile * g.dtype_bytes)))
+    return load_filters_t(g, ctx.filters, group, ctx.dtype, ctx.psum_t, ctx.evict, grp,
+                          by_dma=filters_by_dma(g, plan))
+
+
+def dx_groups(g, plan):
+    """C_in groups of dx: all tiles at once, one tile at a time (ci-outer), or one block-diagonal tile."""
+    if plan.dx_regions > 1:
+        return [[(0, PMAX)]]
+    ci_tiles = tiles(g.c_in, plan.dx_ci_tile)
+    return [ci_tiles] if not plan.dx_ci_outer else [[t] for t in ci_tiles]
+
+
+def run_dx(ctx, items, on_band=None, first_filters=None):
     """dx for the (batch, D band, H band) ``items`` of this program; ``on_band`` sees each dy band once.
 
     With ``plan.dx_regions`` R > 1 (C_in, C_out <= 128/R) R bands of equal structure are stacked on the
@@ -98,21 +118,16 @@ def run_dx(ctx, items, on_band=None):
     regions = plan.dx_regions
     pitch = PMAX // regions
     co_tiles = tiles(g.c_out, PMAX) if regions == 1 else [(0, PMAX)]
-    ci_tiles = tiles(g.c_in, plan.dx_ci_tile)
     bands = DyBands(g, ctx.dy, plan, dtype, zero=regions > 1)
     plane_pool = Pool(2, (PMAX, plan.dx_band[0], plan.dx_band[1], W), dtype, nl.sbuf, "dx_plane")
     acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dx")
-    groups = [ci_tiles] if not plan.dx_ci_outer else [[t] for t in ci_tiles]
-    if regions > 1:
-        groups = [[(0, PMAX)]]     # one block-diagonal "tile": M = K = 128
+    groups = dx_groups(g, plan)
     packs = dx_packs(g, list(items), regions)
+    w_next = first_filters if first_filters is not None else load_dx_filters(ctx, groups[0])
     for gi, group in enumerate(groups):
-        if regions > 1:
-            w_t = load_filters_block_diag(g, ctx.filters, regions, dtype, ctx.psum_t, ctx.evict,
-                                          max(1, min(g.taps, 2048 // (PMAX * g.dtype_bytes))))
-        else:
-            grp = max(1, min(g.taps, 2048 // (plan.dx_ci_tile * g.dtype_bytes)))
-            w_t = load_filters_t(g, ctx.filters, group, dtype, ctx.psum_t, ctx.evict, grp)
+        w_t = w_next
+        if gi + 1 < len(groups):   # the next group's filters load (DMA) while this group computes
+            w_next = load_dx_filters(ctx, groups[gi + 1])
         rel0 = {ci0: sum(sz for c, sz in group if c < ci0) for ci0, _s in group}
         for pack in packs:
             _b, bd, bh = pack[0]

@@ -6,7 +6,7 @@ from .nki_common import PMAX, Pool
 from .schedule import tiles
 
 
-def load_filters_t(g, filters, ci_list, dtype, psum_t, evict, group):
+def load_filters_t(g, filters, ci_list, dtype, psum_t, evict, group, by_dma=False):
     """Per C_out tile an SBUF tensor [co, taps, sum of ci_list sizes] holding W[tap, ci, co] at [co, tap, ci].
 
     ``ci_list``: (ci0, ci_size) tiles. Loaded per tap (DMA of a [ci, C_out] row block) and transposed
@@ -15,6 +15,16 @@ def load_filters_t(g, filters, ci_list, dtype, psum_t, evict, group):
     co_tiles = tiles(g.c_out, PMAX)
     width = sum(sz for _c, sz in ci_list)
     w_t = [nl.ndarray((PMAX, g.taps, width), dtype, buffer=nl.sbuf, name=f"w_t{i}") for i in range(len(co_tiles))]
+    if by_dma:   # 2-byte dtypes on NC-v3+: the DMA transposes each [ci, co] block, the PE stays free
+        flat = filters.reshape((g.taps, g.c_in, g.c_out))
+        rel = 0
+        for ci0, ci_sz in ci_list:
+            for t in range(g.taps):
+                for c, (co0, co_sz) in enumerate(co_tiles):
+                    nisa.dma_transpose(dst=w_t[c][:co_sz, t, rel:rel + ci_sz],
+                                       src=flat[t, ci0:ci0 + ci_sz, co0:co0 + co_sz])
+            rel += ci_sz
+        return w_t
     stage_pool = Pool(3, (PMAX, group, g.c_out), dtype, nl.sbuf, "w_stage")
     flat = filters.reshape((g.taps, g.c_in, g.c_out))
     rel = 0

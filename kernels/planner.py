@@ -54,6 +54,11 @@ def db_on_dw(p: Plan) -> bool:
     return bool(p.compute_db and p.compute_dw and p.db_method is DbMethod.FOLD)
 
 
+def filters_by_dma(g: ConvGeom, p: Plan) -> bool:
+    """dx filters transposed by dma_transpose (2-byte dtypes, NC-v3+) instead of on the PE."""
+    return g.dtype_bytes == 2 and p.target != "trn1"
+
+
 def dw_stage_rows(p: Plan, rows: tuple[int, int]) -> tuple[int, int]:
     """Output rows of the largest x band dw loads at once (row mode loads one <=128-row chunk)."""
     if p.dw_method is DwMethod.ROW_PACK:
@@ -163,6 +168,7 @@ class Plan:
     dw_ci_range: int                  # C_in channels whose fp32 accumulators live at once (dy streamed per range)
     dy_bufs: int                      # dy band buffers (prefetch depth)
     dx_regions: int = 1               # dx bands stacked on the partitions (block-diagonal filters)
+    filters_first: bool = False       # dx's first filter group loads before dw runs (per-gradient)
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -195,7 +201,8 @@ class Plan:
         return {"dx_band": list(self.dx_band), "dw_band": list(self.dw_band), "dx_ci_tile": self.dx_ci_tile,
                 "dx_ci_outer": self.dx_ci_outer, "dw_ci_tile": self.dw_ci_tile,
                 "dw_tap_group": self.dw_tap_group, "dw_co_chunk": self.dw_co_chunk, "dy_bufs": self.dy_bufs,
-                "dw_ci_range": self.dw_ci_range, "dx_regions": self.dx_regions}
+                "dw_ci_range": self.dw_ci_range, "dx_regions": self.dx_regions,
+                "filters_first": self.filters_first}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -303,6 +310,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         plane = 2 * p.dx_band[0] * p.dx_band[1] * W * ds
         parts += [("filters", filt), ("dx dy band", dyb), ("dx plane", plane)]
         stage = 2 * dx_stage_elems(g, p.dx_band) * ds
+        if p.dx_ci_outer and p.dx_regions == 1 and g.c_in > p.dx_ci_tile:
+            filt *= 2                                       # the next group's filters prefetch
         wstage = 3 * _filter_group(g, p) * g.c_out * ds   # the filter staging ring (load_filters_t)
         if p.dx_regions > 1:
             wstage = 3 * max(1, min(g.taps, PSUM_BANK_BYTES // (PMAX * ds))) * PMAX * ds
@@ -347,6 +356,11 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_total
         else:
             phase_sbuf["dw"] = dw_total
+        if p.filters_first and p.compute_dx:
+            first = (n_co * g.taps * (p.dx_ci_tile if p.dx_ci_outer else g.c_in) * ds if p.dx_regions == 1
+                     else g.taps * PMAX * ds)
+            phase_sbuf["dw"] = phase_sbuf.get("dw", 0) + first
+            dw_total += first
         # the store runs while every dw pool (and, per gradient, dw's dy ring) is still live
         phase_sbuf["dw store"] = dw_total + store + other
         psum_dw = dw_acc_banks(p.dw_co_chunk, n_co) + (1 if db_on_dw(p) else 0)
@@ -406,13 +420,16 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
     co_t = min(PMAX, g.c_out)
     W, Wo = g.axes[2].n, g.axes[2].o
     fill = 2 * hw.dma_fixed_ns
-    if p.compute_dx and (p.strategy is Strategy.SHARED_DY or not p.compute_dw):
+    if p.compute_dx and (p.strategy is Strategy.SHARED_DY or not p.compute_dw or not p.filters_first):
         # dx runs first: its filter loads (one C_in group) and their PE transposes are exposed
         ci_first = p.dx_ci_tile if p.dx_ci_outer else g.c_in
         run = g.c_out * ds
-        fill += g.taps * ci_first * g.c_out * ds / (hw.dma_bytes_per_ns * run / (run + 256.0))
-        fill += g.taps * n_tiles(g.c_out, PMAX) * n_tiles(ci_first, PMAX) * max(64, min(PMAX, g.c_in)) \
-            * (4 if fp32 else 1) / hw.tensor_ghz
+        if filters_by_dma(g, p):
+            fill += g.taps * ci_first * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9)
+        else:
+            fill += g.taps * ci_first * g.c_out * ds / (hw.dma_bytes_per_ns * run / (run + 256.0))
+            fill += g.taps * n_tiles(g.c_out, PMAX) * n_tiles(ci_first, PMAX) * max(64, min(PMAX, g.c_in)) \
+                * (4 if fp32 else 1) / hw.tensor_ghz
     if p.compute_dx:
         ci_tiles = [min(p.dx_ci_tile, g.c_in - s) for s in range(0, g.c_in, p.dx_ci_tile)]
         items = _split(dx_items(g, p), p.lnc, 0)
@@ -425,6 +442,9 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
             c.evict(grp * PMAX, two, ceil_div(g.taps, grp))
             ci_tiles = []
         for ci in ci_tiles:   # filters: per tap a DMA, per (co tile, tap group) transposes + evict
+            if filters_by_dma(g, p):   # dma_transpose from HBM at 90 % of the bandwidth
+                c.busy["dma"] += g.taps * ci * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9)
+                continue
             c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(g.taps, grp))
             c.transpose(ci, co_t, fp32, g.taps * n_co)
             c.evict(grp * ci, two, n_co * ceil_div(g.taps, grp))
@@ -676,7 +696,8 @@ def _label(p: Plan) -> str:
     if p.dx_method:
         parts.append(f"dx:{p.dx_method.value}[band {p.dx_band[0]}x{p.dx_band[1]}, ci {p.dx_ci_tile}"
                      + (", ci-outer" if p.dx_ci_outer else "")
-                     + (f", {p.dx_regions} regions" if p.dx_regions > 1 else "") + "]")
+                     + (f", {p.dx_regions} regions" if p.dx_regions > 1 else "")
+                     + (", filters first" if p.filters_first else "") + "]")
     if p.dw_method:
         band = "" if p.strategy is Strategy.SHARED_DY else f"band {p.dw_band[0]}x{p.dw_band[1]}, "
         rng = f", ci-range {p.dw_ci_range}" if p.dw_ci_range < p.x_shape[1] else ""
@@ -771,6 +792,7 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
         dx_cfgs = [(full, dw_ci, False)]
         if cdx:
             dx_cfgs = []
+            fitting = 0
             for ci_tile, ci_outer in ci_opts:
                 fits = _first_fits(lambda band, t=ci_tile, o=ci_outer, m=dw_m, gg=G: plan(
                     Strategy.PER_GRADIENT, m, gg, None, band, t, o, full, g.c_in, cdw_=False),
@@ -778,7 +800,11 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                 dx_cfgs += [(band, ci_tile, ci_outer) for band in fits]
                 if not _check(g, plan(Strategy.PER_GRADIENT, dw_m, G, None, fits[0], ci_tile, ci_outer, full,
                                       g.c_in, cdw_=False), hw)[0]:
-                    break
+                    fitting += 1
+                    # keep the C_in-outer variant too when it exists: smaller filter residency lets
+                    # the filters load before dw
+                    if fitting >= 2 or len(ci_opts) < 2 or g.c_in <= dw_ci:
+                        break
         dw_cfgs = [((g.axes[0].o, g.axes[1].o), g.c_in)]
         if cdw and dw_m is not DwMethod.DMA_GEMM:
             dw_cfgs = []
@@ -801,21 +827,24 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                     for band in shared:
                         p = plan(strat, dw_m, G, db, band, dw_ci, False, (g.axes[0].o, g.axes[1].o), g.c_in)
                         if db is not DbMethod.FOLD or _fold_ok(g, p):
-                            plans += _with_regions(g, p)
+                            plans += _with_regions(g, p, hw)
                     continue
                 for dxb, ci_tile, ci_outer in dx_cfgs:
                     for dwb, rng in dw_cfgs:
                         p = plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng)
                         if db is not DbMethod.FOLD or _fold_ok(g, p):
-                            plans += _with_regions(g, p)
+                            plans += _with_regions(g, p, hw)
     return plans
 
 
-def _with_regions(g: ConvGeom, p: Plan) -> list[Plan]:
-    """The plan, plus its dx region-packed variants when the channels leave the array half empty."""
+def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list[Plan]:
+    """The plan, plus its dx region-packed variants when the channels leave the array half empty;
+    per gradient, dx's first filters load before dw when SBUF allows it."""
     out = [p]
     if p.compute_dx and not p.dx_ci_outer:
         out += [replace(p, dx_regions=r) for r in (2, 4) if region_fits(g.c_in, g.c_out, r)]
+    if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
+        out = [q2 if not _check(g, q2 := replace(q, filters_first=True), hw)[0] else q for q in out]
     return out
 
 
@@ -846,6 +875,8 @@ def plan_conv3d_bwd(dy_shape, x_shape, w_shape, stride=(1, 1, 1), padding=(0,) *
         raise Conv3dBwdInputError(f"target={target!r}: must be one of {sorted(TARGET_FIGURES)}")
     if lnc not in (1, 2):
         raise Conv3dBwdInputError(f"lnc={lnc!r}: must be 1 or 2")
+    if lnc == 2 and target == "trn1":
+        raise Conv3dBwdInputError("lnc=2 with target='trn1': LNC2 needs trn2 or later")
     hw = TARGET_FIGURES[target]
     base = _base(g, dy_shape, x_shape, w_shape, stride, padding, dilation, target, lnc,
                  bool(compute_dx), bool(compute_dw), bool(compute_db))
