@@ -110,9 +110,8 @@ class _Grid:
         self.axes = tuple(_AxisPhases.of(axis) for axis in geometry.axes)
         self.strides = tuple(ax.stride for ax in self.axes)
         self.plane_shape = tuple(ax.planes for ax in self.axes)
-        qd, qh, qw = self.plane_shape
+        _, qh, qw = self.plane_shape
         b = geometry.batch
-        self.rows = qd * qh * qw * b
         do, ho, wo = geometry.out_size
         # Rows [0, n_rows) cover every valid output position (the last one is row n_rows - 1).
         self.n_rows = (((do - 1) * qh + (ho - 1)) * qw + (wo - 1)) * b + b
