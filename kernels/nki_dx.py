@@ -11,7 +11,7 @@ import nki.language as nl
 
 from .nki_common import BANK_FP32, PMAX, Pool, band_slices, load_padded
 from .nki_filters import load_filters_block_diag, load_filters_t
-from .planner import filters_by_dma
+from .planner import filter_group, filters_by_dma
 from .schedule import axis_bands, dx_packs, dx_phase_work, dx_stage_elems, tiles
 
 
@@ -93,7 +93,7 @@ def load_dx_filters(ctx, group):
     if plan.dx_regions > 1:
         return load_filters_block_diag(g, ctx.filters, plan.dx_regions, ctx.dtype, ctx.psum_t, ctx.evict,
                                        max(1, min(g.taps, 2048 // (PMAX * g.dtype_bytes))))
-    grp = max(1, min(g.taps, 2048 // (plan.dx_ci_tile * g.dtype_bytes)))
+    grp = filter_group(g, plan)
     return load_filters_t(g, ctx.filters, group, ctx.dtype, ctx.psum_t, ctx.evict, grp,
                           by_dma=filters_by_dma(g, plan))
 

@@ -376,10 +376,14 @@ def _db_chunk(g: ConvGeom) -> int:
     return 8192 // g.dtype_bytes
 
 
-def _filter_group(g: ConvGeom, p: Plan) -> int:
-    """Taps whose filter transposes share one PSUM bank (dtype-sized PSUM tiles)."""
+def filter_group(g: ConvGeom, p: Plan) -> int:
+    """Taps whose filter transposes share one PSUM bank (dtype-sized PSUM tiles); the staging tile
+    [ci, taps, C_out] stays <= 8 KiB per partition."""
     per = p.dx_ci_tile * g.dtype_bytes
-    return max(1, min(g.taps, PSUM_BANK_BYTES // per))
+    return max(1, min(g.taps, PSUM_BANK_BYTES // per, 8192 // (g.c_out * g.dtype_bytes)))
+
+
+_filter_group = filter_group
 
 
 def _dw_pos_tiles(rows: tuple[int, int], wo: int) -> int:
