@@ -28,8 +28,18 @@ class UsageError(Exception):
     """A one-line usage error (exit 2)."""
 
 
+# argparse takes "-1,0,0,0,0,0" for an option flag ("expected one argument"); any dash followed
+# by digits, commas and dashes is a value here (no option of ours looks like that), so that a
+# negative tuple reaches its parser and gets the rule it breaks.
+_NEGATIVE_VALUE = re.compile(r"^-\d[\d,.\s-]*$|^-\.\d")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse with one-line errors: ``conv3d-bwd: error: <message>`` and exit 2."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_VALUE
 
     def error(self, message: str):  # type: ignore[override]
         raise UsageError(f"{message} (see '{self.prog} --help')")
@@ -155,7 +165,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--out", default="report", metavar="DIR")
     report.add_argument("--shard", type=_shard, default=None, metavar="I/N")
     report.add_argument("--merge", nargs="+", default=None, metavar="DIR",
-                        help="merge these shard directories into --out instead of running")
+                        help="merge these shard directories into --out instead of running "
+                        "(every shard of a run must be there)")
+    report.add_argument("--partial", action="store_true",
+                        help="with --merge: write the report even if shards are missing (listed "
+                        "in the report)")
     report.add_argument("--mode", choices=("exact", "stat", "both"), default="both")
     report.add_argument("--seed", type=_seed, default=0,
                         help="exact mode uses SEED; stat mode SEED on even-indexed cases and SEED+1 "
@@ -187,6 +201,64 @@ def _case_from(args):
     except (CaseError, GeometryError) as exc:
         raise UsageError(str(exc)) from None
     return case
+
+
+WORKING_SET_FACTOR = 16
+"""float64 bytes per element of dy, x and w that a check holds at its peak, in units of 8 bytes: the
+oracle, its magnitudes and term counts, and the emulator's copies (measured about 12-13 on
+B2 C64 8x32x32 and B1 C8 16x64x64; 16 leaves a margin)."""
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory available now (MemAvailable on Linux, else physical memory), or None."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB", "PiB"):
+        if n < 1024 or unit == "PiB":
+            return f"{n:.3g} {unit}"
+        n /= 1024
+    return f"{n:.3g} PiB"  # pragma: no cover
+
+
+def _check_fits_in_memory(case) -> None:
+    """A usage error, before any allocation, for a geometry this machine cannot hold."""
+    from math import prod
+
+    elements = prod(case.dy_shape) + prod(case.x_shape) + prod(case.w_shape)
+    need = 8 * WORKING_SET_FACTOR * elements
+    available = _available_memory()
+    if available is not None and need > available:
+        raise UsageError(
+            f"geometry: dy {case.dy_shape}, x {case.x_shape}, w {case.w_shape} need about "
+            f"{_fmt_bytes(need)} ({WORKING_SET_FACTOR} x 8 bytes per element of dy, x and w for the "
+            f"float64 oracle and the emulator); {_fmt_bytes(available)} is available here")
+
+
+def _plan_or_usage_error(case, target: str):
+    """The planner's plan; its input errors (ValueError: e.g. LNC2 on trn1) are usage errors."""
+    try:
+        from kernels.planner import plan_conv3d_bwd
+    except ImportError as exc:
+        raise UsageError(f"the planner is not available: kernels.planner does not import ({exc})") from None
+    try:
+        return plan_conv3d_bwd(case.dy_shape, case.x_shape, case.w_shape, stride=case.stride,
+                               padding=case.padding, dilation=case.dilation, dtype=case.dtype,
+                               target=target, lnc=case.lnc, compute_dx="dx" in case.grads,
+                               compute_dw="dw" in case.grads, compute_db="db" in case.grads)
+    except ValueError as exc:
+        raise UsageError(f"the planner rejected the geometry: {exc}") from None
 
 
 def _kernel_input_error_types() -> tuple[type[BaseException], ...]:
@@ -227,7 +299,12 @@ def _print_result(result, out=None) -> None:
 
 
 def cmd_check(args) -> int:
-    from verify.backends import BackendError, BackendUnavailable, resolve_backend
+    from verify.backends import (
+        BackendError,
+        BackendUnavailable,
+        backend_unavailable_reason,
+        resolve_backend,
+    )
     from verify.harness import run_case
 
     case = _case_from(args)
@@ -235,6 +312,11 @@ def cmd_check(args) -> int:
         backend = resolve_backend(args.backend)
     except BackendError as exc:
         raise UsageError(str(exc)) from None
+    _check_fits_in_memory(case)
+    if backend_unavailable_reason(backend, args.dry) is None:
+        # Planner input errors (LNC2 on trn1, ...) are the user's, not a kernel failure. Planning
+        # binds nkisim under 'nki', so only once the backend is known to be available.
+        _plan_or_usage_error(case, args.target)
     input_errors = _kernel_input_error_types()
     try:
         result = run_case(case, backend=backend, mode=args.mode, seed=args.seed, target=args.target,
@@ -258,17 +340,7 @@ def cmd_check(args) -> int:
 
 def cmd_plan(args) -> int:
     case = _case_from(args)
-    try:
-        from kernels.planner import plan_conv3d_bwd
-    except ImportError as exc:
-        raise UsageError(f"the planner is not available: kernels.planner does not import ({exc})") from None
-    try:
-        plan = plan_conv3d_bwd(case.dy_shape, case.x_shape, case.w_shape, stride=case.stride,
-                               padding=case.padding, dilation=case.dilation, dtype=case.dtype,
-                               target=args.target, lnc=case.lnc, compute_dx="dx" in case.grads,
-                               compute_dw="dw" in case.grads, compute_db="db" in case.grads)
-    except ValueError as exc:
-        raise UsageError(f"the planner rejected the geometry: {exc}") from None
+    plan = _plan_or_usage_error(case, args.target)
     print(json.dumps(plan.to_dict(), indent=1, default=str) if args.json else plan.explain())
     return 0
 
@@ -397,7 +469,7 @@ def cmd_report(args) -> int:
 
     if args.merge:
         try:
-            records, meta = merge_reports(args.merge)
+            records, meta = merge_reports(args.merge, allow_partial=args.partial)
         except ReportFileError as exc:
             raise UsageError(str(exc)) from None
     else:
@@ -417,6 +489,7 @@ def cmd_report(args) -> int:
             "modes": list(MODES if args.mode == "both" else (args.mode,)), "seed": args.seed,
             "shard": f"{args.shard[0]}/{args.shard[1]}" if args.shard else None,
             "target": args.target, "jobs": args.jobs,
+            "only": args.only.pattern if args.only is not None else None,
             "n_cases": len({t[0].id for t in tasks}), "n_runs": len(tasks), "wall_s": wall,
             "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "tool_versions": tool_versions(backend), "cpu_count": os.cpu_count(),
@@ -427,6 +500,9 @@ def cmd_report(args) -> int:
     mistrusted = sum(r.get("status") == "MISTRUSTED" for r in records)
     print(f"{len(records)} gradient results, {failed} fail, {mistrusted} mistrusted; "
           f"wall {float(meta.get('wall_s') or 0):.1f} s; wrote {', '.join(str(p) for p in paths)}")
+    if meta.get("missing_shards"):
+        print(f"{PROG}: warning: incomplete merge, shards missing: {'; '.join(meta['missing_shards'])}",
+              file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -92,6 +92,20 @@ def test_check_json_is_machine_readable(standin, capsys):
     (["report", "--only", "("], "--only"),
     (["report", "--only", "no-such-case"], "matches no case"),
     (["launch"], "invalid choice"),
+    # Negative tuples reach their parser (argparse would say "expected one argument").
+    (["check", *GEOMETRY, "--padding", "-1,0,0,0,0,0"], "every value must be >= 0"),
+    (["check", *GEOMETRY, "--stride", "-2,1,1"], "every value must be >= 1"),
+    (["check", "--batch", "1", "--channels", "-4,4", "--input", "3,4,4", "--kernel", "3,3,3"],
+     "--channels"),
+    (["check", *GEOMETRY, "--seed", "-3"], "--seed"),
+    # Planner input rules are usage errors in check too, not kernel failures.
+    (["check", *GEOMETRY, "--lnc", "2", "--target", "trn1"], "LNC2 needs trn2"),
+    (["plan", *GEOMETRY, "--lnc", "2", "--target", "trn1"], "LNC2 needs trn2"),
+    # A geometry no machine holds is refused before any allocation.
+    (["check", "--batch", "100000", "--channels", "512,512", "--input", "64,64,64", "--kernel",
+      "3,3,3"], "is available here"),
+    (["check", "--batch", "99999999999999999999", "--channels", "4,4", "--input", "3,4,4",
+      "--kernel", "3,3,3"], "is available here"),
 ])
 def test_usage_errors_exit_2_with_one_line(argv, needle, capsys):
     assert main(argv) == 2
@@ -219,7 +233,27 @@ def test_report_shards_merge_to_the_whole(standin, tiny_set, tmp_path, capsys):
     merged_records = {key(r): r["metrics"] for r in _records(merged)}
     assert whole_records == merged_records
     meta = json.loads((merged / "report.json").read_text())["meta"]
-    assert meta["shards"] == ["1/2", "2/2"]
+    assert meta["shards"] == ["1/2", "2/2"] and meta["missing_shards"] == []
+    # The whole report, shard for shard: every field but the wall times.
+    def strip(r):
+        return {k: v for k, v in r.items() if k != "timings_s"}
+
+    assert [strip(r) for r in _records(whole)] == [strip(r) for r in _records(merged)]
+
+
+def test_merge_of_an_incomplete_set_of_shards_is_refused(standin, tiny_set, tmp_path, capsys):
+    one, merged = tmp_path / "s1", tmp_path / "merged"
+    assert main(["report", "--set", "fast", "--backend", standin, "--mode", "exact", "--jobs", "1",
+                 "--out", str(one), "--shard", "1/2"]) == 0
+    capsys.readouterr()
+    assert main(["report", "--merge", str(one), "--out", str(merged)]) == 2
+    assert "2/2" in _one_line_error(capsys.readouterr().err)
+    assert not merged.exists()
+    # --partial writes it, and says so in the report and on stderr.
+    assert main(["report", "--merge", str(one), "--partial", "--out", str(merged)]) == 0
+    assert "incomplete merge" in capsys.readouterr().err
+    assert "**INCOMPLETE**" in (merged / "report.md").read_text()
+    assert 'id="incomplete"' in (merged / "report.html").read_text()
 
 
 def test_report_over_a_process_pool(standin, tiny_set, tmp_path, capsys):

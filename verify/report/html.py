@@ -67,6 +67,8 @@ def render_html(records: list[dict], meta: dict, with_plots: bool = True) -> str
         (f'<p id="verdict" class="verdict-{verdict}"><strong>{verdict}</strong>: '
         f"{counts['records']} gradient results over {counts['cases']} case runs: {counts['PASS']} pass, "
         f"{counts['FAIL']} fail, {counts['MISTRUSTED']} mistrusted.</p>"),
+        (f'<p id="incomplete" class="verdict-FAIL"><strong>INCOMPLETE</strong>: merged without '
+         f"shards {_esc('; '.join(meta['missing_shards']))}.</p>" if meta.get("missing_shards") else ""),
         (f"<p>set <code>{_esc(meta.get('set'))}</code>, backend <code>{_esc(meta.get('backend'))}</code>, "
         f"modes {_esc(', '.join(meta.get('modes', [])))}, wall time "
         f"{float(meta.get('wall_s') or 0):.1f} s. Tools: {_esc(tools)}.</p>"),

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from collections import defaultdict
 from pathlib import Path
 
 SCHEMA = 1
@@ -39,8 +40,45 @@ def record_key(record: dict) -> tuple:
             record.get("backend"))
 
 
-def merge_reports(paths: list[str | Path]) -> tuple[list[dict], dict]:
-    """Concatenate shards (a record seen twice is kept once) and combine their meta data."""
+def _shards_of(meta: dict) -> list[str]:
+    """The shards a report holds: its own "I/N", or every shard a merged report was made of."""
+    if meta.get("shards"):
+        return [str(s) for s in meta["shards"]]
+    return [str(meta.get("shard") or "1/1")]
+
+
+def _run_family(meta: dict) -> tuple:
+    """What the shards of one sharded run share (a different value means a different run)."""
+    return (meta.get("set"), meta.get("backend"), tuple(meta.get("modes") or ()), meta.get("seed"),
+            meta.get("target"), meta.get("only"))
+
+
+def missing_shards(metas: list[dict]) -> list[str]:
+    """Shards absent from the merge, e.g. ["set 'fast' (seed 0): 2/2"]: a merge of 1/2 alone
+    would otherwise report PASS on half of a case set."""
+    seen: dict[tuple, set[tuple[int, int]]] = defaultdict(set)
+    for meta in metas:
+        for shard in _shards_of(meta):
+            try:
+                index, count = (int(v) for v in shard.split("/"))
+            except ValueError:
+                continue  # not a shard label this tool writes: nothing to check against
+            seen[(_run_family(meta), count)].add((index, count))
+    missing = []
+    for (family, count), have in sorted(seen.items(), key=str):
+        absent = [f"{i}/{count}" for i in range(1, count + 1) if (i, count) not in have]
+        if absent:
+            missing.append(f"set {family[0]!r} (backend {family[1]}, seed {family[3]}): "
+                           + ", ".join(absent))
+    return missing
+
+
+def merge_reports(paths: list[str | Path], allow_partial: bool = False) -> tuple[list[dict], dict]:
+    """Concatenate shards (a record seen twice is kept once) and combine their meta data.
+
+    Raises ReportFileError when a shard of a run is missing (unless allow_partial; the merged meta
+    then lists the missing shards under "missing_shards").
+    """
     merged: dict[tuple, dict] = {}
     metas = []
     for path in paths:
@@ -48,7 +86,11 @@ def merge_reports(paths: list[str | Path]) -> tuple[list[dict], dict]:
         metas.append(meta)
         for record in records:
             merged.setdefault(record_key(record), record)
-    shards = sorted({m.get("shard") or "1/1" for m in metas})
+    missing = missing_shards(metas)
+    if missing and not allow_partial:
+        raise ReportFileError(f"--merge: shards missing: {'; '.join(missing)} (merge every shard of "
+                              "a run, or pass --partial to write an incomplete report)")
+    shards = sorted({s for m in metas for s in _shards_of(m)})
     meta = {
         "merged_from": [str(p) for p in paths],
         "shards": shards,
@@ -58,5 +100,10 @@ def merge_reports(paths: list[str | Path]) -> tuple[list[dict], dict]:
         "wall_s": sum(float(m.get("wall_s") or 0.0) for m in metas),
         "tool_versions": metas[0].get("tool_versions", {}) if metas else {},
         "n_cases": len({r.get("case_id") for r in merged.values()}),
+        "missing_shards": missing,
     }
+    for key in ("seed", "target", "only"):  # kept when every shard agrees (a merge can be merged)
+        values = {json.dumps(m.get(key)) for m in metas}
+        if len(values) == 1:
+            meta[key] = metas[0].get(key)
     return list(merged.values()), meta

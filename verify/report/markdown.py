@@ -29,6 +29,8 @@ def render_markdown(records: list[dict], meta: dict) -> str:
         f"{counts['PASS']} pass, {counts['FAIL']} fail, {counts['MISTRUSTED']} mistrusted "
         "(passed, but more than 30% of the reachable reference elements are zero)."),
         "",
+        *([f"**INCOMPLETE**: merged without shards {'; '.join(meta['missing_shards'])}.", ""]
+          if meta.get("missing_shards") else []),
         (f"- set: `{meta.get('set')}`, backend: `{meta.get('backend')}`, modes: "
         f"{', '.join(meta.get('modes', []))}, target: {meta.get('target', 'trn2')}"),
         (f"- shard: {meta.get('shard') or ', '.join(meta.get('shards', [])) or '1/1'}; "
