@@ -68,3 +68,41 @@ def test_read_report_rejects_what_is_not_a_report(tmp_path):
     (tmp_path / "report.json").write_text(json.dumps({"hello": 1}))
     with pytest.raises(ReportFileError, match="not a conv3d-bwd report"):
         read_report(tmp_path)
+
+
+def _mixed_records() -> list[dict]:
+    bf16 = [_record(f"b{i}", "dx", "PASS", 0.49 + i / 1000) for i in range(8)]
+    fp32 = [{**_record(f"f{i}", "dw", "PASS", 0.01 * (i + 1), methods=("dw:row_pack",)),
+             "dtype": "fp32"} for i in range(3)]
+    exact = [{**_record("e", "db", "PASS", 0.0, mode="exact"),
+              "metrics": {**_record("e", "db", "PASS", 0.0)["metrics"], "bound_ratio": 0.0,
+                          "ulp_histogram": [50, 0, 0, 0, 0]}}]
+    failing = [_record("x", "dx", "FAIL", 3.0)]
+    return bf16 + fp32 + exact + failing
+
+
+def test_worst_table_shows_failures_then_each_dtype():
+    from verify.report import summary
+
+    chosen = summary.worst_per_dtype(_mixed_records(), n=5)
+    ids = [r["case_id"] for r in chosen]
+    assert ids[0] == "x"                                   # the failure first
+    assert ids[1:6] == ["b7", "b6", "b5", "b4", "b3"]      # five worst bf16 stat
+    assert ids[6:] == ["f2", "f1", "f0"]                   # fp32 is not buried under bf16's 0.5
+    assert "e" not in ids                                  # a matching exact result scores 0
+    text = render_markdown(_mixed_records(), META)
+    assert "| f0 | dw | stat |" in text
+
+
+def test_plots_render_for_mixed_records():
+    pytest.importorskip("matplotlib", exc_type=ImportError)
+    import base64
+
+    from verify.report.plots import all_plots
+
+    plots = all_plots(_mixed_records())
+    assert len(plots) == 3
+    for png in plots.values():
+        assert base64.b64decode(png).startswith(b"\x89PNG")
+    only_exact = [r for r in _mixed_records() if r["mode"] == "exact"]
+    assert len(all_plots(only_exact)) == 3  # nothing measurable still draws (empty axes), no crash

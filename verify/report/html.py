@@ -56,7 +56,7 @@ def _plots_section(records: list[dict]) -> str:
 def render_html(records: list[dict], meta: dict, with_plots: bool = True) -> str:
     counts = S.totals(records)
     verdict = "FAIL" if counts["FAIL"] else "PASS"
-    worst = S.worst(records, 25)
+    worst = S.worst_per_dtype(records)
     fails = S.failures(records)
     tools = ", ".join(f"{k} {v}" for k, v in sorted(meta.get("tool_versions", {}).items()))
     parts = [
@@ -85,6 +85,10 @@ def render_html(records: list[dict], meta: dict, with_plots: bool = True) -> str
         _summary_table(S.by_dtype_mode(records), "dtype mode grad"),
         '<h2 id="by-method">By plan method</h2>', _summary_table(S.by_method(records), "method"),
         '<h2 id="worst">Worst error/bound ratios</h2>',
+        ('<p class="note">Failures first, then the five largest err/bound per dtype and mode (a '
+         "correctly rounded bf16 or fp16 result scores up to 0.5 whatever the accumulation did; "
+         "fp32 shows the accumulation term; exact-mode results that match score 0 and are left "
+         "out).</p>"),
         _table(("case", "grad", "mode", "K", "err/bound", "max ULP", "max abs", "err/max|ref|", "err/sum|ab|", "zeros",
                 "status"),
                [(r.get("case_id"), r.get("grad"), r.get("mode"), r.get("K"),

@@ -69,43 +69,106 @@ def error_vs_k(records: list[dict]) -> str:
 
 
 def ulp_distribution(records: list[dict]) -> str:
-    """Histogram of per-element ULP distances, summed over records, per dtype."""
+    """Share of elements at 0, 1, 2, 3, >= 4 ULPs from the rounded oracle, per dtype, stat mode.
+
+    Stat mode only: exact mode must be all zeros, so mixing it in would only dilute the shares (its
+    elements off by any ULP are counted in the title). Shares, not counts, so that dtypes with
+    different case counts compare; the legend gives each dtype's element count.
+    """
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 3.6))
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
     totals: dict[str, list[int]] = defaultdict(lambda: [0] * len(ULP_HISTOGRAM_EDGES))
+    exact_total, exact_off = 0, 0
     for record in records:
         hist = (record.get("metrics") or {}).get("ulp_histogram")
-        if hist:
-            row = totals[record.get("dtype")]
-            for i, count in enumerate(hist):
-                row[i] += int(count)
+        if not hist:
+            continue
+        if record.get("mode") == "exact":
+            exact_total += sum(int(c) for c in hist)
+            exact_off += sum(int(c) for c in hist[1:])
+            continue
+        row = totals[record.get("dtype")]
+        for i, count in enumerate(hist):
+            row[i] += int(count)
     labels = [str(e) for e in ULP_HISTOGRAM_EDGES[:-1]] + [f">={ULP_HISTOGRAM_EDGES[-1]}"]
     width = 0.8 / max(1, len(totals))
+    smallest = 1.0
     for i, (dtype, counts) in enumerate(sorted(totals.items())):
+        n = sum(counts) or 1
+        smallest = min(smallest, 1.0 / n)
         xs = [j + i * width for j in range(len(counts))]
-        heights = [c if c > 0 else float("nan") for c in counts]  # an empty bin draws no bar
-        ax.bar(xs, heights, width=width, color=DTYPE_COLORS.get(dtype, "gray"), label=dtype)
+        shares = [c / n if c > 0 else float("nan") for c in counts]  # an empty bin draws no bar
+        bars = ax.bar(xs, shares, width=width, color=DTYPE_COLORS.get(dtype, "gray"),
+                      label=f"{dtype} ({n:,} elements)")
+        for bar, count in zip(bars, counts):
+            if count:
+                ax.annotate(f"{count:,}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                            ha="center", va="bottom", fontsize=6, rotation=90,
+                            xytext=(0, 2), textcoords="offset points")
     ax.set_xticks([j + width * (len(totals) - 1) / 2 for j in range(len(labels))], labels)
     ax.set_yscale("log")
-    ax.set_ylim(bottom=0.5)
-    ax.set(xlabel="ULP distance from the oracle rounded to the output dtype",
-           ylabel="elements", title="ULP error distribution per dtype (all elements)")
-    ax.legend()
+    ax.set_ylim(bottom=smallest / 2, top=60.0)  # room above the full bars for their labels
+    exact_note = (f"exact mode: {exact_off:,} of {exact_total:,} elements off by >= 1 ULP"
+                  if exact_total else "no exact-mode results")
+    ax.set(xlabel="ULP distance from the oracle rounded to the output dtype (bar labels: elements)",
+           ylabel="share of elements",
+           title=f"ULP distance per dtype, stat mode\n({exact_note})")
+    if totals:
+        ax.legend(fontsize=8, loc="upper right")
+    else:
+        ax.text(0.5, 0.5, "no stat-mode results", ha="center", transform=ax.transAxes)
     return _png(fig)
 
 
+def _method_dtype_worst(records: list[dict]) -> dict[str, dict[str, tuple[float, bool]]]:
+    """{method: {dtype: (worst err/bound over its stat records, any record of it failed)}}."""
+    table: dict[str, dict[str, tuple[float, bool]]] = defaultdict(dict)
+    for record in records:
+        failed = record.get("status") == "FAIL"
+        ratio = S.metric(record, "bound_ratio") if record.get("mode") == "stat" or failed else 0.0
+        for method in record.get("methods") or ["(no plan)"]:
+            old_ratio, old_failed = table[method].get(record.get("dtype"), (0.0, False))
+            table[method][record.get("dtype")] = (max(old_ratio, ratio), old_failed or failed)
+    return table
+
+
 def worst_per_method(records: list[dict]) -> str:
-    """Worst err/bound per plan method, with the pass line."""
+    """Worst err/bound per plan method and dtype (dots on a log axis), with the pass line.
+
+    A dot per dtype, not one bar per method: the worst of a method is almost always a bf16 result
+    near 0.5 (correct rounding), which says nothing about its fp32 accumulation.
+    """
     plt = _pyplot()
-    rows = S.by_method(records)
-    fig, ax = plt.subplots(figsize=(7, 0.35 * max(4, len(rows)) + 1))
-    labels = [r.label for r in rows]
-    values = [max(r.worst_bound_ratio, 1e-12) for r in rows]
-    colors = ["tab:red" if r.failed else "tab:blue" for r in rows]
-    ax.barh(labels, values, color=colors)
-    ax.axvline(1.0, color="red", linewidth=1.5)
-    ax.set(xscale="log", xlabel="worst err / bound (red line: the bound)",
-           title="Worst case per plan method")
+    table = _method_dtype_worst(records)
+    methods = sorted(table, reverse=True)  # sorted top to bottom
+    dtypes = sorted({d for row in table.values() for d in row})
+    fig, ax = plt.subplots(figsize=(7.5, 0.32 * max(4, len(methods)) + 1.4))
+    values = [v for row in table.values() for v, _ in row.values() if v > 0]
+    lo = min([*values, 0.5]) / 3
+    hi = max([*values, 1.0]) * 3
+    offsets = {d: (i - (len(dtypes) - 1) / 2) * 0.18 for i, d in enumerate(dtypes)}
+    for dtype in dtypes:
+        ys, xs, fail_ys, fail_xs = [], [], [], []
+        for y, method in enumerate(methods):
+            if dtype not in table[method]:
+                continue
+            ratio, failed = table[method][dtype]
+            x = ratio if ratio > 0 else lo * 1.2  # nothing measurable (e.g. exact only): left edge
+            (fail_ys if failed else ys).append(y + offsets[dtype])
+            (fail_xs if failed else xs).append(x)
+        color = DTYPE_COLORS.get(dtype, "gray")
+        ax.scatter(xs, ys, s=22, color=color, label=dtype, zorder=3)
+        if fail_xs:
+            ax.scatter(fail_xs, fail_ys, s=60, marker="X", color=color, edgecolors="red",
+                       linewidths=1.2, zorder=4)
+    ax.axvline(1.0, color="red", linewidth=1.5, label="bound (fail above)")
+    ax.axvline(0.5, color="gray", linewidth=1, linestyle="--", label="correct rounding (0.5)")
+    ax.set_yticks(range(len(methods)), methods)
+    ax.set_ylim(-0.6, len(methods) - 0.4)
+    ax.grid(axis="y", color="#eee")
+    ax.set(xscale="log", xlim=(lo, hi), xlabel="worst err / bound in stat mode (X: a failure)",
+           title="Worst case per plan method and dtype")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=5)
     return _png(fig)
 
 

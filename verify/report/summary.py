@@ -82,6 +82,27 @@ def worst(records: list[dict], n: int = 15) -> list[dict]:
     return sorted(records, key=lambda r: (r.get("status") != "FAIL", -metric(r, "bound_ratio")))[:n]
 
 
+def worst_per_dtype(records: list[dict], n: int = 5, max_failures: int = 25) -> list[dict]:
+    """Failures first (up to max_failures), then the n largest err/bound per dtype and mode.
+
+    One global ranking would show only bf16: a correctly rounded bf16 or fp16 output scores up to
+    0.5 whatever the accumulation did, which buries the fp32 results, the only ones where the
+    accumulation term of the bound is what is measured.
+    """
+    def ratio_order(r):
+        return (-metric(r, "bound_ratio"), str(r.get("case_id")), str(r.get("grad")))
+
+    chosen = sorted(failures(records), key=ratio_order)[:max_failures]
+    taken = {id(r) for r in chosen}
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for record in records:
+        if id(record) not in taken and metric(record, "bound_ratio") > 0:
+            groups[(str(record.get("dtype")), str(record.get("mode")))].append(record)
+    for key in sorted(groups):
+        chosen += sorted(groups[key], key=ratio_order)[:n]
+    return chosen
+
+
 def failures(records: list[dict]) -> list[dict]:
     return [r for r in records if r.get("status") == "FAIL"]
 
