@@ -13,6 +13,8 @@ from .errors import NkiUsageError, violation
 from .memory import ON_CHIP, PSUM, SBUF, Storage
 from .tensor import NkiTensor
 
+_BUFFER_KIND = {m: m.value for m in MemoryRegion}   # Enum.value is a slow property
+
 
 @functools.lru_cache(maxsize=1024)
 def row_major(shape: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
@@ -26,6 +28,8 @@ def row_major(shape: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
 
 
 def check_shape(instruction: str, name: str, shape: object) -> tuple[int, ...]:
+    if type(shape) is tuple and all(type(n) is int and n >= 1 for n in shape) and shape:
+        return shape   # the common case, already valid
     if isinstance(shape, int):
         shape = (shape,)
     try:
@@ -45,7 +49,7 @@ def allocate(core: CoreState, shape: object, dtype: object, buffer: object, name
                         f"nl.hbm, nl.private_hbm, nl.shared_hbm), got {buffer!r}")
     dims = check_shape(instruction, name, shape)
     dt = dtype_name(dtype)
-    kind = buffer.value
+    kind = _BUFFER_KIND[buffer]
     if kind in ON_CHIP and dims[0] > 128:
         raise violation(instruction, name or "shape", f"partition dim {dims[0]} exceeds maximum 128 "
                         "(nl.tile_size.pmax)")
@@ -57,9 +61,6 @@ def allocate(core: CoreState, shape: object, dtype: object, buffer: object, name
         if shared is not None:
             return NkiTensor(shared, 0, row_major(dims), name)
     np_dtype = NUMPY_TYPES[dt]
-    size = 1
-    for n in dims:
-        size *= n
     st = Storage(next(run.ids), kind, dt, np_dtype, dims, name, None)
     st.lazy = not run.trace_only   # sentinel-filled on first access (see Storage.materialise)
     if kind == SBUF:
@@ -68,7 +69,7 @@ def allocate(core: CoreState, shape: object, dtype: object, buffer: object, name
         core.psum.allocate(st, address)  # type: ignore[arg-type]
     elif kind == "shared_hbm" and run.lnc > 1:
         run.shared_hbm.append(st)
-    return NkiTensor(st, 0, row_major(dims), name)
+    return NkiTensor(st, 0, row_major(dims), name, dims)
 
 
 def _shared_allocation(core: CoreState, dims, dt, name, instruction) -> Storage | None:

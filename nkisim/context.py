@@ -25,6 +25,9 @@ class RunState:
         self.shared_hbm: list[Any] = []   # the k-th shared_hbm allocation, common to all programs
         self.exchange = None              # set by the LNC scheduler (sendrecv channels)
         self.grid_ndim = 0                # 1 when launched as kernel[n]
+        # Trace records of operand accesses by (storage id, offset, pattern, role, write): equal
+        # accesses (a tile re-read by many instructions) share one immutable record.
+        self.accesses: dict[tuple, Any] = {}
 
 
 class CoreState:

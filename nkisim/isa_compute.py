@@ -66,7 +66,7 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None):
     if not core.trace_only:
         values = src.array()
         if src.dtype != dst.dtype:
-            values = values.astype(F32)
+            values = values.astype(F32, copy=False)
         write(dst, values)
     _finish(core, ins, eng, (("src", src),), dst)
 

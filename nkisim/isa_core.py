@@ -5,7 +5,7 @@ import numbers
 
 import numpy as np
 
-from .context import CoreState
+from .context import CoreState, current_core
 from .dtypes import INT_TYPES, int_limits
 from .errors import violation
 from .isa_enums import engine
@@ -95,11 +95,17 @@ def is_scalar(value: object) -> bool:
 
 # --- trace records ----------------------------------------------------------------------------
 def access(t: NkiTensor, role: str, write: bool) -> Access:
-    pstart, parts, free, lo, hi, run = t.layout()
+    """The trace record of one operand; equal accesses share one (immutable) record per run."""
     st = t.storage
-    isz = st.itemsize
-    return Access(role, st.buffer, st.id, st.dtype, t.shape, pstart, parts, free, parts * free * isz,
-                  (lo, hi), run * isz, write)
+    key = (st.id, t.offset, t.pattern, role, write)
+    memo = current_core().run.accesses
+    rec = memo.get(key)
+    if rec is None:
+        pstart, parts, free, lo, hi, run = t.layout()
+        isz = st.itemsize
+        rec = memo[key] = Access(role, st.buffer, st.id, st.dtype, t.shape, pstart, parts, free,
+                                 parts * free * isz, (lo, hi), run * isz, write)
+    return rec
 
 
 # --- reads and writes (full mode) -------------------------------------------------------------
@@ -143,10 +149,14 @@ def _covers_storage(t: NkiTensor) -> bool:
 def psum_state_of(t: NkiTensor) -> np.ndarray | None:
     """The per-element state view of ``t``, or None when the whole storage is in one known state."""
     st = t.storage
-    if st.psum_uniform is not None:
+    uniform = st.psum_uniform
+    if uniform is not None:
         if _covers_storage(t):
             return None
-        st.psum_state[:] = st.psum_uniform
+        if st.psum_state is None:
+            st.psum_state = np.full(st.size, uniform, np.uint8)
+        else:
+            st.psum_state[:] = uniform
         st.psum_uniform = None
     return psum_state(t)
 

@@ -57,7 +57,7 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     if not core.trace_only:
         values = src.array()
         if src.dtype != dst.dtype:
-            values = values.astype(F32)   # DMA casts through fp32
+            values = values.astype(F32, copy=False)   # DMA casts through fp32
         write(dst, values)
     core.record(Instr(ins, "dma", (access(src, "src", False), access(dst, "dst", True)),
                       (("dge_mode", dge_mode.name),), core.program_id))

@@ -139,8 +139,17 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
             d[...] = s2.T.reshape(d.shape)   # bit-accurate transpose (NaN/Inf kept)
         else:
             # The PE multiplies in fp32 and accumulates in fp32: a float32 matmul.
-            prod = (s2.astype(F32).T @ m2.astype(F32)).reshape(d.shape)
-            if accumulate is False or all_fresh:
+            lhs = s2.astype(F32, copy=False).T
+            rhs = m2.astype(F32, copy=False)
+            overwrite = accumulate is False or all_fresh
+            if overwrite and d.dtype == F32 and d.flags.c_contiguous:
+                np.matmul(lhs, rhs, out=d.reshape(m, n))   # straight into PSUM, no temporary
+                prod = None
+            else:
+                prod = (lhs @ rhs).reshape(d.shape)
+            if prod is None:
+                pass
+            elif overwrite:
                 d[...] = prod
             elif not any_fresh:
                 d += prod

@@ -63,8 +63,9 @@ class Storage:
         self.data = data
         self.raw = None if data is None else data.view(np.uint8)
         self.lazy = False         # full mode, memory not materialised yet (see materialise)
-        self.psum_state = np.zeros(size, np.uint8) if buffer == PSUM else None
-        # When not None, every element is in this state and psum_state is stale (a fast path).
+        # Per-element PSUM write states, created when a partial write first makes them differ; while
+        # psum_uniform is not None every element is in that state and psum_state is stale (a fast path).
+        self.psum_state: np.ndarray | None = None
         self.psum_uniform: int | None = PSUM_FRESH if buffer == PSUM else None
         self.name = name
         self.p0 = 0               # first physical partition
@@ -115,6 +116,14 @@ class OnChipTracker:
         self.auto_bytes = 0           # SBUF allocations without an address (no placement needed)
         self.auto_sizes: dict[int, int] = {}
         self.peak = 0
+        # One weak reference per live storage whose callback releases it (cheaper than
+        # weakref.finalize, and called at the same moment: when the last view of the storage dies).
+        self._watch: dict[int, weakref.ref] = {}
+
+    def _watch_storage(self, st: Storage) -> None:
+        release = self.release
+        sid = st.id
+        self._watch[sid] = weakref.ref(st, lambda _ref: release(sid))
 
     # --- usage -------------------------------------------------------------------------------
     def _placed_bytes(self) -> int:
@@ -169,10 +178,11 @@ class OnChipTracker:
                 raise violation("ndarray", st.name, f"SBUF capacity: live {used} B per partition exceeds "
                                 f"{self.capacity} B usable ({self.target})")
             self.peak = max(self.peak, used)
-            weakref.finalize(st, self.release, st.id)
+            self._watch_storage(st)
             return
-        self.peak = max(self.peak, self.usage())
-        weakref.finalize(st, self.release, st.id)
+        used = self.usage()
+        self.peak = max(self.peak, used)
+        self._watch_storage(st)
 
     def _place_explicit(self, st: Storage, address: tuple[int, int], nbytes: int) -> None:
         try:
@@ -227,6 +237,7 @@ class OnChipTracker:
         return None
 
     def release(self, sid: int) -> None:
+        self._watch.pop(sid, None)
         self.regions.pop(sid, None)
         nbytes = self.auto_sizes.pop(sid, None)
         if nbytes is not None:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .errors import NkiUsageError
 
@@ -23,10 +23,10 @@ class TargetSpec:
     psum_partition_bytes: int = 16 * 1024
     psum_bank_bytes: int = 2048
     pmax: int = 128
+    generation: int = field(init=False)   # 2, 3, 4 from nc_version (a field: rules read it per instruction)
 
-    @property
-    def generation(self) -> int:
-        return int(self.nc_version[-1])
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "generation", int(self.nc_version[-1]))
 
     @property
     def psum_banks(self) -> int:

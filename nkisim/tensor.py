@@ -23,11 +23,12 @@ class NkiTensor:
 
     __slots__ = ("_arr", "_lay", "name", "offset", "pattern", "shape", "storage")
 
-    def __init__(self, storage: Storage, offset: int, pattern: Pattern, name: str | None = None) -> None:
+    def __init__(self, storage: Storage, offset: int, pattern: Pattern, name: str | None = None,
+                 shape: tuple[int, ...] | None = None) -> None:
         self.storage = storage
         self.offset = offset
         self.pattern = pattern
-        self.shape = tuple(c for _, c in pattern)
+        self.shape = tuple([c for _, c in pattern]) if shape is None else shape
         self._arr: np.ndarray | None = None
         self._lay: tuple | None = None
         self.name = storage.name if name is None else name
@@ -115,26 +116,92 @@ class NkiTensor:
                 off, partitions, free, pstart = self.offset, 1, pattern, 0
             lo = hi = off
             n = 1
-            for s, c in free:
+            run = 1
+            contiguous = True
+            for s, c in reversed(free):   # innermost first: the contiguous run, the span, the count
                 n *= c
+                if c == 1:
+                    continue
                 if s > 0:
                     hi += s * (c - 1)
                 else:
                     lo += s * (c - 1)
-            run = 1
-            for s, c in reversed(free):
-                if c == 1:
-                    continue
-                if s != run:
-                    break
-                run *= c
+                if contiguous:
+                    if s == run:
+                        run *= c
+                    else:
+                        contiguous = False
             lay = self._lay = (pstart, partitions, n, lo, hi + 1, run)
         return lay
 
     # --- indexing ------------------------------------------------------------------------------
     def __getitem__(self, key: object) -> NkiTensor:
-        if not isinstance(key, tuple):
+        # Hot path (every kernel instruction indexes its operands): one pass over the dims with the
+        # common cases (int, slice without a step) inlined; the rules are those of _index_general.
+        if type(key) is not tuple:
             key = (key,)
+        pattern = self.pattern
+        ndim = len(pattern)
+        nkey = len(key)
+        if nkey > ndim:
+            return self._index_general(key)
+        offset = self.offset
+        on_chip = self.storage.buffer in ON_CHIP
+        new: list[tuple[int, int]] = []
+        shape: list[int] = []
+        last_dropped = -1
+        dropped_stride = 0
+        for d in range(nkey):
+            k = key[d]
+            s, c = pattern[d]
+            if type(k) is slice:
+                start, stop, step = k.start, k.stop, k.step
+                if step is not None and step != 1:
+                    return self._index_general(key)
+                if start is None:
+                    start = 0
+                elif type(start) is not int:
+                    return self._index_general(key)
+                elif start < 0:
+                    start += c
+                if stop is None:
+                    stop = c
+                elif type(stop) is not int:
+                    return self._index_general(key)
+                elif stop < 0:
+                    stop += c
+                if not (0 <= start <= c and 0 <= stop <= c):
+                    raise IndexError(f"{self.name}: slice {k.start}:{k.stop} is out of range for dim {d} "
+                                     f"of size {c}")
+                offset += start * s
+                n = stop - start if stop > start else 0
+                new.append((s, n))
+                shape.append(n)
+            elif type(k) is int:
+                if k < 0:
+                    k += c
+                if not 0 <= k < c:
+                    raise IndexError(f"{self.name}: index {key[d]} out of range for dim {d} of size {c}")
+                offset += k * s
+                if on_chip and d == 0:
+                    new.append((s, 1))   # on-chip: an int on the partition dim keeps it at size 1
+                    shape.append(1)
+                else:
+                    last_dropped = len(new)
+                    dropped_stride = s
+            else:
+                return self._index_general(key)
+        if nkey < ndim:
+            rest = pattern[nkey:]
+            new.extend(rest)
+            shape.extend(c for _, c in rest)
+        if last_dropped >= 0 and len(new) < (2 if on_chip else 1):
+            new.insert(last_dropped, (dropped_stride, 1))
+            shape.insert(last_dropped, 1)
+        return NkiTensor(self.storage, offset, tuple(new), self.name, tuple(shape))
+
+    def _index_general(self, key: tuple) -> NkiTensor:
+        """Indexing with every key kind: ``...``, steps, nl.ds, numpy integers, and the errors."""
         ndim = len(self.pattern)
         if any(k is Ellipsis for k in key):
             if sum(k is Ellipsis for k in key) > 1:
