@@ -20,6 +20,7 @@ from .planner import (
     current_forced_plan,
     dw_direct,
     dw_items,
+    dw_own_taps,
     dx_items,
     plan_conv3d_bwd,
     psum_transpose_banks,
@@ -147,7 +148,10 @@ def _run_dw_alone(ctx, pid, lnc, db_state):
 
     from .nki_common import PMAX, Pool
     g, plan = ctx.g, ctx.plan
-    items = _split(dw_items(g, plan), lnc, pid)
+    own = dw_own_taps(g, plan, pid)
+    items = dw_items(g, plan) if own is not None else _split(dw_items(g, plan), lnc, pid)
+    if own is not None and pid != 0:
+        db_state = None     # the tap split runs every position on both programs: db once, on program 0
     co_tiles = _co_tiles(g)
     wo = g.axes[2].o
     pools = [Pool(plan.dy_bufs, (PMAX, plan.dw_band[0], plan.dw_band[1], wo), ctx.dtype, nl.sbuf, f"dw_dy{c}_")
@@ -157,7 +161,7 @@ def _run_dw_alone(ctx, pid, lnc, db_state):
     ranges = [(c0, min(g.c_in, c0 + plan.dw_ci_range)) for c0 in range(0, g.c_in, plan.dw_ci_range)]
     for ri, ci_range in enumerate(ranges):
         state = DwState(ctx, plan.dw_band, ci_range, direct=dw_direct(g, plan),
-                        db_state=db_state if ri == 0 else None)
+                        db_state=db_state if ri == 0 else None, own_taps=own)
         for b, (d0, d1), (h0, h1) in items:
             views = []
             for c, (co0, co_sz) in enumerate(co_tiles):

@@ -20,9 +20,11 @@ LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
 class DwState:
     """The dw accumulators and pools of one program."""
 
-    def __init__(self, ctx, max_rows, ci_range=None, direct=False, db_state=None):
+    def __init__(self, ctx, max_rows, ci_range=None, direct=False, db_state=None, own_taps=None):
         g, plan = ctx.g, ctx.plan
         self.ctx = ctx
+        # LNC2 tap split: this program computes and stores only taps [lo, hi), over every position
+        self.own_taps = own_taps
         # db folded on the PE: the dy^T tiles dw builds anyway times a ones vector, summed in PSUM
         self.db_state = db_state
         if db_state is not None:
@@ -94,7 +96,8 @@ class DwState:
         n_co = len(self.co_tiles)
         # one flat stream of steps (C_in tile, tap group, C_out chunk, position tile), software
         # pipelined across every boundary: x^T of step i+LOOKAHEAD is built before the matmuls of step i
-        steps = [(ci, t0, c0, p) for ci in range(len(self.ci_tiles)) for t0 in range(0, g.taps, G)
+        t_lo, t_hi = self.own_taps or (0, g.taps)
+        steps = [(ci, t0, c0, p) for ci in range(len(self.ci_tiles)) for t0 in range(t_lo, t_hi, G)
                  for c0 in range(0, n_co, chunk) for p in range(len(ptiles))]
         bands = {}
 
@@ -105,7 +108,7 @@ class DwState:
                 bands[ci] = self._load_x(b, od, oh, ci0, ci_sz)[0]
                 bands.pop(ci - 2, None)
             xb = bands[ci]
-            grp = range(t0, min(g.taps, t0 + G))
+            grp = range(t0, min(t_hi, t0 + G))
             (sd, sh, sw), (td, th, tw) = ptiles[p]
             npos = td * th * tw
             n = len(grp) * ci_sz
@@ -129,7 +132,7 @@ class DwState:
             xt = staged[i]
             staged[i] = None
             ci0, ci_sz = self.ci_tiles[ci]
-            gn = min(g.taps, t0 + G) - t0
+            gn = min(t_hi, t0 + G) - t0
             n = gn * ci_sz
             cts = list(range(c0, min(n_co, c0 + chunk)))
             if p == 0:
@@ -193,7 +196,9 @@ class DwState:
                 xb, ext = self._load_x(b, box_d, box_h, ci0, ci_sz)
                 xw = ext[2]
                 cols = max(1, bank // ci_sz)
-                pairs = [(kd, kh) for kd in range(kd_n) for kh in range(kh_n)]
+                t_lo, t_hi = self.own_taps or (0, g.taps)
+                pairs = [(kd, kh) for kd in range(kd_n) for kh in range(kh_n)
+                         if t_lo <= g.tap_index(kd, kh, 0) < t_hi]
 
                 def stage(pair, xb=xb, ci_sz=ci_sz, xw=xw, cols=cols, nrows=nrows, cd=cd, ch=ch):
                     kd, kh = pair
@@ -208,7 +213,7 @@ class DwState:
                         ctx.evict.copy(xt[:nrows, c0:c0 + cn, :ci_sz], pt[:nrows, :cn * ci_sz])
                     return xt
 
-                staged = [stage(pairs[0])]
+                staged = [stage(pairs[0])] if pairs else []
                 for pi, (kd, kh) in enumerate(pairs):
                     if pi + 1 < len(pairs):
                         staged.append(stage(pairs[pi + 1]))
@@ -259,7 +264,9 @@ class DwState:
                 nisa.memset(self.acc[c][:co_sz, :, :], 0.0, engine=nisa.engine.vector)
         per = -(-g.taps // lnc)
         t_lo, t_hi = min(g.taps, pid * per), min(g.taps, (pid + 1) * per)
-        if lnc == 2:
+        if self.own_taps is not None:     # tap split: nothing to combine, store what this program owns
+            t_lo, t_hi = self.own_taps
+        elif lnc == 2:
             other = nl.ndarray((PMAX, g.taps, self.width), nl.float32, buffer=nl.sbuf, name="dw_other")
             for c, (_co0, co_sz) in enumerate(self.co_tiles):
                 nisa.sendrecv(src=self.acc[c][:co_sz, :, :], dst=other[:co_sz, :, :], send_to_rank=1 - pid,

@@ -59,6 +59,17 @@ def filters_by_dma(g: ConvGeom, p: Plan) -> bool:
     return g.dtype_bytes == 2 and p.target != "trn1"
 
 
+def dw_own_taps(g: ConvGeom, p: Plan, pid: int) -> tuple[int, int] | None:
+    """Under the LNC2 tap split: the contiguous taps [lo, hi) program ``pid`` owns (whole (kd, kh)
+    pairs in row mode, whole tap groups in box mode); None for the position split."""
+    if p.dw_split != "taps" or p.lnc == 1:
+        return None
+    unit = g.axes[2].k if p.dw_method is DwMethod.ROW_PACK else p.dw_tap_group
+    units = ceil_div(g.taps, unit)
+    per = ceil_div(units, p.lnc)
+    return min(g.taps, pid * per * unit), min(g.taps, (pid + 1) * per * unit)
+
+
 def dw_stage_rows(p: Plan, rows: tuple[int, int]) -> tuple[int, int]:
     """Output rows of the largest x band dw loads at once (row mode loads one <=128-row chunk)."""
     if p.dw_method is DwMethod.ROW_PACK:
@@ -70,7 +81,7 @@ def dw_stage_rows(p: Plan, rows: tuple[int, int]) -> tuple[int, int]:
 def dw_direct(g: ConvGeom, p: Plan) -> bool:
     """dw evicts its PSUM accumulators straight to the output dtype: one output box, one PSUM group per
     accumulator (row mode: at most 128 rows), one program."""
-    if p.lnc != 1 or not p.compute_dw:
+    if (p.lnc != 1 and p.dw_split != "taps") or not p.compute_dw:
         return False
     items = [it for it in dw_items(g, p) if it[1][1] > it[1][0] and it[2][1] > it[2][0]]
     if len(items) != 1:
@@ -169,6 +180,7 @@ class Plan:
     dy_bufs: int                      # dy band buffers (prefetch depth)
     dx_regions: int = 1               # dx bands stacked on the partitions (block-diagonal filters)
     filters_first: bool = False       # dx's first filter group loads before dw runs (per-gradient)
+    dw_split: str = "positions"       # LNC2: dw split by output positions (partials combined) or by taps
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -202,7 +214,7 @@ class Plan:
                 "dx_ci_outer": self.dx_ci_outer, "dw_ci_tile": self.dw_ci_tile,
                 "dw_tap_group": self.dw_tap_group, "dw_co_chunk": self.dw_co_chunk, "dy_bufs": self.dy_bufs,
                 "dw_ci_range": self.dw_ci_range, "dx_regions": self.dx_regions,
-                "filters_first": self.filters_first}
+                "filters_first": self.filters_first, "dw_split": self.dw_split}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -345,7 +357,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         width = p.dw_ci_range
         acc = n_co * g.taps * width * 4
         store = 3 * n_co * cast_group(g, width) * width * ds + 2 * cast_group(g, width) * g.c_out * ds
-        other = g.taps * width * 4 if p.lnc == 2 else 0
+        other = g.taps * width * 4 if (p.lnc == 2 and p.dw_split != "taps") else 0
         db = 4 * n_co * 4 if p.compute_db else 0
         xstage = 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows)) * ds
         dw_total = dyb + dyt + xb + xt + acc + db + xstage
@@ -493,7 +505,7 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         c.evict(sum(blocks), two, mine)
         c.dma(min(PMAX, g.c_in) * g.c_out * ds, g.c_out * ds, mine)
     elif p.compute_dw:
-        items = _split(dw_items(g, p), p.lnc, 0)
+        items = dw_items(g, p) if p.dw_split == "taps" else _split(dw_items(g, p), p.lnc, 0)
         chunk = min(p.dw_co_chunk, n_co)
         n_chunks = ceil_div(n_co, chunk)
         xpad = any(a.k > 1 or a.lo or a.hi or a.s > 1 for a in g.axes)
@@ -522,7 +534,10 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                     c.compute("vector", 1, 2, 1.0, n_co, op="tensor_tensor")
             # finalize: (LNC2) exchange + add, cast, transposes, stores
             taps_here = ceil_div(g.taps, p.lnc)
-            if p.lnc == 2:
+            own = dw_own_taps(g, p, 0)
+            if own is not None:
+                taps_here = own[1] - own[0]
+            if p.lnc == 2 and own is None:
                 c.dma(n_co * g.taps * width * 4 * 128, g.taps * width * 4, 1)
                 c.compute("vector", taps_here * width, 2, 1.0, n_co, op="tensor_tensor")
             grp = cast_group(g, width)
@@ -604,7 +619,8 @@ def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], o
         return
     sizes = [(s_[0] * s_[1] * s_[2], cnt) for s_, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)]
     G = p.dw_tap_group
-    groups = [min(G, g.taps - t) for t in range(0, g.taps, G)]
+    t_lo, t_hi = dw_own_taps(g, p, 0) or (0, g.taps)
+    groups = [min(G, t_hi - t) for t in range(t_lo, t_hi, G)]
     for npos, cnt in sizes:       # dy^T once per position tile
         c.transpose(co_t, npos, fp32, n_co * cnt)
         c.evict(g.c_out, two, max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)) * cnt)
@@ -671,7 +687,8 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
         for ci in ci_tiles:
             _cost_fill(c, g, 1, ci, xlo, xhi, xext, [(x0[a] + xlo[a], x0[a] + xhi[a]) for a in range(3)], x_side=True)
             cols = max(1, bank // ci)
-            pairs = kd_n * kh_n
+            own = dw_own_taps(g, p, 0)
+            pairs = kd_n * kh_n if own is None else (own[1] - own[0]) // kw_n
             c.transpose(ci, nrows, fp32, pairs * xw)
             for c0 in range(0, xw, cols):
                 c.evict(min(cols, xw - c0) * ci, two, pairs)
@@ -704,6 +721,7 @@ def _label(p: Plan) -> str:
                      + (", filters first" if p.filters_first else "") + "]")
     if p.dw_method:
         band = "" if p.strategy is Strategy.SHARED_DY else f"band {p.dw_band[0]}x{p.dw_band[1]}, "
+        band += "tap split, " if p.dw_split == "taps" else ""
         rng = f", ci-range {p.dw_ci_range}" if p.dw_ci_range < p.x_shape[1] else ""
         parts.append(f"dw:{p.dw_method.value}[{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}{rng}]")
     if p.db_method:
@@ -849,6 +867,9 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         out += [replace(p, dx_regions=r) for r in (2, 4) if region_fits(g.c_in, g.c_out, r)]
     if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
         out = [q2 if not _check(g, q2 := replace(q, filters_first=True), hw)[0] else q for q in out]
+    if p.lnc == 2 and p.compute_dw and p.strategy is Strategy.PER_GRADIENT and g.taps >= 2 \
+            and p.dw_method is not DwMethod.DMA_GEMM:
+        out += [replace(q, dw_split="taps") for q in out]
     return out
 
 

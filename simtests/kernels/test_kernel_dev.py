@@ -231,3 +231,19 @@ def test_pointwise_dma_gemm_dw_is_exact(batch, c_in, c_out, size, lnc, grads):
         return alts[0]
 
     run_and_compare(batch, c_in, c_out, size, (1, 1, 1), lnc=lnc, grads=grads, plan_edit=pick)
+
+
+@pytest.mark.parametrize("method, geom", [
+    ("row_pack", {"batch": 1, "c_in": 6, "c_out": 5, "size": (4, 5, 6), "kernel": (3, 3, 3), "padding": (1,) * 6}),
+    ("tap_pack", {"batch": 2, "c_in": 6, "c_out": 5, "size": (4, 5, 6), "kernel": (3, 2, 3), "stride": (2, 1, 1),
+                  "padding": (1, 0, 0, 1, 1, 1)}),
+    ("tap_gemm", {"batch": 2, "c_in": 6, "c_out": 5, "size": (4, 5, 6), "kernel": (3, 2, 3), "stride": (2, 1, 1),
+                  "padding": (1, 0, 0, 1, 1, 1)}),
+])
+def test_lnc2_tap_split_is_exact(method, geom):
+    def pick(p):
+        alts = [a for a in p.feasible_candidates() if a.dw_split == "taps" and a.dw_method.value == method]
+        assert alts, p.explain()
+        return alts[0]
+
+    run_and_compare(**geom, lnc=2, plan_edit=pick)
