@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -105,6 +106,14 @@ def _mean_abs(r: int) -> float:
 
 
 def structural_k_max(case: Case) -> dict[str, int]:
+    """The largest number of terms any element of each gradient has (see ``_structural_k_max``)."""
+    return dict(_structural_k_max(case))
+
+
+# Cached: the range choice and the densities ask for it up to seven times per case, and each call
+# is a full oracle run on all-ones tensors (seconds for the 129-channel cases).
+@lru_cache(maxsize=256)
+def _structural_k_max(case: Case) -> tuple[tuple[str, int], ...]:
     """The largest number of terms any element of each gradient has (oracle on all-ones inputs).
 
     Tighter than C_out * taps for dx when the spatial size is small or strided, so the densities
@@ -113,7 +122,7 @@ def structural_k_max(case: Case) -> dict[str, int]:
     ones = [np.ones(shape) for shape in (case.dy_shape, case.x_shape, case.w_shape)]
     counts = accumulation_lengths(*ones, stride=case.stride, padding=case.padding,
                                   dilation=case.dilation, grads=GRADS)
-    return {g: int(c.max(initial=0.0)) for g, c in counts.items()}
+    return tuple((g, int(c.max(initial=0.0))) for g, c in counts.items())
 
 
 def initial_densities(case: Case, ranges: dict[str, int] | None = None) -> dict[str, float]:
