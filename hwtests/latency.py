@@ -46,7 +46,7 @@ class LatencyLog:
 
 
 def merge_latency_parts(path: Path) -> list[dict[str, Any]] | None:
-    """Merge the part files into ``path`` (records sorted by case id) and remove them.
+    """Merge the part files into ``path`` (sorted by case id, then mode) and remove them.
 
     Returns the merged records, or None when there were no parts (nothing was recorded).
     """
@@ -57,7 +57,7 @@ def merge_latency_parts(path: Path) -> list[dict[str, Any]] | None:
     records = []
     for part in sorted(parts.glob("*.jsonl")):
         records.extend(json.loads(line) for line in part.read_text(encoding="utf-8").splitlines() if line)
-    records.sort(key=lambda r: (r.get("case", ""), r.get("backend", "")))
+    records.sort(key=lambda r: (r.get("case", ""), r.get("mode", ""), r.get("backend", "")))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps({"records": records}, indent=2, sort_keys=True) + "\n", encoding="utf-8")

@@ -9,22 +9,22 @@ from __future__ import annotations
 import pytest
 
 from hwtests.hw_case import run_hw_case
-from simtests.kernel.case_support import MODES, case_param, repro_command
+from simtests.kernel.case_support import MODE_SEEDS, MODES, case_param, repro_command
 from verify.cases import CASE_SETS
 
 pytestmark = pytest.mark.trainium
 
-SEED = 0
 
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", [case_param(case) for case in CASE_SETS["default"]])
 def test_case_on_device(case, mode, hw_dry, latency_log, record_property):
-    outcome = run_hw_case(case, mode, SEED, latency_log, dry=hw_dry)
+    seed = MODE_SEEDS[mode]
+    outcome = run_hw_case(case, mode, seed, latency_log, dry=hw_dry)
     for key in ("wall_us_median", "planner_estimate_us", "modelled_us", "plan"):
         if outcome.record[key] is not None:
             record_property(key, outcome.record[key])
-    repro = repro_command(case, mode, SEED, "trn")
+    repro = repro_command(case, mode, seed, "trn")
     failing = {name: m.reason for name, m in outcome.metrics.items() if not m.passed}
     assert not failing, f"{case.id} ({mode}) differs from the oracle: {failing}\nreproduce: {repro}"
     if mode == "exact":

@@ -84,6 +84,16 @@ def test_latency_parts_of_two_workers_merge_into_one_sorted_file(tmp_path):
     assert json.loads(path.read_text())["records"] == on_disk
 
 
+@pytest.mark.fast
+def test_default_latency_path(monkeypatch, tmp_path):
+    from hwtests.latency import default_latency_path
+
+    monkeypatch.setenv("TOX_WORK_DIR", str(tmp_path / "tox"))
+    assert default_latency_path(tmp_path) == tmp_path / "tox" / "hw-latency.json"
+    monkeypatch.delenv("TOX_WORK_DIR")
+    assert default_latency_path(tmp_path) == tmp_path / ".tox" / "hw-latency.json"
+
+
 def _fast_case():
     from verify.cases import CASE_SETS
 

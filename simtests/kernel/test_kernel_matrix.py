@@ -9,6 +9,7 @@ from __future__ import annotations
 import pytest
 
 from simtests.kernel.case_support import (
+    MODE_SEEDS,
     MODES,
     assert_case_ok,
     case_param,
@@ -16,10 +17,8 @@ from simtests.kernel.case_support import (
 )
 from verify.cases import CASE_SETS
 
-# Inputs are a function of (case, mode, seed). In stat mode odd seeds draw the non-zero-mean
-# distribution (x >= 0 like ReLU activations, dy with mean 0.25), whose partial sums grow like K:
-# the harder regime for the bound. The Hypothesis sweep draws seeds of both parities.
-SEEDS = {"exact": 0, "stat": 1}
+# MODE_SEEDS: stat mode uses the non-zero-mean distribution; the Hypothesis sweep draws both.
+SEEDS = MODE_SEEDS
 
 DEFAULT_CASES = CASE_SETS["default"]
 _default_ids = {case.id for case in DEFAULT_CASES}
