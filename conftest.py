@@ -108,7 +108,6 @@ def _real_nki_probe() -> str | None:
         import nki  # noqa: F401
     except ImportError as exc:
         return f"the Neuron package 'nki' does not import ({type(exc).__name__}: {exc})"
-    # Importing the real package must not leave it bound when the emulator is wanted.
     return None
 
 
