@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from datetime import datetime, timezone
+from pathlib import Path
 
 PROG = "conv3d-bwd"
 TARGETS = ("trn1", "trn2", "trn3")
@@ -462,6 +463,21 @@ def _order(records: list[dict]) -> list[dict]:
                                           r.get("mode") != "exact", grads.get(r.get("grad"), 3)))
 
 
+def _prepare_out_dir(out: str) -> None:
+    """Create --out up front: a path that cannot hold the report is a usage error before the run,
+    not an internal failure after minutes of work."""
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"--out: {out!r} is a file, not a directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out: {out!r} cannot be made a report directory: "
+                         f"{exc.strerror or exc}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise UsageError(f"--out: {out!r} is not writable")
+
+
 def cmd_report(args) -> int:
     from verify.backends import BackendError, backend_unavailable_reason, resolve_backend, tool_versions
     from verify.report import write_reports
@@ -472,6 +488,7 @@ def cmd_report(args) -> int:
             records, meta = merge_reports(args.merge, allow_partial=args.partial)
         except ReportFileError as exc:
             raise UsageError(str(exc)) from None
+        _prepare_out_dir(args.out)
     else:
         try:
             backend = resolve_backend(args.backend)
@@ -481,6 +498,7 @@ def cmd_report(args) -> int:
         if missing:
             raise UsageError(missing)
         tasks = _report_tasks(args, backend)
+        _prepare_out_dir(args.out)
         start = time.perf_counter()
         records = run_report_tasks(tasks, args.jobs)
         wall = time.perf_counter() - start

@@ -91,6 +91,8 @@ def test_check_json_is_machine_readable(standin, capsys):
     (["report", "--merge", "/nonexistent/shard"], "does not exist"),
     (["report", "--only", "("], "--only"),
     (["report", "--only", "no-such-case"], "matches no case"),
+    (["report", "--out", __file__], "is a file, not a directory"),
+    (["report", "--out", "/proc/no-such-dir/report"], "cannot be made a report directory"),
     (["launch"], "invalid choice"),
     # Negative tuples reach their parser (argparse would say "expected one argument").
     (["check", *GEOMETRY, "--padding", "-1,0,0,0,0,0"], "every value must be >= 0"),
@@ -234,6 +236,10 @@ def test_report_shards_merge_to_the_whole(standin, tiny_set, tmp_path, capsys):
     assert whole_records == merged_records
     meta = json.loads((merged / "report.json").read_text())["meta"]
     assert meta["shards"] == ["1/2", "2/2"] and meta["missing_shards"] == []
+    # A shard named twice counts once.
+    assert main(["report", "--merge", str(one), str(two), f"{one}/", "--out", str(merged)]) == 0
+    again = json.loads((merged / "report.json").read_text())["meta"]
+    assert again["wall_s"] == meta["wall_s"] and len(again["merged_from"]) == 2
     # The whole report, shard for shard: every field but the wall times.
     def strip(r):
         return {k: v for k, v in r.items() if k != "timings_s"}

@@ -81,6 +81,8 @@ def merge_reports(paths: list[str | Path], allow_partial: bool = False) -> tuple
     """
     merged: dict[tuple, dict] = {}
     metas = []
+    # The same directory named twice is one shard (its wall time counts once).
+    paths = list(dict.fromkeys(Path(p).resolve() for p in paths))
     for path in paths:
         records, meta = read_report(path)
         metas.append(meta)
