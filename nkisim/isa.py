@@ -12,7 +12,7 @@ from .isa_compute import (
     tensor_scalar,
     tensor_tensor,
 )
-from .isa_dma import dma_compute, dma_copy, dma_transpose, sendrecv
+from .isa_dma import core_barrier, dma_compute, dma_copy, dma_transpose, sendrecv
 from .isa_enums import (
     dge_mode,
     engine,
@@ -40,7 +40,7 @@ def get_nc_version() -> nc_version:
 
 
 __all__ = [
-    "NkiValidationError", "activation", "affine_select", "dge_mode", "dma_compute", "dma_copy", "dma_transpose",
+    "NkiValidationError", "activation", "affine_select", "core_barrier", "dge_mode", "dma_compute", "dma_copy", "dma_transpose",
     "engine", "get_nc_version", "gpsimd_engine", "iota", "matmul_perf_mode", "memset", "nc_matmul",
     "nc_transpose", "nc_version", "oob_mode", "reduce_cmd", "scalar_engine", "sendrecv", "tensor_copy",
     "tensor_engine", "tensor_reduce", "tensor_scalar", "tensor_tensor", "unknown_engine", "vector_engine",

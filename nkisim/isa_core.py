@@ -25,7 +25,8 @@ def tensor(instr: str, role: str, t: object) -> NkiTensor:
         raise violation(instr, role, f"expected an NkiTensor, got {type(t).__name__}")
     if 0 in t.shape:
         raise violation(instr, role, f"empty access (shape {t.shape})")
-    stale = t.storage.clobbered_by
+    st = t.storage
+    stale = st.clobbered_by if st.base is None else st.base.clobbered_by
     if stale is not None:
         raise violation(instr, role, f"tensor '{t.name}' is used after its memory was re-allocated to "
                         f"'{stale}' (explicit address overlap)")
@@ -103,7 +104,11 @@ def access(t: NkiTensor, role: str, write: bool) -> Access:
     if rec is None:
         pstart, parts, free, lo, hi, run = t.layout()
         isz = st.itemsize
-        rec = memo[key] = Access(role, st.buffer, st.id, st.dtype, t.shape, pstart, parts, free,
+        base = st.base
+        if base is not None:   # a re-typed view: the span in the allocation's own elements
+            bsz = base.itemsize
+            lo, hi = lo * isz // bsz, -(-hi * isz // bsz)
+        rec = memo[key] = Access(role, st.buffer, st.trace_id, st.dtype, t.shape, pstart, parts, free,
                                  parts * free * isz, (lo, hi), run * isz, write)
     return rec
 

@@ -1,5 +1,7 @@
-"""DMA instructions: dma_copy, dma_transpose, dma_compute, and sendrecv between LNC programs."""
+"""DMA instructions: dma_copy, dma_transpose, dma_compute; sendrecv and core_barrier between LNC programs."""
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
@@ -170,6 +172,30 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, name=None):
         write(dst, received)
     core.record(Instr(ins, "dma", (access(src, "src", False), access(dst, "dst", True)),
                       (("send_to_rank", send_to_rank), ("recv_from_rank", recv_from_rank)), core.program_id))
+
+
+def core_barrier(data, cores, engine=engine.unknown, name=None):
+    """Wait until both LNC programs reach this barrier (after writing their parts of ``data``)."""
+    core = current_core()
+    ins = "core_barrier"
+    tensor(ins, "data", data)
+    if core.target.generation < 3:
+        raise violation(ins, "data", f"core_barrier needs NC-v3+ (trn2), target is {core.target.name}")
+    if not isinstance(engine, _engine):
+        raise violation(ins, "engine", f"{engine!r} is not an nki.isa.engine member (raw values are rejected)")
+    if not isinstance(cores, tuple) or tuple(cores) != (0, 1):
+        raise violation(ins, "cores", f"{cores!r}: only the tuple (0, 1) is supported")
+    if data.storage.buffer != "shared_hbm":
+        raise violation(ins, "data", f"must be in shared_hbm (the data both cores synchronise on), got "
+                        f"{data.storage.buffer}")
+    if core.run.lnc < 2:
+        raise violation(ins, "cores", "core_barrier needs LNC=2 here (launch the kernel as kernel[2]); nkisim "
+                        "does not emulate the peer core of an LNC=1 launch")
+    # A sync point, not a transfer: 'data' orders the barrier after this core's writes to it,
+    # with no bytes moved (the cost model schedules both cores' k-th barrier together).
+    a = access(data, "data", False)
+    core.record(Instr(ins, "sync", (replace(a, nbytes=0),), (("cores", (0, 1)),), core.program_id))
+    core.run.exchange.barrier(core.program_id)
 
 
 _engine = engine

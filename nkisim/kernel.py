@@ -183,9 +183,9 @@ def _check_returned(value: Any) -> None:
 
 
 def _check_same_returns(results: list[Any]) -> None:
-    first = [t.storage.id for _, t in _returned_tensors(results[0])]
+    first = [t.storage.trace_id for _, t in _returned_tensors(results[0])]
     for pid, value in enumerate(results[1:], start=1):
-        if [t.storage.id for _, t in _returned_tensors(value)] != first:
+        if [t.storage.trace_id for _, t in _returned_tensors(value)] != first:
             raise violation("kernel return", "return", f"program {pid} returns other tensors than program 0")
 
 

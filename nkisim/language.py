@@ -146,6 +146,33 @@ def zeros(shape, dtype, buffer=sbuf, name="") -> NkiTensor:
     return t
 
 
+def load(src, dtype=None) -> NkiTensor:
+    """A new SBUF tile holding ``src`` (an HBM tensor), cast to ``dtype``: one dma_copy (0.3.0+)."""
+    from .isa_dma import dma_copy
+
+    if not isinstance(src, NkiTensor) or src.on_chip:
+        raise _violation("load", "src", f"must be an HBM tensor, got {_where(src)}")
+    tile = _allocate(_current_core(), src.shape, src.dtype if dtype is None else dtype, sbuf, src.name,
+                     None, instruction="load")
+    dma_copy(tile, src)
+    return tile
+
+
+def store(dst, value) -> None:
+    """Write the SBUF tile ``value`` into the HBM tensor ``dst``: one dma_copy (0.3.0+)."""
+    from .isa_dma import dma_copy
+
+    if not isinstance(dst, NkiTensor) or dst.on_chip:
+        raise _violation("store", "dst", f"must be an HBM tensor, got {_where(dst)}")
+    if not isinstance(value, NkiTensor) or value.storage.buffer != "sbuf":
+        raise _violation("store", "value", f"must be an SBUF tile, got {_where(value)}")
+    dma_copy(dst, value)
+
+
+def _where(t: object) -> str:
+    return f"a tensor in {t.storage.buffer}" if isinstance(t, NkiTensor) else type(t).__name__
+
+
 def ds(start: int, size: int) -> slice:
     """``start:start+size``."""
     return slice(start, start + size)

@@ -54,14 +54,15 @@ class LncExchange:
         if not self.done[other]:
             self.turn = other
 
-    def _wait_until(self, pid: int, ready: Callable[[], bool], what: str) -> None:
+    def _wait_until(self, pid: int, ready: Callable[[], bool], what: str, instr: str = "sendrecv",
+                    operand: str = "src") -> None:
         with self.cond:
             while not ready():
                 other = 1 - pid
                 blocked = self.waiting[other]
                 if self.done[other] or (blocked is not None and not blocked()):
                     state = "finished" if self.done[other] else "is waiting too"
-                    raise violation("sendrecv", "src", f"deadlock: program {pid} waits for {what}, but program "
+                    raise violation(instr, operand, f"deadlock: program {pid} waits for {what}, but program "
                                     f"{other} {state}")
                 self.waiting[pid] = ready
                 self.turn = other
@@ -83,6 +84,18 @@ class LncExchange:
             raise violation("sendrecv", "dst", f"receives {geo[0]}x{geo[1]} elements from program {recv_from} "
                             f"into {geometry[0]}x{geometry[1]}")
         return data
+
+
+    def barrier(self, pid: int) -> None:
+        """Wait until the other program reaches its matching core_barrier (the k-th pairs the k-th)."""
+        with self.cond:
+            self.mail.setdefault((pid, 1 - pid, _BARRIER), deque()).append(None)
+        box = self.mail.setdefault((1 - pid, pid, _BARRIER), deque())
+        self._wait_until(pid, lambda: bool(box), f"program {1 - pid} at core_barrier", "core_barrier", "data")
+        box.popleft()
+
+
+_BARRIER = object()   # the mailbox key of core_barrier (never a sendrecv pipe_id)
 
 
 def run_programs(bodies: list[Callable[[], None]], exchange: LncExchange) -> None:

@@ -25,6 +25,7 @@ class Storage:
 
     __slots__ = (
         "__weakref__",
+        "base",
         "buffer",
         "byte_offset",
         "clobbered_by",
@@ -43,6 +44,7 @@ class Storage:
         "row",
         "shape",
         "size",
+        "trace_id",
     )
 
     def __init__(self, sid: int, buffer: str, dtype: str, np_dtype: np.dtype, shape: tuple[int, ...],
@@ -71,6 +73,8 @@ class Storage:
         self.p0 = 0               # first physical partition
         self.byte_offset = 0      # on-chip free-dim byte address (PSUM always, SBUF if explicit)
         self.clobbered_by: str | None = None
+        self.base: Storage | None = None   # the allocation this one re-types (NkiTensor.view), if any
+        self.trace_id = sid       # the allocation's id in trace records (shared by its re-typed views)
 
     def materialise(self, fill: bool) -> None:
         """Create the data of a lazy storage: sentinel-filled, or uninitialised when the first
@@ -88,6 +92,32 @@ class Storage:
     @property
     def row_bytes(self) -> int:
         return self.row * self.itemsize
+
+
+def retyped_storage(storage: Storage, sid: int, dtype: str, np_dtype: np.dtype) -> Storage:
+    """The memory of ``storage`` read as ``dtype`` (``NkiTensor.view`` / ``.ap(dtype=)``).
+
+    Not an allocation: capacity counts the original once, and the original lives as long as this
+    does (it is held as ``base``). Trace records name the original (``trace_id``), with spans in
+    its elements, so the cost model sees both typings as one memory.
+    """
+    base = storage if storage.base is None else storage.base
+    isz = np_dtype.itemsize
+    if base.buffer in ON_CHIP:
+        shape = (base.partitions, base.row_bytes // isz)
+    else:
+        shape = (base.size * base.itemsize // isz,)
+    st = Storage(sid, base.buffer, dtype, np_dtype, shape, base.name, None)
+    st.base = base
+    st.trace_id = base.trace_id
+    st.p0, st.byte_offset = base.p0, base.byte_offset
+    st.psum_uniform = None
+    if base.lazy:   # full mode: the bytes must exist to be shared (fill = what a lazy read sees)
+        base.materialise(fill=True)
+    if base.raw is not None:
+        st.raw = base.raw
+        st.data = base.raw.view(np_dtype)
+    return st
 
 
 @dataclass

@@ -12,8 +12,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from .buffers import MemoryRegion
+from .context import current_core
+from .dtypes import ITEMSIZE, NUMPY_TYPES, dtype_name
 from .errors import NkiUsageError, violation
-from .memory import ON_CHIP, Storage
+from .memory import ON_CHIP, PSUM, Storage, retyped_storage
 
 Pattern = tuple[tuple[int, int], ...]
 
@@ -398,11 +400,23 @@ class NkiTensor:
 
     def ap(self, pattern: Sequence[Sequence[int]], offset: int | None = None, scalar_offset: object = None,
            vector_offset: object = None, indirect_dim: int = 0, dtype: object = None) -> NkiTensor:
-        """A raw access pattern over the storage flattened row-major (ignores this view)."""
-        for arg, value in (("scalar_offset", scalar_offset), ("vector_offset", vector_offset),
-                           ("dtype", dtype)):
+        """A raw access pattern over the storage flattened row-major (ignores this view).
+
+        ``dtype=`` reads the storage as another dtype: pattern and offset count its elements.
+        """
+        for arg, value in (("scalar_offset", scalar_offset), ("vector_offset", vector_offset)):
             if value is not None:
-                raise NkiUsageError(f"ap: argument '{arg}' is not emulated by nkisim")
+                raise NkiUsageError(f"ap: argument '{arg}' (a dynamic offset) is not emulated by nkisim")
+        if dtype is not None:
+            dt = dtype_name(dtype)
+            if dt != self.storage.dtype:
+                old_size, new_size = self.storage.itemsize, ITEMSIZE[dt]
+                if offset is None and (self.offset * old_size) % new_size:
+                    raise violation("ap", self.name, f"the view's offset {self.offset} ({self.offset * old_size} B)"
+                                    f" is not a whole number of {dt} elements; pass offset=")
+                inherited = self.offset * old_size // new_size
+                retyped = NkiTensor(self._retyped_storage("ap", dt), inherited, ((1, 1),), self.name)
+                return retyped.ap(pattern, offset)
         pat = tuple((operator.index(s), operator.index(c)) for s, c in pattern)
         if not pat or any(c < 1 for _, c in pat):
             raise NkiUsageError(f"ap: pattern {pattern!r} needs at least one [stride, count] with count >= 1")
@@ -432,6 +446,49 @@ class NkiTensor:
                 raise violation("ap", self.name, f"free-dim pattern reaches elements [{f_lo}, {f_hi}] "
                                 f"outside one partition's {st.row} elements")
         return NkiTensor(st, off, pat, self.name)
+
+
+    def view(self, dtype: object) -> NkiTensor:
+        """The same bytes read as ``dtype`` (no copy); the last dim scales by the size ratio."""
+        dt = dtype_name(dtype)
+        st = self.storage
+        if dt == st.dtype:
+            return self._with(self.offset, self.pattern)
+        old_size, new_size = st.itemsize, ITEMSIZE[dt]
+        pattern = self.pattern
+        if old_size != new_size:
+            s_last, c_last = pattern[-1]
+            if s_last != 1 and c_last > 1:
+                raise violation("view", self.name, f"the last dim must be contiguous (stride 1, got {s_last}) "
+                                f"to view {st.dtype} as {dt}")
+            if (c_last * old_size) % new_size:
+                raise violation("view", self.name, f"the last dim ({c_last} x {old_size} B) is not a whole number "
+                                f"of {dt} elements ({new_size} B)")
+            for d, (stride, count) in enumerate(pattern[:-1]):
+                if count > 1 and (stride * old_size) % new_size:
+                    raise violation("view", self.name, f"dim {d} stride {stride} ({stride * old_size} B) is not a "
+                                    f"whole number of {dt} elements")
+            if (self.offset * old_size) % new_size:
+                raise violation("view", self.name, f"offset {self.offset} ({self.offset * old_size} B) is not a "
+                                f"whole number of {dt} elements")
+            pattern = tuple((stride * old_size // new_size, count) for stride, count in pattern[:-1]) + (
+                (1, c_last * old_size // new_size),)
+        retyped = self._retyped_storage("view", dt)
+        return NkiTensor(retyped, self.offset * old_size // new_size, pattern, self.name)
+
+    def _retyped_storage(self, method: str, dt: str) -> Storage:
+        st = self.storage
+        if st.buffer == PSUM:
+            raise NkiUsageError(f"{method}: operand '{self.name}': re-typing a PSUM tensor is not emulated by "
+                                "nkisim (its per-element accumulate state is kept in the allocation's dtype)")
+        base = st if st.base is None else st.base
+        if st.buffer in ON_CHIP and (base.row_bytes % ITEMSIZE[dt]):
+            raise violation(method, self.name, f"{base.row_bytes} B per partition is not a whole number of {dt} "
+                            "elements")
+        if st.buffer not in ON_CHIP and (base.size * base.itemsize) % ITEMSIZE[dt]:
+            raise violation(method, self.name, f"{base.size * base.itemsize} B is not a whole number of {dt} "
+                            "elements")
+        return retyped_storage(st, next(current_core().run.ids), dt, NUMPY_TYPES[dt])
 
 
 def _slice_bounds(k: slice, c: int, d: int, name: str) -> tuple[int, int, int]:

@@ -65,6 +65,9 @@ SIGNATURES = {
     nisa.affine_select: "(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=nl.equal, "
                         "offset=0, name=None)",
     nisa.sendrecv: "(src, dst, send_to_rank, recv_from_rank, pipe_id, name=None)",
+    nisa.core_barrier: "(data, cores, engine=<engine.unknown: 0>, name=None)",
+    nl.load: "(src, dtype=None)",
+    nl.store: "(dst, value) -> 'None'",
     nl.ndarray: "(shape, dtype, buffer=<MemoryRegion.sbuf: 'sbuf'>, name='', address=None)",
     nl.zeros: "(shape, dtype, buffer=<MemoryRegion.sbuf: 'sbuf'>, name='')",
 }
