@@ -235,6 +235,171 @@ def _matmul_wrong_engine_transpose():
     nisa.nc_transpose(sb((8, 8), name="o"), sb((8, 8)), engine=nisa.engine.gpsimd)
 
 
+# --- rules of the docs/nkisim.md table not covered above (one broken kernel each) ---------------
+def _slice_partition_step():
+    sb((128, 8), name="t").slice(0, 0, 128, step=2)
+
+
+def _ap_partition_holes():
+    sb((16, 32), F32, "t").ap([[64, 8], [1, 32]])
+
+
+def _ap_outside_row():
+    sb((16, 32), F32, "t").ap([[32, 2], [1, 40]])
+
+
+def _psum_free_limit():
+    nisa.memset(ps((8, 8192), BF16)[:, 0:4097], 0.0)
+
+
+def _fp32_with_bf16():
+    nisa.nc_matmul(ps((128, 64)), sb((128, 128), F32, "s"), sb((128, 64), BF16, "m"))
+
+
+def _e4m3_with_e4m3fn():
+    nisa.nc_matmul(ps((128, 64)), sb((128, 128), nl.float8_e4m3, "s"), sb((128, 64), nl.float8_e4m3fn, "m"))
+
+
+def _e4m3fn_before_trn3():
+    nisa.nc_matmul(ps((128, 64)), sb((128, 128), nl.float8_e4m3fn, "s"), sb((128, 64), nl.float8_e4m3fn, "m"))
+
+
+def _transpose_mode_dst_dtype():
+    nisa.nc_matmul(ps((128, 128), nl.float16), sb((128, 128), BF16, "s"), sb((128, 128), BF16, "m"),
+                   is_transpose=True)
+
+
+def _accumulate_not_bool():
+    nisa.nc_matmul(ps((128, 64)), sb((128, 128), name="s"), sb((128, 64), name="m"), accumulate="yes")
+
+
+def _transpose_dst_shape():
+    nisa.nc_transpose(ps((64, 64), BF16, "o"), sb((64, 32), BF16, "d"))
+
+
+def _hwdge_on_trn1():
+    nisa.dma_copy(sb((8, 8), name="d"), hbm((8, 8), name="s"), dge_mode=nisa.dge_mode.hwdge)
+
+
+def _dma_engine_without_hwdge():
+    nisa.dma_copy(sb((8, 8), name="d"), hbm((8, 8), name="s"), engine=nisa.engine.sync)
+
+
+def _dma_priority():
+    nisa.dma_copy(sb((8, 8), name="d"), hbm((8, 8), name="s"), priority=4)
+
+
+def _dma_transpose_into_hbm():
+    nisa.dma_transpose(hbm((8, 4), name="d"), hbm((4, 8), name="s"))
+
+
+def _dma_transpose_from_psum():
+    nisa.dma_transpose(sb((8, 4), name="d"), ps((4, 8), BF16, "s"))
+
+
+def _dma_transpose_axes():
+    nisa.dma_transpose(sb((8, 4, 2), name="d"), hbm((2, 4, 8), name="s"), axes=(2, 0, 1))
+
+
+def _dma_transpose_swdge():
+    nisa.dma_transpose(sb((8, 4), name="d"), hbm((4, 8), name="s"), dge_mode=nisa.dge_mode.swdge)
+
+
+def _dma_transpose_hwdge_shape():
+    nisa.dma_transpose(sb((8, 4, 3), name="d"), hbm((3, 4, 8), name="s"), dge_mode=nisa.dge_mode.hwdge)
+
+
+def _dma_compute_psum():
+    nisa.dma_compute(ps((8, 8), F32, "d"), (sb((8, 8), F32, "a"),), nl.add)
+
+
+def _dma_compute_count():
+    nisa.dma_compute(sb((8, 8), F32, "d"), (sb((8, 8), F32, "a"), sb((8, 4), F32, "b")), nl.add)
+
+
+def _dma_compute_not_reduction():
+    nisa.dma_compute(sb((8, 8), F32, "d"), (sb((8, 8), F32, "a"),), nl.subtract)
+
+
+def _dma_compute_scales():
+    nisa.dma_compute(sb((8, 8), F32, "d"), (sb((8, 8), F32, "a"),), nl.add, scales=(1.0, 2.0))
+
+
+def _memset_on_scalar():
+    nisa.memset(sb((8, 8), F32), 0.0, engine=nisa.engine.scalar)
+
+
+def _memset_not_a_number():
+    nisa.memset(sb((8, 8), F32), "zero")
+
+
+def _bitwise_on_floats():
+    nisa.tensor_tensor(sb((8, 8), F32, "o"), sb((8, 8), F32, "a"), sb((8, 8), F32, "b"), nl.bitwise_and)
+
+
+def _reduce_dst_shape():
+    nisa.tensor_reduce(sb((8, 2), F32, "o"), nl.add, sb((8, 4, 6), F32, "d"), axis=2)
+
+
+def _activation_bias_shape():
+    nisa.activation(sb((8, 8), F32, "o"), nl.exp, sb((8, 8), F32, "d"), bias=sb((8, 2), F32, "b"))
+
+
+def _activation_reduce_max_trn1():
+    nisa.activation(sb((8, 8), F32, "o"), nl.exp, sb((8, 8), F32, "d"), reduce_op=nl.maximum,
+                    reduce_cmd=nisa.reduce_cmd.reset_reduce)
+
+
+def _activation_reduce_res_shape():
+    nisa.activation(sb((8, 8), F32, "o"), nl.exp, sb((8, 8), F32, "d"), reduce_op=nl.add,
+                    reduce_res=sb((8, 2), F32, "r"), reduce_cmd=nisa.reduce_cmd.reset_reduce)
+
+
+def _activation_reduce_res_idle():
+    nisa.activation(sb((8, 8), F32, "o"), nl.exp, sb((8, 8), F32, "d"), reduce_res=sb((8, 1), F32, "r"))
+
+
+def _activation_load_without_res():
+    nisa.activation(sb((8, 8), F32, "o"), nl.exp, sb((8, 8), F32, "d"), reduce_op=nl.add,
+                    reduce_cmd=nisa.reduce_cmd.load_reduce)
+
+
+def _iota_pattern_dims():
+    nisa.iota(sb((8, 32), nl.int32, "o"), [[1, 2]] * 5)
+
+
+def _iota_pattern_cover():
+    nisa.iota(sb((8, 32), nl.int32, "o"), [[1, 16]])
+
+
+def _affine_select_true_in_psum():
+    nisa.affine_select(sb((8, 8), F32, "o"), [[1, 8]], 1, ps((8, 8), F32, "on_true"), 0.0)
+
+
+def _sendrecv_trn1():
+    nisa.sendrecv(sb((8, 8), name="s"), sb((8, 8), name="d"), send_to_rank=1, recv_from_rank=1, pipe_id=0)
+
+
+def _address_on_hbm():
+    nl.ndarray((8, 8), F32, buffer=nl.shared_hbm, name="h", address=(0, 0))
+
+
+def _address_partitions():
+    nl.ndarray((64, 8), F32, buffer=nl.sbuf, name="t", address=(96, 0))
+
+
+def _view_strided_last_dim():
+    sb((8, 16), BF16, "t")[:, ::2].view(nl.float32)
+
+
+def _core_barrier_lnc1():
+    nisa.core_barrier(hbm((2, 4), name="h"), (0, 1))
+
+
+def _load_from_sbuf():
+    nl.load(sb((8, 8), name="t"))
+
+
 CASES = [
     # (kernel, target, instruction, operand, rule)
     (_matmul(st_shape=(128, 256), dst_shape=(128, 64), mv_shape=(128, 64)), "trn2", "nc_matmul", "stationary",
@@ -303,6 +468,46 @@ CASES = [
     (_engine_free_size, "trn2", "memset", "dst", "70000 elements per partition exceed the engine limit of 65536"),
     (_gpsimd_memset_psum, "trn2", "memset", "dst", "GpSimd cannot access PSUM"),
     (_matmul_wrong_engine_transpose, "trn2", "nc_transpose", "engine", "cannot run nc_transpose"),
+    (_slice_partition_step, "trn2", "slice", "t", "partition dim is never strided"),
+    (_ap_partition_holes, "trn2", "ap", "t", "partition access has holes"),
+    (_ap_outside_row, "trn2", "ap", "t", "outside one partition"),
+    (_psum_free_limit, "trn2", "memset", "dst", "4097 elements per partition exceed the engine limit of 4096"),
+    (_fp32_with_bf16, "trn2", "nc_matmul", "moving", "if one input is fp32/tf32 both must be"),
+    (_e4m3_with_e4m3fn, "trn3", "nc_matmul", "moving", "cannot be mixed"),
+    (_e4m3fn_before_trn3, "trn2", "nc_matmul", "stationary", "float8_e4m3fn needs NC-v4"),
+    (_transpose_mode_dst_dtype, "trn2", "nc_matmul", "dst", "transpose mode writes float32 or the input dtype"),
+    (_accumulate_not_bool, "trn2", "nc_matmul", "accumulate", "must be True, False or None"),
+    (_transpose_dst_shape, "trn2", "nc_transpose", "dst", "must be \\[32, 64\\]"),
+    (_hwdge_on_trn1, "trn1", "dma_copy", "dge_mode", "hwdge needs NC-v3"),
+    (_dma_engine_without_hwdge, "trn2", "dma_copy", "engine", "only valid as engine.scalar or engine.sync with"),
+    (_dma_priority, "trn2", "dma_copy", "priority", "must be 0-3"),
+    (_dma_transpose_into_hbm, "trn2", "dma_transpose", "dst", "must be in SBUF"),
+    (_dma_transpose_from_psum, "trn2", "dma_transpose", "src", "must be in HBM or SBUF"),
+    (_dma_transpose_axes, "trn2", "dma_transpose", "axes", "not the supported permutation"),
+    (_dma_transpose_swdge, "trn2", "dma_transpose", "dge_mode", "needs dge_mode unknown or hwdge"),
+    (_dma_transpose_hwdge_shape, "trn2", "dma_transpose", "src", "hwdge needs shape\\[0\\] in"),
+    (_dma_compute_psum, "trn2", "dma_compute", "dst", "DMA cannot write PSUM"),
+    (_dma_compute_count, "trn2", "dma_compute", "srcs[1]", "32 elements must equal the dst's 64"),
+    (_dma_compute_not_reduction, "trn2", "dma_compute", "reduce_op", "not a reduction op"),
+    (_dma_compute_scales, "trn2", "dma_compute", "scales", "must be 1 numbers"),
+    (_memset_on_scalar, "trn2", "memset", "engine", "cannot run memset"),
+    (_memset_not_a_number, "trn2", "memset", "value", "not a compile-time number"),
+    (_bitwise_on_floats, "trn2", "tensor_tensor", "op", "needs integer operands"),
+    (_reduce_dst_shape, "trn2", "tensor_reduce", "dst", "must have 8 partitions and 4 elements"),
+    (_activation_bias_shape, "trn2", "activation", "bias", "must be \\(8, 1\\)"),
+    (_activation_reduce_max_trn1, "trn1", "activation", "reduce_op", "not a supported reduction"),
+    (_activation_reduce_res_shape, "trn2", "activation", "reduce_res", "must be \\(8, 1\\)"),
+    (_activation_reduce_res_idle, "trn2", "activation", "reduce_res", "reduce_cmd=idle"),
+    (_activation_load_without_res, "trn2", "activation", "reduce_res", "loads the registers from reduce_res"),
+    (_iota_pattern_dims, "trn2", "iota", "pattern", "5 dims; 1 to 4"),
+    (_iota_pattern_cover, "trn2", "iota", "pattern", "covers 16 elements per partition, dst has 32"),
+    (_affine_select_true_in_psum, "trn2", "affine_select", "on_true_tile", "must be in SBUF"),
+    (_sendrecv_trn1, "trn1", "sendrecv", "src", "needs NC-v3"),
+    (_address_on_hbm, "trn2", "ndarray", "h", "address= places on-chip tensors only"),
+    (_address_partitions, "trn2", "ndarray", "t", "address partition 96 \\+ 64 partitions exceeds 128"),
+    (_view_strided_last_dim, "trn2", "view", "t", "last dim must be contiguous"),
+    (_core_barrier_lnc1, "trn2", "core_barrier", "cores", "needs LNC=2"),
+    (_load_from_sbuf, "trn2", "load", "src", "must be an HBM tensor"),
 ]
 
 
@@ -356,3 +561,24 @@ def test_lnc2_rules():
         nkisim.run(_lnc_kernel(sendrecv_dtype))
     with raises_rule("sendrecv", "send_to_rank", "must be 0 or 1"):
         nkisim.run(_lnc_kernel(sendrecv_rank))
+
+    def sendrecv_hbm(pid):
+        nisa.sendrecv(hbm((8, 8), F32, "s"), sb((8, 8), F32, "d"), send_to_rank=1 - pid, recv_from_rank=1 - pid,
+                      pipe_id=0)
+
+    def sendrecv_shape(pid):
+        nisa.sendrecv(sb((8, 8), F32, "s"), sb((8, 4), F32, "d"), send_to_rank=1 - pid, recv_from_rank=1 - pid,
+                      pipe_id=0)
+
+    def different_returns():
+        pid = nl.program_id(0)
+        a = nl.ndarray((2, 2), F32, buffer=nl.shared_hbm)
+        b = nl.ndarray((2, 2), F32, buffer=nl.shared_hbm)
+        return a if pid == 0 else b
+
+    with raises_rule("sendrecv", "src", "must be in SBUF"):
+        nkisim.run(_lnc_kernel(sendrecv_hbm))
+    with raises_rule("sendrecv", "dst", "must match src"):
+        nkisim.run(_lnc_kernel(sendrecv_shape))
+    with raises_rule("kernel return", "return", "program 1 returns other tensors than program 0"):
+        nkisim.run(nkisim.jit(different_returns)[2])
