@@ -70,3 +70,29 @@ def test_repro_command_names_every_field():
         "--padding 1,0,0,1,0,0 --dilation 1,1,2 --dtype bf16 --grads dx,dw,db --lnc 1 --mode stat "
         "--seed 17 --backend nkisim"
     )
+
+
+def test_repro_command_reruns_the_case_in_the_cli(capsys, kernel_backend):
+    """The printed line is a working command: the CLI parses it back into the same case and runs it."""
+    import json
+
+    from verify.cli import main
+
+    small = Case(name="repro", group="basic", batch=1, c_in=2, c_out=3, input=(2, 3, 4), kernel=(2, 1, 3),
+                 stride=(1, 1, 2), padding=(0, 1, 0, 0, 1, 1), dilation=(1, 1, 1), dtype="fp16",
+                 grads=("dx", "db"), lnc=2)
+    argv = repro_command(small, "exact", SEED, kernel_backend).split()
+    assert argv[0] == "conv3d-bwd"
+    code = main([*argv[1:], "--json"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    records = json.loads(out)
+    assert [r["grad"] for r in records] == ["dx", "db"]
+    for record in records:
+        geometry = record["geometry"]
+        for field in ("batch", "c_in", "c_out", "input", "kernel", "stride", "padding", "dilation", "dtype",
+                      "grads", "lnc"):
+            expected = getattr(small, field)
+            assert geometry[field] == (list(expected) if isinstance(expected, tuple) else expected), field
+        assert (record["mode"], record["seed"], record["backend"]) == ("exact", SEED, kernel_backend)
+        assert record["passed"] is True
