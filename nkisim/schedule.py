@@ -35,6 +35,7 @@ _COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
 # A remembered access is a tuple (p_lo, p_hi, s_lo, s_hi, visible_ns, release_ns, engine), kept
 # per storage in a list of writes and a list of reads.
 _MAX_ENTRIES = 16  # per storage and kind; beyond it the oldest half is merged conservatively
+_FORGET_EVERY = 4096  # DMA transfers between prunings of the bandwidth bins
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,16 @@ class FluidBandwidth:
         self.bin_ns = bin_ns
         self._used: dict[int, float] = {}
         self._next: dict[int, int] = {}
+
+    def forget_before(self, t: float) -> None:
+        """Drop the bins that end before ``t``: no transfer will be placed there any more."""
+        cut = int(t // self.bin_ns)
+        self._used = {b: u for b, u in self._used.items() if b >= cut}
+        # a chain through dropped bins still leads to a kept bin (>= cut) or past the end
+        self._next = {b: self._find(b) for b in self._next if b >= cut}
+
+    def __len__(self) -> int:
+        return len(self._used)
 
     def _find(self, b: int) -> int:
         nxt = self._next
@@ -123,6 +134,7 @@ class _Core:
         self.engine_free = dict.fromkeys(_COMPUTE_ENGINES, 0.0)
         self.queues = [(0.0, q) for q in range(hw.dma_engines)]  # heap of (free_at, queue)
         self.bandwidth = FluidBandwidth()
+        self.transfers = 0
         self.writes: dict[int, list[tuple]] = {}
         self.reads: dict[int, list[tuple]] = {}
         self.busy = dict.fromkeys((*_COMPUTE_ENGINES, "dma"), 0.0)
@@ -234,6 +246,10 @@ class _Core:
             heapq.heappush(self.queues, (end, queue))
             self.busy["dma"] += timing.occupancy_ns
             visible = release = end
+            self.transfers += 1
+            if not self.transfers % _FORGET_EVERY:
+                # every later transfer starts on a queue, so no earlier than the first free one
+                self.bandwidth.forget_before(self.queues[0][0])
         elif engine == "sync":
             start = visible = release = ready
         else:

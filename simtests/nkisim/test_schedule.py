@@ -290,3 +290,26 @@ def test_busy_time_by_op_separates_transposes():
     assert s.op_busy_us["dma_copy"] == pytest.approx(LOAD_OCC / 1000)
     assert s.instr_counts["nc_matmul"] == 3
     assert "busy us by op: dma_copy 0.445, nc_matmul 0.427" in s.format()
+
+
+def test_fluid_bandwidth_forgets_old_bins_without_changing_later_placements():
+    kept, pruned = FluidBandwidth(bin_ns=100), FluidBandwidth(bin_ns=100)
+    for k in range(50):
+        assert kept.place(k * 80.0, 90.0) == pytest.approx(pruned.place(k * 80.0, 90.0))
+    pruned.forget_before(3000.0)
+    assert len(pruned) < len(kept)
+    for t0 in (3000.0, 3500.0, 4200.0, 9000.0):
+        assert pruned.place(t0, 250.0, 0.5) == pytest.approx(kept.place(t0, 250.0, 0.5))
+
+
+def test_long_dma_streams_keep_the_bandwidth_map_small(monkeypatch):
+    import nkisim.schedule as sched
+    n = 2 * sched._FORGET_EVERY + 10
+    loads = [load(10 + i % 4, src=1000 + i, shape=(128, 64)) for i in range(n)]
+    core = sched._Core(loads, sched.get_target(T), False)
+    assert core.run_until_sync() is None
+    monkeypatch.setattr(sched, "_FORGET_EVERY", 10 * n)  # never prune
+    unpruned = sched._Core(loads, sched.get_target(T), False)
+    unpruned.run_until_sync()
+    assert core.makespan == pytest.approx(unpruned.makespan)
+    assert len(core.bandwidth) < len(unpruned.bandwidth) / 2
