@@ -6,9 +6,9 @@ where the real Neuron package is absent.
 from __future__ import annotations
 
 from . import isa, language
-from .errors import NkiUsageError, NkiValidationError
+from .errors import NkiStrictWarning, NkiUsageError, NkiValidationError
 from .kernel import Kernel, RunResult, TensorSpec, jit, run, simulate
 from .tensor import NkiTensor
 
-__all__ = ["Kernel", "NkiTensor", "NkiUsageError", "NkiValidationError", "RunResult", "TensorSpec", "isa", "jit",
+__all__ = ["Kernel", "NkiStrictWarning", "NkiTensor", "NkiUsageError", "NkiValidationError", "RunResult", "TensorSpec", "isa", "jit",
            "language", "run", "simulate"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from typing import Any
 
@@ -11,6 +12,8 @@ from .errors import NkiUsageError
 from .memory import PSUM, SBUF, OnChipTracker
 from .targets import TargetSpec
 from .trace import Trace
+
+STRICT_ENV = "NKISIM_STRICT"
 
 
 class RunState:
@@ -25,6 +28,9 @@ class RunState:
         self.shared_hbm: list[Any] = []   # the k-th shared_hbm allocation, common to all programs
         self.exchange = None              # set by the LNC scheduler (sendrecv channels)
         self.grid_ndim = 0                # 1 when launched as kernel[n]
+        # NKISIM_STRICT=0: the rules nkisim applies more strictly than the real simulator warn
+        # (NkiStrictWarning) instead of raising (docs/nkisim.md, "Stricter than documented").
+        self.strict = os.environ.get(STRICT_ENV, "1").strip() != "0"
         # Trace records of operand accesses by (storage id, offset, pattern, role, write): equal
         # accesses (a tile re-read by many instructions) share one immutable record.
         self.accesses: dict[tuple, Any] = {}

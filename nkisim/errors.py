@@ -6,6 +6,10 @@ class NkiValidationError(AssertionError):
     """A kernel broke a hardware or API rule; the message names instruction, operand and rule."""
 
 
+class NkiStrictWarning(UserWarning):
+    """A rule nkisim enforces more strictly than the real simulator, downgraded by NKISIM_STRICT=0."""
+
+
 class NkiUsageError(ValueError):
     """Bad input to the emulator itself (an argument, a value, the rule it breaks)."""
 

@@ -20,6 +20,7 @@ from .isa_core import (
     read2d,
     same_partitions_and_free,
     start_partition,
+    stricter,
     tensor,
     write,
 )
@@ -36,7 +37,7 @@ _ENGINE_NAME = {_E.vector: "vector", _E.scalar: "scalar", _E.gpsimd: "gpsimd"}
 def _finish(core, ins, eng, reads, dst, attrs=()):
     """Mark a PSUM dst as written by a non-matmul and record the instruction."""
     mark_written_by_other(dst)
-    accesses = tuple(access(t, role, False) for role, t in reads) + (access(dst, "dst", True),)
+    accesses = tuple([access(t, role, False) for role, t in reads] + [access(dst, "dst", True)])
     core.record(Instr(ins, _ENGINE_NAME[eng], accesses, attrs, core.program_id))
 
 
@@ -249,8 +250,8 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
         on_chip(ins, "reduce_res", reduce_res)
         if reduce_res.layout()[1] != parts or reduce_res.layout()[2] != 1:
             raise violation(ins, "reduce_res", f"shape {reduce_res.shape} must be ({parts}, 1)")
-        if reduce_cmd is _reduce_cmd.idle:
-            raise violation(ins, "reduce_res", "given with reduce_cmd=idle, so nothing is reduced into it")
+        if reduce_cmd is _reduce_cmd.idle:   # (then it receives the registers unchanged)
+            stricter(core, ins, "reduce_res", "given with reduce_cmd=idle, so nothing is reduced into it")
     elif reduce_cmd is _reduce_cmd.load_reduce:
         raise violation(ins, "reduce_res", "reduce_cmd.load_reduce loads the registers from reduce_res")
     p0 = data.layout()[0]

@@ -2,12 +2,13 @@
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 
 from .context import CoreState, current_core
 from .dtypes import INT_TYPES, int_limits
-from .errors import violation
+from .errors import NkiStrictWarning, violation
 from .isa_enums import engine
 from .memory import ON_CHIP, PSUM, PSUM_BY_OTHER, PSUM_FRESH, SBUF
 from .tensor import NkiTensor
@@ -42,15 +43,31 @@ def on_chip(instr: str, role: str, t: NkiTensor) -> None:
     buffer_in(instr, role, t, ON_CHIP, "SBUF or PSUM")
 
 
-def start_partition(instr: str, role: str, t: NkiTensor) -> None:
-    """Compute engines: start 0 for > 64 partitions, 0/64 for 33-64, 0/32/64/96 for <= 32."""
+def start_partition(instr: str, role: str, t: NkiTensor, core: CoreState | None = None) -> None:
+    """Compute engines: start 0 for > 64 partitions, 0/64 for 33-64, 0/32/64/96 for <= 32.
+
+    ``core`` given: the rule is one nkisim extends beyond the documented engines (TensorE), so
+    NKISIM_STRICT=0 downgrades it to a warning.
+    """
     pstart, parts = t.layout()[:2]
     if pstart == 0:
         return
     if parts > 64 or (parts > 32 and pstart != 64) or pstart % 32:
         allowed = "0" if parts > 64 else ("0 or 64" if parts > 32 else "0, 32, 64 or 96")
-        raise violation(instr, role, f"start partition {pstart} with {parts} partitions: a compute engine "
-                        f"access of {parts} partitions must start at {allowed}")
+        rule = (f"start partition {pstart} with {parts} partitions: a compute engine access of {parts} "
+                f"partitions must start at {allowed}")
+        if core is None:
+            raise violation(instr, role, rule)
+        stricter(core, instr, role, rule)
+
+
+def stricter(core: CoreState, instr: str, role: str, rule: str) -> None:
+    """A rule nkisim applies more strictly than the real simulator: an error, or with
+    NKISIM_STRICT=0 a NkiStrictWarning (the instruction then proceeds)."""
+    if core.run.strict:
+        raise violation(instr, role, rule)
+    warnings.warn(NkiStrictWarning(f"{instr}: operand '{role}': {rule} (NKISIM_STRICT=0: a warning)"),
+                  stacklevel=4)
 
 
 def engine_free_size(instr: str, role: str, t: NkiTensor) -> None:
@@ -141,7 +158,7 @@ def write(t: NkiTensor, values: np.ndarray) -> None:
 def psum_state(t: NkiTensor) -> np.ndarray:
     """The per-element PSUM write-state view of ``t`` (uint8, same pattern)."""
     st = t.storage
-    return np.ndarray(t.shape, np.uint8, st.psum_state, t.offset, tuple(s for s, _ in t.pattern))
+    return np.ndarray(t.shape, np.uint8, st.psum_state, t.offset, tuple([s for s, _ in t.pattern]))
 
 
 def _covers_storage(t: NkiTensor) -> bool:

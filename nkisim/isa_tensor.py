@@ -17,6 +17,7 @@ from .isa_core import (
     psum_state_of,
     set_psum_state,
     start_partition,
+    stricter,
     tensor,
 )
 from .isa_enums import engine, matmul_perf_mode
@@ -110,9 +111,9 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
         raise violation(ins, "dst", f"partition size {d_lay[1]} must equal the stationary free size {m}")
     if d_lay[2] != n:
         raise violation(ins, "dst", f"free size {d_lay[2]} must equal the moving free size {n}")
-    start_partition(ins, "stationary", stationary)
-    start_partition(ins, "moving", moving)
-    start_partition(ins, "dst", dst)
+    start_partition(ins, "stationary", stationary, core)   # (documented for Vector/Scalar/GpSimd)
+    start_partition(ins, "moving", moving, core)
+    start_partition(ins, "dst", dst, core)
     _bank_rule(ins, dst, target)
     if accumulate not in (None, True, False):
         raise violation(ins, "accumulate", f"{accumulate!r} must be True, False or None")
@@ -126,22 +127,29 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
         any_other, all_fresh, any_fresh = bool((state == PSUM_BY_OTHER).any()), bool(fresh.all()), bool(fresh.any())
     if accumulate is not False:
         if any_other:
-            raise violation(ins, "dst", "accumulating onto PSUM written by a non-matmul instruction "
-                            "(memset/tensor_copy/nl.zeros/...) is undefined on hardware")
-        if accumulate is True and any_fresh:
-            raise violation(ins, "dst", "accumulate=True onto PSUM never written is undefined on hardware "
-                            "(use accumulate=False or None for the first matmul)")
+            rule = ("accumulating onto PSUM written by a non-matmul instruction (memset/tensor_copy/nl.zeros/...) "
+                    "is undefined on hardware")
+            if target.generation < 4:   # documented for NC-v2/v3
+                raise violation(ins, "dst", rule)
+            stricter(core, ins, "dst", rule)
+        if accumulate is True and any_fresh:   # the real simulator warns
+            stricter(core, ins, "dst", "accumulate=True onto PSUM never written is undefined on hardware (use "
+                     "accumulate=False or None for the first matmul)")
+    # Overwrite: accumulate=False, or None onto a tile no matmul wrote. accumulate=True always adds
+    # (with NKISIM_STRICT=0 possibly onto the never-written sentinel, as the memory holds).
+    overwrite = accumulate is False or (accumulate is None and all_fresh)
+    if accumulate is True:
+        any_fresh = False
     if not core.trace_only:
         s2 = stationary.array().reshape(k, m)
         m2 = moving.array().reshape(k, n)
-        d = out_array(dst) if accumulate is False or all_fresh else dst.array()
+        d = out_array(dst) if overwrite else dst.array()
         if is_transpose and k == n and np.array_equal(m2.astype(F32), np.eye(k, dtype=F32)):
             d[...] = s2.T.reshape(d.shape)   # bit-accurate transpose (NaN/Inf kept)
         else:
             # The PE multiplies in fp32 and accumulates in fp32: a float32 matmul.
             lhs = s2.astype(F32, copy=False).T
             rhs = m2.astype(F32, copy=False)
-            overwrite = accumulate is False or all_fresh
             if overwrite and d.dtype == F32 and d.flags.c_contiguous:
                 np.matmul(lhs, rhs, out=d.reshape(m, n))   # straight into PSUM, no temporary
                 prod = None
@@ -189,8 +197,9 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None):
         raise violation(ins, "data", f"VectorE transpose input {p}x{f} exceeds 32x32")
     if d_lay[1] != f or d_lay[2] != p:
         raise violation(ins, "dst", f"shape {dst.shape} must be [{f}, {p}] (data {p}x{f} transposed)")
-    start_partition(ins, "data", data)
-    start_partition(ins, "dst", dst)
+    stricter_core = core if eng is _engine_tensor else None   # documented for VectorE, extended to PE
+    start_partition(ins, "data", data, stricter_core)
+    start_partition(ins, "dst", dst, stricter_core)
     if not core.trace_only:
         src = data.array().reshape(p, f)
         out = out_array(dst)

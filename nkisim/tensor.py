@@ -93,7 +93,7 @@ class NkiTensor:
                 st.materialise(fill=True)
             isz = st.itemsize
             a = np.ndarray(self.shape, st.np_dtype, st.raw, self.offset * isz,
-                           tuple(s * isz for s, _ in self.pattern))
+                           tuple([s * isz for s, _ in self.pattern]))
             self._arr = a
         return a
 

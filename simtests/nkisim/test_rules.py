@@ -1,6 +1,7 @@
 """One deliberately broken kernel per rule: each raises NkiValidationError naming instruction, operand, rule."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import nkisim
@@ -582,3 +583,65 @@ def test_lnc2_rules():
         nkisim.run(_lnc_kernel(sendrecv_shape))
     with raises_rule("kernel return", "return", "program 1 returns other tensors than program 0"):
         nkisim.run(nkisim.jit(different_returns)[2])
+
+
+# --- NKISIM_STRICT=0: the rules stricter than the real simulator warn instead --------------------------
+def _accumulate_true_onto_fresh_full():
+    out = nl.ndarray((128, 64), F32, buffer=nl.shared_hbm)
+    tile = ps((128, 64))
+    s, m = sb((128, 128), name="s"), sb((128, 64), name="m")
+    nisa.memset(s, 1.0)
+    nisa.memset(m, 1.0)
+    nisa.nc_matmul(tile, s, m, accumulate=True)
+    evicted = sb((128, 64), F32, "e")
+    nisa.tensor_copy(evicted, tile)
+    nisa.dma_copy(out, evicted)
+    return out
+
+
+def _tensor_engine_start_partition():
+    nisa.nc_matmul(ps((128, 16))[16:32, :], sb((128, 128), name="s")[:, 0:16], sb((128, 16), name="m"))
+
+
+def _pe_transpose_start_partition():
+    nisa.nc_transpose(ps((16, 16), BF16, "o"), sb((128, 16), BF16, "d")[16:32, :])
+
+
+def _accumulate_onto_memset_trn3():
+    tile = ps((128, 64))
+    nisa.memset(tile, 0.0)
+    nisa.nc_matmul(tile, sb((128, 128), name="s"), sb((128, 64), name="m"), accumulate=True)
+
+
+STRICTER = [
+    (_accumulate_true_onto_fresh_full, "trn2", "nc_matmul", "dst", "accumulate=True onto PSUM never written"),
+    (_tensor_engine_start_partition, "trn2", "nc_matmul", "dst", "start partition 16 with 16 partitions"),
+    (_pe_transpose_start_partition, "trn2", "nc_transpose", "data", "start partition 16 with 16 partitions"),
+    (_accumulate_onto_memset_trn3, "trn3", "nc_matmul", "dst", "written by a non-matmul"),
+    (_activation_reduce_res_idle, "trn2", "activation", "reduce_res", "reduce_cmd=idle"),
+]
+
+
+@pytest.mark.parametrize("kernel,target,instruction,operand,rule", STRICTER,
+                         ids=[f"{c[2]}-{c[3]}-{i}" for i, c in enumerate(STRICTER)])
+def test_stricter_rules_warn_with_nkisim_strict_0(monkeypatch, kernel, target, instruction, operand, rule):
+    with raises_rule(instruction, operand, rule):   # the default: an error
+        nkisim.run(kernel, target=target)
+    monkeypatch.setenv("NKISIM_STRICT", "0")
+    with pytest.warns(nkisim.NkiStrictWarning, match=f"{instruction}: operand '{operand}': .*{rule}"):
+        nkisim.run(kernel, target=target)
+
+
+def test_lenient_accumulate_true_adds_onto_the_sentinel(monkeypatch):
+    monkeypatch.setenv("NKISIM_STRICT", "0")
+    with pytest.warns(nkisim.NkiStrictWarning):
+        out = nkisim.run(_accumulate_true_onto_fresh_full).outputs
+    assert np.isnan(out).all()   # fresh PSUM holds NaN; adding onto it keeps NaN (no silent overwrite)
+
+
+def test_documented_rules_stay_errors_with_nkisim_strict_0(monkeypatch):
+    monkeypatch.setenv("NKISIM_STRICT", "0")
+    with raises_rule("nc_matmul", "dst", "written by a non-matmul"):   # documented for trn1/trn2
+        nkisim.run(_accumulate_onto_memset, target="trn2")
+    with raises_rule("memset", "dst", "start partition 32 with 64 partitions"):   # documented for VectorE
+        nkisim.run(_start_partition_64)
