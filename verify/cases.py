@@ -275,6 +275,20 @@ def _dtypes() -> list[Case]:
     cases += [_c("dtype_stride", "dtypes", 1, 8, 8, (7, 9, 9), K3, s=(2, 2, 2), p=P1, dtype=dt)
               for dt in ("fp16", "fp32")]
     cases.append(_c("dtype_chan", "dtypes", 1, 129, 65, (2, 4, 4), K3, p=P1, dtype="fp32"))
+    # The planner's choice depends on the dtype: these make it pick, in fp16 and fp32 too, every
+    # method some default geometry would get in that dtype (simtests/verify/test_cases.py checks
+    # it), so the fp32 accumulation of each method is measured, not only its bf16 rounding.
+    for dt in ("fp16", "fp32"):
+        cases += [
+            _c("dtype_k1", "dtypes", 1, 4, 8, (8, 8, 8), (1, 1, 1), dtype=dt),             # *:gemm
+            _c("dtype_k1_s2", "dtypes", 1, 8, 8, (5, 6, 6), (1, 1, 1), s=(2, 2, 2), dtype=dt),
+        ]
+    cases += [
+        _c("dtype_k113", "dtypes", 1, 4, 8, (8, 8, 8), (1, 1, 3), p=(0, 0, 0, 0, 1, 1), dtype="fp16"),
+        _c("dtype_k7", "dtypes", 1, 4, 4, (8, 9, 9), (7, 7, 7), dtype="fp32"),             # row_pack
+        _c("dtype_db", "dtypes", 2, 8, 8, (5, 6, 6), K3, s=(2, 1, 1), p=P1, grads=("db",),
+           dtype="fp16"),                                                                  # standalone
+    ]
     return cases
 
 
