@@ -296,6 +296,13 @@ def _print_result(result, out=None) -> None:
               f"{m.nan_count:>5}{m.inf_count:>5}", file=out)
     if not result.passed:
         print(result.failure_message(), file=out)
+    for name, grad in result.grads.items():
+        if grad.passed and grad.metrics.mistrusted:
+            hint = (" (stat mode feeds dense inputs: try --mode stat)" if result.mode == "exact"
+                    else "")
+            print(f"note     {name} is MISTRUSTED: {grad.metrics.reachable_zero_share:.0%} of the "
+                  "reference elements the geometry reaches are zero, so this comparison may be "
+                  f"vacuous{hint}", file=out)
     print("PASS" if result.passed else "FAIL", file=out)
 
 

@@ -146,6 +146,16 @@ def test_check_runs_the_real_kernel_under_nkisim(capsys):
     assert "modelled" in out and out.rstrip().endswith("PASS")
 
 
+def test_check_says_when_a_pass_is_mistrusted(standin, capsys):
+    # 15 dw elements from one input position: exact-mode integers leave about half of them zero.
+    argv = ["check", "--batch", "1", "--channels", "3,5", "--input", "1,1,1", "--kernel", "1,1,1",
+            "--backend", standin]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "note     dw is MISTRUSTED" in out and "try --mode stat" in out
+    assert out.rstrip().endswith("PASS")
+
+
 # ----------------------------------------------------------------------------------------------- plan
 
 def test_plan_prints_the_explanation_and_json(capsys):
