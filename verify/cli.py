@@ -335,7 +335,15 @@ def cmd_check(args) -> int:
         raise UsageError(f"the kernel rejected the input: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - a crashing kernel is a failure, reported in one line
         print(f"{PROG}: kernel run failed on {case.id}: {type(exc).__name__}: {exc}", file=sys.stderr)
-        print("FAIL")
+        if args.json:  # still JSON on stdout, so tools reading it get FAIL records, not "FAIL"
+            from verify.harness import CaseResult
+
+            failed = CaseResult(case=case, backend=backend, mode=args.mode, seed=args.seed, plan=None,
+                                methods=(), grads={}, modelled_us=None, passed=False,
+                                target=args.target, error=f"{type(exc).__name__}: {exc}")
+            print(json.dumps(failed.to_records(), indent=1))
+        else:
+            print("FAIL")
         return 1
     if args.json:
         print(json.dumps(result.to_records(), indent=1))

@@ -146,6 +146,20 @@ def test_check_runs_the_real_kernel_under_nkisim(capsys):
     assert "modelled" in out and out.rstrip().endswith("PASS")
 
 
+def test_check_reports_a_crashing_kernel_as_fail_also_in_json(capsys):
+    def crashes(case, dy, x, w, target):
+        raise RuntimeError("boom")
+
+    with registered("test-crashes", crashes):
+        assert main(["check", *GEOMETRY, "--backend", "test-crashes"]) == 1
+        captured = capsys.readouterr()
+        assert captured.out.strip() == "FAIL" and "RuntimeError: boom" in captured.err
+        assert main(["check", *GEOMETRY, "--backend", "test-crashes", "--json"]) == 1
+        records = json.loads(capsys.readouterr().out)
+    assert [r["grad"] for r in records] == ["dx", "dw", "db"]
+    assert all(r["status"] == "FAIL" and "boom" in r["error"] for r in records)
+
+
 def test_check_says_when_a_pass_is_mistrusted(standin, capsys):
     # 15 dw elements from one input position: exact-mode integers leave about half of them zero.
     argv = ["check", "--batch", "1", "--channels", "3,5", "--input", "1,1,1", "--kernel", "1,1,1",
