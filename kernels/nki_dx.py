@@ -118,7 +118,8 @@ def run_dx(ctx, items, on_band=None, first_filters=None):
     regions = plan.dx_regions
     pitch = PMAX // regions
     co_tiles = tiles(g.c_out, PMAX) if regions == 1 else [(0, PMAX)]
-    bands = DyBands(g, ctx.dy, plan, dtype, zero=regions > 1)
+    # partitions between regions that no load writes must be finite (they meet zero weights)
+    bands = DyBands(g, ctx.dy, plan, dtype, zero=regions > 1 and g.c_out < pitch)
     plane_pool = Pool(2, (PMAX, plan.dx_band[0], plan.dx_band[1], W), dtype, nl.sbuf, "dx_plane")
     acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dx")
     groups = dx_groups(g, plan)

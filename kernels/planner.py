@@ -450,6 +450,9 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         ci_tiles = [min(p.dx_ci_tile, g.c_in - s) for s in range(0, g.c_in, p.dx_ci_tile)]
         items = _split(dx_items(g, p), p.lnc, 0)
         grp = _filter_group(g, p)
+        if p.dx_regions > 1 and g.c_out < PMAX // p.dx_regions:   # dy ring zeroed once (gaps between regions)
+            ext = _dx_dy_extent(g, p.dx_band)
+            c.compute("gpsimd", ext[0] * ext[1] * ext[2], 0, 1.0, p.dy_bufs, op="memset")
         if p.dx_regions > 1:   # block-diagonal filters: a DMA per region and tap group, [128, 128] transposes
             grp = max(1, min(g.taps, PSUM_BANK_BYTES // (PMAX * ds)))
             c.compute("gpsimd", grp * PMAX, 0, 1.0, 3, op="memset")
