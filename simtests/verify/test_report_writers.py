@@ -40,6 +40,16 @@ def test_markdown_tables_count_statuses():
     assert "| dw:tap_pack | 1 | 1 | 0 | 1 | 0 | 2.5 | 1 |" in text
     assert "too far" in text  # the failure's reason
     assert "## Mistrusted" in text and "| b | dx | stat |" in text
+    # A failing report opens on its failures, before the summary tables.
+    assert text.index("## Failures") < text.index("## By group")
+
+
+def test_html_puts_failures_first_and_lists_mistrusted():
+    page = render_html(RECORDS, META, with_plots=False)
+    assert page.index('id="failures"') < page.index('id="plots"') < page.index('id="by-group"')
+    assert 'id="mistrusted"' in page and '<tr class="MISTRUSTED"><td>b</td>' in page
+    passing = render_html(RECORDS[:1], META, with_plots=False)
+    assert passing.index('id="by-group"') < passing.index('id="failures"')  # "None." at the end
 
 
 def test_html_without_matplotlib_still_renders_tables(monkeypatch):

@@ -58,6 +58,20 @@ def render_html(records: list[dict], meta: dict, with_plots: bool = True) -> str
     verdict = "FAIL" if counts["FAIL"] else "PASS"
     worst = S.worst_per_dtype(records)
     fails = S.failures(records)
+    failures_html = "".join([
+        '<h2 id="failures">Failures</h2>',
+        (_table(("case", "grad", "mode", "seed", "why"),
+                [(r.get("case_id"), r.get("grad"), r.get("mode"), r.get("seed"), S.failure_text(r))
+                 for r in fails], ["FAIL"] * len(fails)) if fails else "<p>None.</p>"),
+    ])
+    mis = S.mistrusted(records)
+    mistrusted_html = "".join([
+        '<h2 id="mistrusted">Mistrusted</h2>',
+        (_table(("case", "grad", "mode", "zero share", "reachable zero share"),
+                [(r.get("case_id"), r.get("grad"), r.get("mode"), f"{S.metric(r, 'zero_share'):.0%}",
+                  f"{S.metric(r, 'reachable_zero_share'):.0%}") for r in mis],
+                ["MISTRUSTED"] * len(mis)) if mis else "<p>None.</p>"),
+    ])
     tools = ", ".join(f"{k} {v}" for k, v in sorted(meta.get("tool_versions", {}).items()))
     parts = [
         "<!DOCTYPE html>",
@@ -78,6 +92,11 @@ def render_html(records: list[dict], meta: dict, with_plots: bool = True) -> str
          "Max ULP counts every element, including results of heavy cancellation (|ref| much "
          "smaller than &Sigma;|a||b|), where the allowed fp32 accumulation error spans many output "
          "ULPs; err/bound is the verdict.</p>"),
+        ('<p class="note">Sections: <a href="#failures">failures</a> &middot; <a href="#plots">'
+         'plots</a> &middot; <a href="#by-group">by group</a> &middot; <a href="#by-dtype">by dtype'
+         '</a> &middot; <a href="#by-method">by method</a> &middot; <a href="#worst">worst</a> '
+         '&middot; <a href="#all">all results</a> &middot; <a href="#mistrusted">mistrusted</a></p>'),
+        failures_html if fails else "",  # a failing report opens on its failures
         '<h2 id="plots">Plots</h2>',
         _plots_section(records) if with_plots else "",
         '<h2 id="by-group">By group</h2>', _summary_table(S.by_group(records), "group"),
@@ -108,10 +127,8 @@ def render_html(records: list[dict], meta: dict, with_plots: bool = True) -> str
                  r.get("status")) for r in records],
                [str(r.get("status")) for r in records]),
         "</details>",
-        '<h2 id="failures">Failures</h2>',
-        (_table(("case", "grad", "mode", "seed", "why"),
-                [(r.get("case_id"), r.get("grad"), r.get("mode"), r.get("seed"), S.failure_text(r))
-                 for r in fails], ["FAIL"] * len(fails)) if fails else "<p>None.</p>"),
+        "" if fails else failures_html,
+        mistrusted_html,
         "</body></html>",
     ]
     return "\n".join(parts) + "\n"

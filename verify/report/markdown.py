@@ -19,6 +19,18 @@ def _row_cells(row: S.Row) -> tuple:
             f"{row.worst_bound_ratio:.3g}", row.max_ulp)
 
 
+def _failures_section(records: list[dict]) -> list[str]:
+    """The failures table, placed right under the verdict when there are any."""
+    fails = S.failures(records)
+    if not fails:
+        return []
+    return ["## Failures", "",
+            *_table(("case", "grad", "mode", "seed", "why"),
+                    [(r.get("case_id"), r.get("grad"), r.get("mode"), r.get("seed"),
+                      S.failure_text(r)) for r in fails]),
+            ""]
+
+
 def render_markdown(records: list[dict], meta: dict) -> str:
     counts = S.totals(records)
     verdict = "FAIL" if counts["FAIL"] else "PASS"
@@ -42,6 +54,7 @@ def render_markdown(records: list[dict], meta: dict) -> str:
          "sum|a||b|), where the fp32 accumulation error the bound allows spans many output ULPs; "
          "err/bound is the verdict, the ULP histogram in report.html shows how rare those are."),
         "",
+        *_failures_section(records),
         "## By group",
         "",
         *_table(("group", *ROW_HEADER), [_row_cells(r) for r in S.by_group(records)]),
@@ -71,13 +84,8 @@ def render_markdown(records: list[dict], meta: dict) -> str:
         "",
     ]
     fails = S.failures(records)
-    lines += ["## Failures", ""]
-    if fails:
-        lines += _table(("case", "grad", "mode", "seed", "why"),
-                        [(r.get("case_id"), r.get("grad"), r.get("mode"), r.get("seed"),
-                          S.failure_text(r)) for r in fails])
-    else:
-        lines.append("None.")
+    if not fails:
+        lines += ["## Failures", "", "None."]
     lines += ["", "## Mistrusted", ""]
     mis = S.mistrusted(records)
     if mis:
