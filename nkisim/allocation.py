@@ -28,8 +28,12 @@ def row_major(shape: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
 
 
 def check_shape(instruction: str, name: str, shape: object) -> tuple[int, ...]:
-    if type(shape) is tuple and all(type(n) is int and n >= 1 for n in shape) and shape:
-        return shape   # the common case, already valid
+    if type(shape) is tuple and shape:   # the common case: a tuple of positive ints, returned as is
+        for n in shape:
+            if type(n) is not int or n < 1:
+                break
+        else:
+            return shape
     if isinstance(shape, int):
         shape = (shape,)
     try:

@@ -79,12 +79,14 @@ class Storage:
     def materialise(self, fill: bool) -> None:
         """Create the data of a lazy storage: sentinel-filled, or uninitialised when the first
         access is a write of every element (nothing can observe the sentinel then)."""
-        from .dtypes import is_float
-
+        data = np.empty(self.size, self.np_dtype)
         if fill:
-            data = np.full(self.size, np.nan if is_float(self.dtype) else 4, self.np_dtype)
-        else:
-            data = np.empty(self.size, self.np_dtype)
+            # The sentinel through an unsigned-integer view: the same bits as np.full(NaN / 4), much
+            # faster for the ml_dtypes types (bf16/fp8 np.full converts element by element).
+            bits = _SENTINEL_BITS.get(self.np_dtype)
+            if bits is None:
+                bits = _SENTINEL_BITS[self.np_dtype] = _sentinel_bits(self.dtype, self.np_dtype)
+            data.view(bits.dtype).fill(bits)
         self.data = data
         self.raw = data.view(np.uint8)
         self.lazy = False
@@ -118,6 +120,17 @@ def retyped_storage(storage: Storage, sid: int, dtype: str, np_dtype: np.dtype) 
         st.raw = base.raw
         st.data = base.raw.view(np_dtype)
     return st
+
+
+_SENTINEL_BITS: dict[np.dtype, np.generic] = {}
+
+
+def _sentinel_bits(dtype: str, np_dtype: np.dtype) -> np.generic:
+    """The bit pattern of the fresh-memory sentinel (NaN for floats, 4 for integers) as an unsigned int."""
+    from .dtypes import is_float
+
+    value = np.array(np.nan if is_float(dtype) else 4, dtype=np_dtype)
+    return value.view(np.dtype(f"u{np_dtype.itemsize}"))[()]
 
 
 @dataclass
