@@ -203,7 +203,10 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None):
     if not core.trace_only:
         src = data.array().reshape(p, f)
         out = out_array(dst)
-        out[...] = src.T.reshape(out.shape)
+        if out.flags.c_contiguous:
+            out.reshape(f, p)[...] = src.T   # one strided copy (no transposed temporary)
+        else:
+            out[...] = src.T.reshape(out.shape)
     if dst.storage.buffer == PSUM:
         if eng is _engine_tensor:
             set_psum_state(dst, psum_state_of(dst), PSUM_BY_MATMUL)
