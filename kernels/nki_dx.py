@@ -78,6 +78,9 @@ class DyBands:
                             engine=nisa.engine.gpsimd)
             else:
                 load_padded(buf, ext, lo, hi, src, self.stage, p0=r * pitch)
+        for r in range(len(pack), PMAX // pitch):
+            # a partial pack: the idle regions meet zero weights, but 0 * NaN would poison the others
+            nisa.memset(buf[r * pitch:(r + 1) * pitch, :ext[0], :ext[1], :ext[2]], 0.0, engine=nisa.engine.gpsimd)
         return [buf[:PMAX, :ext[0], :ext[1], :ext[2]]]
 
     @staticmethod

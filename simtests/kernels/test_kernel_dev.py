@@ -205,7 +205,10 @@ def test_planner_budget_bounds_the_measured_peak(geom):
     (2, {"batch": 2, "c_in": 5, "c_out": 7, "size": (4, 5, 6), "kernel": (3, 3, 3), "padding": (1,) * 6}),
     (4, {"batch": 3, "c_in": 30, "c_out": 20, "size": (5, 5, 6), "kernel": (3, 2, 3), "stride": (2, 1, 2),
          "padding": (1, 0, 0, 1, 2, 1), "dilation": (1, 2, 1)}),
-], ids=["R2", "R4-strided"])
+    # one item in a pack of 4: the idle regions must be zeroed (0 * NaN would poison the busy one)
+    (4, {"batch": 1, "c_in": 3, "c_out": 32, "size": (3, 3, 4), "kernel": (3, 3, 3), "stride": (4, 3, 3),
+         "padding": (1, 3, 0, 1, 1, 1), "dilation": (3, 1, 2)}),
+], ids=["R2", "R4-strided", "R4-partial-pack"])
 @pytest.mark.parametrize("variant", ["per-gradient", "shared-banded", "lnc2"])
 def test_region_packed_dx_is_exact(regions, geom, variant):
     from kernels.planner import Strategy
