@@ -25,11 +25,7 @@ import time
 import tracemalloc
 from pathlib import Path
 
-import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from reference import ConvGeometry, conv3d_bwd_ref
+THREAD_VARIABLES = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def timed(fn) -> float:
@@ -74,20 +70,35 @@ def peak_extra_bytes(fn) -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=None,
+                        help="threads for OpenBLAS and torch (default: the libraries' own choice); "
+                        "1 gives steadier figures on a loaded machine")
     args = parser.parse_args()
+    if args.threads is not None:  # before numpy and torch load their thread pools
+        for name in THREAD_VARIABLES:
+            os.environ[name] = str(args.threads)
+
+    import numpy as np
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from reference import ConvGeometry, conv3d_bwd_ref
+
     blas_note = f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset: detected)')}"
 
     try:
         import torch
     except ImportError:
         sys.exit("bench_oracle: torch is not installed (pip install torch==2.13.0)")
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
 
     shapes = (
         ("B2 C64 8x32x32 k3 p1", ConvGeometry(2, 64, 64, (8, 32, 32), (3, 3, 3), padding=(1,) * 6)),
         ("B1 C128 4x32x32 k3 p1", ConvGeometry(1, 128, 128, (4, 32, 32), (3, 3, 3), padding=(1,) * 6)),
     )
     print(f"numpy {np.__version__}, torch {torch.__version__} ({torch.get_num_threads()} threads), "
-          f"{os.cpu_count()} CPUs; {blas_note}")
+          f"{os.cpu_count()} CPUs; {blas_note}; OPENBLAS_NUM_THREADS="
+          f"{os.environ.get('OPENBLAS_NUM_THREADS', '(unset)')}")
     print(f"median (min) of {args.repeats} round-robin repeats; all three gradients; ratio = oracle / torch")
     print(f"{'shape':22} {'oracle f64 ms':>15} {'torch f64 ms':>15} {'torch f32 ms':>15} "
           f"{'/f64':>11} {'/f32':>11} {'peak MiB':>9} {'io MiB':>7} {'peak/io':>7}")
