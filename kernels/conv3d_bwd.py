@@ -9,7 +9,7 @@ from .errors import Conv3dBwdInputError
 from .geometry import validate
 from .nki_common import Evictor, transpose_pool
 from .nki_db import DbState
-from .nki_dw import DwState
+from .nki_dw import DwState, run_dw_streaming
 from .nki_dw_gemm import run_dw_gemm_dma
 from .nki_dx import DyBands, dx_groups, load_dx_filters, run_dx
 from .planner import (
@@ -19,12 +19,11 @@ from .planner import (
     _split,
     current_forced_plan,
     dw_direct,
-    dw_items,
-    dw_own_taps,
     dx_items,
     plan_conv3d_bwd,
     psum_transpose_banks,
 )
+from .schedule import axis_bands
 
 _NC_TARGET = {"gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}
 _ENV_TARGET = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2",
@@ -102,7 +101,7 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         if plan.dw_method is DwMethod.DMA_GEMM:
             run_dw_gemm_dma(ctx, pid, lnc, db_in_dw)
         else:
-            _run_dw_alone(ctx, pid, lnc, db_in_dw)
+            run_dw_streaming(ctx, pid, lnc, db_in_dw)
     if compute_dx:
         dw_state = None
         if compute_dw and shared:
@@ -138,37 +137,4 @@ def _co_tiles(g):
 
 
 def _bands(g, plan, a):
-    from .schedule import axis_bands
     return axis_bands(g.axes[a], plan.dx_band[a])
-
-
-def _run_dw_alone(ctx, pid, lnc, db_state):
-    """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded."""
-    import nki.language as nl_  # noqa: F401  (same module; keeps this helper self-contained)
-
-    from .nki_common import PMAX, Pool
-    g, plan = ctx.g, ctx.plan
-    own = dw_own_taps(g, plan, pid)
-    items = dw_items(g, plan) if own is not None else _split(dw_items(g, plan), lnc, pid)
-    if own is not None and pid != 0:
-        db_state = None     # the tap split runs every position on both programs: db once, on program 0
-    co_tiles = _co_tiles(g)
-    wo = g.axes[2].o
-    pools = [Pool(plan.dy_bufs, (PMAX, plan.dw_band[0], plan.dw_band[1], wo), ctx.dtype, nl.sbuf, f"dw_dy{c}_")
-             for c in range(len(co_tiles))]
-    # C_in ranges processed one after the other (dy streamed once per range) so the fp32
-    # accumulators of one range fit SBUF
-    ranges = [(c0, min(g.c_in, c0 + plan.dw_ci_range)) for c0 in range(0, g.c_in, plan.dw_ci_range)]
-    for ri, ci_range in enumerate(ranges):
-        state = DwState(ctx, plan.dw_band, ci_range, direct=dw_direct(g, plan),
-                        db_state=db_state if ri == 0 else None, own_taps=own)
-        for b, (d0, d1), (h0, h1) in items:
-            views = []
-            for c, (co0, co_sz) in enumerate(co_tiles):
-                buf = pools[c].take()
-                nisa.dma_copy(dst=buf[:co_sz, :d1 - d0, :h1 - h0, :wo],
-                              src=ctx.dy[b, co0:co0 + co_sz, d0:d1, h0:h1, :])
-                views.append(buf[:co_sz, :d1 - d0, :h1 - h0, :wo])
-            state.add_box(b, (d0, d1), (h0, h1), views)
-        state.finish(pid, lnc)
-        del state

@@ -11,7 +11,16 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .nki_common import BANK_FP32, PMAX, Pool, band_slices, load_padded
-from .planner import DwMethod, cast_group, dw_acc_banks, dw_stage_rows
+from .planner import (
+    DwMethod,
+    _split,
+    cast_group,
+    dw_acc_banks,
+    dw_direct,
+    dw_items,
+    dw_own_taps,
+    dw_stage_rows,
+)
 from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, tiles
 
 LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
@@ -326,3 +335,32 @@ class DwState:
                 # one store per tap group: dw[t0:t0+tn, ci tile, :] seen as [ci, taps, C_out]
                 nisa.dma_copy(dst=dw_flat[t0:t0 + tn, ci0:ci0 + ci_sz, :].permute((1, 0, 2)),
                               src=out[:ci_sz, :tn, :g.c_out])
+
+
+def run_dw_streaming(ctx, pid, lnc, db_state):
+    """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded."""
+    g, plan = ctx.g, ctx.plan
+    own = dw_own_taps(g, plan, pid)
+    items = dw_items(g, plan) if own is not None else _split(dw_items(g, plan), lnc, pid)
+    if own is not None and pid != 0:
+        db_state = None     # the tap split runs every position on both programs: db once, on program 0
+    co_tiles = tiles(g.c_out, PMAX)
+    wo = g.axes[2].o
+    pools = [Pool(plan.dy_bufs, (PMAX, plan.dw_band[0], plan.dw_band[1], wo), ctx.dtype, nl.sbuf, f"dw_dy{c}_")
+             for c in range(len(co_tiles))]
+    # C_in ranges processed one after the other (dy streamed once per range) so the fp32
+    # accumulators of one range fit SBUF
+    ranges = [(c0, min(g.c_in, c0 + plan.dw_ci_range)) for c0 in range(0, g.c_in, plan.dw_ci_range)]
+    for ri, ci_range in enumerate(ranges):
+        state = DwState(ctx, plan.dw_band, ci_range, direct=dw_direct(g, plan),
+                        db_state=db_state if ri == 0 else None, own_taps=own)
+        for b, (d0, d1), (h0, h1) in items:
+            views = []
+            for c, (co0, co_sz) in enumerate(co_tiles):
+                buf = pools[c].take()
+                nisa.dma_copy(dst=buf[:co_sz, :d1 - d0, :h1 - h0, :wo],
+                              src=ctx.dy[b, co0:co0 + co_sz, d0:d1, h0:h1, :])
+                views.append(buf[:co_sz, :d1 - d0, :h1 - h0, :wo])
+            state.add_box(b, (d0, d1), (h0, h1), views)
+        state.finish(pid, lnc)
+        del state
