@@ -1,0 +1,57 @@
+"""`conv3d-bwd bench` end to end on the smoke set: the command, its table and its JSON (not timings)."""
+import json
+
+import pytest
+
+from verify.bench import SMOKE_SHAPES
+from verify.cli import main
+
+# Issue 7 item 1: the fields every shape record carries.
+REQUIRED_FIELDS = {"name", "geometry", "plan", "modelled_us", "roofline_us", "efficiency",
+                   "tensor_util", "hbm_bytes", "compulsory_bytes", "candidates"}
+
+
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench") / "bench.json"
+    code = main(["bench", "--set", "smoke", "--target", "trn2", "--json", str(out)])
+    return code, out
+
+
+def test_bench_exits_zero_and_writes_json_and_plot(bench_run):
+    code, out = bench_run
+    assert code == 0
+    assert out.exists() and out.with_suffix(".png").stat().st_size > 0
+
+
+def test_bench_records_carry_issue7_fields(bench_run):
+    _, out = bench_run
+    records = json.loads(out.read_text())
+    assert [r["name"] for r in records] == [s.name for s in SMOKE_SHAPES]
+    for r in records:
+        assert REQUIRED_FIELDS <= r.keys(), REQUIRED_FIELDS - r.keys()
+        assert r["error"] in (None, "")
+        assert r["modelled_us"] > 0 and r["roofline_us"] > 0
+        # efficiency is the ratio it claims to be
+        assert r["efficiency"] == pytest.approx(r["roofline_us"] / r["modelled_us"], rel=1e-6)
+        assert 0 < r["tensor_util"] <= 1
+        # HBM traffic can never be below what must be read and written once
+        assert r["hbm_bytes"] >= r["compulsory_bytes"] > 0
+
+
+def test_bench_pick_is_among_feasible_candidates(bench_run):
+    _, out = bench_run
+    for r in json.loads(out.read_text()):
+        timed = [c for c in r["candidates"] if c.get("modelled_us")]
+        assert len(timed) >= 1
+        picks = [c for c in timed if c.get("is_pick")]
+        assert len(picks) == 1
+        assert picks[0]["modelled_us"] == pytest.approx(r["modelled_us"])
+        assert r["best_candidate_us"] == pytest.approx(min(c["modelled_us"] for c in timed))
+
+
+def test_bench_prints_a_table(capsys, tmp_path):
+    assert main(["bench", "--set", "smoke", "--json", str(tmp_path / "b.json")]) == 0
+    out = capsys.readouterr().out
+    for shape in SMOKE_SHAPES:
+        assert shape.name in out
