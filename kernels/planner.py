@@ -659,7 +659,7 @@ def _cost_fill(c: CostSheet, g: ConvGeom, count: int, parts: int, lo: list[int],
     sbuf_run = elems if staged or not needs_stage(lo, hi, ext) else n[2]
     c.dma(parts * elems * ds, min(run, sbuf_run) * ds, count)
     if staged:
-        c.compute("gpsimd", elems, 1, 1.0, count, op="tensor_copy")
+        c.compute("vector", elems, 1, c.copy_speedup("vector", ds == 2, False, True), count, op="tensor_copy")
 
 
 def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int], tuple[int, int]],
