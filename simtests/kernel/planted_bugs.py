@@ -43,6 +43,11 @@ BUGS: dict[str, PlantedBug] = {
         "qh = jh - ax[1].tap_shift(kh, pw.phases[1]) - bh.q0",
         "qh = jh - ax[1].tap_shift(kh, pw.phases[1]) - bh.q0 + 1",
         "dx reads the dy row one below the H tap's window"),
+    "dw_tap_offset_off_by_one": PlantedBug(
+        "kernels/nki_dw.py",
+        "band_slices(kh * ax[1].r + sh * ax[1].s, th, ax[1].s)",
+        "band_slices(kh * ax[1].r + sh * ax[1].s + (kh == 0), th, ax[1].s)",
+        "dw's first H tap reads the x row one below its window (stays inside the buffer)"),
     "padding_sides_swapped": PlantedBug(
         "kernels/geometry.py",
         "Axis(x[2 + a], w[a], st[a], dil[a], pad[2 * a], pad[2 * a + 1])",
