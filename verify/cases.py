@@ -99,8 +99,14 @@ class Case:
     @property
     def id(self) -> str:
         """Readable and unique: name, then every geometry field."""
+        return f"{self.name}-{self.geometry_id}"
+
+    @property
+    def geometry_id(self) -> str:
+        """Every field but the name and group: what the inputs depend on (``verify.inputs``), so
+        that ``conv3d-bwd check`` with a case's flags reproduces that case's data exactly."""
         return "-".join([
-            self.name, f"b{self.batch}", f"ci{self.c_in}", f"co{self.c_out}",
+            f"b{self.batch}", f"ci{self.c_in}", f"co{self.c_out}",
             "x".join(map(str, self.input)), "k" + _digits(self.kernel), "s" + _digits(self.stride),
             "p" + _digits(self.padding), "d" + _digits(self.dilation), self.dtype,
             "".join(self.grads), f"lnc{self.lnc}",

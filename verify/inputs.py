@@ -20,7 +20,13 @@ from functools import lru_cache
 
 import numpy as np
 
-from reference.tolerance import accumulation_lengths, dtype_info, oracle_gradients, round_to_dtype
+from reference.tolerance import (
+    MISTRUST_ZERO_SHARE,
+    accumulation_lengths,
+    dtype_info,
+    oracle_gradients,
+    round_to_dtype,
+)
 from verify.cases import GRADS, Case
 
 MODES = ("exact", "stat")
@@ -61,8 +67,10 @@ class InputSet:
 
 
 def stable_seed(case: Case, mode: str, seed: int) -> int:
-    """A 64-bit seed from the case id, mode and seed (sha256: stable across runs and processes)."""
-    digest = hashlib.sha256(f"{case.id}|{mode}|{seed}".encode()).digest()
+    """A 64-bit seed from the case geometry, mode and seed (sha256: stable across runs and
+    processes). Not from the case name: the rerun command of a report or test failure
+    (``conv3d-bwd check`` with the case's flags, whose case is named "cli") must get the same data."""
+    digest = hashlib.sha256(f"{case.geometry_id}|{mode}|{seed}".encode()).digest()
     return int.from_bytes(digest[:8], "little")
 
 
@@ -112,17 +120,22 @@ def structural_k_max(case: Case) -> dict[str, int]:
 
 # Cached: the range choice and the densities ask for it up to seven times per case, and each call
 # is a full oracle run on all-ones tensors (seconds for the 129-channel cases).
-@lru_cache(maxsize=256)
+@lru_cache(maxsize=64)
+def _structural_counts(case: Case) -> tuple[tuple[str, np.ndarray], ...]:
+    """Terms per element of each gradient when every input is nonzero (oracle on all-ones inputs)."""
+    ones = [np.ones(shape) for shape in (case.dy_shape, case.x_shape, case.w_shape)]
+    counts = accumulation_lengths(*ones, stride=case.stride, padding=case.padding,
+                                  dilation=case.dilation, grads=GRADS)
+    return tuple(counts.items())
+
+
 def _structural_k_max(case: Case) -> tuple[tuple[str, int], ...]:
-    """The largest number of terms any element of each gradient has (oracle on all-ones inputs).
+    """The largest number of terms any element of each gradient has.
 
     Tighter than C_out * taps for dx when the spatial size is small or strided, so the densities
     are not thinned for terms that cannot exist.
     """
-    ones = [np.ones(shape) for shape in (case.dy_shape, case.x_shape, case.w_shape)]
-    counts = accumulation_lengths(*ones, stride=case.stride, padding=case.padding,
-                                  dilation=case.dilation, grads=GRADS)
-    return tuple((g, int(c.max(initial=0.0))) for g, c in counts.items())
+    return tuple((g, int(c.max(initial=0.0))) for g, c in _structural_counts(case))
 
 
 def initial_densities(case: Case, ranges: dict[str, int] | None = None) -> dict[str, float]:
@@ -164,9 +177,16 @@ def exact_ranges(case: Case) -> dict[str, int]:
 _THINNED_FOR = {"dx": "w", "dw": "x", "db": "dy"}
 
 
-def _exact_inputs(case: Case, seed: int, rng: np.random.Generator) -> InputSet:
-    ranges = exact_ranges(case)
-    limit = 2.0 ** dtype_info(case.dtype).digits
+EXACT_DRAWS = 4
+"""Draws tried per (case, seed) in exact mode: a draw whose reference has more than
+MISTRUST_ZERO_SHARE zeros among the elements the geometry reaches (sums of a few +-1 that cancel,
+e.g. db over 8 channels) is drawn again, and the draw with the fewest zeros is kept. The first
+draw is the one a single-draw generator makes, so cases that were fine keep their data."""
+
+
+def _exact_draw(case: Case, ranges: dict[str, int], limit: float,
+                rng: np.random.Generator) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """Integer tensors whose every sum|a||b| is <= limit, and the densities that got there."""
     shapes = {"dy": case.dy_shape, "x": case.x_shape, "w": case.w_shape}
     dense = {name: _uniform_int(rng, shapes[name], ranges[name]) for name in ("dy", "x", "w")}
     # One uniform draw per tensor: lowering a density only removes entries, never reshuffles.
@@ -178,11 +198,40 @@ def _exact_inputs(case: Case, seed: int, rng: np.random.Generator) -> InputSet:
                                       case.dilation, case.grads, magnitudes=True)
         over = [g for g, s in magnitudes.items() if float(s.max(initial=0.0)) > limit]
         if not over:
-            break
+            return t, densities
         for g in over:
             densities[_THINNED_FOR[g]] *= DENSITY_BACKOFF
-    else:  # pragma: no cover - densities reach ~1e-6 first, where every sum is tiny
-        raise RuntimeError(f"{case.id}: no input density keeps sum|a||b| <= {limit:g}")
+    # pragma: no cover - densities reach ~1e-6 first, where every sum is tiny
+    raise RuntimeError(f"{case.id}: no input density keeps sum|a||b| <= {limit:g}")
+
+
+def _reachable_zero_share(case: Case, t: dict[str, np.ndarray]) -> float:
+    """The largest share of exact zeros in the reference, over the requested gradients, among the
+    elements the geometry reaches (the harness's MISTRUSTED measure)."""
+    values = oracle_gradients(t["dy"], t["x"], t["w"], case.stride, case.padding, case.dilation,
+                              case.grads)
+    structural = dict(_structural_counts(case))
+    worst = 0.0
+    for g, ref in values.items():
+        live = structural[g] > 0
+        n_live = int(np.count_nonzero(live))
+        if n_live:
+            worst = max(worst, np.count_nonzero(live & (ref == 0.0)) / n_live)
+    return worst
+
+
+def _exact_inputs(case: Case, seed: int, rng: np.random.Generator) -> InputSet:
+    ranges = exact_ranges(case)
+    limit = 2.0 ** dtype_info(case.dtype).digits
+    best = None
+    for _ in range(EXACT_DRAWS):
+        t, densities = _exact_draw(case, ranges, limit, rng)
+        share = _reachable_zero_share(case, t)
+        if best is None or share < best[0]:
+            best = (share, t, densities)
+        if share <= MISTRUST_ZERO_SHARE:
+            break
+    _, t, densities = best
     dtype = dtype_info(case.dtype).np_type
     ranges_text = " ".join(f"{n}[-{r},{r}]@{densities[n]:.3g}" for n, r in ranges.items())
     return InputSet(t["dy"].astype(dtype), t["x"].astype(dtype), t["w"].astype(dtype), "exact",

@@ -60,9 +60,10 @@ def render_html(records: list[dict], meta: dict, with_plots: bool = True) -> str
     fails = S.failures(records)
     failures_html = "".join([
         '<h2 id="failures">Failures</h2>',
-        (_table(("case", "grad", "mode", "seed", "why"),
-                [(r.get("case_id"), r.get("grad"), r.get("mode"), r.get("seed"), S.failure_text(r))
-                 for r in fails], ["FAIL"] * len(fails)) if fails else "<p>None.</p>"),
+        (_table(("case", "grad", "mode", "seed", "why", "rerun"),
+                [(r.get("case_id"), r.get("grad"), r.get("mode"), r.get("seed"), S.failure_text(r),
+                  S.repro_command(r)) for r in fails], ["FAIL"] * len(fails))
+         if fails else "<p>None.</p>"),
     ])
     mis = S.mistrusted(records)
     mistrusted_html = "".join([

@@ -25,9 +25,9 @@ def _failures_section(records: list[dict]) -> list[str]:
     if not fails:
         return []
     return ["## Failures", "",
-            *_table(("case", "grad", "mode", "seed", "why"),
+            *_table(("case", "grad", "mode", "seed", "why", "rerun"),
                     [(r.get("case_id"), r.get("grad"), r.get("mode"), r.get("seed"),
-                      S.failure_text(r)) for r in fails]),
+                      S.failure_text(r), f"`{S.repro_command(r)}`") for r in fails]),
             ""]
 
 

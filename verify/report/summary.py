@@ -121,7 +121,31 @@ def totals(records: list[dict]) -> dict[str, int]:
 
 
 def failure_text(record: dict) -> str:
+    """Why a record failed: the error, or the verdict's reason and where its worst element is."""
     if record.get("error"):
         return str(record["error"])
     metrics = record.get("metrics") or {}
-    return str(metrics.get("reason") or "")
+    reason = str(metrics.get("reason") or "")
+    index = metrics.get("worst_index")
+    if index is None or "worst_got" not in metrics:
+        return reason
+    return (f"{reason}; worst {record.get('grad')}[{', '.join(map(str, index))}]: got "
+            f"{number(metrics.get('worst_got')):.6g}, ref {number(metrics.get('worst_ref')):.6g}, "
+            f"bound {number(metrics.get('worst_bound')):.3g}")
+
+
+def repro_command(record: dict) -> str:
+    """The ``conv3d-bwd check`` command that reruns one record's case, mode and seed."""
+    geo = record.get("geometry") or {}
+    if not geo:
+        return ""
+
+    def csv(key: str) -> str:
+        return ",".join(str(v) for v in geo.get(key, ()))
+
+    return (f"conv3d-bwd check --batch {geo.get('batch')} --channels {geo.get('c_in')},"
+            f"{geo.get('c_out')} --input {csv('input')} --kernel {csv('kernel')} --stride "
+            f"{csv('stride')} --padding {csv('padding')} --dilation {csv('dilation')} --dtype "
+            f"{geo.get('dtype')} --grads {csv('grads')} --lnc {geo.get('lnc')} --mode "
+            f"{record.get('mode')} --seed {record.get('seed')} --backend {record.get('backend')} "
+            f"--target {record.get('target', 'trn2')}")
