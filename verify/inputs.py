@@ -149,9 +149,13 @@ def initial_densities(case: Case, ranges: dict[str, int] | None = None) -> dict[
     target = EXACT_HEADROOM * 2.0 ** dtype_info(case.dtype).digits
     k = structural_k_max(case)
     mean = {name: _mean_abs(r) for name, r in ranges.items()}
-    d_dy = min(1.0, target / (k["db"] * mean["dy"])) if "db" in case.grads else 1.0
-    d_w = min(1.0, target / (d_dy * k["dx"] * mean["w"] * mean["dy"]))
-    d_x = min(1.0, target / (d_dy * k["dw"] * mean["x"] * mean["dy"]))
+    def density(load: float) -> float:
+        # A gradient no window reaches (K = 0: e.g. padding wider than the input) needs no thinning.
+        return min(1.0, target / load) if load > 0 else 1.0
+
+    d_dy = density(k["db"] * mean["dy"]) if "db" in case.grads else 1.0
+    d_w = density(d_dy * k["dx"] * mean["w"] * mean["dy"])
+    d_x = density(d_dy * k["dw"] * mean["x"] * mean["dy"])
     return {"dy": d_dy, "w": d_w, "x": d_x}
 
 
