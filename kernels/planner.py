@@ -543,6 +543,10 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
             if p.lnc == 2 and own is None:
                 c.dma(n_co * g.taps * width * 4 * 128, g.taps * width * 4, 1)
                 c.compute("vector", taps_here * width, 2, 1.0, n_co, op="tensor_tensor")
+                # the exchange is a rendezvous of both programs on the critical path: the PE (in
+                # order) waits for it, the adds and the first casts before it can go on
+                fill += 2 * hw.dma_fixed_ns + n_co * g.taps * width * 4 * 128 / hw.dma_bytes_per_ns \
+                    + n_co * (taps_here * width * 2 + 60) / hw.vector_ghz
             grp = cast_group(g, width)
             for t0 in range(0, taps_here, grp):
                 tn = min(grp, taps_here - t0)
