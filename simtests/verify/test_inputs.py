@@ -192,3 +192,14 @@ def test_bad_mode_and_seed_are_named():
         make_inputs(case, "fuzzy", 0)
     with pytest.raises(InputModeError, match="seed: -1"):
         make_inputs(case, "exact", -1)
+
+
+@pytest.mark.fast
+def test_a_geometry_whose_windows_only_see_padding_gets_inputs():
+    """Every H tap of the one output position lands in padding (K = 0 for dx and dw): no thinning
+    to compute, and the all-zero references are reported MISTRUSTED rather than crashing."""
+    case = Case("pad_only", "t", 2, 5, 4, (4, 2, 5), (2, 3, 5), (4, 4, 1), (0, 0, 1, 6, 3, 1),
+                (1, 3, 2), "fp32", ("dx", "dw"))
+    for mode in ("exact", "stat"):
+        dy, x, w = make_inputs(case, mode, 0)
+        assert dy.shape == case.dy_shape and np.count_nonzero(dy) > 0
