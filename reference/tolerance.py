@@ -317,8 +317,10 @@ def compute_metrics(got: np.ndarray, ref: np.ndarray, magnitudes: np.ndarray, k_
 
     ulps = np.where(both_finite, ulp_distance(got, np.where(np.isfinite(ref64), ref64, 0.0),
                                                info.name), 0)
-    hist = np.bincount(np.minimum(ulps.ravel(), ULP_HISTOGRAM_EDGES[-1]),
-                       minlength=len(ULP_HISTOGRAM_EDGES))
+    # An unexpected NaN/Inf is as far off as it gets: the last bin, not "0 ULPs" (max_ulp stays
+    # over finite pairs; the NaN/Inf counts carry those).
+    binned = np.where(unexpected, ULP_HISTOGRAM_EDGES[-1], np.minimum(ulps, ULP_HISTOGRAM_EDGES[-1]))
+    hist = np.bincount(binned.ravel(), minlength=len(ULP_HISTOGRAM_EDGES))
     mismatch = both_finite & (got64 != ref_rounded)
     zero_share = float(np.count_nonzero(ref64 == 0.0)) / n if n else 1.0
     if reachable is None:

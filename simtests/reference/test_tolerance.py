@@ -158,6 +158,7 @@ def test_nan_where_oracle_has_none_fails():
     assert m.nan_count == 1 and m.ref_nan_count == 0 and m.unexpected_nonfinite == 1
     assert m.worst_index == (17,)
     assert not compute_metrics(got, ref, s, k, "bf16", mode="exact").passed
+    assert m.ulp_histogram[-1] >= 1 and sum(m.ulp_histogram) == ref.size  # the NaN: ">= 4" bin
 
 
 def test_inf_fails_unless_the_rounded_oracle_overflows_too():
