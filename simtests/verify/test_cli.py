@@ -247,7 +247,8 @@ def test_report_writes_three_files(standin, tiny_set, tmp_path, capsys):
     assert "| basic |" in markdown
     page = _Structure()
     page.feed((out / "report.html").read_text())
-    assert {"verdict", "plots", "by-group", "by-method", "worst", "failures"} <= page.ids
+    assert {"verdict", "plots", "by-group", "by-dtype", "by-method", "worst", "all", "failures",
+            "mistrusted"} <= page.ids
     assert page.tags.count("table") >= 4
     assert len(page.img_src) == 3 and all(s.startswith("data:image/png;base64,") for s in page.img_src)
     assert page.external == []
