@@ -62,8 +62,8 @@ def filters_by_dma(g: ConvGeom, p: Plan) -> bool:
 def dw_own_taps(g: ConvGeom, p: Plan, pid: int) -> tuple[int, int] | None:
     """Under the LNC2 tap split: the contiguous taps [lo, hi) program ``pid`` owns (whole (kd, kh)
     pairs in row mode, whole tap groups in box mode); None for the position split."""
-    if p.dw_split != "taps" or p.lnc == 1:
-        return None
+    if p.dw_split != "taps" or p.lnc == 1 or p.strategy is Strategy.SHARED_DY:
+        return None   # shared-dy feeds dw the bands of its own program: positions only
     unit = g.axes[2].k if p.dw_method is DwMethod.ROW_PACK else p.dw_tap_group
     units = ceil_div(g.taps, unit)
     per = ceil_div(units, p.lnc)
@@ -81,7 +81,7 @@ def dw_stage_rows(p: Plan, rows: tuple[int, int]) -> tuple[int, int]:
 def dw_direct(g: ConvGeom, p: Plan) -> bool:
     """dw evicts its PSUM accumulators straight to the output dtype: one output box, one PSUM group per
     accumulator (row mode: at most 128 rows), one program."""
-    if (p.lnc != 1 and p.dw_split != "taps") or not p.compute_dw:
+    if (p.lnc != 1 and dw_own_taps(g, p, 0) is None) or not p.compute_dw:
         return False
     items = [it for it in dw_items(g, p) if it[1][1] > it[1][0] and it[2][1] > it[2][0]]
     if len(items) != 1:
