@@ -215,6 +215,7 @@ class _Structure(HTMLParser):
         self.ids: set[str] = set()
         self.img_src: list[str] = []
         self.external: list[str] = []
+        self.anchors: list[str] = []
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
@@ -226,6 +227,8 @@ class _Structure(HTMLParser):
         for key in ("src", "href"):
             if attrs.get(key, "").startswith(("http:", "https:", "//")):
                 self.external.append(attrs[key])
+        if attrs.get("href", "").startswith("#"):
+            self.anchors.append(attrs["href"][1:])
 
 
 def _records(out_dir: Path) -> list[dict]:
@@ -249,6 +252,7 @@ def test_report_writes_three_files(standin, tiny_set, tmp_path, capsys):
     page.feed((out / "report.html").read_text())
     assert {"verdict", "plots", "by-group", "by-dtype", "by-method", "worst", "all", "failures",
             "mistrusted"} <= page.ids
+    assert page.anchors and set(page.anchors) <= page.ids  # the section links all land
     assert page.tags.count("table") >= 4
     assert len(page.img_src) == 3 and all(s.startswith("data:image/png;base64,") for s in page.img_src)
     assert page.external == []
