@@ -247,7 +247,7 @@ def _check_fits_in_memory(case) -> None:
             f"float64 oracle and the emulator); {_fmt_bytes(available)} is available here")
 
 
-def _plan_or_usage_error(case, target: str):
+def _plan_or_usage_error(case, target: str, list_rejections: bool = False):
     """The planner's plan; its input errors (ValueError: e.g. LNC2 on trn1) are usage errors."""
     try:
         from kernels.planner import plan_conv3d_bwd
@@ -259,7 +259,23 @@ def _plan_or_usage_error(case, target: str):
                                target=target, lnc=case.lnc, compute_dx="dx" in case.grads,
                                compute_dw="dw" in case.grads, compute_db="db" in case.grads)
     except ValueError as exc:
-        raise UsageError(f"the planner rejected the geometry: {exc}") from None
+        raise UsageError(f"the planner rejected the geometry: {_short_plan_error(str(exc), list_rejections)}"
+                         ) from None
+
+
+def _short_plan_error(message: str, list_rejections: bool) -> str:
+    """A "no plan fits" message lists every candidate on one line (often 1000+ characters): print
+    them one per line on stdout (plan) and keep the error line short."""
+    head, sep, tail = message.partition("for this geometry: ")
+    rejections = [r for r in tail.split("; ") if r] if sep else []
+    if len(rejections) < 2:
+        return message
+    if list_rejections:
+        print("candidate: rejection", *(f"  {r}" for r in rejections), sep="\n")
+        where = "listed above"
+    else:
+        where = "'conv3d-bwd plan' with the same flags lists them"
+    return f"{head.rstrip()}: all {len(rejections)} candidates rejected ({where}); first: {rejections[0]}"
 
 
 def _kernel_input_error_types() -> tuple[type[BaseException], ...]:
@@ -356,7 +372,7 @@ def cmd_check(args) -> int:
 
 def cmd_plan(args) -> int:
     case = _case_from(args)
-    plan = _plan_or_usage_error(case, args.target)
+    plan = _plan_or_usage_error(case, args.target, list_rejections=True)
     print(json.dumps(plan.to_dict(), indent=1, default=str) if args.json else plan.explain())
     return 0
 

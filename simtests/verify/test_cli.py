@@ -206,6 +206,24 @@ def test_plan_table_columns_line_up(capsys):
         assert row[:est_end].rstrip() == row[:est_end] and row[est_end] == " ", row
 
 
+def test_no_plan_lists_the_rejections_one_per_line(monkeypatch, capsys):
+    import kernels.planner as planner
+
+    def no_plan(*args, **kwargs):
+        raise ValueError("no plan fits trn2 for this geometry: A: SBUF 9 B exceeds 1 B; "
+                         "B: PSUM 9 banks exceed 8")
+
+    monkeypatch.setattr(planner, "plan_conv3d_bwd", no_plan)
+    assert main(["plan", *GEOMETRY]) == 2
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == ["candidate: rejection", "  A: SBUF 9 B exceeds 1 B",
+                                         "  B: PSUM 9 banks exceed 8"]
+    assert "all 2 candidates rejected (listed above)" in _one_line_error(captured.err)
+    assert main(["check", *GEOMETRY]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "'conv3d-bwd plan' with the same flags" in _one_line_error(captured.err)
+
+
 @pytest.mark.xfail(strict=True, reason="kernels/planner.py: dw keeps its whole fp32 accumulator "
                    "(taps x C_out x 4 B per partition) resident; with C_in 128, C_out 256 and a 7x7x7 "
                    "kernel (351 KB) no candidate fits SBUF on any target, and there is no multi-pass "
