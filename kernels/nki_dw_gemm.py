@@ -21,15 +21,19 @@ def run_dw_gemm_dma(ctx, pid, lnc, db_state):
     dw_flat = ctx.dw.reshape((g.c_in, g.c_out))
     ci_tiles = tiles(g.c_in, PMAX)
     co_blocks = tiles(g.c_out, BANK_FP32)
-    chunks = gemm_dma_chunks(g, lnc)
-    mine = chunks[pid] if pid < len(chunks) else []
+    split_positions = lnc == 2 and ctx.plan.dw_split == "positions"
+    chunks = gemm_dma_chunks(g, 1 if split_positions else lnc)
+    mine = chunks[pid] if (pid < len(chunks) and not split_positions) else (chunks[0] if split_positions else [])
     pos = [(b, p0, min(PMAX, npos - p0)) for b in range(g.batch) for p0 in range(0, npos, PMAX)]
+    if split_positions:   # each program half of the position tiles; fp32 partials exchanged at the end
+        per = -(-len(pos) // lnc)
+        pos = pos[pid * per:(pid + 1) * per]
     dyt_pool = Pool(3, (PMAX, g.c_out), ctx.dtype, nl.sbuf, "dwg_dyt")
     xt_pool = Pool(3, (PMAX, max(1, len(mine)) * PMAX), ctx.dtype, nl.sbuf, "dwg_xt")
     out_pool = Pool(2, (PMAX, g.c_out), ctx.dtype, nl.sbuf, "dwg_out")
     n_acc = max(1, len(mine)) * len(co_blocks)
     accs = [nl.ndarray((PMAX, BANK_FP32), nl.float32, buffer=nl.psum, name=f"ps_dwg{i}") for i in range(n_acc)]
-    fold_db = db_state is not None and pid == 0
+    fold_db = db_state is not None and (pid == 0 or split_positions)
     if fold_db:
         ones = nl.ndarray((PMAX, 1), ctx.dtype, buffer=nl.sbuf, name="dwg_ones")
         nisa.memset(ones, 1.0, engine=nisa.engine.gpsimd)
@@ -55,14 +59,32 @@ def run_dw_gemm_dma(ctx, pid, lnc, db_state):
             for c, (co0, co_sz) in enumerate(co_tiles):
                 nisa.nc_matmul(db_ps[:co_sz, c:c + 1], stationary=dyt[:n, co0:co0 + co_sz], moving=ones[:n, :],
                                accumulate=i > 0)
-    if fold_db:
+    if fold_db and pos:   # a program with no position tile has no partial sum to add
         for c, (_co0, co_sz) in enumerate(co_tiles):
             db_state.add_psum(c, db_ps[:co_sz, c:c + 1])
+    if split_positions:
+        part = nl.ndarray((PMAX, g.c_out), nl.float32, buffer=nl.sbuf, name="dwg_part")
+        other = nl.ndarray((PMAX, g.c_out), nl.float32, buffer=nl.sbuf, name="dwg_other")
+        per_ci = -(-len(mine) // lnc)
     for k, t in enumerate(mine):
         ci0, ci_sz = ci_tiles[t]
         out = out_pool.take()
-        for j, (c0, cn) in enumerate(co_blocks):
-            ctx.evict.copy(out[:ci_sz, c0:c0 + cn], accs[k * len(co_blocks) + j][:ci_sz, :cn])
+        if split_positions:
+            for j, (c0, cn) in enumerate(co_blocks):
+                if pos:
+                    nisa.tensor_copy(dst=part[:ci_sz, c0:c0 + cn], src=accs[k * len(co_blocks) + j][:ci_sz, :cn],
+                                     engine=nisa.engine.vector)
+                else:
+                    nisa.memset(part[:ci_sz, c0:c0 + cn], 0.0, engine=nisa.engine.vector)
+            nisa.sendrecv(src=part[:ci_sz, :], dst=other[:ci_sz, :], send_to_rank=1 - pid, recv_from_rank=1 - pid,
+                          pipe_id=0)
+            if k // per_ci != pid:      # the other program stores this C_in tile
+                continue
+            nisa.tensor_tensor(dst=out[:ci_sz, :], data1=part[:ci_sz, :], data2=other[:ci_sz, :], op=nl.add,
+                               engine=nisa.engine.vector)
+        else:
+            for j, (c0, cn) in enumerate(co_blocks):
+                ctx.evict.copy(out[:ci_sz, c0:c0 + cn], accs[k * len(co_blocks) + j][:ci_sz, :cn])
         nisa.dma_copy(dst=dw_flat[ci0:ci0 + ci_sz, :], src=out[:ci_sz, :g.c_out])
 
 

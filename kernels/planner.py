@@ -180,7 +180,7 @@ class Plan:
     dy_bufs: int                      # dy band buffers (prefetch depth)
     dx_regions: int = 1               # dx bands stacked on the partitions (block-diagonal filters)
     filters_first: bool = False       # dx's first filter group loads before dw runs (per-gradient)
-    dw_split: str = "positions"       # LNC2: dw split by output positions (partials combined) or by taps
+    dw_split: str = "positions"       # LNC2 dw split: "positions" (partials combined), "taps", "channels"
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -330,9 +330,11 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         phase_sbuf["dx"] = filt + wstage + dyb + plane + stage + (4 * n_co * 4 if p.compute_db else 0)
         psum_dx = PSUM_DX_BANKS
     if p.compute_dw and p.dw_method is DwMethod.DMA_GEMM:
-        mine = max(len(c_) for c_ in _gemm_dma_chunks(g, p.lnc))
+        by_pos = p.lnc == 2 and p.dw_split == "positions"
+        mine = max(len(c_) for c_ in _gemm_dma_chunks(g, 1 if by_pos else p.lnc))
         blocks = ceil_div(g.c_out, MOVING_MAX)
         dw_total = 3 * g.c_out * ds + 3 * max(1, mine) * PMAX * ds + 2 * g.c_out * ds + (4 * n_co * 4 if p.compute_db else 0)
+        dw_total += 2 * g.c_out * 4 if by_pos else 0     # the fp32 partial and the other program's
         parts += [("dw dy^T/x^T rings", dw_total)]
         phase_sbuf["dw"] = dw_total
         psum_dw = max(1, mine) * blocks + (1 if db_on_dw(p) else 0)
@@ -496,8 +498,14 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                       * ds, len(pack) - 1)
     if p.compute_dw and p.dw_method is DwMethod.DMA_GEMM:
         npos = g.axes[0].o * g.axes[1].o * Wo
+        by_pos = p.lnc == 2 and p.dw_split == "positions"
         tiles_ = g.batch * ceil_div(npos, PMAX)
-        mine = len(_gemm_dma_chunks(g, p.lnc)[0])
+        mine = len(_gemm_dma_chunks(g, 1 if by_pos else p.lnc)[0])
+        if by_pos:   # half the position tiles; the fp32 partials of every C_in tile exchanged and added
+            tiles_ = ceil_div(tiles_, 2)
+            c.dma(min(PMAX, g.c_in) * g.c_out * 4, g.c_out * 4, mine)
+            c.compute("vector", g.c_out, 2, 1.0, 2 * mine, op="tensor_tensor")
+            fill += 2 * hw.dma_fixed_ns
         blocks = [min(MOVING_MAX, g.c_out - s_) for s_ in range(0, g.c_out, MOVING_MAX)]
         eff = 0.9   # dma_transpose from HBM (trn2 arch guide, nkisim)
         c.busy["dma"] += tiles_ * (min(PMAX, npos) * (g.c_out + mine * PMAX) * ds) / (hw.dma_bytes_per_ns * eff)
@@ -728,7 +736,7 @@ def _label(p: Plan) -> str:
                      + (", filters first" if p.filters_first else "") + "]")
     if p.dw_method:
         band = "" if p.strategy is Strategy.SHARED_DY else f"band {p.dw_band[0]}x{p.dw_band[1]}, "
-        band += "tap split, " if p.dw_split == "taps" else ""
+        band += f"{p.dw_split} split, " if (p.lnc == 2 and p.dw_split != "positions") else ""
         rng = f", ci-range {p.dw_ci_range}" if p.dw_ci_range < p.x_shape[1] else ""
         parts.append(f"dw:{p.dw_method.value}[{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}{rng}]")
     if p.db_method:
@@ -877,6 +885,8 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
     if p.lnc == 2 and p.compute_dw and p.strategy is Strategy.PER_GRADIENT and g.taps >= 2 \
             and p.dw_method is not DwMethod.DMA_GEMM:
         out += [replace(q, dw_split="taps") for q in out]
+    if p.lnc == 2 and p.dw_method is DwMethod.DMA_GEMM:   # C_in tiles per program, or positions
+        out += [replace(q, dw_split="channels") for q in out]
     return out
 
 
