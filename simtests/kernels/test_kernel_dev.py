@@ -229,21 +229,19 @@ def test_region_packed_dx_is_exact(regions, geom, variant):
     run_and_compare(**geom, lnc=2 if variant == "lnc2" else 1, plan_edit=apply)
 
 
-@pytest.mark.parametrize("batch, c_in, c_out, size, lnc", [
-    (2, 5, 7, (3, 4, 5), 1), (2, 130, 600, (3, 4, 5), 1), (3, 260, 70, (2, 4, 5), 2), (1, 5, 7, (3, 4, 5), 2)])
+@pytest.mark.parametrize("batch, c_in, c_out, size, lnc, split", [
+    (2, 5, 7, (3, 4, 5), 1, "positions"), (2, 130, 600, (3, 4, 5), 1, "positions"),
+    (3, 260, 70, (2, 4, 5), 2, "positions"), (3, 260, 70, (2, 4, 5), 2, "channels"),
+    (1, 5, 7, (3, 4, 5), 2, "positions"), (1, 5, 7, (3, 4, 5), 2, "channels")])
 @pytest.mark.parametrize("grads", [GRADS, ("dw", "db"), ("dw",)], ids=lambda g: "+".join(g))
-@pytest.mark.parametrize("split", ["positions", "channels"])
-def test_pointwise_dma_gemm_dw_is_exact(batch, c_in, c_out, size, lnc, grads, split):
+def test_pointwise_dma_gemm_dw_is_exact(batch, c_in, c_out, size, lnc, split, grads):
     from kernels.planner import DwMethod
 
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.dw_method is DwMethod.DMA_GEMM
-                and (lnc == 1 or a.dw_split == split)]
+        alts = [a for a in p.feasible_candidates() if a.dw_method is DwMethod.DMA_GEMM and a.dw_split == split]
         assert alts, p.explain()
         return alts[0]
 
-    if lnc == 1 and split == "channels":
-        pytest.skip("the split only exists at LNC2")
     run_and_compare(batch, c_in, c_out, size, (1, 1, 1), lnc=lnc, grads=grads, plan_edit=pick)
 
 
