@@ -494,6 +494,19 @@ def _order(records: list[dict]) -> list[dict]:
                                           r.get("mode") != "exact", grads.get(r.get("grad"), 3)))
 
 
+def source_revision() -> str | None:
+    """The project's git revision (``git describe --always --dirty``), so a report says which
+    kernel it judged; None outside a git checkout."""
+    import subprocess
+
+    try:
+        proc = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=Path(__file__).parents[1],
+                              capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return (proc.stdout.strip() or None) if proc.returncode == 0 else None
+
+
 def _prepare_out_dir(out: str) -> None:
     """Create --out up front: a path that cannot hold the report is a usage error before the run,
     not an internal failure after minutes of work."""
@@ -542,6 +555,7 @@ def cmd_report(args) -> int:
             "n_cases": len({t[0].id for t in tasks}), "n_runs": len(tasks), "wall_s": wall,
             "started_utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "tool_versions": tool_versions(backend), "cpu_count": os.cpu_count(),
+            "source": source_revision(),
         }
     records = _order(records)
     paths = write_reports(records, meta, args.out)

@@ -319,6 +319,7 @@ def test_report_shards_merge_to_the_whole(standin, tiny_set, tmp_path, capsys):
     assert whole_records == merged_records
     meta = json.loads((merged / "report.json").read_text())["meta"]
     assert meta["shards"] == ["1/2", "2/2"] and meta["missing_shards"] == []
+    assert "source" in json.loads((one / "report.json").read_text())["meta"]  # git revision or None
     # A shard named twice counts once.
     assert main(["report", "--merge", str(one), str(two), f"{one}/", "--out", str(merged)]) == 0
     again = json.loads((merged / "report.json").read_text())["meta"]

@@ -70,6 +70,13 @@ def test_write_reports_and_merge_deduplicate(tmp_path):
     assert meta["shards"] == ["1/2", "2/2"] and meta["n_cases"] == 2
     assert meta["wall_s"] == 2.0
 
+    # Shards from two revisions: the merged report shows both, and the markdown says so.
+    write_reports(RECORDS[:1], {**META, "shard": "1/2", "source": "abc123"}, tmp_path / "r1")
+    write_reports(RECORDS[1:], {**META, "shard": "2/2", "source": "def456-dirty"}, tmp_path / "r2")
+    records, meta = merge_reports([tmp_path / "r1", tmp_path / "r2"])
+    assert meta["source"] == "abc123, def456-dirty"
+    assert "source revision: abc123, def456-dirty" in render_markdown(records, meta)
+
 
 def test_read_report_rejects_what_is_not_a_report(tmp_path):
     (tmp_path / "report.json").write_text("{not json")

@@ -86,7 +86,8 @@ def render_html(records: list[dict], meta: dict, with_plots: bool = True) -> str
          f"shards {_esc('; '.join(meta['missing_shards']))}.</p>" if meta.get("missing_shards") else ""),
         (f"<p>set <code>{_esc(meta.get('set'))}</code>, backend <code>{_esc(meta.get('backend'))}</code>, "
         f"modes {_esc(', '.join(meta.get('modes', [])))}, wall time "
-        f"{float(meta.get('wall_s') or 0):.1f} s. Tools: {_esc(tools)}.</p>"),
+        f"{float(meta.get('wall_s') or 0):.1f} s, source revision "
+        f"<code>{_esc(meta.get('source') or 'unknown')}</code>. Tools: {_esc(tools)}.</p>"),
         ('<p class="note">Bound per element: 4&#8730;K&middot;u<sub>fp32</sub>&middot;&Sigma;|a||b| + '
         "ulp<sub>out</sub>(|ref|); exact mode requires bit equality with the oracle rounded to the "
         "output dtype. MISTRUSTED: passed, but over 30% of the reachable reference is zero. "

@@ -101,6 +101,8 @@ def merge_reports(paths: list[str | Path], allow_partial: bool = False) -> tuple
         "modes": sorted({mode for m in metas for mode in m.get("modes", [])}),
         "wall_s": sum(float(m.get("wall_s") or 0.0) for m in metas),
         "tool_versions": metas[0].get("tool_versions", {}) if metas else {},
+        # Shards of one run should come from one revision; more than one is shown, not hidden.
+        "source": ", ".join(sorted({str(m.get("source")) for m in metas if m.get("source")})) or None,
         "n_cases": len({r.get("case_id") for r in merged.values()}),
         "missing_shards": missing,
     }

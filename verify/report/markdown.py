@@ -48,6 +48,7 @@ def render_markdown(records: list[dict], meta: dict) -> str:
         (f"- shard: {meta.get('shard') or ', '.join(meta.get('shards', [])) or '1/1'}; "
         f"wall time {float(meta.get('wall_s') or 0):.1f} s"),
         f"- tools: {', '.join(f'{k} {v}' for k, v in sorted(meta.get('tool_versions', {}).items()))}",
+        f"- source revision: {meta.get('source') or 'unknown'}",
         ("- bound per element: `4 sqrt(K) u_fp32 sum|a||b| + ulp_out(|ref|)`; exact mode: bit "
         "equality with the oracle rounded to the output dtype. err/bound <= 1 passes in stat mode."),
         ("- max ULP counts every element, including results of heavy cancellation (|ref| << "
