@@ -249,7 +249,7 @@ def _kernels() -> list[Case]:
 def _channels() -> list[Case]:
     pairs = [((1, 8), True), ((8, 1), False), ((63, 65), False), ((64, 64), False), ((65, 63), False),
              ((127, 129), False), ((128, 128), False), ((129, 127), True), ((256, 8), False),
-             ((8, 256), False), ((513, 16), False), ((16, 513), False)]
+             ((8, 256), True), ((513, 16), False), ((16, 513), False)]
     cases = [_c("chan", "channels", 1, ci, co, (2, 4, 4), K3, p=P1, fast=fast) for (ci, co), fast in pairs]
     cases.append(_c("chan_k1", "channels", 1, 513, 129, (2, 3, 3), (1, 1, 1)))
     # Both channel axes and the position axis cross a 128 tile at once.
