@@ -20,6 +20,7 @@ from .planner import (
     dw_items,
     dw_own_taps,
     dw_stage_rows,
+    dw_tap_passes,
 )
 from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, tiles
 
@@ -29,11 +30,14 @@ LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
 class DwState:
     """The dw accumulators and pools of one program."""
 
-    def __init__(self, ctx, max_rows, ci_range=None, direct=False, db_state=None, own_taps=None):
+    def __init__(self, ctx, max_rows, ci_range=None, direct=False, db_state=None, own_taps=None, taps=None):
         g, plan = ctx.g, ctx.plan
         self.ctx = ctx
         # LNC2 tap split: this program computes and stores only taps [lo, hi), over every position
         self.own_taps = own_taps
+        # the taps of this pass (accumulators for these only): a tap pass, else the program's own taps
+        self.span = taps or own_taps or (0, g.taps)
+        self.n_span = self.span[1] - self.span[0]
         # db folded on the PE: the dy^T tiles dw builds anyway times a ones vector, summed in PSUM
         self.db_state = db_state
         if db_state is not None:
@@ -47,7 +51,7 @@ class DwState:
         self.ci_lo, ci_hi = ci_range if ci_range is not None else (0, g.c_in)
         self.width = ci_hi - self.ci_lo
         self.ci_tiles = [(self.ci_lo + c0, sz) for c0, sz in tiles(self.width, plan.dw_ci_tile)]
-        self.acc = [nl.ndarray((PMAX, g.taps, self.width), ctx.dtype if direct else nl.float32, buffer=nl.sbuf,
+        self.acc = [nl.ndarray((PMAX, max(1, self.n_span), self.width), ctx.dtype if direct else nl.float32, buffer=nl.sbuf,
                                name=f"dw_acc{c}")
                     for c in range(len(self.co_tiles))]
         self.started = False
@@ -105,7 +109,7 @@ class DwState:
         n_co = len(self.co_tiles)
         # one flat stream of steps (C_in tile, tap group, C_out chunk, position tile), software
         # pipelined across every boundary: x^T of step i+LOOKAHEAD is built before the matmuls of step i
-        t_lo, t_hi = self.own_taps or (0, g.taps)
+        t_lo, t_hi = self.span
         steps = [(ci, t0, c0, p) for ci in range(len(self.ci_tiles)) for t0 in range(t_lo, t_hi, G)
                  for c0 in range(0, n_co, chunk) for p in range(len(ptiles))]
         bands = {}
@@ -205,7 +209,7 @@ class DwState:
                 xb, ext = self._load_x(b, box_d, box_h, ci0, ci_sz)
                 xw = ext[2]
                 cols = max(1, bank // ci_sz)
-                t_lo, t_hi = self.own_taps or (0, g.taps)
+                t_lo, t_hi = self.span
                 pairs = [(kd, kh) for kd in range(kd_n) for kh in range(kh_n)
                          if t_lo <= g.tap_index(kd, kh, 0) < t_hi]
 
@@ -257,7 +261,8 @@ class DwState:
 
     def _fold(self, c, t0, kn, ci0, ci_sz, ps):
         co_sz = self.co_tiles[c][1]
-        dst = self.acc[c][:co_sz, t0:t0 + kn, ci0 - self.ci_lo:ci0 - self.ci_lo + ci_sz]
+        a0 = t0 - self.span[0]
+        dst = self.acc[c][:co_sz, a0:a0 + kn, ci0 - self.ci_lo:ci0 - self.ci_lo + ci_sz]
         if self.direct:
             self.ctx.evict.copy(dst, ps)
         elif self.started:
@@ -271,18 +276,19 @@ class DwState:
         if not self.started:
             for c, (_co0, co_sz) in enumerate(self.co_tiles):
                 nisa.memset(self.acc[c][:co_sz, :, :], 0.0, engine=nisa.engine.vector)
-        per = -(-g.taps // lnc)
-        t_lo, t_hi = min(g.taps, pid * per), min(g.taps, (pid + 1) * per)
-        if self.own_taps is not None:     # tap split: nothing to combine, store what this program owns
-            t_lo, t_hi = self.own_taps
-        elif lnc == 2:
-            other = nl.ndarray((PMAX, g.taps, self.width), nl.float32, buffer=nl.sbuf, name="dw_other")
+        s0, s1 = self.span
+        per = -(-self.n_span // lnc)
+        t_lo, t_hi = min(s1, s0 + pid * per), min(s1, s0 + (pid + 1) * per)
+        if self.own_taps is not None:     # tap split: nothing to combine, store the taps of this pass
+            t_lo, t_hi = s0, s1
+        elif lnc == 2:   # each program adds and stores its half of this pass's taps
+            other = nl.ndarray((PMAX, max(1, self.n_span), self.width), nl.float32, buffer=nl.sbuf, name="dw_other")
             for c, (_co0, co_sz) in enumerate(self.co_tiles):
                 nisa.sendrecv(src=self.acc[c][:co_sz, :, :], dst=other[:co_sz, :, :], send_to_rank=1 - pid,
                               recv_from_rank=1 - pid, pipe_id=0)
                 if t_hi > t_lo:
-                    mine = self.acc[c][:co_sz, t_lo:t_hi, :]
-                    nisa.tensor_tensor(dst=mine, data1=mine, data2=other[:co_sz, t_lo:t_hi, :], op=nl.add,
+                    mine = self.acc[c][:co_sz, t_lo - s0:t_hi - s0, :]
+                    nisa.tensor_tensor(dst=mine, data1=mine, data2=other[:co_sz, t_lo - s0:t_hi - s0, :], op=nl.add,
                                        engine=nisa.engine.vector)
         bank = 2048 // g.dtype_bytes
         # cast a group of taps per C_out tile in one copy, so that the transposes of a whole group run
@@ -298,11 +304,11 @@ class DwState:
         def cast_group_at(t0):
             tn = min(group, t_hi - t0)
             if self.direct:   # already in the output dtype
-                return [a[:, t0:t0 + tn, :] for a in self.acc]
+                return [a[:, t0 - s0:t0 - s0 + tn, :] for a in self.acc]
             casts = []
             for c, (_co0, co_sz) in enumerate(self.co_tiles):
                 cast = cast_pools[c].take()
-                nisa.tensor_copy(dst=cast[:co_sz, :tn, :], src=self.acc[c][:co_sz, t0:t0 + tn, :],
+                nisa.tensor_copy(dst=cast[:co_sz, :tn, :], src=self.acc[c][:co_sz, t0 - s0:t0 - s0 + tn, :],
                                  engine=cast_engines[state["k"] % 2])
                 state["k"] += 1
                 casts.append(cast)
@@ -351,9 +357,11 @@ def run_dw_streaming(ctx, pid, lnc, db_state):
     # C_in ranges processed one after the other (dy streamed once per range) so the fp32
     # accumulators of one range fit SBUF
     ranges = [(c0, min(g.c_in, c0 + plan.dw_ci_range)) for c0 in range(0, g.c_in, plan.dw_ci_range)]
-    for ri, ci_range in enumerate(ranges):
+    # and, for big filters, tap passes (dy and x streamed once per pass): one pass's accumulators fit
+    passes = [(ci_range, span) for ci_range in ranges for span in dw_tap_passes(g, plan, pid)]
+    for k, (ci_range, span) in enumerate(passes):
         state = DwState(ctx, plan.dw_band, ci_range, direct=dw_direct(g, plan),
-                        db_state=db_state if ri == 0 else None, own_taps=own)
+                        db_state=db_state if k == 0 else None, own_taps=own, taps=span)
         for b, (d0, d1), (h0, h1) in items:
             views = []
             for c, (co0, co_sz) in enumerate(co_tiles):

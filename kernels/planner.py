@@ -64,10 +64,23 @@ def dw_own_taps(g: ConvGeom, p: Plan, pid: int) -> tuple[int, int] | None:
     pairs in row mode, whole tap groups in box mode); None for the position split."""
     if p.dw_split != "taps" or p.lnc == 1 or p.strategy is Strategy.SHARED_DY:
         return None   # shared-dy feeds dw the bands of its own program: positions only
-    unit = g.axes[2].k if p.dw_method is DwMethod.ROW_PACK else p.dw_tap_group
+    unit = dw_tap_unit(g, p)
     units = ceil_div(g.taps, unit)
     per = ceil_div(units, p.lnc)
     return min(g.taps, pid * per * unit), min(g.taps, (pid + 1) * per * unit)
+
+
+def dw_tap_passes(g: ConvGeom, p: Plan, pid: int) -> list[tuple[int, int]]:
+    """The tap ranges [lo, hi) program ``pid`` runs one after the other (dy and x streamed once per
+    pass) so that one pass's fp32 accumulators fit SBUF; one pass unless ``dw_tap_range`` is set."""
+    lo, hi = dw_own_taps(g, p, pid) or (0, g.taps)
+    step = p.dw_tap_range if 0 < p.dw_tap_range < hi - lo else hi - lo
+    return [(t, min(hi, t + step)) for t in range(lo, hi, step)] if step > 0 else [(lo, hi)]
+
+
+def dw_tap_unit(g: ConvGeom, p: Plan) -> int:
+    """Taps that stay in one pass: whole (kd, kh) pairs in row mode, whole tap groups in box mode."""
+    return g.axes[2].k if p.dw_method is DwMethod.ROW_PACK else p.dw_tap_group
 
 
 def dw_stage_rows(p: Plan, rows: tuple[int, int]) -> tuple[int, int]:
@@ -178,6 +191,7 @@ class Plan:
     dw_co_chunk: int                  # C_out tiles whose PSUM accumulators are live together
     dw_ci_range: int                  # C_in channels whose fp32 accumulators live at once (dy streamed per range)
     dy_bufs: int                      # dy band buffers (prefetch depth)
+    dw_tap_range: int = 0             # taps whose fp32 accumulators live at once (0: all; dy, x streamed per pass)
     dx_regions: int = 1               # dx bands stacked on the partitions (block-diagonal filters)
     filters_first: bool = False       # dx's first filter group loads before dw runs (per-gradient)
     dw_split: str = "positions"       # LNC2 dw split: "positions" (partials combined), "taps", "channels"
@@ -213,7 +227,7 @@ class Plan:
         return {"dx_band": list(self.dx_band), "dw_band": list(self.dw_band), "dx_ci_tile": self.dx_ci_tile,
                 "dx_ci_outer": self.dx_ci_outer, "dw_ci_tile": self.dw_ci_tile,
                 "dw_tap_group": self.dw_tap_group, "dw_co_chunk": self.dw_co_chunk, "dy_bufs": self.dy_bufs,
-                "dw_ci_range": self.dw_ci_range, "dx_regions": self.dx_regions,
+                "dw_ci_range": self.dw_ci_range, "dw_tap_range": self.dw_tap_range, "dx_regions": self.dx_regions,
                 "filters_first": self.filters_first, "dw_split": self.dw_split}
 
     def to_dict(self) -> dict:
@@ -244,12 +258,14 @@ class Plan:
                 f"{self.dtype} {self.target} lnc={self.lnc} grads="
                 + ",".join(n for n, on in (("dx", self.compute_dx), ("dw", self.compute_dw),
                                            ("db", self.compute_db)) if on))
-        lines = [head, f"{'candidate':<78} {'est us':>10} {'SBUF B':>8} {'banks':>5}  status"]
+        # the label column is as wide as the longest label, so the other columns line up
+        lw = max([77] + [len(c.label) for c in self.candidates])
+        lines = [head, f"{'candidate':<{lw + 1}} {'est us':>10} {'SBUF B':>8} {'banks':>5}  status"]
         for c in self.candidates:
             est = f"{c.estimated_us:10.2f}" if c.estimated_us is not None else f"{'-':>10}"
             status = "ok" if c.feasible else f"rejected: {c.reason}"
             mark = "*" if c.label == self.label else " "
-            lines.append(f"{mark}{c.label:<77} {est} {c.sbuf_bytes:8d} {c.psum_banks:5d}  {status}")
+            lines.append(f"{mark}{c.label:<{lw}} {est} {c.sbuf_bytes:8d} {c.psum_banks:5d}  {status}")
         lines.append(f"pick: {self.label}  ({self.estimated_us:.2f} us estimated; "
                      + ", ".join(f"{e} {u:.2f}" for e, u in self.engine_us) + ")")
         return "\n".join(lines)
@@ -357,9 +373,11 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             xb = 2 * dw_x_extent(g.axes[0], rows[0]) * dw_x_extent(g.axes[1], rows[1]) * xw * ds
             xt = 4 * p.dw_tap_group * p.dw_ci_tile * ds
         width = p.dw_ci_range
-        acc = n_co * g.taps * width * 4
+        # taps of one pass (the whole filter unless dw runs in tap passes)
+        span = max(hi - lo for lo, hi in dw_tap_passes(g, p, 0)) if p.dw_tap_range else g.taps
+        acc = n_co * span * width * 4
         store = 3 * n_co * cast_group(g, width) * width * ds + 2 * cast_group(g, width) * g.c_out * ds
-        other = g.taps * width * 4 if (p.lnc == 2 and p.dw_split != "taps") else 0
+        other = span * width * 4 if (p.lnc == 2 and p.dw_split != "taps") else 0
         db = 4 * n_co * 4 if p.compute_db else 0
         xstage = 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows)) * ds
         dw_total = dyb + dyt + xb + xt + acc + db + xstage
@@ -524,46 +542,46 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         for r0 in range(0, g.c_in, p.dw_ci_range):
             width = min(p.dw_ci_range, g.c_in - r0)
             ci_tiles = [min(p.dw_ci_tile, width - s) for s in range(0, width, p.dw_ci_tile)]
-            cache: dict = {}
-            for _b, (d0, d1), (h0, h1) in items:
-                rows = (d1 - d0, h1 - h0)
-                if rows[0] <= 0 or rows[1] <= 0:
-                    continue
-                _x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1))
-                key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0)
-                if key not in cache:
-                    cache[key] = CostSheet(hw)
-                    _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks, xpad,
-                                      bank)
-                c.add(cache[key])
-                if p.strategy is not Strategy.SHARED_DY:
-                    c.dma(co_t * rows[0] * rows[1] * Wo * ds, (rows[1] * Wo if rows[1] == g.axes[1].o else Wo) * ds, n_co)
-                if db_on_dw(p) and r0 == 0:   # ones-vector matmuls per dy^T column, one add per tile
-                    cols = (ceil_div(rows[0] * rows[1], PMAX) * Wo if p.dw_method is DwMethod.ROW_PACK
-                            else sum(cnt for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)))
-                    c.matmul(co_t, 1, fp32, cols * n_co)
-                    c.compute("vector", 1, 2, 1.0, n_co, op="tensor_tensor")
-            # finalize: (LNC2) exchange + add, cast, transposes, stores
-            taps_here = ceil_div(g.taps, p.lnc)
-            own = dw_own_taps(g, p, 0)
-            if own is not None:
-                taps_here = own[1] - own[0]
-            if p.lnc == 2 and own is None:
-                c.dma(n_co * g.taps * width * 4 * 128, g.taps * width * 4, 1)
-                c.compute("vector", taps_here * width, 2, 1.0, n_co, op="tensor_tensor")
-                # the exchange is a rendezvous of both programs on the critical path: the PE (in
-                # order) waits for it, the adds and the first casts before it can go on
-                fill += 2 * hw.dma_fixed_ns + n_co * g.taps * width * 4 * 128 / hw.dma_bytes_per_ns \
-                    + n_co * (taps_here * width * 2 + 60) / hw.vector_ghz
-            grp = cast_group(g, width)
-            for t0 in range(0, taps_here, grp):
-                tn = min(grp, taps_here - t0)
-                for k in range(n_co if not dw_direct(g, p) else 0):
-                    c.compute("vector" if k % 2 == 0 else "gpsimd", tn * width, 1, 1.0, 1, op="tensor_copy")
-            for ci in [min(PMAX, width - s) for s in range(0, width, PMAX)]:
-                c.transpose(co_t, ci, fp32, taps_here * n_co)
-                c.evict(g.c_out, two, taps_here * max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)))
-                c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(taps_here, grp))
+            for pi, span in enumerate(dw_tap_passes(g, p, 0)):
+                cache: dict = {}
+                for _b, (d0, d1), (h0, h1) in items:
+                    rows = (d1 - d0, h1 - h0)
+                    if rows[0] <= 0 or rows[1] <= 0:
+                        continue
+                    _x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1))
+                    key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0, span)
+                    if key not in cache:
+                        cache[key] = CostSheet(hw)
+                        _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks, xpad,
+                                          bank, span)
+                    c.add(cache[key])
+                    if p.strategy is not Strategy.SHARED_DY:
+                        c.dma(co_t * rows[0] * rows[1] * Wo * ds, (rows[1] * Wo if rows[1] == g.axes[1].o else Wo) * ds, n_co)
+                    if db_on_dw(p) and r0 == 0 and pi == 0:   # ones-vector matmuls per dy^T column, one add per tile
+                        cols = (ceil_div(rows[0] * rows[1], PMAX) * Wo if p.dw_method is DwMethod.ROW_PACK
+                                else sum(cnt for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)))
+                        c.matmul(co_t, 1, fp32, cols * n_co)
+                        c.compute("vector", 1, 2, 1.0, n_co, op="tensor_tensor")
+                # finalize: (LNC2) exchange + add, cast, transposes, stores
+                n_span = span[1] - span[0]
+                own = dw_own_taps(g, p, 0)
+                taps_here = n_span if own is not None else ceil_div(n_span, p.lnc)
+                if p.lnc == 2 and own is None:
+                    c.dma(n_co * n_span * width * 4 * 128, n_span * width * 4, 1)
+                    c.compute("vector", taps_here * width, 2, 1.0, n_co, op="tensor_tensor")
+                    # the exchange is a rendezvous of both programs on the critical path: the PE (in
+                    # order) waits for it, the adds and the first casts before it can go on
+                    fill += 2 * hw.dma_fixed_ns + n_co * n_span * width * 4 * 128 / hw.dma_bytes_per_ns \
+                        + n_co * (taps_here * width * 2 + 60) / hw.vector_ghz
+                grp = cast_group(g, width)
+                for t0 in range(0, taps_here, grp):
+                    tn = min(grp, taps_here - t0)
+                    for k in range(n_co if not dw_direct(g, p) else 0):
+                        c.compute("vector" if k % 2 == 0 else "gpsimd", tn * width, 1, 1.0, 1, op="tensor_copy")
+                for ci in [min(PMAX, width - s) for s in range(0, width, PMAX)]:
+                    c.transpose(co_t, ci, fp32, taps_here * n_co)
+                    c.evict(g.c_out, two, taps_here * max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)))
+                    c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(taps_here, grp))
 
     if p.compute_db:
         if p.db_method is DbMethod.STANDALONE:
@@ -620,7 +638,8 @@ def _fold_cost(c: CostSheet, g: ConvGeom, p: Plan, n: int, count: int) -> None:
 
 
 def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], oh: tuple[int, int],
-                      ci_tiles: list[int], chunk: int, n_chunks: int, xpad: bool, bank: int) -> None:
+                      ci_tiles: list[int], chunk: int, n_chunks: int, xpad: bool, bank: int,
+                      span: tuple[int, int]) -> None:
     """dw of one output box (mirrors DwState.add_box), without its dy load and db fold."""
     ds = g.dtype_bytes
     fp32 = g.dtype == "fp32"
@@ -630,11 +649,11 @@ def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], o
     Wo = g.axes[2].o
     rows = (od[1] - od[0], oh[1] - oh[0])
     if p.dw_method is DwMethod.ROW_PACK:
-        _estimate_rows(c, g, p, (od, oh), ci_tiles, chunk, n_chunks, xpad, bank)
+        _estimate_rows(c, g, p, (od, oh), ci_tiles, chunk, n_chunks, xpad, bank, span)
         return
     sizes = [(s_[0] * s_[1] * s_[2], cnt) for s_, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)]
     G = p.dw_tap_group
-    t_lo, t_hi = dw_own_taps(g, p, 0) or (0, g.taps)
+    t_lo, t_hi = span
     groups = [min(G, t_hi - t) for t in range(t_lo, t_hi, G)]
     for npos, cnt in sizes:       # dy^T once per position tile
         c.transpose(co_t, npos, fp32, n_co * cnt)
@@ -675,7 +694,8 @@ def _cost_fill(c: CostSheet, g: ConvGeom, count: int, parts: int, lo: list[int],
 
 
 def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int], tuple[int, int]],
-                   ci_tiles: list[int], chunk: int, n_chunks: int, xpad: bool, bank: int) -> None:
+                   ci_tiles: list[int], chunk: int, n_chunks: int, xpad: bool, bank: int,
+                   span: tuple[int, int]) -> None:
     """The row-mode dw of one output box (mirrors DwState._add_rows)."""
     (d_base, d_end), (h_base, h_end) = box
     rows = (d_end - d_base, h_end - h_base)
@@ -685,7 +705,7 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
     n_co = n_tiles(g.c_out, PMAX)
     co_t = min(PMAX, g.c_out)
     Wo = g.axes[2].o
-    kd_n, kh_n, kw_n = g.kernel
+    kw_n = g.kernel[2]
     xw = dw_x_extent(g.axes[2], Wo)
     gk = p.dw_tap_group
     kgroups = [min(gk, kw_n - k) for k in range(0, kw_n, gk)]
@@ -702,8 +722,7 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
         for ci in ci_tiles:
             _cost_fill(c, g, 1, ci, xlo, xhi, xext, [(x0[a] + xlo[a], x0[a] + xhi[a]) for a in range(3)], x_side=True)
             cols = max(1, bank // ci)
-            own = dw_own_taps(g, p, 0)
-            pairs = kd_n * kh_n if own is None else (own[1] - own[0]) // kw_n
+            pairs = (span[1] - span[0]) // kw_n   # whole (kd, kh) pairs per pass
             c.transpose(ci, nrows, fp32, pairs * xw)
             for c0 in range(0, xw, cols):
                 c.evict(min(cols, xw - c0) * ci, two, pairs)
@@ -738,6 +757,7 @@ def _label(p: Plan) -> str:
         band = "" if p.strategy is Strategy.SHARED_DY else f"band {p.dw_band[0]}x{p.dw_band[1]}, "
         band += f"{p.dw_split} split, " if (p.lnc == 2 and p.dw_split != "positions") else ""
         rng = f", ci-range {p.dw_ci_range}" if p.dw_ci_range < p.x_shape[1] else ""
+        rng += f", taps/pass {p.dw_tap_range}" if p.dw_tap_range else ""
         parts.append(f"dw:{p.dw_method.value}[{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}{rng}]")
     if p.db_method:
         parts.append(f"db:{p.db_method.value}")
@@ -815,13 +835,13 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
     ranges = [g.c_in] + [r for r in (512, 256, 128) if r < g.c_in] + ([dw_ci] if dw_ci < min(128, g.c_in) else [])
     ranges = [r for r in ranges if r % dw_ci == 0 or r == g.c_in]
 
-    def plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng, cdx_=cdx, cdw_=cdw) -> Plan:
+    def plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng, cdx_=cdx, cdw_=cdw, taps=0) -> Plan:
         b = dict(base, compute_dx=cdx_, compute_dw=cdw_)
         return Plan(**b, strategy=strat, dx_method=_dx_method(g) if cdx_ else None,
                     dw_method=dw_m if cdw_ else None, db_method=db, dx_band=dxb, dw_band=dwb,
                     dx_ci_tile=ci_tile, dx_ci_outer=ci_outer, dw_ci_tile=dw_ci, dw_tap_group=G,
                     dw_co_chunk=min(n_co, 2 if strat is Strategy.SHARED_DY else 3), dw_ci_range=rng,
-                    dy_bufs=2)
+                    dy_bufs=2, dw_tap_range=taps)
 
     plans: list[Plan] = []
     for dw_m, G in dw_opts:
@@ -842,17 +862,10 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                     # the filters load before dw
                     if fitting >= 2 or len(ci_opts) < 2 or g.c_in <= dw_ci:
                         break
-        dw_cfgs = [((g.axes[0].o, g.axes[1].o), g.c_in)]
+        dw_cfgs = [((g.axes[0].o, g.axes[1].o), g.c_in, 0)]
         if cdw and dw_m is not DwMethod.DMA_GEMM:
-            dw_cfgs = []
-            for rng in ranges:
-                fits = _first_fits(lambda band, r=rng, m=dw_m, gg=G: plan(
-                    Strategy.PER_GRADIENT, m, gg, None, full, dw_ci, False, band, r, cdx_=False),
-                    dw_bands, hw, g)
-                dw_cfgs += [(band, rng) for band in fits]
-                if not _check(g, plan(Strategy.PER_GRADIENT, dw_m, G, None, full, dw_ci, False, fits[0], rng,
-                                      cdx_=False), hw)[0]:
-                    break
+            dw_cfgs = _dw_tilings(g, hw, dw_bands, ranges, lambda band, r, taps, m=dw_m, gg=G: plan(
+                Strategy.PER_GRADIENT, m, gg, None, full, dw_ci, False, band, r, cdx_=False, taps=taps))
         for strat in strategies:
             if strat is Strategy.SHARED_DY and dw_m is DwMethod.DMA_GEMM:
                 continue
@@ -867,11 +880,38 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                             plans += _with_regions(g, p, hw)
                     continue
                 for dxb, ci_tile, ci_outer in dx_cfgs:
-                    for dwb, rng in dw_cfgs:
-                        p = plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng)
+                    for dwb, rng, taps in dw_cfgs:
+                        p = plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng, taps=taps)
                         if db is not DbMethod.FOLD or _fold_ok(g, p):
                             plans += _with_regions(g, p, hw)
     return plans
+
+
+def _dw_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ranges: list[int], make) -> list:
+    """(band, C_in range, taps per pass) of per-gradient dw: the C_in ranges largest first, the first
+    that fits kept; only when none fits with every tap in one pass (the fp32 accumulators of a big
+    filter, taps x C_out x 4 B per partition), tap passes: for each C_in range the fewest passes
+    that fit (dy and x are streamed once per pass), from the two largest ranges that have one."""
+    out = []
+    for rng in ranges:
+        fits = _first_fits(lambda band, r=rng: make(band, r, 0), bands, hw, g)
+        out += [(band, rng, 0) for band in fits]
+        if not _check(g, make(fits[0], rng, 0), hw)[0]:
+            return out
+    unit = dw_tap_unit(g, make(bands[0], ranges[0], 0))
+    units = ceil_div(g.taps, unit)
+    tap_opts = sorted({ceil_div(units, n) * unit for n in range(2, units + 1)} - {g.taps}, reverse=True)
+    found = []
+    for rng in ranges:
+        for taps in tap_opts:
+            fits = [b for b in _first_fits(lambda band, r=rng, t=taps: make(band, r, t), bands, hw, g)
+                    if not _check(g, make(b, rng, taps), hw)[0]]
+            if fits:
+                found += [(band, rng, taps) for band in fits]
+                break
+        if len({r for _b, r, _t in found}) >= 2:
+            break
+    return found or out
 
 
 def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list[Plan]:
@@ -884,7 +924,10 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         out = [q2 if not _check(g, q2 := replace(q, filters_first=True), hw)[0] else q for q in out]
     if p.lnc == 2 and p.compute_dw and p.strategy is Strategy.PER_GRADIENT and g.taps >= 2 \
             and p.dw_method is not DwMethod.DMA_GEMM:
-        out += [replace(q, dw_split="taps") for q in out]
+        split = [replace(q, dw_split="taps") for q in out]
+        # a program's own taps may fit in one pass where the whole filter needed tap passes
+        out += [q1 if q.dw_tap_range and hw is not None and not _check(g, q1 := replace(q, dw_tap_range=0), hw)[0]
+                else q for q in split]
     if p.lnc == 2 and p.dw_method is DwMethod.DMA_GEMM:   # C_in tiles per program, or positions
         out += [replace(q, dw_split="channels") for q in out]
     return out

@@ -189,9 +189,6 @@ def test_plan_prints_the_explanation_and_json(capsys):
     assert "strategy" in plan
 
 
-@pytest.mark.xfail(strict=True, reason="kernels/planner.py Plan.explain pads candidate labels to 77 "
-                   "characters; longer labels (per_gradient ... db:standalone dy x2) push the est us, "
-                   "SBUF, banks and status columns out of line with the header")
 def test_plan_table_columns_line_up(capsys):
     argv = ["plan", "--batch", "1", "--channels", "65,3", "--input", "5,9,9", "--kernel", "7,7,7",
             "--padding", "6,0,3,3,0,6", "--target", "trn1"]
@@ -224,10 +221,6 @@ def test_no_plan_lists_the_rejections_one_per_line(monkeypatch, capsys):
     assert captured.out == "" and "'conv3d-bwd plan' with the same flags" in _one_line_error(captured.err)
 
 
-@pytest.mark.xfail(strict=True, reason="kernels/planner.py: dw keeps its whole fp32 accumulator "
-                   "(taps x C_out x 4 B per partition) resident; with C_in 128, C_out 256 and a 7x7x7 "
-                   "kernel (351 KB) no candidate fits SBUF on any target, and there is no multi-pass "
-                   "split over C_out or tap groups")
 @pytest.mark.parametrize("target", ["trn2", "trn3"])
 def test_plan_exists_for_a_128_to_256_channel_7x7x7_layer(target, capsys):
     argv = ["plan", "--batch", "1", "--channels", "128,256", "--input", "8,16,16", "--kernel",
