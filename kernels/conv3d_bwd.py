@@ -95,7 +95,8 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
     first_filters = None
     if compute_dx and compute_dw and not shared and plan.filters_first:
         # issued before dw: the DMA queues load them while dw computes (no head-of-line wait later)
-        first_filters = load_dx_filters(ctx, dx_groups(g, plan)[0])
+        # (in a list that run_dx empties: no reference may keep them live past their group)
+        first_filters = [load_dx_filters(ctx, dx_groups(g, plan)[0])]
     if compute_dw and not shared:
         # dw first: its PE work hides the start of dx (the filter loads and the first dy band)
         if plan.dw_method is DwMethod.DMA_GEMM:

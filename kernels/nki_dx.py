@@ -127,7 +127,9 @@ def run_dx(ctx, items, on_band=None, first_filters=None):
     acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dx")
     groups = dx_groups(g, plan)
     packs = dx_packs(g, list(items), regions)
-    w_next = first_filters if first_filters is not None else load_dx_filters(ctx, groups[0])
+    # the first group's filters when loaded ahead (a one-item list, emptied here so that they are
+    # freed with their group: with C_in-outer groups only the current and the next group are live)
+    w_next = first_filters.pop() if first_filters else load_dx_filters(ctx, groups[0])
     for gi, group in enumerate(groups):
         w_t = w_next
         if gi + 1 < len(groups):   # the next group's filters load (DMA) while this group computes

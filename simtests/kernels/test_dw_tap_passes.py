@@ -118,3 +118,19 @@ def test_lnc2_tap_passes_trace_only_within_capacity():
                              trace_only=True)
         assert 0 < res.peak_sbuf_bytes_per_partition <= alt.sbuf_bytes, alt.label
         assert res.peak_psum_banks <= alt.psum_banks, alt.label
+
+
+def test_filters_first_with_ci_outer_groups_stays_within_budget():
+    """Regression: the first dx filter group, loaded before dw, must be freed with its group (it was kept
+    live through all of dx, one group more than the planner counts)."""
+    geom = dict(QA_LAYERS[2].values[0])
+    shapes = _shapes(**geom)
+    kw = {k: geom[k] for k in ("padding", "dilation")}
+    plan = plan_conv3d_bwd(*shapes, **kw, dtype="fp32", target="trn1", compute_db=False)
+    alts = [a for a in plan.feasible_candidates() if a.filters_first and a.dx_ci_outer][:2]
+    assert alts, plan.explain()
+    for alt in alts:
+        with forced_plan(alt):
+            res = nkisim.run(conv3d_bwd, *(nkisim.TensorSpec(s, "float32") for s in shapes), **kw, target="trn1",
+                             compute_db=False, trace_only=True)
+        assert 0 < res.peak_sbuf_bytes_per_partition <= alt.sbuf_bytes, alt.label
