@@ -48,7 +48,7 @@ def test_forced_tap_passes_are_exact(method, geom, taps, dtype):
     run_and_compare(**geom, dtype=dtype, plan_edit=_force_passes(method, taps))
 
 
-@pytest.mark.parametrize("grads", [("dw",), ("dw", "db"), GRADS], ids=lambda g: "+".join(g))
+@pytest.mark.parametrize("grads", [("dw",), ("dw", "db"), ("dx", "dw"), GRADS], ids=lambda g: "+".join(g))
 def test_tap_passes_with_ci_ranges_are_exact(grads):
     run_and_compare(batch=2, c_in=6, c_out=5, size=(3, 4, 5), kernel=(3, 3, 2), padding=(1, 1, 1, 1, 0, 1),
                     dtype="fp16", grads=grads, plan_edit=_force_passes(DwMethod.TAP_GEMM, 7, ci_range=2))
