@@ -488,7 +488,8 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
             c.transpose(ci, co_t, fp32, g.taps * n_co)
             c.evict(grp * ci, two, n_co * ceil_div(g.taps, grp))
         reloads = len(ci_tiles) if p.dx_ci_outer else 1
-        for _ in range(reloads):
+        loads = CostSheet(hw)   # one pass of dy band loads, charged once per reload
+        if reloads:
             for _b, bd, bh in items:
                 bw = axis_bands(g.axes[2], W)[0]
                 bands3 = (bd, bh, bw)
@@ -499,11 +500,13 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                 valid = [(max(b_.q0, 0), min(b_.q1, o[a])) for a, b_ in enumerate(bands3)]
                 lo = [max(v0 - b_.q0, 0) for (v0, _v), b_ in zip(valid, bands3)]
                 hi = [max(lo[a], valid[a][1] - bands3[a].q0) for a in range(3)]
-                _cost_fill(c, g, n_co, co_t, lo, hi, ext, valid)
+                _cost_fill(loads, g, n_co, co_t, lo, hi, ext, valid)
                 if p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw:
                     own = (bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo
-                    c.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
-                    c.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
+                    loads.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
+                    loads.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
+        for _ in range(reloads):
+            c.add(loads)
         if p.dx_regions == 1:
             for _b, bd, bh in items:
                 c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh))
@@ -539,17 +542,20 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         n_chunks = ceil_div(n_co, chunk)
         xpad = any(a.k > 1 or a.lo or a.hi or a.s > 1 for a in g.axes)
         bank = PSUM_BANK_BYTES // ds
+        # a box's cost depends on its rows, its x fill, the C_in tiles and the number of taps in the pass
+        # (not on which taps): shared by every C_in range and tap pass of the same shape
+        cache: dict = {}
         for r0 in range(0, g.c_in, p.dw_ci_range):
             width = min(p.dw_ci_range, g.c_in - r0)
             ci_tiles = [min(p.dw_ci_tile, width - s) for s in range(0, width, p.dw_ci_tile)]
             for pi, span in enumerate(dw_tap_passes(g, p, 0)):
-                cache: dict = {}
                 for _b, (d0, d1), (h0, h1) in items:
                     rows = (d1 - d0, h1 - h0)
                     if rows[0] <= 0 or rows[1] <= 0:
                         continue
                     _x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1))
-                    key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0, span)
+                    key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0, span[1] - span[0],
+                           tuple(ci_tiles))
                     if key not in cache:
                         cache[key] = CostSheet(hw)
                         _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks, xpad,
