@@ -59,19 +59,9 @@ def load_padded(buf, ext, lo, hi, src, stage_pool, p0=0):
     if src is None or any(h <= l for l, h in zip(lo, hi)):
         nisa.memset(view, 0.0, engine=nisa.engine.gpsimd)
         return view
-    slabs = []
-    for a in range(3):
-        if lo[a] > 0:
-            slabs.append((a, 0, lo[a]))
-        if hi[a] < ext[a]:
-            slabs.append((a, hi[a], ext[a]))
-    for a, s0, s1 in slabs:
-        idx = [slice(None, ext[0]), slice(None, ext[1]), slice(None, ext[2])]
-        idx[a] = slice(s0, s1)
-        nisa.memset(buf[:p, idx[0], idx[1], idx[2]], 0.0, engine=nisa.engine.gpsimd)
+    _zero_border(buf, p, ext, lo, hi)
     interior = buf[:p, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]]
-    contiguous = (lo[2] == 0 and hi[2] == ext[2] and (lo[1] == 0 and hi[1] == ext[1] or hi[0] - lo[0] == 1))
-    if contiguous or stage_pool is None:
+    if _contiguous(ext, lo, hi) or stage_pool is None:
         nisa.dma_copy(dst=interior, src=src)
     else:
         n = [hi[a] - lo[a] for a in range(3)]
@@ -80,3 +70,46 @@ def load_padded(buf, ext, lo, hi, src, stage_pool, p0=0):
         # VectorE places it (2x mode for 2-byte strided copies; GpSimd would be ~3x slower)
         nisa.tensor_copy(dst=interior, src=stage[:p, :n[0] * n[1] * n[2]], engine=nisa.engine.vector)
     return view
+
+
+def _zero_border(buf, p, ext, lo, hi):
+    """Zero the slabs of ``buf[:p, :E0, :E1, :E2]`` outside [lo, hi) (GpSimd: otherwise idle)."""
+    for a in range(3):
+        for s0, s1 in ((0, lo[a]), (hi[a], ext[a])):
+            if s1 > s0:
+                idx = [slice(None, ext[0]), slice(None, ext[1]), slice(None, ext[2])]
+                idx[a] = slice(s0, s1)
+                nisa.memset(buf[:p, idx[0], idx[1], idx[2]], 0.0, engine=nisa.engine.gpsimd)
+
+
+def _contiguous(ext, lo, hi):
+    """Whether the interior [lo, hi) of an ``ext`` buffer is one contiguous run per partition."""
+    return lo[2] == 0 and hi[2] == ext[2] and (lo[1] == 0 and hi[1] == ext[1] or hi[0] - lo[0] == 1)
+
+
+def packed_fill_shared(fills, fills_partitions):
+    """Whether region fills ``[(lo, hi, src)]`` can share their memsets and placement: every region
+    has data, the same layout, and the regions cover all partitions (no idle rows to keep zero)."""
+    lo0, hi0, _ = fills[0]
+    return (fills_partitions and len(fills) > 1
+            and all(src is not None and lo == lo0 and hi == hi0 for lo, hi, src in fills)
+            and all(h > l_ for l_, h in zip(lo0, hi0)))
+
+
+def load_padded_regions(buf, ext, lo, hi, srcs, pitch, stage_pool):
+    """``load_padded`` of several partition regions with the same layout (region r at r*pitch):
+    one set of border memsets and, when staged, one placement over every region's partitions
+    (the same bytes land where per-region loads would put them)."""
+    p = len(srcs) * pitch
+    _zero_border(buf, p, ext, lo, hi)
+    interior = buf[:p, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]]
+    if _contiguous(ext, lo, hi) or stage_pool is None:
+        for r, src in enumerate(srcs):
+            nisa.dma_copy(dst=buf[r * pitch:(r + 1) * pitch, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]], src=src)
+        return buf[:p, :ext[0], :ext[1], :ext[2]]
+    n = (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2])
+    stage = stage_pool.take()
+    for r, src in enumerate(srcs):
+        nisa.dma_copy(dst=stage[r * pitch:(r + 1) * pitch, :n], src=src)
+    nisa.tensor_copy(dst=interior, src=stage[:p, :n], engine=nisa.engine.vector)
+    return buf[:p, :ext[0], :ext[1], :ext[2]]

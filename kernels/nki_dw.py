@@ -18,6 +18,7 @@ from .planner import (
     dw_acc_banks,
     dw_direct,
     dw_items,
+    dw_out_bufs,
     dw_own_taps,
     dw_stage_rows,
     dw_tap_passes,
@@ -296,7 +297,7 @@ class DwState:
         group = cast_group(g, self.width)
         cast_pools = [Pool(3, (PMAX, group, self.width), ctx.dtype, nl.sbuf, f"dw_cast{c}_")
                       for c in range(len(self.co_tiles))]
-        out_pool = Pool(2, (PMAX, group, g.c_out), ctx.dtype, nl.sbuf, "dw_out")
+        out_pool = Pool(dw_out_bufs(g, self.width), (PMAX, group, g.c_out), ctx.dtype, nl.sbuf, "dw_out")
         dw_flat = ctx.dw.reshape((g.taps, g.c_in, g.c_out))
         cast_engines = (nisa.engine.vector, nisa.engine.gpsimd)
         state = {"k": 0}

@@ -9,7 +9,15 @@ bank is evicted into the phase's positions of a dx band plane, which is stored c
 import nki.isa as nisa
 import nki.language as nl
 
-from .nki_common import BANK_FP32, PMAX, Pool, band_slices, load_padded
+from .nki_common import (
+    BANK_FP32,
+    PMAX,
+    Pool,
+    band_slices,
+    load_padded,
+    load_padded_regions,
+    packed_fill_shared,
+)
 from .nki_filters import load_filters_block_diag, load_filters_t
 from .planner import filter_group, filters_by_dma
 from .schedule import axis_bands, dx_packs, dx_phase_work, dx_stage_elems, tiles
@@ -65,7 +73,8 @@ class DyBands:
             return None
         buf = self.pools[0].take()
         o = self.g.out_size
-        for r, (b, bd_r, bh_r) in enumerate(pack):
+        fills = []
+        for b, bd_r, bh_r in pack:
             bands = (bd_r, bh_r, bw)
             valid = [(max(bb.q0, 0), min(bb.q1, o[a])) for a, bb in enumerate(bands)]
             lo = [max(v0 - bb.q0, 0) for (v0, _v1), bb in zip(valid, bands)]
@@ -73,6 +82,13 @@ class DyBands:
             empty = any(v1 <= v0 for v0, v1 in valid)
             src = None if empty else self.dy[b, :, valid[0][0]:valid[0][1], valid[1][0]:valid[1][1],
                                              valid[2][0]:valid[2][1]]
+            fills.append((lo, hi, src))
+        if packed_fill_shared(fills, len(pack) * pitch == PMAX and pitch == self.g.c_out):
+            # every region has the same layout and they fill the partitions: one set of border
+            # memsets and one placement over all 128 partitions instead of one per region
+            load_padded_regions(buf, ext, fills[0][0], fills[0][1], [f[2] for f in fills], pitch, self.stage)
+            return [buf[:PMAX, :ext[0], :ext[1], :ext[2]]]
+        for r, (lo, hi, src) in enumerate(fills):
             if src is None:
                 nisa.memset(buf[r * pitch:r * pitch + self.g.c_out, :ext[0], :ext[1], :ext[2]], 0.0,
                             engine=nisa.engine.gpsimd)

@@ -110,6 +110,13 @@ def cast_group(g: ConvGeom, width: int | None = None) -> int:
     return max(1, min(g.taps, 1024 // max(width or g.c_in, g.c_out)))
 
 
+def dw_out_bufs(g: ConvGeom, width: int) -> int:
+    """dw output tiles ([ci, cast group, C_out]) in flight at the end. Each waits for its store DMA
+    before reuse: with two, the evictions (and the PE's transposes behind them) waited for the
+    stores of many small groups (wide channels). Four when a tile is at most 2 KB per partition."""
+    return 4 if cast_group(g, width) * g.c_out * g.dtype_bytes <= 2048 else 2
+
+
 def dw_acc_banks(co_chunk: int, n_co: int) -> int:
     """PSUM banks of the dw accumulators: the live chunk plus one, so a chunk's eviction overlaps."""
     return min(co_chunk, n_co) + 1
@@ -376,7 +383,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         # taps of one pass (the whole filter unless dw runs in tap passes)
         span = max(hi - lo for lo, hi in dw_tap_passes(g, p, 0)) if p.dw_tap_range else g.taps
         acc = n_co * span * width * 4
-        store = 3 * n_co * cast_group(g, width) * width * ds + 2 * cast_group(g, width) * g.c_out * ds
+        store = 3 * n_co * cast_group(g, width) * width * ds + dw_out_bufs(g, width) * cast_group(g, width) * g.c_out * ds
         other = span * width * 4 if (p.lnc == 2 and p.dw_split != "taps") else 0
         db = 4 * n_co * 4 if p.compute_db else 0
         xstage = 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows)) * ds
@@ -490,21 +497,28 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         reloads = len(ci_tiles) if p.dx_ci_outer else 1
         loads = CostSheet(hw)   # one pass of dy band loads, charged once per reload
         if reloads:
+            fills = []
             for _b, bd, bh in items:
                 bw = axis_bands(g.axes[2], W)[0]
                 bands3 = (bd, bh, bw)
                 ext = [b_.extent for b_ in bands3]
                 if min(ext) <= 0:
+                    fills.append(None)
                     continue
                 o = g.out_size
                 valid = [(max(b_.q0, 0), min(b_.q1, o[a])) for a, b_ in enumerate(bands3)]
                 lo = [max(v0 - b_.q0, 0) for (v0, _v), b_ in zip(valid, bands3)]
                 hi = [max(lo[a], valid[a][1] - bands3[a].q0) for a in range(3)]
-                _cost_fill(loads, g, n_co, co_t, lo, hi, ext, valid)
+                fills.append((lo, hi, ext, valid))
                 if p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw:
                     own = (bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo
                     loads.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
                     loads.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
+            shared = _shared_region_fills(g, p, items, fills)
+            for i, f in enumerate(fills):
+                if f is not None:
+                    # a shared pack fill: its first region pays the memsets and placement
+                    _cost_fill(loads, g, n_co, co_t, *f, fill_work=shared.get(i, True))
         for _ in range(reloads):
             c.add(loads)
         if p.dx_regions == 1:
@@ -675,11 +689,30 @@ def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], o
             _fold_cost(c, g, p, gs * ci, n_co)
 
 
+def _shared_region_fills(g: ConvGeom, p: Plan, items: list, fills: list) -> dict[int, bool]:
+    """Item index -> whether it pays the memsets and placement, for the region packs whose loads
+    share them (mirrors DyBands.load_regions / nki_common.packed_fill_shared); others are absent."""
+    out: dict[int, bool] = {}
+    if p.dx_regions <= 1 or g.c_out * p.dx_regions != PMAX:
+        return out
+    index = {id(item): i for i, item in enumerate(items)}
+    for pack in dx_packs(g, items, p.dx_regions):
+        idx = [index[id(item)] for item in pack]
+        fs = [fills[i] for i in idx]
+        if len(pack) != p.dx_regions or any(f is None for f in fs):
+            continue
+        lo0, hi0 = fs[0][0], fs[0][1]
+        if all(f[0] == lo0 and f[1] == hi0 for f in fs) and all(h > l_ for l_, h in zip(lo0, hi0)):
+            out.update({i: k == 0 for k, i in enumerate(idx)})
+    return out
+
+
 def _cost_fill(c: CostSheet, g: ConvGeom, count: int, parts: int, lo: list[int], hi: list[int], ext: list[int],
-               valid: list[tuple[int, int]], x_side: bool = False) -> None:
-    """``count`` loads of a zero-padded buffer (mirrors nki_common.load_padded)."""
+               valid: list[tuple[int, int]], x_side: bool = False, fill_work: bool = True) -> None:
+    """``count`` loads of a zero-padded buffer (mirrors nki_common.load_padded); without
+    ``fill_work`` only the DMA (a region whose pack shares the memsets and placement)."""
     ds = g.dtype_bytes
-    for n_slab in border_slabs(lo, hi, ext):
+    for n_slab in border_slabs(lo, hi, ext) if fill_work else ():
         c.compute("gpsimd", n_slab, 0, 1.0, count, op="memset")
     if any(h_ <= l_ for l_, h_ in zip(lo, hi)):
         return
@@ -695,7 +728,7 @@ def _cost_fill(c: CostSheet, g: ConvGeom, count: int, parts: int, lo: list[int],
     staged = needs_stage(lo, hi, ext)
     sbuf_run = elems if staged or not needs_stage(lo, hi, ext) else n[2]
     c.dma(parts * elems * ds, min(run, sbuf_run) * ds, count)
-    if staged:
+    if staged and fill_work:
         c.compute("vector", elems, 1, c.copy_speedup("vector", ds == 2, False, True), count, op="tensor_copy")
 
 

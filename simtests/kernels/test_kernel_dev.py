@@ -229,6 +229,25 @@ def test_region_packed_dx_is_exact(regions, geom, variant):
     run_and_compare(**geom, lnc=2 if variant == "lnc2" else 1, plan_edit=apply)
 
 
+@pytest.mark.parametrize("regions, geom", [
+    (2, {"batch": 2, "c_in": 5, "c_out": 64, "size": (4, 5, 6), "kernel": (3, 3, 3), "padding": (1,) * 6}),
+    (4, {"batch": 4, "c_in": 6, "c_out": 32, "size": (3, 4, 5), "kernel": (3, 2, 3), "padding": (1, 0, 1, 1, 0, 2)}),
+], ids=["R2-full", "R4-full"])
+def test_full_region_packs_share_one_fill_and_stay_exact(regions, geom, monkeypatch):
+    """Regions filling all 128 partitions with one layout share the border memsets and placement."""
+    from kernels import nki_dx
+    calls = []
+    real = nki_dx.load_padded_regions
+
+    def counted(*args, **kwargs):
+        calls.append(len(args[4]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(nki_dx, "load_padded_regions", counted)
+    run_and_compare(**geom, plan_edit=lambda p: dataclasses.replace(p, dx_regions=regions))
+    assert calls and all(n == regions for n in calls), calls
+
+
 @pytest.mark.parametrize("batch, c_in, c_out, size, lnc, split", [
     (2, 5, 7, (3, 4, 5), 1, "positions"), (2, 130, 600, (3, 4, 5), 1, "positions"),
     (3, 260, 70, (2, 4, 5), 2, "positions"), (3, 260, 70, (2, 4, 5), 2, "channels"),
