@@ -41,6 +41,20 @@ def transpose_pool(dtype_bytes, dtype, count=2):
     return Pool(count, (PMAX, BANK_BYTES // dtype_bytes), dtype, nl.psum, "ps_t")
 
 
+def co_bank_packs(co_tiles, bank):
+    """C_out tiles packed in order into PSUM banks of ``bank`` elements (so one eviction moves
+    several): per bank, the C_out offset of its first tile, its [(tile index, column, size)], its width."""
+    packs, c = [], 0
+    while c < len(co_tiles):
+        members, width = [], 0
+        while c < len(co_tiles) and width + co_tiles[c][1] <= bank:
+            members.append((c, width, co_tiles[c][1]))
+            width += co_tiles[c][1]
+            c += 1
+        packs.append((co_tiles[members[0][0]][0], members, width))
+    return packs
+
+
 def band_slices(start, size, step):
     """A slice of ``size`` elements from ``start`` with ``step`` (step-sliced views on free dims)."""
     return slice(start, start + (size - 1) * step + 1, step)

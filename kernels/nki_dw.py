@@ -10,7 +10,7 @@ accumulator is (LNC2: exchanged and added,) cast, transposed to [ci, co] and sto
 import nki.isa as nisa
 import nki.language as nl
 
-from .nki_common import BANK_FP32, PMAX, Pool, band_slices, load_padded
+from .nki_common import BANK_BYTES, BANK_FP32, PMAX, Pool, band_slices, co_bank_packs, load_padded
 from .planner import (
     DwMethod,
     _split,
@@ -49,6 +49,7 @@ class DwState:
         # PSUM banks are evicted straight into the output dtype: no fp32 copy, no cast pass
         self.direct = direct
         self.co_tiles = tiles(g.c_out, PMAX)
+        self.co_packs = co_bank_packs(self.co_tiles, BANK_BYTES // g.dtype_bytes)
         self.ci_lo, ci_hi = ci_range if ci_range is not None else (0, g.c_in)
         self.width = ci_hi - self.ci_lo
         self.ci_tiles = [(self.ci_lo + c0, sz) for c0, sz in tiles(self.width, plan.dw_ci_tile)]
@@ -88,21 +89,14 @@ class DwState:
             self._add_rows(b, od, oh, dy_views)
             return
         ptiles = box_blocks((0, 0, 0), (rows[0], rows[1], wo), PMAX)
-        bank = 2048 // g.dtype_bytes
         # dy^T once per position tile, C_out tiles packed into one PSUM bank
         for p, ((sd, sh, sw), (td, th, tw)) in enumerate(ptiles):
             npos = td * th * tw
-            c = 0
-            while c < len(self.co_tiles):
+            for g0, members, width in self.co_packs:
                 pt = ctx.psum_t.take()
-                g0 = self.co_tiles[c][0]
-                width = 0
-                while c < len(self.co_tiles) and width + self.co_tiles[c][1] <= bank:
-                    co0, co_sz = self.co_tiles[c]
-                    nisa.nc_transpose(dst=pt[:npos, width:width + co_sz],
+                for c, off, co_sz in members:
+                    nisa.nc_transpose(dst=pt[:npos, off:off + co_sz],
                                       data=dy_views[c][:co_sz, sd:sd + td, sh:sh + th, sw:sw + tw])
-                    width += co_sz
-                    c += 1
                 ctx.evict.copy(self.dyt[:npos, p, g0:g0 + width], pt[:npos, :width])
         self._db([(s_[0] * s_[1] * s_[2], p) for p, (_st, s_) in enumerate(ptiles)])
         G = plan.dw_tap_group
@@ -291,7 +285,6 @@ class DwState:
                     mine = self.acc[c][:co_sz, t_lo - s0:t_hi - s0, :]
                     nisa.tensor_tensor(dst=mine, data1=mine, data2=other[:co_sz, t_lo - s0:t_hi - s0, :], op=nl.add,
                                        engine=nisa.engine.vector)
-        bank = 2048 // g.dtype_bytes
         # cast a group of taps per C_out tile in one copy, so that the transposes of a whole group run
         # back to back on the PE (a per-tap cast would serialise cast -> transpose -> evict)
         group = cast_group(g, self.width)
@@ -327,17 +320,11 @@ class DwState:
             for ci0, ci_sz in [(self.ci_lo + c0, sz) for c0, sz in tiles(self.width, PMAX)]:
                 out = out_pool.take()
                 for t in range(t0, t0 + tn):
-                    c = 0
-                    while c < len(self.co_tiles):
+                    for g0, members, width in self.co_packs:
                         pt = ctx.psum_t.take()
-                        g0 = self.co_tiles[c][0]
-                        width = 0
-                        while c < len(self.co_tiles) and width + self.co_tiles[c][1] <= bank:
-                            co_sz = self.co_tiles[c][1]
-                            nisa.nc_transpose(dst=pt[:ci_sz, width:width + co_sz],
+                        for c, off, co_sz in members:
+                            nisa.nc_transpose(dst=pt[:ci_sz, off:off + co_sz],
                                               data=casts[c][:co_sz, t - t0, ci0 - self.ci_lo:ci0 - self.ci_lo + ci_sz])
-                            width += co_sz
-                            c += 1
                         ctx.evict.copy(out[:ci_sz, t - t0, g0:g0 + width], pt[:ci_sz, :width])
                 # one store per tap group: dw[t0:t0+tn, ci tile, :] seen as [ci, taps, C_out]
                 nisa.dma_copy(dst=dw_flat[t0:t0 + tn, ci0:ci0 + ci_sz, :].permute((1, 0, 2)),
