@@ -1,6 +1,7 @@
-"""Small helpers for the nkisim tests: run a body inside a kernel, match rule messages."""
+"""Small helpers for the nkisim tests: run a body inside a kernel, match rule messages, build accesses."""
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -8,6 +9,7 @@ from typing import Any
 import pytest
 
 import nkisim
+from nkisim.trace import Access
 
 
 def inside(body: Callable[[], Any], target: str = "trn2", trace_only: bool = False) -> Any:
@@ -25,3 +27,24 @@ def raises_rule(instruction: str, operand: str, rule: str):
     """pytest.raises for an NkiValidationError naming the instruction, the operand and the rule."""
     return pytest.raises(nkisim.NkiValidationError,
                          match=re.escape(f"{instruction}: operand '{operand}': ") + ".*" + rule)
+
+
+ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+
+def acc(role, buffer, storage, dtype="bfloat16", shape=(128, 512), write=False, pstart=0,
+        span=None, contig=None) -> Access:
+    """An access of a whole tensor for hand-built traces: row-major, rows contiguous and the whole
+    free range touched unless ``contig`` / ``span`` say otherwise."""
+    isz = ITEMSIZE[dtype]
+    size = math.prod(shape)
+    if buffer in ("sbuf", "psum"):
+        parts, free = shape[0], size // shape[0]
+        span = span if span is not None else (0, free)
+        contig = contig if contig is not None else free * isz
+    else:
+        parts, free, pstart = 1, size, 0
+        span = span if span is not None else (0, size)
+        contig = contig if contig is not None else shape[-1] * isz
+    return Access(role, buffer, storage, dtype, tuple(shape), pstart, parts, free, size * isz, span,
+                  contig, write)

@@ -1,8 +1,6 @@
 """Cost figures against cycle counts computed by hand from docs/nki-api.md §8."""
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from nkisim.cost import (
@@ -14,26 +12,9 @@ from nkisim.cost import (
     instr_timing,
     matmul_flops,
 )
-from nkisim.trace import Access, Instr
+from nkisim.trace import Instr
 
-ITEMSIZE = {"bfloat16": 2, "float16": 2, "float32": 4}
-
-
-def acc(role, buffer, storage, dtype="bfloat16", shape=(128, 512), write=False, pstart=0,
-        contig=None) -> Access:
-    """An access of a whole tensor (row-major, rows contiguous unless ``contig`` says otherwise)."""
-    isz = ITEMSIZE[dtype]
-    size = math.prod(shape)
-    if buffer in ("sbuf", "psum"):
-        parts, free = shape[0], size // shape[0]
-        span = (0, free)
-        contig = contig if contig is not None else free * isz
-    else:
-        parts, free, pstart = 1, size, 0
-        span = (0, size)
-        contig = contig if contig is not None else shape[-1] * isz
-    return Access(role, buffer, storage, dtype, tuple(shape), pstart, parts, free, size * isz, span,
-                  contig, write)
+from .helpers import acc
 
 
 def matmul(k=128, m=128, n=512, dtype="bfloat16", transpose=False, attrs=True) -> Instr:

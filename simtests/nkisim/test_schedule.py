@@ -1,35 +1,18 @@
 """The dependency-aware schedule on hand-built traces."""
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from nkisim.cost import CostModelError, instr_timing, summarize
 from nkisim.schedule import FluidBandwidth, schedule, schedule_programs
-from nkisim.trace import Access, Instr, Trace
+from nkisim.trace import Instr, Trace
 
-ITEMSIZE = {"bfloat16": 2, "float32": 4}
+from .helpers import acc
+
 T = "trn2"
 MM_NS = 512 / 2.4                 # occupancy of a full bf16 matmul
 MM_LAT = (512 + 64) / 2.4         # its latency
 LOAD_OCC = 128 * 1024 / (368 * 0.8)  # 128 KiB bf16 load with 1 KiB rows
-
-
-def acc(role, buffer, storage, dtype="bfloat16", shape=(128, 512), write=False, pstart=0,
-        span=None) -> Access:
-    isz = ITEMSIZE[dtype]
-    size = math.prod(shape)
-    if buffer in ("sbuf", "psum"):
-        parts, free = shape[0], size // shape[0]
-        span = span or (0, free)
-        contig = free * isz
-    else:
-        parts, free, pstart = 1, size, 0
-        span = span or (0, size)
-        contig = shape[-1] * isz
-    return Access(role, buffer, storage, dtype, tuple(shape), pstart, parts, free, size * isz, span,
-                  contig, write)
 
 
 def load(dst, src=100, pid=0, shape=(128, 512)):
