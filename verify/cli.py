@@ -14,6 +14,7 @@ import os
 import re
 import sys
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from datetime import datetime, timezone
@@ -286,6 +287,21 @@ def _kernel_input_error_types() -> tuple[type[BaseException], ...]:
                  if isinstance(obj, type) and issubclass(obj, ValueError))
 
 
+# What each step run_case calls does, for the one-line failure message.
+_RUN_CASE_STAGES = {"make_input_set": "input generation", "run_kernel": "kernel run",
+                    "reference_for": "reference", "compute_metrics": "comparison"}
+
+
+def _failed_stage(exc: BaseException) -> str:
+    """The run_case step ``exc`` came out of ("check" if none is known). Read from the line
+    run_case was executing, so a step replaced by a stand-in is still named."""
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.name == "run_case":
+            return next((stage for call, stage in _RUN_CASE_STAGES.items()
+                         if f"{call}(" in (frame.line or "")), "check")
+    return "check"
+
+
 def _print_result(result, out=None) -> None:
     out = out or sys.stdout
     case = result.case
@@ -348,7 +364,8 @@ def cmd_check(args) -> int:
     except input_errors as exc:
         raise UsageError(f"the kernel rejected the input: {exc}") from None
     except Exception as exc:  # noqa: BLE001 - a crashing kernel is a failure, reported in one line
-        print(f"{PROG}: kernel run failed on {case.id}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        print(f"{PROG}: {_failed_stage(exc)} failed on {case.id}: {type(exc).__name__}: {exc}",
+              file=sys.stderr)
         if args.json:  # still JSON on stdout, so tools reading it get FAIL records, not "FAIL"
             from verify.harness import CaseResult
 

@@ -154,10 +154,26 @@ def test_check_reports_a_crashing_kernel_as_fail_also_in_json(capsys):
         assert main(["check", *GEOMETRY, "--backend", "test-crashes"]) == 1
         captured = capsys.readouterr()
         assert captured.out.strip() == "FAIL" and "RuntimeError: boom" in captured.err
+        assert "kernel run failed on" in captured.err
         assert main(["check", *GEOMETRY, "--backend", "test-crashes", "--json"]) == 1
         records = json.loads(capsys.readouterr().out)
     assert [r["grad"] for r in records] == ["dx", "dw", "db"]
     assert all(r["status"] == "FAIL" and "boom" in r["error"] for r in records)
+
+
+def test_check_names_the_failing_stage(standin, monkeypatch, capsys):
+    from verify import harness
+
+    def bad_inputs(case, mode, seed):
+        raise RuntimeError("no inputs")
+
+    assert main(["check", *GEOMETRY, "--backend", standin]) == 0
+    capsys.readouterr()
+    monkeypatch.setattr(harness, "make_input_set", bad_inputs)
+    assert main(["check", *GEOMETRY, "--backend", standin]) == 1
+    err = capsys.readouterr().err
+    assert "input generation failed on" in err and "RuntimeError: no inputs" in err
+    assert "kernel run failed" not in err
 
 
 def test_check_says_when_a_pass_is_mistrusted(standin, monkeypatch, capsys):
