@@ -36,6 +36,7 @@ from .schedule import (
     n_tiles,
     needs_stage,
     region_fits,
+    tile_sizes,
 )
 
 PSUM_BANK_BYTES = 2048
@@ -474,7 +475,7 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
             fill += g.taps * n_tiles(g.c_out, PMAX) * n_tiles(ci_first, PMAX) * max(64, min(PMAX, g.c_in)) \
                 * (4 if fp32 else 1) / hw.tensor_ghz
     if p.compute_dx:
-        ci_tiles = [min(p.dx_ci_tile, g.c_in - s) for s in range(0, g.c_in, p.dx_ci_tile)]
+        ci_tiles = tile_sizes(g.c_in, p.dx_ci_tile)
         items = _split(dx_items(g, p), p.lnc, 0)
         grp = _filter_group(g, p)
         if p.dx_regions > 1 and g.c_out < PMAX // p.dx_regions:   # dy ring zeroed once (gaps between regions)
@@ -561,7 +562,7 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         cache: dict = {}
         for r0 in range(0, g.c_in, p.dw_ci_range):
             width = min(p.dw_ci_range, g.c_in - r0)
-            ci_tiles = [min(p.dw_ci_tile, width - s) for s in range(0, width, p.dw_ci_tile)]
+            ci_tiles = tile_sizes(width, p.dw_ci_tile)
             for pi, span in enumerate(dw_tap_passes(g, p, 0)):
                 for _b, (d0, d1), (h0, h1) in items:
                     rows = (d1 - d0, h1 - h0)
@@ -598,7 +599,7 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                     tn = min(grp, taps_here - t0)
                     for k in range(n_co if not dw_direct(g, p) else 0):
                         c.compute("vector" if k % 2 == 0 else "gpsimd", tn * width, 1, 1.0, 1, op="tensor_copy")
-                for ci in [min(PMAX, width - s) for s in range(0, width, PMAX)]:
+                for ci in tile_sizes(width, PMAX):
                     c.transpose(co_t, ci, fp32, taps_here * n_co)
                     c.evict(g.c_out, two, taps_here * max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)))
                     c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(taps_here, grp))
@@ -623,7 +624,7 @@ def _dx_band_sheet(g: ConvGeom, target: str, ci_tile: int, bd: AxisBand, bh: Axi
     """The cost of one dx band (cached across candidates: many share their bands); ``packed``: the
     block-diagonal form (one 128-row tile, one 128-partition C_out tile)."""
     c = CostSheet(TARGET_FIGURES[target])
-    ci_tiles = [PMAX] if packed else [min(ci_tile, g.c_in - s) for s in range(0, g.c_in, ci_tile)]
+    ci_tiles = [PMAX] if packed else tile_sizes(g.c_in, ci_tile)
     _estimate_dx_band(c, g, None, bd, bh, ci_tiles, 1 if packed else n_tiles(g.c_out, PMAX),
                       g.dtype == "fp32", g.dtype_bytes == 2, g.axes[2].n)
     return c

@@ -156,6 +156,11 @@ def tiles(n: int, size: int) -> tuple[tuple[int, int], ...]:
     return tuple((s, min(size, n - s)) for s in range(0, n, size))
 
 
+def tile_sizes(n: int, size: int) -> list[int]:
+    """The sizes of the ``tiles(n, size)``."""
+    return [min(size, n - s) for s in range(0, n, size)]
+
+
 def n_tiles(n: int, size: int) -> int:
     return ceil_div(n, size)
 
