@@ -13,6 +13,14 @@ def out_size(n: int, k: int, s: int, lo: int, hi: int, r: int) -> int:
     return (n + lo + hi - r * (k - 1) - 1) // s + 1
 
 
+def geom_shapes(geom: dict) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
+    """The (dy, x, w) shapes of a geometry dict (batch, c_in, c_out, size, kernel, padding, stride?)."""
+    k, s, p = geom["kernel"], geom.get("stride", (1, 1, 1)), geom["padding"]
+    o = tuple(out_size(geom["size"][a], k[a], s[a], p[2 * a], p[2 * a + 1], 1) for a in range(3))
+    return ((geom["batch"], geom["c_out"]) + o, (geom["batch"], geom["c_in"]) + tuple(geom["size"]),
+            tuple(k) + (geom["c_in"], geom["c_out"]))
+
+
 def exact_inputs(batch, c_in, c_out, size, kernel, stride=(1, 1, 1), padding=(0,) * 6, dilation=(1, 1, 1),
                  dtype="bf16", seed=0, density=0.5):
     """Small-integer inputs (sparse), exactly representable; every partial sum stays exact in fp32."""

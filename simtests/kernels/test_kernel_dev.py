@@ -149,12 +149,9 @@ def test_results_are_bitwise_deterministic():
     {"batch": 1, "c_in": 8, "c_out": 8, "size": (200, 48, 48), "kernel": (3, 3, 3), "stride": (2, 2, 2), "padding": (1,) * 6},
 ], ids=["wide-plane", "deep"])
 def test_large_spatial_sizes_fit_capacity(shape_kw):
-    from .conftest import out_size
-    k, s, p = shape_kw["kernel"], shape_kw.get("stride", (1, 1, 1)), shape_kw["padding"]
-    o = tuple(out_size(shape_kw["size"][a], k[a], s[a], p[2 * a], p[2 * a + 1], 1) for a in range(3))
-    dy = nkisim.TensorSpec((shape_kw["batch"], shape_kw["c_out"]) + o, "bfloat16")
-    x = nkisim.TensorSpec((shape_kw["batch"], shape_kw["c_in"]) + shape_kw["size"], "bfloat16")
-    w = nkisim.TensorSpec(k + (shape_kw["c_in"], shape_kw["c_out"]), "bfloat16")
+    from .conftest import geom_shapes
+    s, p = shape_kw.get("stride", (1, 1, 1)), shape_kw["padding"]
+    dy, x, w = (nkisim.TensorSpec(sh, "bfloat16") for sh in geom_shapes(shape_kw))
     res = nkisim.run(conv3d_bwd, dy, x, w, stride=s, padding=p, trace_only=True)
     # bytes per partition of x and dy resident at once (channels on partitions): beyond SBUF, so it must band
     working_set = 2 * (np.prod(x.shape[2:]) + np.prod(dy.shape[2:]))
@@ -194,11 +191,9 @@ def test_int_dtype_is_rejected():
 ], ids=["c64", "s2"])
 def test_planner_budget_bounds_the_measured_peak(geom):
     """Every feasible candidate runs without a rule violation, within the SBUF/PSUM the planner counted."""
-    from .conftest import out_size
-    k, s, p = geom["kernel"], geom.get("stride", (1, 1, 1)), geom["padding"]
-    o = tuple(out_size(geom["size"][a], k[a], s[a], p[2 * a], p[2 * a + 1], 1) for a in range(3))
-    shapes = ((geom["batch"], geom["c_out"]) + o, (geom["batch"], geom["c_in"]) + geom["size"],
-              k + (geom["c_in"], geom["c_out"]))
+    from .conftest import geom_shapes
+    s, p = geom.get("stride", (1, 1, 1)), geom["padding"]
+    shapes = geom_shapes(geom)
     plan = plan_conv3d_bwd(*shapes, stride=s, padding=p)
     for alt in plan.feasible_candidates():
         with forced_plan(alt):
