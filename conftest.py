@@ -29,25 +29,16 @@ from hypothesis import HealthCheck, settings
 BACKENDS = ("nkisim", "nki-simulate", "trn")
 BACKEND_ENV = "CONV3D_BWD_BACKEND"
 
-# Derandomized so CI is reproducible; deadline=None because the emulator's run time varies a lot
-# with the drawn geometry; print_blob so any failure prints a @reproduce_failure line.
-settings.register_profile(
-    "ci",
-    derandomize=True,
-    deadline=None,
-    max_examples=30,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow],
-)
-# Nightly explores new examples every night (not derandomized); print_blob makes failures replayable.
-settings.register_profile(
-    "nightly",
-    derandomize=False,
-    deadline=None,
-    max_examples=500,
-    print_blob=True,
-    suppress_health_check=[HealthCheck.too_slow],
-)
+# deadline=None because the emulator's run time varies a lot with the drawn geometry; print_blob so
+# any failure prints a @reproduce_failure line.
+_COMMON_PROFILE = {
+    "deadline": None,
+    "print_blob": True,
+    "suppress_health_check": [HealthCheck.too_slow],
+}
+# ci is derandomized so CI is reproducible; nightly explores new examples every night.
+settings.register_profile("ci", derandomize=True, max_examples=30, **_COMMON_PROFILE)
+settings.register_profile("nightly", derandomize=False, max_examples=500, **_COMMON_PROFILE)
 settings.load_profile("ci")  # pytest's --hypothesis-profile, applied later in pytest_configure, wins
 
 
