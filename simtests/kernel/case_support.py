@@ -67,6 +67,11 @@ def plan_methods(plan: Mapping[str, Any] | None) -> str:
     return str(strategy) if strategy is not None else ""
 
 
+def _reported_grads(result):
+    """(name, GradResult) of each gradient the result reports, in GRAD_ORDER."""
+    return [(name, result.grads[name]) for name in GRAD_ORDER if name in result.grads]
+
+
 def case_properties(result) -> dict[str, Any]:
     """JUnit properties of one CaseResult: headline numbers per gradient, plan, backend, mode."""
     props: dict[str, Any] = {
@@ -79,10 +84,7 @@ def case_properties(result) -> dict[str, Any]:
     if result.modelled_us is not None:
         props["modelled_us"] = float(result.modelled_us)
     worst_ratio = 0.0
-    for name in GRAD_ORDER:
-        grad = result.grads.get(name)
-        if grad is None:
-            continue
+    for name, grad in _reported_grads(result):
         props[f"{name}_K"] = int(grad.K_max)
         m = grad.metrics
         props[f"{name}_max_abs_err"] = float(m.max_abs)
@@ -101,10 +103,7 @@ def describe_result(result, seed: int) -> str:
     lines.append(f"  plan: {','.join(result.methods) or plan_methods(result.plan)}")
     if result.plan_error:
         lines.append(f"  planner error: {result.plan_error}")
-    for name in GRAD_ORDER:
-        grad = result.grads.get(name)
-        if grad is None:
-            continue
+    for name, grad in _reported_grads(result):
         m = grad.metrics
         lines.append(
             f"  {name}: {m.status}  K={grad.K_max}  max_abs_err={m.max_abs:.6g}"
@@ -132,10 +131,7 @@ def case_failures(result) -> list[str]:
     got = set(result.grads)
     if got != requested:
         failures.append(f"gradients reported {sorted(got)} != requested {sorted(requested)}")
-    for name in GRAD_ORDER:
-        grad = result.grads.get(name)
-        if grad is None:
-            continue
+    for name, grad in _reported_grads(result):
         m = grad.metrics
         if not (grad.passed and m.passed):
             failures.append(f"{name}: {m.reason or 'the harness reports a failure'}")

@@ -17,9 +17,6 @@ from simtests.kernel.case_support import (
 )
 from verify.cases import CASE_SETS
 
-# MODE_SEEDS: stat mode uses the non-zero-mean distribution; the Hypothesis sweep draws both.
-SEEDS = MODE_SEEDS
-
 DEFAULT_CASES = CASE_SETS["default"]
 _default_ids = {case.id for case in DEFAULT_CASES}
 EXTRA_FULL_CASES = tuple(case for case in CASE_SETS["full"] if case.id not in _default_ids)
@@ -28,15 +25,15 @@ EXTRA_FULL_CASES = tuple(case for case in CASE_SETS["full"] if case.id not in _d
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", [case_param(case) for case in DEFAULT_CASES])
 def test_case_matches_oracle(case, mode, kernel_backend, record_case_properties):
-    result = run_case_checked(case, kernel_backend, mode, SEEDS[mode])
+    result = run_case_checked(case, kernel_backend, mode, MODE_SEEDS[mode])
     record_case_properties(result)
-    assert_case_ok(result, SEEDS[mode])
+    assert_case_ok(result, MODE_SEEDS[mode])
 
 
 @pytest.mark.nightly
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("case", [case_param(case, allow_fast=False) for case in EXTRA_FULL_CASES])
 def test_full_set_case_matches_oracle(case, mode, kernel_backend, record_case_properties):
-    result = run_case_checked(case, kernel_backend, mode, SEEDS[mode])
+    result = run_case_checked(case, kernel_backend, mode, MODE_SEEDS[mode])
     record_case_properties(result)
-    assert_case_ok(result, SEEDS[mode])
+    assert_case_ok(result, MODE_SEEDS[mode])
