@@ -24,8 +24,9 @@ def _determinism_cases():
     for lnc in (1, 2):
         with_all = [c for c in fast if c.lnc == lnc and set(c.grads) == {"dx", "dw", "db"}]
         pool = with_all or [c for c in CASE_SETS["default"] if c.lnc == lnc]
-        if pool:
-            picks.append(pool[0])
+        if not pool:  # an empty parametrize would only skip; a missing LNC must fail collection
+            raise LookupError(f"no LNC{lnc} case in CASE_SETS['default'] for the determinism test")
+        picks.append(pool[0])
     return picks
 
 
