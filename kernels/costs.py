@@ -31,10 +31,6 @@ class TargetFigures:
         return {"vector": self.vector_ghz, "scalar": self.scalar_ghz, "gpsimd": self.gpsimd_ghz,
                 "tensor": self.tensor_ghz}[engine]
 
-    @property
-    def bf16_peak_flops(self) -> float:
-        return 2.0 * 128 * 128 * self.tensor_ghz * 1e9
-
 
 TARGET_FIGURES = {
     "trn1": TargetFigures("trn1", 2.8, 1.12, 1.4, 1.4, 16 * 17.0, False, 1, 180_224),

@@ -93,11 +93,6 @@ class Axis:
                     hit[i] = True
         return all(hit)
 
-    # --- dw: windows of x over an output band ----------------------------------------------
-    def dw_x_range(self, o0: int, o1: int) -> tuple[int, int]:
-        """[i0, i1): virtual x rows (may fall outside [0, n)) that output rows [o0, o1) read."""
-        return o0 * self.s - self.lo, (o1 - 1) * self.s + (self.k - 1) * self.r - self.lo + 1
-
     @property
     def unit(self) -> bool:
         """A 1-tap axis with no padding and unit stride: the identity map."""
@@ -145,10 +140,6 @@ class ConvGeom:
     def tap_coords(self, t: int) -> tuple[int, int, int]:
         kh_kw = self.axes[1].k * self.axes[2].k
         return t // kh_kw, (t // self.axes[2].k) % self.axes[1].k, t % self.axes[2].k
-
-    def flops_per_grad(self) -> int:
-        o = self.out_size
-        return 2 * self.batch * self.c_in * self.c_out * o[0] * o[1] * o[2] * self.taps
 
 
 def _triple(name: str, value: object, length: int, minimum: int) -> tuple[int, ...]:

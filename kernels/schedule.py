@@ -133,17 +133,6 @@ def dx_phase_work(geom: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand], wi
     return tuple(out)
 
 
-def pos_tiles(o0: tuple[int, int, int], o1: tuple[int, int, int]
-              ) -> tuple[tuple[tuple[int, int, int], tuple[int, int, int]], ...]:
-    """Position tiles (<= 128 output positions, a box) of the output box [o0, o1)."""
-    return box_blocks(o0, o1, PMAX)
-
-
-def full_band(ax: Axis) -> AxisBand:
-    """The whole axis as one band (the W axis is never banded)."""
-    return axis_bands(ax, ax.n)[0]
-
-
 def dw_x_extent(ax: Axis, rows: int) -> int:
     """Rows of the padded x buffer that ``rows`` output rows read."""
     if rows <= 0:
