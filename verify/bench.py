@@ -14,6 +14,7 @@ import argparse
 import itertools
 import json
 import math
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -358,19 +359,38 @@ def plot_roofline(records: Sequence[dict], path: Path, target: str, lnc: int) ->
     plt.close(fig)
 
 
-def run_bench(set_name: str = "default", target: str = "trn2", lnc: int = 1,
-              json_path: str | Path | None = None, verbose: bool = False) -> list[dict]:
-    """Bench every shape of ``set_name``; print the table; write JSON and the plot if asked."""
+def select_shapes(set_name: str, only: str | None = None) -> tuple[BenchShape, ...]:
+    """The shapes of ``set_name`` whose name matches the regular expression ``only`` (re.search)."""
     if set_name not in BENCH_SETS:
         raise BenchError(f"set_name={set_name!r}: must be one of {sorted(BENCH_SETS)}")
+    shapes = BENCH_SETS[set_name]
+    if only is None:
+        return shapes
+    try:
+        pattern = re.compile(only)
+    except re.error as exc:
+        raise BenchError(f"only={only!r}: must be a regular expression ({exc})") from None
+    chosen = tuple(s for s in shapes if pattern.search(s.name))
+    if not chosen:
+        raise BenchError(f"only={only!r}: matches no shape of set {set_name!r} "
+                         f"({', '.join(s.name for s in shapes)})")
+    return chosen
+
+
+def run_bench(set_name: str = "default", target: str = "trn2", lnc: int = 1,
+              json_path: str | Path | None = None, verbose: bool = False,
+              only: str | None = None) -> list[dict]:
+    """Bench the shapes of ``set_name`` (those matching ``only``); print the table; write JSON and
+    the plot if asked."""
+    shapes = select_shapes(set_name, only)
     if lnc not in (1, 2):
         raise BenchError(f"lnc={lnc!r}: must be 1 or 2")
     log = print if verbose else None
-    records = [bench_shape(shape, target, lnc, log) for shape in BENCH_SETS[set_name]]
-    print(f"conv3d_bwd bench: set {set_name}, target {target}, lnc {lnc} (nkisim cost model; "
-          "* marks the planner's pick)")
-    # issue 7's targets are stated for the default set
-    print(format_table(records, checks=set_name == "default"))
+    records = [bench_shape(shape, target, lnc, log) for shape in shapes]
+    print(f"conv3d_bwd bench: set {set_name}{'' if only is None else f' (only {only!r})'}, target {target}, "
+          f"lnc {lnc} (nkisim cost model; * marks the planner's pick)")
+    # issue 7's targets are stated for the whole default set
+    print(format_table(records, checks=set_name == "default" and only is None))
     if json_path is not None:
         path = Path(json_path)
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -388,8 +408,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--lnc", type=int, default=1, choices=(1, 2))
     parser.add_argument("--json", dest="json_path", default=None)
     parser.add_argument("--verbose", action="store_true", help="print each candidate as it runs")
+    parser.add_argument("--only", default=None, metavar="REGEX", help="only the shapes whose name matches")
     args = parser.parse_args(argv)
-    run_bench(args.set_name, args.target, args.lnc, args.json_path, args.verbose)
+    run_bench(args.set_name, args.target, args.lnc, args.json_path, args.verbose, args.only)
     return 0
 
 

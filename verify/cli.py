@@ -185,6 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--target", choices=TARGETS, default="trn2")
     bench.add_argument("--lnc", type=int, choices=(1, 2), default=1)
     bench.add_argument("--json", default=None, metavar="PATH", help="also write the rows as JSON")
+    bench.add_argument("--only", default=None, metavar="REGEX",
+                       help="bench only the shapes whose name matches REGEX (re.search)")
     return parser
 
 
@@ -592,7 +594,8 @@ def cmd_bench(args) -> int:
     except ImportError as exc:
         raise UsageError(f"the benchmark is not available: verify.bench does not import ({exc})") from None
     try:
-        run_bench(set_name=args.bench_set, target=args.target, lnc=args.lnc, json_path=args.json)
+        run_bench(set_name=args.bench_set, target=args.target, lnc=args.lnc, json_path=args.json,
+                  only=args.only)
     except (KeyError, ValueError) as exc:
         raise UsageError(f"bench: {exc}") from None
     return 0

@@ -55,3 +55,17 @@ def test_bench_prints_a_table(capsys, tmp_path):
     out = capsys.readouterr().out
     for shape in SMOKE_SHAPES:
         assert shape.name in out
+
+
+def test_bench_only_selects_shapes_by_name(capsys, tmp_path):
+    out = tmp_path / "one.json"
+    assert main(["bench", "--set", "smoke", "--only", "pointwise$", "--json", str(out)]) == 0
+    assert [r["name"] for r in json.loads(out.read_text())] == ["smoke_pointwise"]
+    assert "smoke_k3" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("only, rule", [("nomatch", "matches no shape"), ("(", "regular expression")])
+def test_bench_only_rejects_what_selects_nothing(only, rule, capsys):
+    assert main(["bench", "--set", "smoke", "--only", only]) == 2
+    err = capsys.readouterr().err
+    assert "only=" in err and rule in err
