@@ -159,6 +159,11 @@ def _model(shape: BenchShape, plan, target: str, lnc: int) -> dict:
     }
 
 
+# the pick's measured figures, copied onto the shape record (None when planning fails)
+PICK_FIELDS = ("modelled_us", "efficiency", "tensor_util", "tensor_busy", "engine_busy_us", "stall_us",
+               "op_busy_us", "hbm_bytes", "instructions")
+
+
 def bench_shape(shape: BenchShape, target: str = "trn2", lnc: int = 1,
                 log: Callable[[str], None] | None = None) -> dict:
     """Plan, run the pick and every feasible candidate, and gather the figures of one shape."""
@@ -182,10 +187,9 @@ def bench_shape(shape: BenchShape, target: str = "trn2", lnc: int = 1,
     except ValueError as exc:  # the planner's errors are ValueErrors; report, do not abort the set
         if log:
             log(f"  {shape.name}: planning FAILED {type(exc).__name__}: {exc}")
-        record.update(plan=None, planner_estimate_us=None, candidates=[], modelled_us=None,
-                      efficiency=None, tensor_util=None, tensor_busy=None, engine_busy_us=None,
-                      hbm_bytes=None, instructions=None, best_candidate_us=None,
+        record.update(plan=None, planner_estimate_us=None, candidates=[], best_candidate_us=None,
                       error=f"planning failed: {type(exc).__name__}: {exc}")
+        record.update(dict.fromkeys(PICK_FIELDS))
         return record
     record["plan"] = plan.to_dict()
     record["planner_estimate_us"] = _plan_estimate_us(plan)
@@ -202,8 +206,7 @@ def bench_shape(shape: BenchShape, target: str = "trn2", lnc: int = 1,
         entry["is_pick"] = False
         candidates.append(entry)
     record["candidates"] = candidates
-    for field in ("modelled_us", "efficiency", "tensor_util", "tensor_busy", "engine_busy_us",
-                  "stall_us", "op_busy_us", "hbm_bytes", "instructions"):
+    for field in PICK_FIELDS:
         record[field] = pick.get(field)
     record["error"] = pick.get("error")
     timed = [c["modelled_us"] for c in candidates if c.get("modelled_us")]

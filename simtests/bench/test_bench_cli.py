@@ -69,3 +69,19 @@ def test_bench_only_rejects_what_selects_nothing(only, rule, capsys):
     assert main(["bench", "--set", "smoke", "--only", only]) == 2
     err = capsys.readouterr().err
     assert "only=" in err and rule in err
+
+
+def test_a_shape_that_cannot_be_planned_is_reported_not_fatal(monkeypatch):
+    import kernels.planner
+    from verify.bench import PICK_FIELDS, bench_shape, format_table
+
+    def no_plan(*args, **kwargs):
+        raise kernels.planner.Conv3dBwdPlanError("no candidate fits")
+
+    monkeypatch.setattr(kernels.planner, "plan_conv3d_bwd", no_plan)
+    record = bench_shape(SMOKE_SHAPES[0])
+    assert record["error"].startswith("planning failed: Conv3dBwdPlanError: no candidate fits")
+    assert record["candidates"] == [] and record["plan"] is None
+    # the same fields as a planned shape, all empty, so JSON consumers need no special case
+    assert all(record[f] is None for f in PICK_FIELDS)
+    assert SMOKE_SHAPES[0].name in format_table([record])
