@@ -15,8 +15,12 @@ whole arrays through memory (measured 25-30 % faster on the issue-2 benchmark sh
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import itertools
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -199,11 +203,80 @@ def _gemm(target: np.ndarray, a: np.ndarray, b: np.ndarray, accumulate: bool) ->
 _CHUNK_BYTES = 512 * 1024
 
 
-def _chunks(n_rows: int, channels: int):
-    """Yield (start, stop) of consecutive row chunks covering ``[0, n_rows)``."""
+def _chunks(n_rows: int, channels: int) -> list[tuple[int, int]]:
+    """(start, stop) of consecutive row chunks covering ``[0, n_rows)``."""
     step = max(64, _CHUNK_BYTES // (8 * channels))
-    for start in range(0, n_rows, step):
-        yield start, min(start + step, n_rows)
+    return [(start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
+
+
+class _SingleThreadedBlas:
+    """While active, scipy's OpenBLAS runs one thread per call, so the oracle can run one call per core.
+
+    Why: the chunk GEMMs are small, and OpenBLAS's own threads meet at a barrier in every call; on a
+    shared machine one descheduled thread stalls both (measured 5-10x slower under load), while
+    independent chunks in Python threads (dgemm releases the GIL) keep both cores busy. OpenBLAS's
+    thread count is process-wide (``openblas_set_num_threads_local`` is global too in pthreads builds),
+    so active oracle calls are counted and the first one's setting is restored by the last one.
+    Where scipy's BLAS is not OpenBLAS, ``workers`` is 1 and BLAS keeps its own threading.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = 0
+        self._saved = 1
+        self._get = self._set = None
+        try:
+            from scipy.linalg import _fblas  # the library scipy's dgemm comes from
+
+            blas = ctypes.CDLL(_fblas.__file__)  # symbol lookup covers the BLAS it links to
+            for prefix in ("scipy_openblas", "openblas"):
+                if hasattr(blas, f"{prefix}_get_num_threads") and hasattr(blas, f"{prefix}_set_num_threads"):
+                    self._get = getattr(blas, f"{prefix}_get_num_threads")
+                    self._set = getattr(blas, f"{prefix}_set_num_threads")
+                    self._get.restype = ctypes.c_int
+                    self._set.argtypes = [ctypes.c_int]
+                    break
+        except (ImportError, OSError):
+            pass
+
+    @property
+    def workers(self) -> int:
+        """Python threads to use: the BLAS's own thread count (OPENBLAS_NUM_THREADS=1 means 1)."""
+        if self._get is None:
+            return 1
+        with self._lock:
+            return max(1, self._saved if self._active else int(self._get()))
+
+    def __enter__(self) -> None:
+        if self._set is not None:
+            with self._lock:
+                if self._active == 0:
+                    self._saved = int(self._get())
+                    self._set(1)
+                self._active += 1
+
+    def __exit__(self, *exc) -> None:
+        if self._set is not None:
+            with self._lock:
+                self._active -= 1
+                if self._active == 0:
+                    self._set(self._saved)
+
+
+_BLAS = _SingleThreadedBlas()
+
+
+def _in_parallel(work, chunks: list[tuple[int, int]]) -> list:
+    """``work(chunks[t::workers])`` for each worker t, in threads; the results in worker order.
+
+    Chunks are dealt round-robin, so both workers see the same mix of light and heavy chunks, and the
+    split (hence every rounding) does not depend on timing.
+    """
+    workers = min(_BLAS.workers, len(chunks))
+    if workers <= 1:
+        return [work(chunks)]
+    with _BLAS, ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(work, [chunks[t::workers] for t in range(workers)]))
 
 
 def _dx_planes(grid: _Grid, dy_rows: np.ndarray, w: np.ndarray) -> np.ndarray:
@@ -213,26 +286,35 @@ def _dx_planes(grid: _Grid, dy_rows: np.ndarray, w: np.ndarray) -> np.ndarray:
     dx_planes = np.zeros((*grid.strides, *grid.plane_shape, g.batch, g.c_in))
     taps = list(grid.taps())
     plane_rows = g.batch * int(np.prod(grid.plane_shape))
-    for start, stop in _chunks(plane_rows, max(g.c_in, g.c_out)):
-        for tap, phase, offset in taps:
-            # Tap k writes rows [offset, offset + n); only its overlap with this chunk is computed.
-            lo, hi = max(start, offset), min(stop, offset + n)
-            if lo < hi:
-                _gemm(_rows(dx_planes[phase])[lo:hi], dy_rows[lo - offset:hi - offset], w[tap].T, accumulate=True)
+
+    def work(chunks):  # chunks own disjoint dx rows, so workers never write the same memory
+        for start, stop in chunks:
+            for tap, phase, offset in taps:
+                # Tap k writes rows [offset, offset + n); only its overlap with this chunk is computed.
+                lo, hi = max(start, offset), min(stop, offset + n)
+                if lo < hi:
+                    _gemm(_rows(dx_planes[phase])[lo:hi], dy_rows[lo - offset:hi - offset], w[tap].T,
+                          accumulate=True)
+
+    _in_parallel(work, _chunks(plane_rows, max(g.c_in, g.c_out)))
     return dx_planes
 
 
 def _dw(grid: _Grid, dy_rows: np.ndarray, x_planes: np.ndarray) -> np.ndarray:
     """dw[k] = sum over rows r of x[r + offset_k] (x) dy[r], each dy chunk reused by every tap."""
     g = grid.geometry
-    dw = np.zeros(g.dw_shape)
     taps = list(grid.taps())
-    for start, stop in _chunks(grid.n_rows, max(g.c_in, g.c_out)):
-        dy_chunk = dy_rows[start:stop]
-        for tap, phase, offset in taps:
-            x_chunk = _rows(x_planes[phase])[offset + start:offset + stop]
-            _gemm(dw[tap], x_chunk.T, dy_chunk, accumulate=True)
-    return dw
+
+    def work(chunks):  # one partial dw per worker, summed at the end
+        dw = np.zeros(g.dw_shape)
+        for start, stop in chunks:
+            dy_chunk = dy_rows[start:stop]
+            for tap, phase, offset in taps:
+                _gemm(dw[tap], _rows(x_planes[phase])[offset + start:offset + stop].T, dy_chunk, accumulate=True)
+        return dw
+
+    partials = _in_parallel(work, _chunks(grid.n_rows, max(g.c_in, g.c_out)))
+    return functools.reduce(np.add, partials)
 
 
 def _weights(filters: np.ndarray, absolute: bool) -> np.ndarray:

@@ -1,0 +1,81 @@
+"""The oracle's chunked, multi-threaded path: many chunks and two workers give the same gradients.
+
+The other oracle tests use shapes that fit in one chunk; here the chunk size is shrunk so that small
+geometries are cut into many chunks, dealt to two worker threads.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from reference import ConvGeometry, conv3d_bwd_ref, oracle
+from simtests.reference.cases import Geo
+from simtests.reference.independent import tap_slices_bwd
+
+CHUNKED = [
+    Geo(2, 3, 4, (6, 7, 8), (3, 3, 3), padding=(1,) * 6),
+    Geo(3, 2, 5, (7, 6, 9), (3, 2, 3), stride=(2, 1, 2), padding=(1, 0, 2, 1, 0, 1), dilation=(1, 2, 1)),
+    Geo(2, 4, 3, (9, 12, 10), (2, 3, 1), stride=(1, 3, 1), padding=(0, 1, 1, 0, 0, 0), dilation=(2, 1, 1)),
+]
+
+
+@pytest.fixture
+def tiny_chunks(monkeypatch):
+    """64-row chunks (the minimum), so every CHUNKED geometry spans several of them."""
+    monkeypatch.setattr(oracle, "_CHUNK_BYTES", 1)
+
+
+def force_workers(monkeypatch, workers: int) -> None:
+    monkeypatch.setattr(type(oracle._BLAS), "workers", property(lambda self: workers))
+
+
+@pytest.mark.parametrize("geo", CHUNKED, ids=str)
+def test_many_chunks_on_two_workers_match_per_tap_slicing(geo: Geo, tiny_chunks, monkeypatch):
+    force_workers(monkeypatch, 2)
+    dy, x, w = geo.arrays(seed=21)
+    g = oracle._Grid(ConvGeometry.from_shapes(dy.shape, x.shape, w.shape, **geo.conv))
+    assert len(oracle._chunks(g.n_rows, max(geo.c_in, geo.c_out))) >= 4, "geometry too small to chunk"
+    for name, got, want in zip(("dx", "dw", "db"), conv3d_bwd_ref(dy, x, w, **geo.conv),
+                               tap_slices_bwd(dy, x, w, **geo.conv)):
+        scale = max(1.0, float(np.abs(want).max()))
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * scale, err_msg=name)
+
+
+@pytest.mark.parametrize("geo", CHUNKED[:2], ids=str)
+def test_worker_count_changes_only_rounding(geo: Geo, tiny_chunks, monkeypatch):
+    dy, x, w = geo.arrays(seed=22)
+    results = {}
+    for workers in (1, 2, 3):
+        force_workers(monkeypatch, workers)
+        results[workers] = conv3d_bwd_ref(dy, x, w, **geo.conv)
+    for workers in (2, 3):
+        for name, got, want in zip(("dx", "dw", "db"), results[workers], results[1]):
+            scale = max(1.0, float(np.abs(want).max()))
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * scale, err_msg=f"{name}, {workers} workers")
+
+
+def test_blas_thread_count_is_restored_after_concurrent_calls(tiny_chunks, monkeypatch):
+    if oracle._BLAS._get is None:
+        pytest.skip("scipy's BLAS is not OpenBLAS: the oracle leaves its threading alone")
+    force_workers(monkeypatch, 2)
+    before = int(oracle._BLAS._get())
+    geo = CHUNKED[0]
+    dy, x, w = geo.arrays(seed=23)
+    want = conv3d_bwd_ref(dy, x, w, **geo.conv)
+    got = [None] * 4
+
+    def call(i):
+        got[i] = conv3d_bwd_ref(dy, x, w, **geo.conv)
+
+    threads = [threading.Thread(target=call, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert int(oracle._BLAS._get()) == before
+    for result in got:
+        for a, b in zip(result, want):
+            np.testing.assert_array_equal(a, b)  # same chunks, same workers: same rounding
