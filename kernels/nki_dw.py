@@ -22,6 +22,11 @@ from .planner import (
     dw_own_taps,
     dw_stage_rows,
     dw_tap_passes,
+    dw_xs_chunks,
+    dw_xs_fold_runs,
+    dw_xs_group_banks,
+    dw_xs_per_bank,
+    xs_store_runs,
 )
 from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, tiles
 
@@ -53,9 +58,21 @@ class DwState:
         self.ci_lo, ci_hi = ci_range if ci_range is not None else (0, g.c_in)
         self.width = ci_hi - self.ci_lo
         self.ci_tiles = [(self.ci_lo + c0, sz) for c0, sz in tiles(self.width, plan.dw_ci_tile)]
-        self.acc = [nl.ndarray((PMAX, max(1, self.n_span), self.width), ctx.dtype if direct else nl.float32, buffer=nl.sbuf,
-                               name=f"dw_acc{c}")
-                    for c in range(len(self.co_tiles))]
+        # x-stationary (plan.dw_x_stationary): dw[(tap-slot, ci), co] accumulates in one tensor
+        # [(slot, ci) partitions, C_in tiles x chunks, C_out] (chunk k of C_in tile i at column block
+        # i * n_chunks + k), stored straight into dw; else dw^T[co, (tap, ci)] per C_out tile
+        self.xs = plan.dw_x_stationary
+        if self.xs:
+            self.xs_chunks = dw_xs_chunks(g, plan, self.span)
+            self.xs_index = {t: k for k, (t, _tn) in enumerate(self.xs_chunks)}
+            n_units = max(1, len(self.ci_tiles) * len(self.xs_chunks))
+            self.xacc = nl.ndarray((PMAX, n_units * g.c_out), ctx.dtype if direct else nl.float32, buffer=nl.sbuf,
+                                   name="dw_xacc")
+            self.acc = []
+        else:
+            self.acc = [nl.ndarray((PMAX, max(1, self.n_span), self.width), ctx.dtype if direct else nl.float32,
+                                   buffer=nl.sbuf, name=f"dw_acc{c}")
+                        for c in range(len(self.co_tiles))]
         self.started = False
         wo = g.axes[2].o
         xext = (dw_x_extent(g.axes[0], max_rows[0]), dw_x_extent(g.axes[1], max_rows[1]),
@@ -74,8 +91,8 @@ class DwState:
         self.x_pool = Pool(2, (PMAX,) + tuple(max(1, e) for e in xext), ctx.dtype, nl.sbuf, "dw_x")
         stage = dw_x_stage_elems(g, dw_stage_rows(plan, max_rows))
         self.x_stage = Pool(2, (PMAX, stage), ctx.dtype, nl.sbuf, "dw_x_stage") if stage else None
-        self.acc_pool = Pool(dw_acc_banks(plan.dw_co_chunk, len(self.co_tiles)), (PMAX, BANK_FP32), nl.float32,
-                             nl.psum, "ps_dw")
+        banks = dw_xs_group_banks(g, plan) + 1 if self.xs else dw_acc_banks(plan.dw_co_chunk, len(self.co_tiles))
+        self.acc_pool = Pool(banks, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dw")
 
     def add_box(self, b, od, oh, dy_views):
         """Accumulate the output box rows od=[d0,d1) x oh=[h0,h1) x all W of batch b; dy_views per co tile."""
@@ -105,8 +122,9 @@ class DwState:
         # one flat stream of steps (C_in tile, tap group, C_out chunk, position tile), software
         # pipelined across every boundary: x^T of step i+LOOKAHEAD is built before the matmuls of step i
         t_lo, t_hi = self.span
+        co_steps = [0] if self.xs else range(0, n_co, chunk)   # x-stationary: all of C_out on the moving axis
         steps = [(ci, t0, c0, p) for ci in range(len(self.ci_tiles)) for t0 in range(t_lo, t_hi, G)
-                 for c0 in range(0, n_co, chunk) for p in range(len(ptiles))]
+                 for c0 in co_steps for p in range(len(ptiles))]
         bands = {}
 
         def stage(i):
@@ -142,10 +160,21 @@ class DwState:
             ci0, ci_sz = self.ci_tiles[ci]
             gn = min(t_hi, t0 + G) - t0
             n = gn * ci_sz
+            npos = ptiles[p][1][0] * ptiles[p][1][1] * ptiles[p][1][2]
+            if self.xs:
+                grp = [(t, tn) for t, tn in self.xs_chunks if t0 <= t < t0 + gn]
+                if p == 0:
+                    accs = self._xs_banks(len(grp))
+                for u, (t, tn) in enumerate(grp):
+                    col = (t - t0) * ci_sz   # the chunk's taps are adjacent ci-blocks of the x^T group
+                    self._xs_matmul(accs, u, xt[:npos, col:col + tn * ci_sz], tn * ci_sz,
+                                    self.dyt[:npos, p, :g.c_out], p > 0)
+                if p == len(ptiles) - 1:
+                    self._xs_fold(accs, ci, ci_sz, grp)
+                continue
             cts = list(range(c0, min(n_co, c0 + chunk)))
             if p == 0:
                 accs = [self.acc_pool.take() for _ in cts]
-            npos = ptiles[p][1][0] * ptiles[p][1][1] * ptiles[p][1][2]
             for a, c in enumerate(cts):
                 co0, co_sz = self.co_tiles[c]
                 nisa.nc_matmul(accs[a][:co_sz, :n], stationary=self.dyt[:npos, p, co0:co0 + co_sz],
@@ -227,6 +256,9 @@ class DwState:
                         staged.append(stage(pairs[pi + 1]))
                     xt = staged[pi]
                     staged[pi] = None
+                    if self.xs:
+                        self._xs_rows(xt, nrows, g.tap_index(kd, kh, 0), self.ci_tiles.index((ci0, ci_sz)), ci_sz)
+                        continue
                     for k0 in range(0, kw_n, gk):
                         kn = min(gk, kw_n - k0)
                         n = kn * ci_sz
@@ -243,6 +275,98 @@ class DwState:
                             for a, c in enumerate(cts):
                                 self._fold(c, t0, kn, ci0, ci_sz, accs[a][:self.co_tiles[c][1], :n])
             self.started = True
+
+    def _xs_banks(self, n_units):
+        """The PSUM banks of one x-stationary accumulation group of ``n_units`` chunks."""
+        per = dw_xs_per_bank(self.ctx.g)
+        return [self.acc_pool.take() for _ in range(-(-n_units // per))]
+
+    def _xs_matmul(self, banks, u, stationary, m, moving, accumulate):
+        """dw[(tap, ci), co] of chunk ``u`` of the group += stationary.T @ moving (its slot of a bank)."""
+        co = self.ctx.g.c_out
+        per = dw_xs_per_bank(self.ctx.g)
+        off = (u % per) * co
+        nisa.nc_matmul(banks[u // per][:m, off:off + co], stationary=stationary, moving=moving,
+                       accumulate=accumulate)
+
+    def _xs_rows(self, xt, nrows, t_row, ci, ci_sz):
+        """Row mode, x-stationary: per (kd, kh) the kw taps of output column w are adjacent x^T columns,
+        so x^T[rows, kw columns, ci] is one stationary (M = taps x ci); moving dy^T[rows, w, C_out];
+        accumulated over every column w in PSUM."""
+        g = self.ctx.g
+        ax = g.axes
+        wo = ax[2].o
+        row = [(t, tn) for t, tn in self.xs_chunks if t_row <= t < t_row + ax[2].k]
+        per = dw_xs_per_bank(g) * (len(self.acc_pool.items) - 1)
+        for b0 in range(0, len(row), per):
+            batch = row[b0:b0 + per]
+            banks = self._xs_banks(len(batch))
+            for w in range(wo):
+                for u, (t, tn) in enumerate(batch):
+                    k0 = t - t_row
+                    st = xt[:nrows, band_slices(w * ax[2].s + k0 * ax[2].r, tn, ax[2].r), :ci_sz]
+                    self._xs_matmul(banks, u, st, tn * ci_sz, self.dyt[:nrows, w, :g.c_out], w > 0)
+            self._xs_fold(banks, ci, ci_sz, batch)
+
+    def _xs_fold(self, banks, ci, ci_sz, chunks):
+        """Fold a group's PSUM accumulators into the x-stationary accumulator: per bank, consecutive
+        chunks with the same tap count in one instruction."""
+        co = self.ctx.g.c_out
+        base = ci * len(self.xs_chunks)
+        for b, u0, k, tn in dw_xs_fold_runs(chunks, dw_xs_per_bank(self.ctx.g)):
+            a = base + self.xs_index[chunks[u0][0]]
+            off = (u0 - b * dw_xs_per_bank(self.ctx.g)) * co
+            dst = self.xacc[:tn * ci_sz, a * co:(a + k) * co]
+            ps = banks[b][:tn * ci_sz, off:off + k * co]
+            if self.direct:
+                self.ctx.evict.copy(dst, ps)
+            elif self.started:
+                nisa.tensor_tensor(dst=dst, data1=dst, data2=ps, op=nl.add, engine=nisa.engine.vector)
+            else:
+                nisa.tensor_copy(dst=dst, src=ps, engine=nisa.engine.vector)
+
+    def _finish_xs(self, pid, lnc):
+        """x-stationary: (LNC2: exchange the fp32 partials, add this program's chunks,) cast each C_in
+        tile once and store its chunks straight into dw (already [(tap, ci), co]: no transposes)."""
+        ctx, g = self.ctx, self.ctx.g
+        co = g.c_out
+        n = len(self.xs_chunks)
+        parts = min(PMAX, max(tn for _t, tn in self.xs_chunks) * self.ctx.plan.dw_ci_tile) if n else 1
+        if not self.started:
+            nisa.memset(self.xacc[:parts, :], 0.0, engine=nisa.engine.vector)
+        lo, hi = 0, n
+        if self.own_taps is None and lnc == 2:   # each program adds and stores its share of the chunks
+            per = -(-n // lnc)
+            lo, hi = min(n, pid * per), min(n, (pid + 1) * per)
+            other = nl.ndarray(self.xacc.shape, nl.float32, buffer=nl.sbuf, name="dw_other")
+            nisa.sendrecv(src=self.xacc[:parts, :], dst=other[:parts, :], send_to_rank=1 - pid,
+                          recv_from_rank=1 - pid, pipe_id=0)
+            if hi > lo:
+                for i in range(len(self.ci_tiles)):
+                    mine = self.xacc[:parts, (i * n + lo) * co:(i * n + hi) * co]
+                    nisa.tensor_tensor(dst=mine, data1=mine, data2=other[:parts, (i * n + lo) * co:(i * n + hi) * co],
+                                       op=nl.add, engine=nisa.engine.vector)
+        if hi <= lo:
+            return
+        runs = xs_store_runs(self.xs_chunks[lo:hi])
+        dw_flat = ctx.dw.reshape((g.taps, g.c_in, co))
+        cast_pool = None if self.direct else Pool(2, (PMAX, (hi - lo) * co), ctx.dtype, nl.sbuf, "dw_xcast")
+        cast_engines = (nisa.engine.vector, nisa.engine.gpsimd)
+        for i, (ci0, ci_sz) in enumerate(self.ci_tiles):
+            src = self.xacc
+            c0 = (i * n + lo) * co
+            if cast_pool is not None:   # one cast copy of this C_in tile's chunks to the output dtype
+                src = cast_pool.take()
+                nisa.tensor_copy(dst=src[:parts, :(hi - lo) * co], src=self.xacc[:parts, c0:c0 + (hi - lo) * co],
+                                 engine=cast_engines[i % 2])
+                c0 = 0
+            for k0, t0, tn, single in runs:
+                a = c0 + k0 * co
+                if single:   # consecutive single-tap chunks: [ci, taps, C_out]
+                    nisa.dma_copy(dst=dw_flat[t0:t0 + tn, ci0:ci0 + ci_sz, :].permute((1, 0, 2)),
+                                  src=src[:ci_sz, a:a + tn * co])
+                else:        # one chunk [(tap, ci), C_out] -> dw[t0:t0+tn, ci tile, :]
+                    nisa.dma_copy(dst=dw_flat[t0:t0 + tn, ci0:ci0 + ci_sz, :], src=src[:tn * ci_sz, a:a + co])
 
     def _db(self, columns):
         """db += sum over the dy^T columns (npos, index) of this box: ones-vector matmuls on the PE."""
@@ -267,6 +391,9 @@ class DwState:
 
     def finish(self, pid, lnc):
         """Combine the LNC partials, cast, transpose to [ci, co] and store this program's taps."""
+        if self.xs:
+            self._finish_xs(pid, lnc)
+            return
         ctx, g = self.ctx, self.ctx.g
         if not self.started:
             for c, (_co0, co_sz) in enumerate(self.co_tiles):
