@@ -22,15 +22,39 @@ from .planner import (
     dw_own_taps,
     dw_stage_rows,
     dw_tap_passes,
+    dw_xs_bundle,
     dw_xs_chunks,
     dw_xs_fold_runs,
     dw_xs_group_banks,
     dw_xs_per_bank,
+    dw_xs_row_chunks,
     xs_store_runs,
 )
 from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, tiles
 
 LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
+
+
+class SlotRing:
+    """A ring of tiles [P, slots, ...] handed out one slot view [P, ...] at a time (like ``Pool``);
+    ``align`` makes the next view the first slot of the next tile; ``tile`` is the last view's tile."""
+
+    def __init__(self, count, slots, shape, dtype, name):
+        self.tiles = [nl.ndarray((shape[0], slots) + tuple(shape[1:]), dtype, buffer=nl.sbuf, name=f"{name}{i}")
+                      for i in range(count)]
+        self.slots = slots
+        self.k = -1   # the last slot handed out, counted over the whole ring
+
+    def take(self):
+        self.k = (self.k + 1) % (len(self.tiles) * self.slots)
+        return self.tile[:, self.k % self.slots]
+
+    def align(self):
+        self.k += (self.slots - 1 - self.k % self.slots) % self.slots if self.k >= 0 else 0
+
+    @property
+    def tile(self):
+        return self.tiles[(self.k // self.slots) % len(self.tiles)]
 
 
 class DwState:
@@ -64,7 +88,7 @@ class DwState:
         self.xs = plan.dw_x_stationary
         if self.xs:
             self.xs_chunks = dw_xs_chunks(g, plan, self.span)
-            self.xs_index = {t: k for k, (t, _tn) in enumerate(self.xs_chunks)}
+            self.xs_index = {t: k for k, (t, _nb, _tn) in enumerate(self.xs_chunks)}
             n_units = max(1, len(self.ci_tiles) * len(self.xs_chunks))
             self.xacc = nl.ndarray((PMAX, n_units * g.c_out), ctx.dtype if direct else nl.float32, buffer=nl.sbuf,
                                    name="dw_xacc")
@@ -82,7 +106,10 @@ class DwState:
             rows_cap = [min(max_rows[0], PMAX), min(max_rows[1], PMAX)]
             xext = (dw_x_extent(g.axes[0], rows_cap[0]), dw_x_extent(g.axes[1], rows_cap[1]), xext[2])
             self.dyt = nl.ndarray((PMAX, wo, g.c_out), ctx.dtype, buffer=nl.sbuf, name="dw_dyt")
-            self.xt_pool = Pool(2, (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, nl.sbuf, "dw_xt")
+            if self.xs:   # x^T of several (kd, kh) pairs in one tile (a stationary may span them)
+                self.xt_pool = SlotRing(2, dw_xs_bundle(g, plan), (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, "dw_xt")
+            else:
+                self.xt_pool = Pool(2, (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, nl.sbuf, "dw_xt")
         else:
             n_pt = len(box_blocks((0, 0, 0), (max_rows[0], max_rows[1], wo), PMAX)) if min(max_rows) > 0 else 0
             self.dyt = nl.ndarray((PMAX, max(1, n_pt), g.c_out), ctx.dtype, buffer=nl.sbuf, name="dw_dyt")
@@ -162,10 +189,10 @@ class DwState:
             n = gn * ci_sz
             npos = ptiles[p][1][0] * ptiles[p][1][1] * ptiles[p][1][2]
             if self.xs:
-                grp = [(t, tn) for t, tn in self.xs_chunks if t0 <= t < t0 + gn]
+                grp = [ch for ch in self.xs_chunks if t0 <= ch[0] < t0 + gn]
                 if p == 0:
                     accs = self._xs_banks(len(grp))
-                for u, (t, tn) in enumerate(grp):
+                for u, (t, _nb, tn) in enumerate(grp):
                     col = (t - t0) * ci_sz   # the chunk's taps are adjacent ci-blocks of the x^T group
                     self._xs_matmul(accs, u, xt[:npos, col:col + tn * ci_sz], tn * ci_sz,
                                     self.dyt[:npos, p, :g.c_out], p > 0)
@@ -250,14 +277,29 @@ class DwState:
                         ctx.evict.copy(xt[:nrows, c0:c0 + cn, :ci_sz], pt[:nrows, :cn * ci_sz])
                     return xt
 
-                staged = [stage(pairs[0])] if pairs else []
+                nb = dw_xs_bundle(g, plan) if self.xs else 1
+                bundle_tiles = {}
+
+                def stage_at(k, stage=stage, pairs=pairs, nb=nb, bundle_tiles=bundle_tiles):
+                    """x-stationary: a bundle of nb pairs starts on a fresh tile of the ring."""
+                    if self.xs and k % nb == 0:
+                        self.xt_pool.align()
+                    view = stage(pairs[k])
+                    if self.xs:
+                        bundle_tiles[k // nb] = self.xt_pool.tile
+                    return view
+
+                staged = [stage_at(0)] if pairs else []
                 for pi, (kd, kh) in enumerate(pairs):
                     if pi + 1 < len(pairs):
-                        staged.append(stage(pairs[pi + 1]))
+                        staged.append(stage_at(pi + 1))
                     xt = staged[pi]
                     staged[pi] = None
                     if self.xs:
-                        self._xs_rows(xt, nrows, g.tap_index(kd, kh, 0), self.ci_tiles.index((ci0, ci_sz)), ci_sz)
+                        if pi % nb == nb - 1 or pi == len(pairs) - 1:   # the bundle's x^T are all built
+                            q0 = pi - pi % nb
+                            self._xs_rows(bundle_tiles.pop(pi // nb), nrows, pairs[q0][0] * kh_n + pairs[q0][1],
+                                          pi - q0 + 1, self.ci_tiles.index((ci0, ci_sz)), ci_sz)
                         continue
                     for k0 in range(0, kw_n, gk):
                         kn = min(gk, kw_n - k0)
@@ -289,23 +331,24 @@ class DwState:
         nisa.nc_matmul(banks[u // per][:m, off:off + co], stationary=stationary, moving=moving,
                        accumulate=accumulate)
 
-    def _xs_rows(self, xt, nrows, t_row, ci, ci_sz):
-        """Row mode, x-stationary: per (kd, kh) the kw taps of output column w are adjacent x^T columns,
-        so x^T[rows, kw columns, ci] is one stationary (M = taps x ci); moving dy^T[rows, w, C_out];
-        accumulated over every column w in PSUM."""
+    def _xs_rows(self, tile, nrows, pair0, n_pairs, ci, ci_sz):
+        """Row mode, x-stationary, one bundle of (kd, kh) pairs whose x^T [rows, pairs, cols, ci] share
+        ``tile``: the kw taps of output column w are adjacent x^T columns and the pairs a uniform stride
+        apart, so a chunk x^T[rows, pairs, kw columns, ci] is one stationary (M = pairs x taps x ci);
+        moving dy^T[rows, w, C_out]; accumulated over every column w in PSUM."""
         g = self.ctx.g
         ax = g.axes
-        wo = ax[2].o
-        row = [(t, tn) for t, tn in self.xs_chunks if t_row <= t < t_row + ax[2].k]
+        kw = ax[2].k
+        chunks = dw_xs_row_chunks(g, self.ctx.plan, pair0, n_pairs)
         per = dw_xs_per_bank(g) * (len(self.acc_pool.items) - 1)
-        for b0 in range(0, len(row), per):
-            batch = row[b0:b0 + per]
+        for b0 in range(0, len(chunks), per):
+            batch = chunks[b0:b0 + per]
             banks = self._xs_banks(len(batch))
-            for w in range(wo):
-                for u, (t, tn) in enumerate(batch):
-                    k0 = t - t_row
-                    st = xt[:nrows, band_slices(w * ax[2].s + k0 * ax[2].r, tn, ax[2].r), :ci_sz]
-                    self._xs_matmul(banks, u, st, tn * ci_sz, self.dyt[:nrows, w, :g.c_out], w > 0)
+            for w in range(ax[2].o):
+                for u, (t, nb, tn) in enumerate(batch):
+                    q, k0 = t // kw - pair0, t % kw
+                    st = tile[:nrows, q:q + nb, band_slices(w * ax[2].s + k0 * ax[2].r, tn, ax[2].r), :ci_sz]
+                    self._xs_matmul(banks, u, st, nb * tn * ci_sz, self.dyt[:nrows, w, :g.c_out], w > 0)
             self._xs_fold(banks, ci, ci_sz, batch)
 
     def _xs_fold(self, banks, ci, ci_sz, chunks):
@@ -313,11 +356,11 @@ class DwState:
         chunks with the same tap count in one instruction."""
         co = self.ctx.g.c_out
         base = ci * len(self.xs_chunks)
-        for b, u0, k, tn in dw_xs_fold_runs(chunks, dw_xs_per_bank(self.ctx.g)):
+        for b, u0, k, taps in dw_xs_fold_runs(chunks, dw_xs_per_bank(self.ctx.g)):
             a = base + self.xs_index[chunks[u0][0]]
             off = (u0 - b * dw_xs_per_bank(self.ctx.g)) * co
-            dst = self.xacc[:tn * ci_sz, a * co:(a + k) * co]
-            ps = banks[b][:tn * ci_sz, off:off + k * co]
+            dst = self.xacc[:taps * ci_sz, a * co:(a + k) * co]
+            ps = banks[b][:taps * ci_sz, off:off + k * co]
             if self.direct:
                 self.ctx.evict.copy(dst, ps)
             elif self.started:
@@ -331,7 +374,7 @@ class DwState:
         ctx, g = self.ctx, self.ctx.g
         co = g.c_out
         n = len(self.xs_chunks)
-        parts = min(PMAX, max(tn for _t, tn in self.xs_chunks) * self.ctx.plan.dw_ci_tile) if n else 1
+        parts = min(PMAX, max(nb * tn for _t, nb, tn in self.xs_chunks) * self.ctx.plan.dw_ci_tile) if n else 1
         if not self.started:
             nisa.memset(self.xacc[:parts, :], 0.0, engine=nisa.engine.vector)
         lo, hi = 0, n
@@ -350,6 +393,8 @@ class DwState:
             return
         runs = xs_store_runs(self.xs_chunks[lo:hi])
         dw_flat = ctx.dw.reshape((g.taps, g.c_in, co))
+        kw = g.axes[2].k
+        dw_rows = ctx.dw.reshape((g.taps // kw, kw, g.c_in, co))   # [(kd, kh) pairs, kw, ci, co]
         cast_pool = None if self.direct else Pool(2, (PMAX, (hi - lo) * co), ctx.dtype, nl.sbuf, "dw_xcast")
         cast_engines = (nisa.engine.vector, nisa.engine.gpsimd)
         for i, (ci0, ci_sz) in enumerate(self.ci_tiles):
@@ -360,13 +405,17 @@ class DwState:
                 nisa.tensor_copy(dst=src[:parts, :(hi - lo) * co], src=self.xacc[:parts, c0:c0 + (hi - lo) * co],
                                  engine=cast_engines[i % 2])
                 c0 = 0
-            for k0, t0, tn, single in runs:
+            for k0, t0, nb, tn, single in runs:
                 a = c0 + k0 * co
-                if single:   # consecutive single-tap chunks: [ci, taps, C_out]
+                if single:     # consecutive single-tap chunks: [ci, taps, C_out]
                     nisa.dma_copy(dst=dw_flat[t0:t0 + tn, ci0:ci0 + ci_sz, :].permute((1, 0, 2)),
                                   src=src[:ci_sz, a:a + tn * co])
-                else:        # one chunk [(tap, ci), C_out] -> dw[t0:t0+tn, ci tile, :]
+                elif nb == 1:  # one chunk [(tap, ci), C_out] -> dw[t0:t0+tn, ci tile, :]
                     nisa.dma_copy(dst=dw_flat[t0:t0 + tn, ci0:ci0 + ci_sz, :], src=src[:tn * ci_sz, a:a + co])
+                else:          # [(pair, kw tap, ci), C_out] -> dw[pairs, kw taps, ci tile, :]
+                    q, k = t0 // kw, t0 % kw
+                    nisa.dma_copy(dst=dw_rows[q:q + nb, k:k + tn, ci0:ci0 + ci_sz, :],
+                                  src=src[:nb * tn * ci_sz, a:a + co])
 
     def _db(self, columns):
         """db += sum over the dy^T columns (npos, index) of this box: ones-vector matmuls on the PE."""

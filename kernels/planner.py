@@ -128,9 +128,23 @@ XS_MAX_BANKS = 3   # PSUM banks of one x-stationary accumulation group (the ring
 
 def dw_xs_slots(g: ConvGeom, p: Plan) -> int:
     """x-stationary dw: taps per stationary operand, each ``dw_ci_tile`` partitions of the output
-    (M = taps x ci <= 128), within one tap group (box mode) or one kw row (row mode)."""
+    (M = taps x ci <= 128): within one tap group (box mode), within one kw row (row mode: the kw taps
+    of one (kd, kh) at once; ``dw_xs_bundle`` adds the rows of several (kd, kh))."""
     unit = g.axes[2].k if p.dw_method is DwMethod.ROW_PACK else p.dw_tap_group
     return max(1, min(unit, PMAX // p.dw_ci_tile))
+
+
+def dw_xs_bundle(g: ConvGeom, p: Plan) -> int:
+    """Row mode, x-stationary: the (kd, kh) pairs whose x^T share one tile [rows, pairs, cols, ci], so
+    that a stationary can take the same kw taps of several pairs (a uniform stride between them):
+    m = 128 // ci taps fit M; K_w <= m: m // K_w whole kw rows per stationary; else the K_w mod m
+    leftover taps of m // leftover pairs together."""
+    if p.dw_method is not DwMethod.ROW_PACK:
+        return 1
+    m = max(1, PMAX // p.dw_ci_tile)
+    kw = g.axes[2].k
+    r = kw if kw <= m else kw % m
+    return max(1, min(g.axes[0].k * g.axes[1].k, m // r if r else 1))
 
 
 def dw_xs_per_bank(g: ConvGeom) -> int:
@@ -143,38 +157,68 @@ def dw_xs_fits(g: ConvGeom) -> bool:
     return g.c_out * 4 <= PSUM_BANK_BYTES
 
 
-def dw_xs_chunks(g: ConvGeom, p: Plan, span: tuple[int, int]) -> list[tuple[int, int]]:
-    """(first tap, taps) of the stationary chunks of a pass: the taps of a tap group (box mode) or of
-    one (kd, kh) kw row (row mode), ``dw_xs_slots`` at a time. Passes start at whole units."""
+def dw_xs_row_chunks(g: ConvGeom, p: Plan, pair0: int, n_pairs: int) -> list[tuple[int, int, int]]:
+    """Row mode: the stationary chunks (first tap, pairs, kw taps) of the ``n_pairs`` (kd, kh) pairs of
+    one x^T bundle from flat pair ``pair0``: taps ``first + b * K_w + j`` (b < pairs, j < kw taps)."""
+    kw = g.axes[2].k
+    m = max(1, PMAX // p.dw_ci_tile)
+    out = []
+    if kw <= m:
+        q = m // kw
+        return [((pair0 + b) * kw, min(q, n_pairs - b), kw) for b in range(0, n_pairs, q)]
+    r = kw % m
+    for b in range(n_pairs):
+        out += [((pair0 + b) * kw + k0, 1, m) for k0 in range(0, kw - r, m)]
+    if r:
+        q = m // r
+        out += [((pair0 + b) * kw + kw - r, min(q, n_pairs - b), r) for b in range(0, n_pairs, q)]
+    return out
+
+
+def dw_xs_bundles(g: ConvGeom, p: Plan, span: tuple[int, int]) -> list[tuple[int, int]]:
+    """Row mode: (first flat pair, pairs) of the x^T bundles of a pass (whole pairs)."""
+    kw = g.axes[2].k
+    lo, hi = span[0] // kw, ceil_div(span[1], kw)
+    nb = dw_xs_bundle(g, p)
+    return [(q, min(nb, hi - q)) for q in range(lo, hi, nb)]
+
+
+def dw_xs_chunks(g: ConvGeom, p: Plan, span: tuple[int, int]) -> list[tuple[int, int, int]]:
+    """(first tap, blocks, taps per block) of the stationary chunks of a pass, in accumulator order:
+    box mode, ``dw_xs_slots`` consecutive taps of a tap group (one block); row mode, per x^T bundle
+    ``dw_xs_row_chunks``. Passes start at whole units (tap groups / pairs)."""
+    if p.dw_method is DwMethod.ROW_PACK:
+        return [ch for q, n in dw_xs_bundles(g, p, span) for ch in dw_xs_row_chunks(g, p, q, n)]
     lo, hi = span
-    unit = g.axes[2].k if p.dw_method is DwMethod.ROW_PACK else p.dw_tap_group
     m = dw_xs_slots(g, p)
     out = []
-    for t0 in range(lo, hi, unit):
-        end = min(hi, t0 + unit)
-        out += [(t, min(m, end - t)) for t in range(t0, end, m)]
+    for t0 in range(lo, hi, p.dw_tap_group):
+        end = min(hi, t0 + p.dw_tap_group)
+        out += [(t, 1, min(m, end - t)) for t in range(t0, end, m)]
     return out
 
 
 def dw_xs_group_banks(g: ConvGeom, p: Plan) -> int:
-    """PSUM banks of one x-stationary accumulation group (box: a tap group; row: a batch of the kw
-    chunks of one (kd, kh), at most ``XS_MAX_BANKS``)."""
-    unit = g.axes[2].k if p.dw_method is DwMethod.ROW_PACK else p.dw_tap_group
-    units = ceil_div(unit, dw_xs_slots(g, p))
+    """PSUM banks of one x-stationary accumulation group (box: a tap group; row: a batch of the
+    chunks of one x^T bundle, at most ``XS_MAX_BANKS``)."""
+    if p.dw_method is DwMethod.ROW_PACK:
+        units = len(dw_xs_row_chunks(g, p, 0, dw_xs_bundle(g, p)))
+    else:
+        units = ceil_div(p.dw_tap_group, dw_xs_slots(g, p))
     return min(XS_MAX_BANKS, ceil_div(units, dw_xs_per_bank(g)))
 
 
-def dw_xs_fold_runs(chunks: list[tuple[int, int]], per_bank: int) -> list[tuple[int, int, int, int]]:
+def dw_xs_fold_runs(chunks: list[tuple[int, int, int]], per_bank: int) -> list[tuple[int, int, int, int]]:
     """(bank, first unit, units, taps per unit) of the fold copies of one accumulation group: the
     consecutive units of one bank with the same tap count fold in one instruction."""
     runs: list[tuple[int, int, int, int]] = []
-    for u, (_t, tn) in enumerate(chunks):
+    for u, (_t, nb, tn) in enumerate(chunks):
         b = u // per_bank
-        if runs and runs[-1][0] == b and runs[-1][3] == tn:
-            bb, u0, k, _ = runs[-1]
-            runs[-1] = (bb, u0, k + 1, tn)
+        if runs and runs[-1][0] == b and runs[-1][3] == nb * tn:
+            bb, u0, k, taps = runs[-1]
+            runs[-1] = (bb, u0, k + 1, taps)
         else:
-            runs.append((b, u, 1, tn))
+            runs.append((b, u, 1, nb * tn))
     return runs
 
 
@@ -431,7 +475,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             cap = (min(rows[0], PMAX), min(rows[1], PMAX))
             dyt = Wo * g.c_out * ds
             xb = 2 * dw_x_extent(g.axes[0], cap[0]) * dw_x_extent(g.axes[1], cap[1]) * xw * ds
-            xt = 2 * xw * p.dw_ci_tile * ds
+            xt = 2 * dw_xs_bundle(g, p) * xw * p.dw_ci_tile * ds if p.dw_x_stationary else 2 * xw * p.dw_ci_tile * ds
         else:
             npos = _dw_pos_tiles(rows, Wo)
             dyt = max(1, npos) * g.c_out * ds
@@ -780,7 +824,7 @@ def _estimate_xs_groups(c: CostSheet, g: ConvGeom, p: Plan, ci: int, sizes: list
         for npos, cnt in sizes:
             c.transpose(ci, npos, fp32, gs * cnt)
             c.evict(gs * ci, two, cnt)
-            for _t, tn in grp:
+            for _t, _nb, tn in grp:
                 c.matmul(tn * ci, g.c_out, fp32, cnt)
         for _b, _u0, k, _tn in dw_xs_fold_runs(grp, per_bank):
             _fold_cost(c, g, p, k * g.c_out, 1)
@@ -810,25 +854,26 @@ def _estimate_xs_finish(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, w
     return fill
 
 
-def _xs_stores(g: ConvGeom, p: Plan, chunks: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def _xs_stores(g: ConvGeom, p: Plan, chunks: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
     """(taps, count) of the store DMAs of one C_in tile (mirrors DwState._finish_xs)."""
     out: dict[int, int] = {}
-    for _i, _t0, tn, _single in xs_store_runs(chunks):
-        out[tn] = out.get(tn, 0) + 1
+    for _i, _t0, nb, tn, _single in xs_store_runs(chunks):
+        out[nb * tn] = out.get(nb * tn, 0) + 1
     return sorted(out.items())
 
 
-def xs_store_runs(chunks: list[tuple[int, int]]) -> list[tuple[int, int, int, bool]]:
-    """(first chunk index, first tap, taps, single) of the x-stationary store DMAs: single-tap chunks of
-    consecutive taps store together (``single``: [ci, taps, C_out]); a multi-tap chunk, [(tap, ci), C_out],
-    alone."""
-    runs: list[tuple[int, int, int, bool]] = []
-    for i, (t, tn) in enumerate(chunks):
-        if tn == 1 and runs and runs[-1][3] and runs[-1][1] + runs[-1][2] == t:
-            i0, t0, k, _ = runs[-1]
-            runs[-1] = (i0, t0, k + 1, True)
+def xs_store_runs(chunks: list[tuple[int, int, int]]) -> list[tuple[int, int, int, int, bool]]:
+    """(first chunk index, first tap, blocks, taps per block, single) of the x-stationary store DMAs:
+    single-tap chunks of consecutive taps store together (``single``: [ci, taps, C_out], taps in
+    ``taps per block``); any other chunk, [(block, tap, ci), C_out], alone."""
+    runs: list[tuple[int, int, int, int, bool]] = []
+    for i, (t, nb, tn) in enumerate(chunks):
+        one = nb == 1 and tn == 1
+        if one and runs and runs[-1][4] and runs[-1][1] + runs[-1][3] == t:
+            i0, t0, _nb, k, _ = runs[-1]
+            runs[-1] = (i0, t0, 1, k + 1, True)
         else:
-            runs.append((i, t, tn, tn == 1))
+            runs.append((i, t, nb, tn, one))
     return runs
 
 
@@ -908,21 +953,22 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
             c.transpose(ci, nrows, fp32, pairs * xw)
             for c0 in range(0, xw, cols):
                 c.evict(min(cols, xw - c0) * ci, two, pairs)
-            if p.dw_x_stationary:   # per (kd, kh): stationary chunks of kw taps x ci, moving dy^T [rows, C_out]
-                row = dw_xs_chunks(g, p, (0, kw_n))
-                for _t, tn in row:
-                    c.matmul(tn * ci, g.c_out, fp32, pairs * Wo)
-                for batch in _xs_row_batches(g, row):
-                    for _b, _u0, k, _tn in dw_xs_fold_runs(batch, dw_xs_per_bank(g)):
-                        _fold_cost(c, g, p, k * g.c_out, pairs)
+            if p.dw_x_stationary:   # per bundle: stationary chunks (pairs x kw taps x ci), moving dy^T [rows, C_out]
+                for q, n in dw_xs_bundles(g, p, (0, pairs * kw_n)):
+                    bundle = dw_xs_row_chunks(g, p, q, n)
+                    for _t, nb, tn in bundle:
+                        c.matmul(nb * tn * ci, g.c_out, fp32, Wo)
+                    for batch in _xs_row_batches(g, bundle):
+                        for _b, _u0, k, _tn in dw_xs_fold_runs(batch, dw_xs_per_bank(g)):
+                            _fold_cost(c, g, p, k * g.c_out, 1)
                 continue
             for kn in kgroups:
                 c.matmul(co_t, kn * ci, fp32, pairs * n_co * Wo)
                 _fold_cost(c, g, p, kn * ci, pairs * n_co)
 
 
-def _xs_row_batches(g: ConvGeom, row: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
-    """The kw chunks of one (kd, kh) in batches whose accumulators fit ``XS_MAX_BANKS`` banks."""
+def _xs_row_batches(g: ConvGeom, row: list[tuple[int, int, int]]) -> list[list[tuple[int, int, int]]]:
+    """The chunks of one x^T bundle in batches whose accumulators fit ``XS_MAX_BANKS`` banks."""
     per = dw_xs_per_bank(g) * XS_MAX_BANKS
     return [row[i:i + per] for i in range(0, len(row), per)]
 

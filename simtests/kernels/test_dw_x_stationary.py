@@ -12,6 +12,7 @@ from kernels.planner import (
     DwMethod,
     Strategy,
     dw_tap_passes,
+    dw_xs_bundle,
     dw_xs_chunks,
     dw_xs_fold_runs,
     dw_xs_slots,
@@ -104,16 +105,29 @@ def test_x_stationary_ci_ranges_are_exact(mode):
 
 
 def test_x_stationary_packs_kw_taps_on_the_stationary():
-    """C_in 64, K_w 3: row mode packs two kw taps per stationary (M = 128), chunks (2, 1) per (kd, kh)."""
+    """C_in 64, K_w 3: row mode packs two kw taps per stationary (M = 128) and the third kw tap of two
+    (kd, kh) pairs together (their x^T share a tile): 3 chunks per 2 pairs, 14 for 27 taps."""
     p = plan_conv3d_bwd((1, 64, 4, 4, 4), (1, 64, 4, 4, 4), (3, 3, 3, 64, 64), padding=(1,) * 6)
     q = next(a for a in p.feasible_candidates() if a.dw_x_stationary and a.dw_method is DwMethod.ROW_PACK)
     g = q.geometry()
-    assert dw_xs_slots(g, q) == 2
-    assert dw_xs_chunks(g, q, (0, 6)) == [(0, 2), (2, 1), (3, 2), (5, 1)]
-    # per bank (C_out 64: 8 accumulators), the two chunk sizes fold separately
-    assert dw_xs_fold_runs([(0, 2), (2, 1)], 8) == [(0, 0, 1, 2), (0, 1, 1, 1)]
-    assert xs_store_runs([(0, 1), (1, 1), (2, 1), (5, 1), (6, 2)]) == [
-        (0, 0, 3, True), (3, 5, 1, True), (4, 6, 2, False)]
+    assert dw_xs_slots(g, q) == 2 and dw_xs_bundle(g, q) == 2
+    assert dw_xs_chunks(g, q, (0, 6)) == [(0, 1, 2), (3, 1, 2), (2, 2, 1)]
+    assert len(dw_xs_chunks(g, q, (0, 27))) == 14
+    # per bank (C_out 64: 8 accumulators) chunks of one size fold together, other sizes apart
+    assert dw_xs_fold_runs([(0, 1, 2), (3, 1, 2), (2, 2, 1)], 8) == [(0, 0, 3, 2)]
+    assert dw_xs_fold_runs([(0, 1, 2), (2, 1, 1), (3, 1, 2)], 8) == [(0, 0, 1, 2), (0, 1, 1, 1), (0, 2, 1, 2)]
+    assert dw_xs_fold_runs([(0, 1, 2), (3, 1, 2), (2, 2, 1)], 1) == [(0, 0, 1, 2), (1, 1, 1, 2), (2, 2, 1, 2)]
+    assert xs_store_runs([(0, 1, 1), (1, 1, 1), (2, 1, 1), (5, 1, 1), (6, 1, 2), (8, 2, 1)]) == [
+        (0, 0, 1, 3, True), (3, 5, 1, 1, True), (4, 6, 1, 2, False), (5, 8, 2, 1, False)]
+
+
+def test_x_stationary_stacks_whole_kw_rows_for_tiny_c_in():
+    """C_in 3, kernel 3x7x7: six (kd, kh) kw rows per stationary, M = 6 x 7 x 3 = 126."""
+    p = plan_conv3d_bwd((1, 64, 4, 4, 4), (1, 3, 6, 10, 10), (3, 7, 7, 3, 64))
+    q = next(a for a in p.feasible_candidates() if a.dw_x_stationary and a.dw_method is DwMethod.ROW_PACK)
+    g = q.geometry()
+    assert dw_xs_bundle(g, q) == 6
+    assert dw_xs_chunks(g, q, (0, g.taps)) == [(0, 6, 7), (42, 6, 7), (84, 6, 7), (126, 3, 7)]
 
 
 def test_x_stationary_is_not_offered_beyond_one_bank_of_c_out():
