@@ -6,6 +6,11 @@ dilation and padding cost nothing) transposed on the PE, ``G`` taps side by side
 (stationary dy^T [pos, co], moving x^T [pos, G*ci]) accumulates dw^T[co, (tap, ci)] in a PSUM bank
 over the position tiles, then into an fp32 SBUF accumulator over boxes and batches. At the end the
 accumulator is (LNC2: exchanged and added,) cast, transposed to [ci, co] and stored.
+
+x-stationary (``plan.dw_x_stationary``): the same x^T and dy^T tiles with the roles swapped,
+stationary x^T [pos, (taps x ci) <= 128], moving dy^T [pos, C_out <= 512], so PSUM holds
+dw[(tap, ci), co], the output layout: folded into one fp32 accumulator [(slot, ci), chunks, C_out],
+cast once per C_in tile and stored by DMA (no transposes).
 """
 import nki.isa as nisa
 import nki.language as nl
@@ -439,7 +444,8 @@ class DwState:
             nisa.tensor_copy(dst=dst, src=ps, engine=nisa.engine.vector)
 
     def finish(self, pid, lnc):
-        """Combine the LNC partials, cast, transpose to [ci, co] and store this program's taps."""
+        """Combine the LNC partials, cast, transpose to [ci, co] and store this program's taps
+        (x-stationary: ``_finish_xs``, no transposes)."""
         if self.xs:
             self._finish_xs(pid, lnc)
             return
