@@ -6,6 +6,11 @@ dilation and padding cost nothing) transposed on the PE, ``G`` taps side by side
 (stationary dy^T [pos, co], moving x^T [pos, G*ci]) accumulates dw^T[co, (tap, ci)] in a PSUM bank
 over the position tiles, then into an fp32 SBUF accumulator over boxes and batches. At the end the
 accumulator is (LNC2: exchanged and added,) cast, transposed to [ci, co] and stored.
+
+x-stationary (``plan.dw_x_stationary``): the same x^T and dy^T tiles with the roles swapped,
+stationary x^T [pos, (taps x ci) <= 128], moving dy^T [pos, C_out <= 512], so PSUM holds
+dw[(tap, ci), co], the output layout: folded into one fp32 accumulator [(slot, ci), chunks, C_out],
+cast once per C_in tile and stored by DMA (no transposes).
 """
 import nki.isa as nisa
 import nki.language as nl
@@ -22,10 +27,39 @@ from .planner import (
     dw_own_taps,
     dw_stage_rows,
     dw_tap_passes,
+    dw_xs_bundle,
+    dw_xs_chunks,
+    dw_xs_fold_runs,
+    dw_xs_group_banks,
+    dw_xs_per_bank,
+    dw_xs_row_chunks,
+    xs_store_runs,
 )
 from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, tiles
 
 LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
+
+
+class SlotRing:
+    """A ring of tiles [P, slots, ...] handed out one slot view [P, ...] at a time (like ``Pool``);
+    ``align`` makes the next view the first slot of the next tile; ``tile`` is the last view's tile."""
+
+    def __init__(self, count, slots, shape, dtype, name):
+        self.tiles = [nl.ndarray((shape[0], slots) + tuple(shape[1:]), dtype, buffer=nl.sbuf, name=f"{name}{i}")
+                      for i in range(count)]
+        self.slots = slots
+        self.k = -1   # the last slot handed out, counted over the whole ring
+
+    def take(self):
+        self.k = (self.k + 1) % (len(self.tiles) * self.slots)
+        return self.tile[:, self.k % self.slots]
+
+    def align(self):
+        self.k += (self.slots - 1 - self.k % self.slots) % self.slots if self.k >= 0 else 0
+
+    @property
+    def tile(self):
+        return self.tiles[(self.k // self.slots) % len(self.tiles)]
 
 
 class DwState:
@@ -53,9 +87,21 @@ class DwState:
         self.ci_lo, ci_hi = ci_range if ci_range is not None else (0, g.c_in)
         self.width = ci_hi - self.ci_lo
         self.ci_tiles = [(self.ci_lo + c0, sz) for c0, sz in tiles(self.width, plan.dw_ci_tile)]
-        self.acc = [nl.ndarray((PMAX, max(1, self.n_span), self.width), ctx.dtype if direct else nl.float32, buffer=nl.sbuf,
-                               name=f"dw_acc{c}")
-                    for c in range(len(self.co_tiles))]
+        # x-stationary (plan.dw_x_stationary): dw[(tap-slot, ci), co] accumulates in one tensor
+        # [(slot, ci) partitions, C_in tiles x chunks, C_out] (chunk k of C_in tile i at column block
+        # i * n_chunks + k), stored straight into dw; else dw^T[co, (tap, ci)] per C_out tile
+        self.xs = plan.dw_x_stationary
+        if self.xs:
+            self.xs_chunks = dw_xs_chunks(g, plan, self.span)
+            self.xs_index = {t: k for k, (t, _nb, _tn) in enumerate(self.xs_chunks)}
+            n_units = max(1, len(self.ci_tiles) * len(self.xs_chunks))
+            self.xacc = nl.ndarray((PMAX, n_units * g.c_out), ctx.dtype if direct else nl.float32, buffer=nl.sbuf,
+                                   name="dw_xacc")
+            self.acc = []
+        else:
+            self.acc = [nl.ndarray((PMAX, max(1, self.n_span), self.width), ctx.dtype if direct else nl.float32,
+                                   buffer=nl.sbuf, name=f"dw_acc{c}")
+                        for c in range(len(self.co_tiles))]
         self.started = False
         wo = g.axes[2].o
         xext = (dw_x_extent(g.axes[0], max_rows[0]), dw_x_extent(g.axes[1], max_rows[1]),
@@ -65,7 +111,10 @@ class DwState:
             rows_cap = [min(max_rows[0], PMAX), min(max_rows[1], PMAX)]
             xext = (dw_x_extent(g.axes[0], rows_cap[0]), dw_x_extent(g.axes[1], rows_cap[1]), xext[2])
             self.dyt = nl.ndarray((PMAX, wo, g.c_out), ctx.dtype, buffer=nl.sbuf, name="dw_dyt")
-            self.xt_pool = Pool(2, (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, nl.sbuf, "dw_xt")
+            if self.xs:   # x^T of several (kd, kh) pairs in one tile (a stationary may span them)
+                self.xt_pool = SlotRing(2, dw_xs_bundle(g, plan), (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, "dw_xt")
+            else:
+                self.xt_pool = Pool(2, (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, nl.sbuf, "dw_xt")
         else:
             n_pt = len(box_blocks((0, 0, 0), (max_rows[0], max_rows[1], wo), PMAX)) if min(max_rows) > 0 else 0
             self.dyt = nl.ndarray((PMAX, max(1, n_pt), g.c_out), ctx.dtype, buffer=nl.sbuf, name="dw_dyt")
@@ -74,8 +123,8 @@ class DwState:
         self.x_pool = Pool(2, (PMAX,) + tuple(max(1, e) for e in xext), ctx.dtype, nl.sbuf, "dw_x")
         stage = dw_x_stage_elems(g, dw_stage_rows(plan, max_rows))
         self.x_stage = Pool(2, (PMAX, stage), ctx.dtype, nl.sbuf, "dw_x_stage") if stage else None
-        self.acc_pool = Pool(dw_acc_banks(plan.dw_co_chunk, len(self.co_tiles)), (PMAX, BANK_FP32), nl.float32,
-                             nl.psum, "ps_dw")
+        banks = dw_xs_group_banks(g, plan) + 1 if self.xs else dw_acc_banks(plan.dw_co_chunk, len(self.co_tiles))
+        self.acc_pool = Pool(banks, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dw")
 
     def add_box(self, b, od, oh, dy_views):
         """Accumulate the output box rows od=[d0,d1) x oh=[h0,h1) x all W of batch b; dy_views per co tile."""
@@ -105,8 +154,9 @@ class DwState:
         # one flat stream of steps (C_in tile, tap group, C_out chunk, position tile), software
         # pipelined across every boundary: x^T of step i+LOOKAHEAD is built before the matmuls of step i
         t_lo, t_hi = self.span
+        co_steps = [0] if self.xs else range(0, n_co, chunk)   # x-stationary: all of C_out on the moving axis
         steps = [(ci, t0, c0, p) for ci in range(len(self.ci_tiles)) for t0 in range(t_lo, t_hi, G)
-                 for c0 in range(0, n_co, chunk) for p in range(len(ptiles))]
+                 for c0 in co_steps for p in range(len(ptiles))]
         bands = {}
 
         def stage(i):
@@ -142,10 +192,21 @@ class DwState:
             ci0, ci_sz = self.ci_tiles[ci]
             gn = min(t_hi, t0 + G) - t0
             n = gn * ci_sz
+            npos = ptiles[p][1][0] * ptiles[p][1][1] * ptiles[p][1][2]
+            if self.xs:
+                grp = [ch for ch in self.xs_chunks if t0 <= ch[0] < t0 + gn]
+                if p == 0:
+                    accs = self._xs_banks(len(grp))
+                for u, (t, _nb, tn) in enumerate(grp):
+                    col = (t - t0) * ci_sz   # the chunk's taps are adjacent ci-blocks of the x^T group
+                    self._xs_matmul(accs, u, xt[:npos, col:col + tn * ci_sz], tn * ci_sz,
+                                    self.dyt[:npos, p, :g.c_out], p > 0)
+                if p == len(ptiles) - 1:
+                    self._xs_fold(accs, ci, ci_sz, grp)
+                continue
             cts = list(range(c0, min(n_co, c0 + chunk)))
             if p == 0:
                 accs = [self.acc_pool.take() for _ in cts]
-            npos = ptiles[p][1][0] * ptiles[p][1][1] * ptiles[p][1][2]
             for a, c in enumerate(cts):
                 co0, co_sz = self.co_tiles[c]
                 nisa.nc_matmul(accs[a][:co_sz, :n], stationary=self.dyt[:npos, p, co0:co0 + co_sz],
@@ -221,12 +282,30 @@ class DwState:
                         ctx.evict.copy(xt[:nrows, c0:c0 + cn, :ci_sz], pt[:nrows, :cn * ci_sz])
                     return xt
 
-                staged = [stage(pairs[0])] if pairs else []
+                nb = dw_xs_bundle(g, plan) if self.xs else 1
+                bundle_tiles = {}
+
+                def stage_at(k, stage=stage, pairs=pairs, nb=nb, bundle_tiles=bundle_tiles):
+                    """x-stationary: a bundle of nb pairs starts on a fresh tile of the ring."""
+                    if self.xs and k % nb == 0:
+                        self.xt_pool.align()
+                    view = stage(pairs[k])
+                    if self.xs:
+                        bundle_tiles[k // nb] = self.xt_pool.tile
+                    return view
+
+                staged = [stage_at(0)] if pairs else []
                 for pi, (kd, kh) in enumerate(pairs):
                     if pi + 1 < len(pairs):
-                        staged.append(stage(pairs[pi + 1]))
+                        staged.append(stage_at(pi + 1))
                     xt = staged[pi]
                     staged[pi] = None
+                    if self.xs:
+                        if pi % nb == nb - 1 or pi == len(pairs) - 1:   # the bundle's x^T are all built
+                            q0 = pi - pi % nb
+                            self._xs_rows(bundle_tiles.pop(pi // nb), nrows, pairs[q0][0] * kh_n + pairs[q0][1],
+                                          pi - q0 + 1, self.ci_tiles.index((ci0, ci_sz)), ci_sz)
+                        continue
                     for k0 in range(0, kw_n, gk):
                         kn = min(gk, kw_n - k0)
                         n = kn * ci_sz
@@ -243,6 +322,105 @@ class DwState:
                             for a, c in enumerate(cts):
                                 self._fold(c, t0, kn, ci0, ci_sz, accs[a][:self.co_tiles[c][1], :n])
             self.started = True
+
+    def _xs_banks(self, n_units):
+        """The PSUM banks of one x-stationary accumulation group of ``n_units`` chunks."""
+        per = dw_xs_per_bank(self.ctx.g)
+        return [self.acc_pool.take() for _ in range(-(-n_units // per))]
+
+    def _xs_matmul(self, banks, u, stationary, m, moving, accumulate):
+        """dw[(tap, ci), co] of chunk ``u`` of the group += stationary.T @ moving (its slot of a bank)."""
+        co = self.ctx.g.c_out
+        per = dw_xs_per_bank(self.ctx.g)
+        off = (u % per) * co
+        nisa.nc_matmul(banks[u // per][:m, off:off + co], stationary=stationary, moving=moving,
+                       accumulate=accumulate)
+
+    def _xs_rows(self, tile, nrows, pair0, n_pairs, ci, ci_sz):
+        """Row mode, x-stationary, one bundle of (kd, kh) pairs whose x^T [rows, pairs, cols, ci] share
+        ``tile``: the kw taps of output column w are adjacent x^T columns and the pairs a uniform stride
+        apart, so a chunk x^T[rows, pairs, kw columns, ci] is one stationary (M = pairs x taps x ci);
+        moving dy^T[rows, w, C_out]; accumulated over every column w in PSUM."""
+        g = self.ctx.g
+        ax = g.axes
+        kw = ax[2].k
+        chunks = dw_xs_row_chunks(g, self.ctx.plan, pair0, n_pairs)
+        per = dw_xs_per_bank(g) * (len(self.acc_pool.items) - 1)
+        for b0 in range(0, len(chunks), per):
+            batch = chunks[b0:b0 + per]
+            banks = self._xs_banks(len(batch))
+            for w in range(ax[2].o):
+                for u, (t, nb, tn) in enumerate(batch):
+                    q, k0 = t // kw - pair0, t % kw
+                    st = tile[:nrows, q:q + nb, band_slices(w * ax[2].s + k0 * ax[2].r, tn, ax[2].r), :ci_sz]
+                    self._xs_matmul(banks, u, st, nb * tn * ci_sz, self.dyt[:nrows, w, :g.c_out], w > 0)
+            self._xs_fold(banks, ci, ci_sz, batch)
+
+    def _xs_fold(self, banks, ci, ci_sz, chunks):
+        """Fold a group's PSUM accumulators into the x-stationary accumulator: per bank, consecutive
+        chunks with the same tap count in one instruction."""
+        co = self.ctx.g.c_out
+        base = ci * len(self.xs_chunks)
+        for b, u0, k, taps in dw_xs_fold_runs(chunks, dw_xs_per_bank(self.ctx.g)):
+            a = base + self.xs_index[chunks[u0][0]]
+            off = (u0 - b * dw_xs_per_bank(self.ctx.g)) * co
+            dst = self.xacc[:taps * ci_sz, a * co:(a + k) * co]
+            ps = banks[b][:taps * ci_sz, off:off + k * co]
+            if self.direct:
+                self.ctx.evict.copy(dst, ps)
+            elif self.started:
+                nisa.tensor_tensor(dst=dst, data1=dst, data2=ps, op=nl.add, engine=nisa.engine.vector)
+            else:
+                nisa.tensor_copy(dst=dst, src=ps, engine=nisa.engine.vector)
+
+    def _finish_xs(self, pid, lnc):
+        """x-stationary: (LNC2: exchange the fp32 partials, add this program's chunks,) cast each C_in
+        tile once and store its chunks straight into dw (already [(tap, ci), co]: no transposes)."""
+        ctx, g = self.ctx, self.ctx.g
+        co = g.c_out
+        n = len(self.xs_chunks)
+        parts = min(PMAX, max(nb * tn for _t, nb, tn in self.xs_chunks) * self.ctx.plan.dw_ci_tile) if n else 1
+        if not self.started:
+            nisa.memset(self.xacc[:parts, :], 0.0, engine=nisa.engine.vector)
+        lo, hi = 0, n
+        if self.own_taps is None and lnc == 2:   # each program adds and stores its share of the chunks
+            per = -(-n // lnc)
+            lo, hi = min(n, pid * per), min(n, (pid + 1) * per)
+            other = nl.ndarray(self.xacc.shape, nl.float32, buffer=nl.sbuf, name="dw_other")
+            nisa.sendrecv(src=self.xacc[:parts, :], dst=other[:parts, :], send_to_rank=1 - pid,
+                          recv_from_rank=1 - pid, pipe_id=0)
+            if hi > lo:
+                for i in range(len(self.ci_tiles)):
+                    mine = self.xacc[:parts, (i * n + lo) * co:(i * n + hi) * co]
+                    nisa.tensor_tensor(dst=mine, data1=mine, data2=other[:parts, (i * n + lo) * co:(i * n + hi) * co],
+                                       op=nl.add, engine=nisa.engine.vector)
+        if hi <= lo:
+            return
+        runs = xs_store_runs(self.xs_chunks[lo:hi])
+        dw_flat = ctx.dw.reshape((g.taps, g.c_in, co))
+        kw = g.axes[2].k
+        dw_rows = ctx.dw.reshape((g.taps // kw, kw, g.c_in, co))   # [(kd, kh) pairs, kw, ci, co]
+        cast_pool = None if self.direct else Pool(2, (PMAX, (hi - lo) * co), ctx.dtype, nl.sbuf, "dw_xcast")
+        cast_engines = (nisa.engine.vector, nisa.engine.gpsimd)
+        for i, (ci0, ci_sz) in enumerate(self.ci_tiles):
+            src = self.xacc
+            c0 = (i * n + lo) * co
+            if cast_pool is not None:   # one cast copy of this C_in tile's chunks to the output dtype
+                src = cast_pool.take()
+                nisa.tensor_copy(dst=src[:parts, :(hi - lo) * co], src=self.xacc[:parts, c0:c0 + (hi - lo) * co],
+                                 engine=cast_engines[i % 2])
+                c0 = 0
+            for k0, t0, nb, tn, single in runs:
+                a = c0 + k0 * co
+                if single:     # consecutive single-tap chunks: [ci, taps, C_out]
+                    nisa.dma_copy(dst=dw_flat[t0:t0 + tn, ci0:ci0 + ci_sz, :].permute((1, 0, 2)),
+                                  src=src[:ci_sz, a:a + tn * co])
+                elif nb == 1:  # one chunk [(tap, ci), C_out] -> dw[t0:t0+tn, ci tile, :]
+                    nisa.dma_copy(dst=dw_flat[t0:t0 + tn, ci0:ci0 + ci_sz, :], src=src[:tn * ci_sz, a:a + co])
+                else:          # [(pair, kw tap, ci), C_out] -> dw[pairs, kw taps, ci tile, :]
+                    q, k = t0 // kw, t0 % kw
+                    nisa.dma_copy(dst=dw_rows[q:q + nb, k:k + tn, ci0:ci0 + ci_sz, :],
+                                  src=src[:nb * tn * ci_sz, a:a + co])
 
     def _db(self, columns):
         """db += sum over the dy^T columns (npos, index) of this box: ones-vector matmuls on the PE."""
@@ -266,7 +444,11 @@ class DwState:
             nisa.tensor_copy(dst=dst, src=ps, engine=nisa.engine.vector)
 
     def finish(self, pid, lnc):
-        """Combine the LNC partials, cast, transpose to [ci, co] and store this program's taps."""
+        """Combine the LNC partials, cast, transpose to [ci, co] and store this program's taps
+        (x-stationary: ``_finish_xs``, no transposes)."""
+        if self.xs:
+            self._finish_xs(pid, lnc)
+            return
         ctx, g = self.ctx, self.ctx.g
         if not self.started:
             for c, (_co0, co_sz) in enumerate(self.co_tiles):

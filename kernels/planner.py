@@ -123,6 +123,105 @@ def dw_acc_banks(co_chunk: int, n_co: int) -> int:
     return min(co_chunk, n_co) + 1
 
 
+XS_MAX_BANKS = 3   # PSUM banks of one x-stationary accumulation group (the ring holds one more)
+
+
+def dw_xs_slots(g: ConvGeom, p: Plan) -> int:
+    """x-stationary dw: taps per stationary operand, each ``dw_ci_tile`` partitions of the output
+    (M = taps x ci <= 128): within one tap group (box mode), within one kw row (row mode: the kw taps
+    of one (kd, kh) at once; ``dw_xs_bundle`` adds the rows of several (kd, kh))."""
+    unit = g.axes[2].k if p.dw_method is DwMethod.ROW_PACK else p.dw_tap_group
+    return max(1, min(unit, PMAX // p.dw_ci_tile))
+
+
+def dw_xs_bundle(g: ConvGeom, p: Plan) -> int:
+    """Row mode, x-stationary: the (kd, kh) pairs whose x^T share one tile [rows, pairs, cols, ci], so
+    that a stationary can take the same kw taps of several pairs (a uniform stride between them):
+    m = 128 // ci taps fit M; K_w <= m: m // K_w whole kw rows per stationary; else the K_w mod m
+    leftover taps of m // leftover pairs together."""
+    if p.dw_method is not DwMethod.ROW_PACK:
+        return 1
+    m = max(1, PMAX // p.dw_ci_tile)
+    kw = g.axes[2].k
+    r = kw if kw <= m else kw % m
+    return max(1, min(g.axes[0].k * g.axes[1].k, m // r if r else 1))
+
+
+def dw_xs_per_bank(g: ConvGeom) -> int:
+    """x-stationary accumulators [(tap, ci), C_out] fp32 per PSUM bank."""
+    return max(1, PSUM_BANK_BYTES // (4 * g.c_out))
+
+
+def dw_xs_fits(g: ConvGeom) -> bool:
+    """The x-stationary orientation serves C_out <= 512 (one moving operand, one PSUM bank)."""
+    return g.c_out * 4 <= PSUM_BANK_BYTES
+
+
+def dw_xs_row_chunks(g: ConvGeom, p: Plan, pair0: int, n_pairs: int) -> list[tuple[int, int, int]]:
+    """Row mode: the stationary chunks (first tap, pairs, kw taps) of the ``n_pairs`` (kd, kh) pairs of
+    one x^T bundle from flat pair ``pair0``: taps ``first + b * K_w + j`` (b < pairs, j < kw taps)."""
+    kw = g.axes[2].k
+    m = max(1, PMAX // p.dw_ci_tile)
+    out = []
+    if kw <= m:
+        q = m // kw
+        return [((pair0 + b) * kw, min(q, n_pairs - b), kw) for b in range(0, n_pairs, q)]
+    r = kw % m
+    for b in range(n_pairs):
+        out += [((pair0 + b) * kw + k0, 1, m) for k0 in range(0, kw - r, m)]
+    if r:
+        q = m // r
+        out += [((pair0 + b) * kw + kw - r, min(q, n_pairs - b), r) for b in range(0, n_pairs, q)]
+    return out
+
+
+def dw_xs_bundles(g: ConvGeom, p: Plan, span: tuple[int, int]) -> list[tuple[int, int]]:
+    """Row mode: (first flat pair, pairs) of the x^T bundles of a pass (whole pairs)."""
+    kw = g.axes[2].k
+    lo, hi = span[0] // kw, ceil_div(span[1], kw)
+    nb = dw_xs_bundle(g, p)
+    return [(q, min(nb, hi - q)) for q in range(lo, hi, nb)]
+
+
+def dw_xs_chunks(g: ConvGeom, p: Plan, span: tuple[int, int]) -> list[tuple[int, int, int]]:
+    """(first tap, blocks, taps per block) of the stationary chunks of a pass, in accumulator order:
+    box mode, ``dw_xs_slots`` consecutive taps of a tap group (one block); row mode, per x^T bundle
+    ``dw_xs_row_chunks``. Passes start at whole units (tap groups / pairs)."""
+    if p.dw_method is DwMethod.ROW_PACK:
+        return [ch for q, n in dw_xs_bundles(g, p, span) for ch in dw_xs_row_chunks(g, p, q, n)]
+    lo, hi = span
+    m = dw_xs_slots(g, p)
+    out = []
+    for t0 in range(lo, hi, p.dw_tap_group):
+        end = min(hi, t0 + p.dw_tap_group)
+        out += [(t, 1, min(m, end - t)) for t in range(t0, end, m)]
+    return out
+
+
+def dw_xs_group_banks(g: ConvGeom, p: Plan) -> int:
+    """PSUM banks of one x-stationary accumulation group (box: a tap group; row: a batch of the
+    chunks of one x^T bundle, at most ``XS_MAX_BANKS``)."""
+    if p.dw_method is DwMethod.ROW_PACK:
+        units = len(dw_xs_row_chunks(g, p, 0, dw_xs_bundle(g, p)))
+    else:
+        units = ceil_div(p.dw_tap_group, dw_xs_slots(g, p))
+    return min(XS_MAX_BANKS, ceil_div(units, dw_xs_per_bank(g)))
+
+
+def dw_xs_fold_runs(chunks: list[tuple[int, int, int]], per_bank: int) -> list[tuple[int, int, int, int]]:
+    """(bank, first unit, units, taps per unit) of the fold copies of one accumulation group: the
+    consecutive units of one bank with the same tap count fold in one instruction."""
+    runs: list[tuple[int, int, int, int]] = []
+    for u, (_t, nb, tn) in enumerate(chunks):
+        b = u // per_bank
+        if runs and runs[-1][0] == b and runs[-1][3] == nb * tn:
+            bb, u0, k, taps = runs[-1]
+            runs[-1] = (bb, u0, k + 1, taps)
+        else:
+            runs.append((b, u, 1, nb * tn))
+    return runs
+
+
 class Strategy(str, Enum):
     SHARED_DY = "shared_dy"        # one dy band load serves dx, dw and db
     PER_GRADIENT = "per_gradient"  # each gradient streams dy itself
@@ -203,6 +302,7 @@ class Plan:
     dx_regions: int = 1               # dx bands stacked on the partitions (block-diagonal filters)
     filters_first: bool = False       # dx's first filter group loads before dw runs (per-gradient)
     dw_split: str = "positions"       # LNC2 dw split: "positions" (partials combined), "taps", "channels"
+    dw_x_stationary: bool = False     # dw with x^T stationary (taps x ci on M), dy^T moving: dw[(tap, ci), co]
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -236,7 +336,8 @@ class Plan:
                 "dx_ci_outer": self.dx_ci_outer, "dw_ci_tile": self.dw_ci_tile,
                 "dw_tap_group": self.dw_tap_group, "dw_co_chunk": self.dw_co_chunk, "dy_bufs": self.dy_bufs,
                 "dw_ci_range": self.dw_ci_range, "dw_tap_range": self.dw_tap_range, "dx_regions": self.dx_regions,
-                "filters_first": self.filters_first, "dw_split": self.dw_split}
+                "filters_first": self.filters_first, "dw_split": self.dw_split,
+                "dw_x_stationary": self.dw_x_stationary}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -374,7 +475,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             cap = (min(rows[0], PMAX), min(rows[1], PMAX))
             dyt = Wo * g.c_out * ds
             xb = 2 * dw_x_extent(g.axes[0], cap[0]) * dw_x_extent(g.axes[1], cap[1]) * xw * ds
-            xt = 2 * xw * p.dw_ci_tile * ds
+            xt = 2 * dw_xs_bundle(g, p) * xw * p.dw_ci_tile * ds if p.dw_x_stationary else 2 * xw * p.dw_ci_tile * ds
         else:
             npos = _dw_pos_tiles(rows, Wo)
             dyt = max(1, npos) * g.c_out * ds
@@ -386,6 +487,11 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         acc = n_co * span * width * 4
         store = 3 * n_co * cast_group(g, width) * width * ds + dw_out_bufs(g, width) * cast_group(g, width) * g.c_out * ds
         other = span * width * 4 if (p.lnc == 2 and p.dw_split != "taps") else 0
+        if p.dw_x_stationary:   # [(tap-slot, ci), C_in tiles x chunks, C_out]: one cast tile per C_in tile
+            units = n_tiles(width, p.dw_ci_tile) * _xs_max_chunks(g, p)
+            acc = units * g.c_out * 4
+            store = 0 if dw_direct(g, p) else 2 * _xs_max_chunks(g, p) * g.c_out * ds
+            other = acc if (p.lnc == 2 and p.dw_split != "taps") else 0
         db = 4 * n_co * 4 if p.compute_db else 0
         xstage = 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows)) * ds
         dw_total = dyb + dyt + xb + xt + acc + db + xstage
@@ -404,12 +510,20 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         # the store runs while every dw pool (and, per gradient, dw's dy ring) is still live
         phase_sbuf["dw store"] = dw_total + store + other
         psum_dw = dw_acc_banks(p.dw_co_chunk, n_co) + (1 if db_on_dw(p) else 0)
+        if p.dw_x_stationary:
+            psum_dw = dw_xs_group_banks(g, p) + 1 + (1 if db_on_dw(p) else 0)
     if p.compute_db and p.db_method is DbMethod.STANDALONE:
         phase_sbuf["db"] = 2 * min(_db_chunk(g), g.batch * Wo * g.axes[0].o * g.axes[1].o) * ds + 4 * n_co * 4
     sbuf = max(phase_sbuf.values(), default=0)
     psum = psum_transpose_banks(p) + (psum_dx + psum_dw if p.strategy is Strategy.SHARED_DY
                                    else max(psum_dx, psum_dw))
     return _Budget(sbuf, psum, tuple(parts))
+
+
+def _xs_max_chunks(g: ConvGeom, p: Plan) -> int:
+    """Stationary chunks of the largest tap pass (x-stationary accumulator columns per C_in tile)."""
+    spans = dw_tap_passes(g, p, 0) if p.dw_tap_range else [(0, g.taps)]
+    return max(len(dw_xs_chunks(g, p, sp)) for sp in spans)
 
 
 def _db_chunk(g: ConvGeom) -> int:
@@ -583,6 +697,9 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                                 else sum(cnt for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)))
                         c.matmul(co_t, 1, fp32, cols * n_co)
                         c.compute("vector", 1, 2, 1.0, n_co, op="tensor_tensor")
+                if p.dw_x_stationary:
+                    fill += _estimate_xs_finish(c, g, p, hw, width, span)
+                    continue
                 # finalize: (LNC2) exchange + add, cast, transposes, stores
                 n_span = span[1] - span[0]
                 own = dw_own_taps(g, p, 0)
@@ -682,12 +799,82 @@ def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], o
     x0, xext, xlo, xhi = dw_x_fill(g, od, oh)
     for ci in ci_tiles:
         _cost_fill(c, g, 1, ci, xlo, xhi, xext, [(x0[a] + xlo[a], x0[a] + xhi[a]) for a in range(3)], x_side=True)
+        if p.dw_x_stationary:
+            _estimate_xs_groups(c, g, p, ci, sizes, span)
+            continue
         for gs in groups:
             for npos, cnt in sizes:
                 c.transpose(ci, npos, fp32, gs * cnt * n_chunks)
                 c.evict(gs * ci, two, cnt * n_chunks)
                 c.matmul(co_t, gs * ci, fp32, n_co * cnt)
             _fold_cost(c, g, p, gs * ci, n_co)
+
+
+def _estimate_xs_groups(c: CostSheet, g: ConvGeom, p: Plan, ci: int, sizes: list[tuple[int, int]],
+                        span: tuple[int, int]) -> None:
+    """Box-mode x-stationary dw of one C_in tile (mirrors DwState.add_box): per tap group and position
+    tile the x^T transposes, then one matmul per stationary chunk (M = taps x ci, N = C_out)."""
+    fp32 = g.dtype == "fp32"
+    two = g.dtype_bytes == 2
+    chunks = dw_xs_chunks(g, p, span)
+    per_bank = dw_xs_per_bank(g)
+    for t0 in range(span[0], span[1], p.dw_tap_group):
+        gs = min(p.dw_tap_group, span[1] - t0)
+        grp = [ch for ch in chunks if t0 <= ch[0] < t0 + gs]
+        for npos, cnt in sizes:
+            c.transpose(ci, npos, fp32, gs * cnt)
+            c.evict(gs * ci, two, cnt)
+            for _t, _nb, tn in grp:
+                c.matmul(tn * ci, g.c_out, fp32, cnt)
+        for _b, _u0, k, _tn in dw_xs_fold_runs(grp, per_bank):
+            _fold_cost(c, g, p, k * g.c_out, 1)
+
+
+def _estimate_xs_finish(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, width: int,
+                        span: tuple[int, int]) -> float:
+    """The end of an x-stationary pass (mirrors DwState._finish_xs): LNC2 exchange and add of this
+    program's chunks, one cast per C_in tile, stores straight into dw. Returns the exposed fill (ns)."""
+    ds = g.dtype_bytes
+    chunks = dw_xs_chunks(g, p, span)
+    cis = tile_sizes(width, p.dw_ci_tile)
+    own = dw_own_taps(g, p, 0)
+    mine = chunks if (own is not None or p.lnc == 1) else chunks[:ceil_div(len(chunks), p.lnc)]
+    fill = 0.0
+    if p.lnc == 2 and own is None:
+        nbytes = len(cis) * len(chunks) * g.c_out * 4 * PMAX
+        c.dma(nbytes, len(cis) * len(chunks) * g.c_out * 4, 1)
+        c.compute("vector", len(mine) * g.c_out, 2, 1.0, len(cis), op="tensor_tensor")
+        fill += 2 * hw.dma_fixed_ns + nbytes / hw.dma_bytes_per_ns \
+            + len(cis) * (len(mine) * g.c_out * 2 + 60) / hw.vector_ghz
+    for ci in cis:
+        if not dw_direct(g, p):
+            c.compute("vector", len(mine) * g.c_out, 1, 1.0, 1, op="tensor_copy")
+        for n_taps, count in _xs_stores(g, p, mine):
+            c.dma(n_taps * ci * g.c_out * ds, g.c_out * ds, count)
+    return fill
+
+
+def _xs_stores(g: ConvGeom, p: Plan, chunks: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    """(taps, count) of the store DMAs of one C_in tile (mirrors DwState._finish_xs)."""
+    out: dict[int, int] = {}
+    for _i, _t0, nb, tn, _single in xs_store_runs(chunks):
+        out[nb * tn] = out.get(nb * tn, 0) + 1
+    return sorted(out.items())
+
+
+def xs_store_runs(chunks: list[tuple[int, int, int]]) -> list[tuple[int, int, int, int, bool]]:
+    """(first chunk index, first tap, blocks, taps per block, single) of the x-stationary store DMAs:
+    single-tap chunks of consecutive taps store together (``single``: [ci, taps, C_out], taps in
+    ``taps per block``); any other chunk, [(block, tap, ci), C_out], alone."""
+    runs: list[tuple[int, int, int, int, bool]] = []
+    for i, (t, nb, tn) in enumerate(chunks):
+        one = nb == 1 and tn == 1
+        if one and runs and runs[-1][4] and runs[-1][1] + runs[-1][3] == t:
+            i0, t0, _nb, k, _ = runs[-1]
+            runs[-1] = (i0, t0, 1, k + 1, True)
+        else:
+            runs.append((i, t, nb, tn, one))
+    return runs
 
 
 def _shared_region_fills(g: ConvGeom, p: Plan, items: list, fills: list) -> dict[int, bool]:
@@ -766,9 +953,24 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
             c.transpose(ci, nrows, fp32, pairs * xw)
             for c0 in range(0, xw, cols):
                 c.evict(min(cols, xw - c0) * ci, two, pairs)
+            if p.dw_x_stationary:   # per bundle: stationary chunks (pairs x kw taps x ci), moving dy^T [rows, C_out]
+                for q, n in dw_xs_bundles(g, p, (0, pairs * kw_n)):
+                    bundle = dw_xs_row_chunks(g, p, q, n)
+                    for _t, nb, tn in bundle:
+                        c.matmul(nb * tn * ci, g.c_out, fp32, Wo)
+                    for batch in _xs_row_batches(g, bundle):
+                        for _b, _u0, k, _tn in dw_xs_fold_runs(batch, dw_xs_per_bank(g)):
+                            _fold_cost(c, g, p, k * g.c_out, 1)
+                continue
             for kn in kgroups:
                 c.matmul(co_t, kn * ci, fp32, pairs * n_co * Wo)
                 _fold_cost(c, g, p, kn * ci, pairs * n_co)
+
+
+def _xs_row_batches(g: ConvGeom, row: list[tuple[int, int, int]]) -> list[list[tuple[int, int, int]]]:
+    """The chunks of one x^T bundle in batches whose accumulators fit ``XS_MAX_BANKS`` banks."""
+    per = dw_xs_per_bank(g) * XS_MAX_BANKS
+    return [row[i:i + per] for i in range(0, len(row), per)]
 
 
 # ------------------------------------------------------------------------------- enumeration
@@ -798,7 +1000,8 @@ def _label(p: Plan) -> str:
         band += f"{p.dw_split} split, " if (p.lnc == 2 and p.dw_split != "positions") else ""
         rng = f", ci-range {p.dw_ci_range}" if p.dw_ci_range < p.x_shape[1] else ""
         rng += f", taps/pass {p.dw_tap_range}" if p.dw_tap_range else ""
-        parts.append(f"dw:{p.dw_method.value}[{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}{rng}]")
+        xs = "x-stationary, " if p.dw_x_stationary else ""
+        parts.append(f"dw:{p.dw_method.value}[{xs}{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}{rng}]")
     if p.db_method:
         parts.append(f"db:{p.db_method.value}")
     parts.append(f"dy x{p.dy_bufs}")
@@ -860,8 +1063,14 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
     dw_opts.append((DwMethod.ROW_PACK, max(1, min(g.axes[2].k, MOVING_MAX // dw_ci))))
     if g.pointwise and g.dtype_bytes == 2 and hw.name != "trn1":   # dma_transpose: 2-byte, NC-v3+
         dw_opts.append((DwMethod.DMA_GEMM, 1))
+    dw_opts = [(m, G_, False) for m, G_ in dw_opts]
+    if not g.pointwise and dw_xs_fits(g):   # x^T stationary: box mode (tap groups) and row mode
+        slots = max(1, PMAX // dw_ci)
+        gx = max(1, min(g.taps, MOVING_MAX // dw_ci, slots * dw_xs_per_bank(g) * XS_MAX_BANKS))
+        dw_opts += [(DwMethod.TAP_PACK if gx > 1 else DwMethod.TAP_GEMM, gx, True),
+                    (DwMethod.ROW_PACK, max(1, min(g.axes[2].k, slots)), True)]
     if not cdw:
-        dw_opts = [(None, 1)]
+        dw_opts = [(None, 1, False)]
     dbs: list[DbMethod | None] = [None]
     if cdb:
         dbs = [DbMethod.FOLD, DbMethod.STANDALONE] if (cdx or cdw) else [DbMethod.STANDALONE]
@@ -881,10 +1090,10 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                     dw_method=dw_m if cdw_ else None, db_method=db, dx_band=dxb, dw_band=dwb,
                     dx_ci_tile=ci_tile, dx_ci_outer=ci_outer, dw_ci_tile=dw_ci, dw_tap_group=G,
                     dw_co_chunk=min(n_co, 2 if strat is Strategy.SHARED_DY else 3), dw_ci_range=rng,
-                    dy_bufs=2, dw_tap_range=taps)
+                    dy_bufs=2, dw_tap_range=taps, dw_x_stationary=xs and cdw_)   # xs: the loop's dw option
 
     plans: list[Plan] = []
-    for dw_m, G in dw_opts:
+    for dw_m, G, xs in dw_opts:
         # dx tilings that fit alone (the per-gradient dx section)
         dx_cfgs = [(full, dw_ci, False)]
         if cdx:
