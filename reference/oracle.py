@@ -215,7 +215,7 @@ class _SingleThreadedBlas:
     """While active, scipy's OpenBLAS runs one thread per call, so the oracle can run one call per core.
 
     Why: the chunk GEMMs are small, and OpenBLAS's own threads meet at a barrier in every call; on a
-    shared machine one descheduled thread stalls both (measured 5-10x slower under load), while
+    shared machine one descheduled thread stalls both (measured 3-30x slower at load average 13), while
     independent chunks in Python threads (dgemm releases the GIL) keep both cores busy. OpenBLAS's
     thread count is process-wide (``openblas_set_num_threads_local`` is global too in pthreads builds),
     so active oracle calls are counted and the first one's setting is restored by the last one.
