@@ -14,9 +14,11 @@ import argparse
 import itertools
 import json
 import math
+import os
 import re
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -79,6 +81,7 @@ BENCH_SETS: dict[str, tuple[BenchShape, ...]] = {"default": BENCH_SHAPES, "smoke
 # Issue 7 item 3: efficiency targets per shape (default 0.5), geometric mean >= 0.6.
 EFFICIENCY_TARGETS = {"vae3d_c128": 0.75, "wide_c512": 0.75, "stem_k377": 0.3}
 DEFAULT_EFFICIENCY_TARGET = 0.5
+DEFAULT_JOBS = min(2, os.cpu_count() or 1)   # candidate runs in parallel (the machines have 2 cores)
 GEOMEAN_TARGET = 0.6
 
 
@@ -165,8 +168,9 @@ PICK_FIELDS = ("modelled_us", "efficiency", "tensor_util", "tensor_busy", "engin
 
 
 def bench_shape(shape: BenchShape, target: str = "trn2", lnc: int = 1,
-                log: Callable[[str], None] | None = None) -> dict:
-    """Plan, run the pick and every feasible candidate, and gather the figures of one shape."""
+                log: Callable[[str], None] | None = None, jobs: int = 1) -> dict:
+    """Plan, run the pick and every feasible candidate (in ``jobs`` processes), and gather the
+    figures of one shape."""
     from kernels.planner import plan_conv3d_bwd
 
     g = shape.geometry
@@ -193,18 +197,17 @@ def bench_shape(shape: BenchShape, target: str = "trn2", lnc: int = 1,
         return record
     record["plan"] = plan.to_dict()
     record["planner_estimate_us"] = _plan_estimate_us(plan)
-    pick = _run_candidate(shape, plan, target, lnc, log)
-    pick["is_pick"] = True
-    candidates = [pick]
-    seen = {_plan_key(plan)}
+    plans = {_plan_key(plan): plan}   # the pick first, then every other feasible candidate once
     for cand in plan.feasible_candidates():
-        key = _plan_key(cand)
-        if key in seen:
-            continue
-        seen.add(key)
-        entry = _run_candidate(shape, cand, target, lnc, log)
-        entry["is_pick"] = False
-        candidates.append(entry)
+        plans.setdefault(_plan_key(cand), cand)
+    candidates = _run_candidates(shape, list(plans.values()), target, lnc, jobs)
+    for i, entry in enumerate(candidates):
+        entry["is_pick"] = i == 0
+        if log:
+            status = (f"{entry['modelled_us']:.1f} us" if entry.get("modelled_us")
+                      else f"FAILED {entry.get('error')}")
+            log(f"  {shape.name}: {entry['label']}: {status}")
+    pick = candidates[0]
     record["candidates"] = candidates
     for field in PICK_FIELDS:
         record[field] = pick.get(field)
@@ -218,7 +221,17 @@ def bench_shape(shape: BenchShape, target: str = "trn2", lnc: int = 1,
     return record
 
 
-def _run_candidate(shape, plan, target, lnc, log) -> dict:
+def _run_candidates(shape: BenchShape, plans: list, target: str, lnc: int, jobs: int) -> list[dict]:
+    """Each plan's figures, in order; ``jobs`` > 1 runs them in worker processes (each run is an
+    independent, deterministic trace, so the figures do not depend on ``jobs``)."""
+    args = [(shape, p, target, lnc) for p in plans]
+    if jobs <= 1 or len(plans) <= 1:
+        return [_run_candidate(*a) for a in args]
+    with ProcessPoolExecutor(max_workers=min(jobs, len(plans))) as pool:
+        return list(pool.map(_run_candidate, *zip(*args)))
+
+
+def _run_candidate(shape, plan, target, lnc) -> dict:
     try:
         entry = _model(shape, plan, target, lnc)
     except Exception as exc:  # noqa: BLE001 -- a failing candidate is reported, not fatal
@@ -229,10 +242,6 @@ def _run_candidate(shape, plan, target, lnc, log) -> dict:
     entry["plan"] = plan_dict
     entry["label"] = plan_dict.get("label") or ",".join(entry["methods"])
     entry["planner_engine_us"] = plan_dict.get("engine_us")
-    if log:
-        status = (f"{entry['modelled_us']:.1f} us" if entry.get("modelled_us")
-                  else f"FAILED {entry.get('error')}")
-        log(f"  {shape.name}: {entry['label']}: {status}")
     return entry
 
 
@@ -382,14 +391,16 @@ def select_shapes(set_name: str, only: str | None = None) -> tuple[BenchShape, .
 
 def run_bench(set_name: str = "default", target: str = "trn2", lnc: int = 1,
               json_path: str | Path | None = None, verbose: bool = False,
-              only: str | None = None) -> list[dict]:
+              only: str | None = None, jobs: int = DEFAULT_JOBS) -> list[dict]:
     """Bench the shapes of ``set_name`` (those matching ``only``); print the table; write JSON and
     the plot if asked."""
     shapes = select_shapes(set_name, only)
     if lnc not in (1, 2):
         raise BenchError(f"lnc={lnc!r}: must be 1 or 2")
+    if not (isinstance(jobs, int) and jobs >= 1):
+        raise BenchError(f"jobs={jobs!r}: must be an integer >= 1")
     log = print if verbose else None
-    records = [bench_shape(shape, target, lnc, log) for shape in shapes]
+    records = [bench_shape(shape, target, lnc, log, jobs) for shape in shapes]
     print(f"conv3d_bwd bench: set {set_name}{'' if only is None else f' (only {only!r})'}, target {target}, "
           f"lnc {lnc} (nkisim cost model; * marks the planner's pick)")
     # issue 7's targets are stated for the whole default set
@@ -412,8 +423,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", dest="json_path", default=None)
     parser.add_argument("--verbose", action="store_true", help="print each candidate as it runs")
     parser.add_argument("--only", default=None, metavar="REGEX", help="only the shapes whose name matches")
+    parser.add_argument("--jobs", type=int, default=DEFAULT_JOBS, help="candidates run in this many processes")
     args = parser.parse_args(argv)
-    run_bench(args.set_name, args.target, args.lnc, args.json_path, args.verbose, args.only)
+    run_bench(args.set_name, args.target, args.lnc, args.json_path, args.verbose, args.only, args.jobs)
     return 0
 
 

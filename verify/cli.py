@@ -187,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", default=None, metavar="PATH", help="also write the rows as JSON")
     bench.add_argument("--only", default=None, metavar="REGEX",
                        help="bench only the shapes whose name matches REGEX (re.search)")
+    bench.add_argument("--jobs", type=_positive_int, default=None,
+                       help="run the candidates in this many processes (default: up to 2, the cores)")
     return parser
 
 
@@ -595,7 +597,7 @@ def cmd_bench(args) -> int:
         raise UsageError(f"the benchmark is not available: verify.bench does not import ({exc})") from None
     try:
         run_bench(set_name=args.bench_set, target=args.target, lnc=args.lnc, json_path=args.json,
-                  only=args.only)
+                  only=args.only, **({} if args.jobs is None else {"jobs": args.jobs}))
     except (KeyError, ValueError) as exc:
         raise UsageError(f"bench: {exc}") from None
     return 0

@@ -85,3 +85,12 @@ def test_a_shape_that_cannot_be_planned_is_reported_not_fatal(monkeypatch):
     # the same fields as a planned shape, all empty, so JSON consumers need no special case
     assert all(record[f] is None for f in PICK_FIELDS)
     assert SMOKE_SHAPES[0].name in format_table([record])
+
+
+def test_bench_figures_do_not_depend_on_jobs():
+    from verify.bench import bench_shape
+
+    one, two = (bench_shape(SMOKE_SHAPES[0], jobs=j) for j in (1, 2))
+    assert len(one["candidates"]) == len(two["candidates"]) >= 2
+    for a, b in zip(one["candidates"], two["candidates"]):
+        assert (a["label"], a["modelled_us"], a["is_pick"]) == (b["label"], b["modelled_us"], b["is_pick"])
