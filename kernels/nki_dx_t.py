@@ -41,6 +41,16 @@ def _flat(tile):
     return tile.reshape((shape[0], n))
 
 
+def _copy_halves(dst, p0, f0, src, n, co):
+    """dst[p0:p0+co, f0:f0+n] = src[0:co, 0:n] in two DMAs over the two halves of the free range: a
+    transfer over 64 partitions uses half the DMA engines, two in flight use them all."""
+    half = n // 2 if n >= 2 else n
+    for a, b in ((0, half), (half, n)):
+        if b <= a:
+            continue
+        nisa.dma_copy(dst=dst[p0:p0 + co, f0 + a:f0 + b], src=src[0:co, a:b])
+
+
 def run_dx_t(ctx, items, bands, w_t, on_band=None):
     """dx of the (batch, D band, H band) ``items`` with dx^T accumulation (see the module docstring)."""
     g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
@@ -63,10 +73,35 @@ def run_dx_t(ctx, items, bands, w_t, on_band=None):
     dxt_pool = Pool(2, (PMAX, slots, ci_t), dtype, nl.sbuf, "dx_t")
     by_dma = filters_by_dma(g, plan)
     tbank = 2048 // g.dtype_bytes   # elements of one PSUM bank in the transpose dtype
-    for b, bd, bh in items:
+
+    def prepare(item):
+        """Load a band and make its shifted copies: issued one band ahead of the band's matmuls, so
+        that its placement (VectorE, in order) and copies (DMA) do not wait behind the evictions."""
+        b, bd, bh = item
         bufs = bands.load(b, bd, bh)
         if on_band is not None:
             on_band(b, bd, bh, bands.band_w, bufs)
+        tiles_k = []
+        if bufs is not None and n_copies:
+            # copy 0 lives in the band tile (its upper partitions); the others in their own tiles
+            band_tile = _last_taken(bands.pools[0])
+            flat_band = _flat(band_tile)
+            used = bd.extent * tile_ext[1] * tile_ext[2]
+            for k in range(n_copies):
+                sh = copy_shift(g, k, tuple(tile_ext))
+                t = band_tile if k == 0 else extra[k - 1].take()
+                if k:
+                    _copy_halves(_flat(t), 0, 0, flat_band, used, co)
+                if sh < used:
+                    _copy_halves(_flat(t), co, sh, flat_band, used - sh, co)
+                tiles_k.append(t)
+        return item, bufs, tiles_k
+
+    items = list(items)
+    nxt = prepare(items[0]) if items else None
+    for i in range(len(items)):
+        (b, bd, bh), bufs, tiles_k = nxt
+        nxt = prepare(items[i + 1]) if i + 1 < len(items) else None
         nd_in, nh_in = bd.i1 - bd.i0, bh.i1 - bh.i0
         if bufs is None:   # no dy row reaches this band: dx is zero
             for ci0, ci_sz in tiles(g.c_in, PMAX):
@@ -75,23 +110,6 @@ def run_dx_t(ctx, items, bands, w_t, on_band=None):
                 nisa.dma_copy(dst=ctx.dx[b, ci0:ci0 + ci_sz, bd.i0:bd.i1, bh.i0:bh.i1, :],
                               src=plane[:ci_sz, :nd_in * nh_in * W])
             continue
-        ext = (bd.extent, bh.extent, bands.band_w.extent)
-        # buffers of the copies: copy 0 is the band tile (its upper partitions), others their own tile
-        tiles_k = []
-        if n_copies:
-            band_tile = _last_taken(bands.pools[0])
-            flat_band = _flat(band_tile)
-            used = ext[0] * tile_ext[1] * tile_ext[2]
-            for k in range(n_copies):
-                sh = copy_shift(g, k, tuple(tile_ext))
-                if k == 0:
-                    t = band_tile
-                else:
-                    t = extra[k - 1].take()
-                    nisa.dma_copy(dst=_flat(t)[0:co, 0:used], src=flat_band[0:co, 0:used])
-                if sh < used:
-                    nisa.dma_copy(dst=_flat(t)[co:2 * co, sh:used], src=flat_band[0:co, 0:used - sh])
-                tiles_k.append(t)
         groups = block_groups((nd_in, nh_in, W), slots)
         for ci0, ci_sz in tiles(g.c_in, ci_t):
             planes = [(c0, c_sz, plane_pool.take()) for c0, c_sz in tiles(ci_sz, PMAX)]

@@ -532,6 +532,7 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
             c.add(loads)
         if p.dx_transposed:
             _estimate_dx_t(c, g, p, hw, items)
+            fill += _dx_t_fill_ns(g, p, hw, items)
         elif p.dx_regions == 1:
             for _b, bd, bh in items:
                 c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh))
@@ -1100,6 +1101,19 @@ def _estimate_dx_t(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items:
     ext = _dx_dy_extent(g, p.dx_band)
     for _b, bd, bh in items:
         c.add(_dx_t_band_sheet(g, hw.name, p.dx_pair_copies, filters_by_dma(g, p), ext, bd, bh))
+
+
+def _dx_t_fill_ns(g: ConvGeom, p: Plan, hw: TargetFigures, items: list) -> float:
+    """The first band's shifted copies, which no earlier band's matmuls hide (later bands are made
+    one band ahead): copy bytes at the full DMA bandwidth (two half-range transfers per copy)."""
+    if not items or not p.dx_transposed:
+        return 0.0
+    _b, bd, _bh = items[0]
+    ext = _dx_dy_extent(g, p.dx_band)
+    used = bd.extent * ext[1] * ext[2]
+    n_copies = _dx_t_copies(g, p)
+    nbytes = sum(g.c_out * used * g.dtype_bytes * (2 if k else 1) for k in range(n_copies))
+    return nbytes / hw.dma_bytes_per_ns + (hw.dma_fixed_ns if n_copies else 0.0)
 
 
 @lru_cache(maxsize=8192)
