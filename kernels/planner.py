@@ -355,7 +355,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         wstage = 3 * _filter_group(g, p) * g.c_out * ds   # the filter staging ring (load_filters_t)
         if p.dx_regions > 1:
             wstage = 3 * max(1, min(g.taps, PSUM_BANK_BYTES // (PMAX * ds))) * PMAX * ds
-        if p.dx_transposed:
+        if dx_t_active(p):
             plane, extra = _dx_t_sbuf(g, p, ext)
             parts += [("dx^T copies and tiles", extra)]
             dyb += extra
@@ -530,7 +530,7 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                     _cost_fill(loads, g, n_co, co_t, *f, fill_work=shared.get(i, True))
         for _ in range(reloads):
             c.add(loads)
-        if p.dx_transposed:
+        if dx_t_active(p):
             _estimate_dx_t(c, g, p, hw, items)
             fill += _dx_t_fill_ns(g, p, hw, items)
         elif p.dx_regions == 1:
@@ -1049,6 +1049,12 @@ def plan_conv3d_bwd(dy_shape, x_shape, w_shape, stride=(1, 1, 1), padding=(0,) *
 # ------------------------------------------------------------------------------- dx^T (nki_dx_t)
 
 
+def dx_t_active(p: Plan) -> bool:
+    """The plan runs dx^T: its flag, without the options dx^T does not combine with (region packing,
+    C_in-outer filter groups: a plan edited to those runs the classic gather)."""
+    return p.dx_transposed and p.dx_regions == 1 and not p.dx_ci_outer
+
+
 def _dx_t_copies(g: ConvGeom, p: Plan) -> int:
     """Shifted dy copies the kernel makes (copies that pair no tap are not made)."""
     return 1 + max((s_.copy for s_ in tap_steps(g, p.dx_pair_copies) if s_.b is not None), default=-1)
@@ -1106,7 +1112,7 @@ def _estimate_dx_t(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items:
 def _dx_t_fill_ns(g: ConvGeom, p: Plan, hw: TargetFigures, items: list) -> float:
     """The first band's shifted copies, which no earlier band's matmuls hide (later bands are made
     one band ahead): copy bytes at the full DMA bandwidth (two half-range transfers per copy)."""
-    if not items or not p.dx_transposed:
+    if not items or not dx_t_active(p):
         return 0.0
     _b, bd, _bh = items[0]
     ext = _dx_dy_extent(g, p.dx_band)
