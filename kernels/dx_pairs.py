@@ -57,8 +57,9 @@ def tap_steps(g: ConvGeom, copies: int) -> tuple[TapStep, ...]:
             if partner in tapset and partner not in used:
                 used.update((t, partner))
                 steps.append(TapStep(t, partner, ci))  # type: ignore[arg-type]
-    steps += [TapStep(t, None, 0) for t in taps if t not in used]
-    return tuple(steps)
+    # singles first: they read the band alone, so a band's first block starts before its copies land
+    singles = [TapStep(t, None, 0) for t in taps if t not in used]
+    return tuple(singles + steps)
 
 
 def copy_shift(g: ConvGeom, copy: int, tile_ext: tuple[int, int, int]) -> int:
