@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from math import gcd
 
 from .geometry import ConvGeom
 from .schedule import PMAX, box_blocks
@@ -29,9 +30,15 @@ class TapStep:
     copy: int
 
 
+def tap_step(g: ConvGeom, axis: int) -> int:
+    """Kernel index step between consecutive taps of one stride phase along ``axis``."""
+    ax = g.axes[axis]
+    return ax.s // gcd(ax.r, ax.s)
+
+
 def pair_axes(g: ConvGeom) -> tuple[int, ...]:
-    """The axes that can pair taps (kernel > 1), W first (its copy lives in the band buffer)."""
-    return tuple(a for a in (2, 1, 0) if g.axes[a].k > 1)
+    """The axes along which some phase has two taps, W first (its copy lives in the band buffer)."""
+    return tuple(a for a in (2, 1, 0) if g.axes[a].k > tap_step(g, a))
 
 
 def pairs_possible(g: ConvGeom) -> bool:
@@ -39,11 +46,16 @@ def pairs_possible(g: ConvGeom) -> bool:
     return 2 * g.c_out <= PMAX and bool(pair_axes(g))
 
 
-@lru_cache(maxsize=1024)
-def tap_steps(g: ConvGeom, copies: int) -> tuple[TapStep, ...]:
-    """The matmuls of one position block: taps paired greedily along the first ``copies`` pair axes
-    (each tap's partner is the next tap along that axis), the rest single."""
-    taps = [(kd, kh, kw) for kd in range(g.kernel[0]) for kh in range(g.kernel[1]) for kw in range(g.kernel[2])]
+def all_taps(g: ConvGeom) -> tuple[tuple[int, int, int], ...]:
+    return tuple((kd, kh, kw) for kd in range(g.kernel[0]) for kh in range(g.kernel[1]) for kw in range(g.kernel[2]))
+
+
+@lru_cache(maxsize=4096)
+def tap_steps(g: ConvGeom, copies: int, phase_taps: tuple | None = None) -> tuple[TapStep, ...]:
+    """The matmuls of one position block of a phase (``phase_taps``, default every tap): taps paired
+    greedily along the first ``copies`` pair axes (a tap's partner is the next tap of the phase along
+    that axis), the rest single."""
+    taps = list(phase_taps if phase_taps is not None else all_taps(g))
     used: set = set()
     steps: list[TapStep] = []
     tapset = set(taps)
@@ -52,7 +64,7 @@ def tap_steps(g: ConvGeom, copies: int) -> tuple[TapStep, ...]:
             if t in used:
                 continue
             u = list(t)
-            u[axis] += 1
+            u[axis] += tap_step(g, axis)
             partner = tuple(u)
             if partner in tapset and partner not in used:
                 used.update((t, partner))
@@ -63,11 +75,37 @@ def tap_steps(g: ConvGeom, copies: int) -> tuple[TapStep, ...]:
 
 
 def copy_shift(g: ConvGeom, copy: int, tile_ext: tuple[int, int, int]) -> int:
-    """Flat free-axis offset of copy ``copy``: one tap step (dilation) along its axis in a band tile
-    of extents ``tile_ext``: partitions [co, 2co) hold band[f - shift] at f."""
+    """Flat free-axis offset of copy ``copy`` in a band tile of extents ``tile_ext``: the dy shift
+    between consecutive taps of a phase along its axis (dilation r / gcd(r, s)); partitions
+    [co, 2co) hold band[f - shift] at f."""
     axis = pair_axes(g)[copy]
+    ax = g.axes[axis]
     unit = (tile_ext[1] * tile_ext[2], tile_ext[2], 1)[axis]
-    return g.axes[axis].r * unit
+    return ax.r // gcd(ax.r, ax.s) * unit
+
+
+@lru_cache(maxsize=1024)
+def copies_made(g: ConvGeom, copies: int) -> int:
+    """Shifted copies a band needs: up to the last copy any phase's pairs use."""
+    used = -1
+    for taps in phase_tap_sets(g):
+        for st in tap_steps(g, copies, taps):
+            if st.b is not None:
+                used = max(used, st.copy)
+    return used + 1
+
+
+@lru_cache(maxsize=1024)
+def phase_tap_sets(g: ConvGeom) -> tuple[tuple[tuple[int, int, int], ...], ...]:
+    """The tap tuple of every stride phase (in dx_phase_work's order)."""
+    ax = g.axes
+    out = []
+    for pd in range(ax[0].s):
+        for ph in range(ax[1].s):
+            for pw in range(ax[2].s):
+                t = [ax[a].phase_taps(p) for a, p in enumerate((pd, ph, pw))]
+                out.append(tuple((kd, kh, kw) for kd in t[0] for kh in t[1] for kw in t[2]))
+    return tuple(out)
 
 
 def ci_tile_t(g: ConvGeom) -> int:
@@ -110,3 +148,11 @@ def block_groups(rows: tuple[int, int, int], slots: int) -> tuple[BlockGroup, ..
         out.append(BlockGroup(f0, cur[0][1][0] * cur[0][1][1] * cur[0][1][2], tuple(cur)))
     assert f_next == nd * nh * w
     return tuple(out)
+
+
+def phase_stage_elems(g: ConvGeom, band: tuple[int, int]) -> int:
+    """Upper bound of one phase's positions in a band (the staging run of strided dx^T)."""
+    n = 1
+    for a, rows in enumerate((band[0], band[1], g.axes[2].n)):
+        n *= -(-min(rows, g.axes[a].n) // g.axes[a].s)
+    return n

@@ -16,7 +16,18 @@ from enum import Enum
 from functools import lru_cache
 
 from .costs import TARGET_FIGURES, CostSheet, TargetFigures
-from .dx_pairs import BANK_FP32, block_groups, ci_tile_t, copy_shift, pair_axes, pairs_possible, tap_steps
+from .dx_pairs import (
+    BANK_FP32,
+    block_groups,
+    ci_tile_t,
+    copies_made,
+    copy_shift,
+    pair_axes,
+    pairs_possible,
+    phase_stage_elems,
+    phase_tap_sets,
+    tap_steps,
+)
 from .errors import Conv3dBwdInputError, Conv3dBwdPlanError
 from .geometry import ConvGeom, ceil_div, validate
 from .schedule import (
@@ -1057,7 +1068,7 @@ def dx_t_active(p: Plan) -> bool:
 
 def _dx_t_copies(g: ConvGeom, p: Plan) -> int:
     """Shifted dy copies the kernel makes (copies that pair no tap are not made)."""
-    return 1 + max((s_.copy for s_ in tap_steps(g, p.dx_pair_copies) if s_.b is not None), default=-1)
+    return copies_made(g, p.dx_pair_copies)
 
 
 def _dx_t_sbuf(g: ConvGeom, p: Plan, ext: tuple[int, int, int]) -> tuple[int, int]:
@@ -1067,14 +1078,15 @@ def _dx_t_sbuf(g: ConvGeom, p: Plan, ext: tuple[int, int, int]) -> tuple[int, in
     slots = max(1, BANK_FP32 // ci_t)
     plane = 2 * n_tiles(ci_t, PMAX) * p.dx_band[0] * p.dx_band[1] * g.axes[2].n * ds
     copies = max(0, _dx_t_copies(g, p) - 1) * p.dy_bufs * ext[0] * ext[1] * ext[2] * ds
-    return plane, copies + 2 * slots * ci_t * ds
+    stage = 2 * n_tiles(ci_t, PMAX) * phase_stage_elems(g, p.dx_band) * ds if any(a.s > 1 for a in g.axes) else 0
+    return plane, copies + 2 * slots * ci_t * ds + stage
 
 
 def _dx_t_variants(g: ConvGeom, p: Plan, hw: TargetFigures) -> list[Plan]:
     """dx^T variants of ``p`` (stride 1, all filters resident): tap pairs over 1..3 shifted copies
     when C_out <= 64, else positions on M alone (when C_in < 128 leaves today's M short); each on
     the largest dx band that fits."""
-    if not p.compute_dx or p.dx_ci_outer or p.dx_regions != 1 or _dx_method(g) is not DxMethod.GATHER_S1:
+    if not p.compute_dx or p.dx_ci_outer or p.dx_regions != 1 or _dx_method(g) is DxMethod.GEMM:
         return []
     if pairs_possible(g):
         opts = list(range(1, len(pair_axes(g)) + 1))
@@ -1100,8 +1112,7 @@ def _dx_t_variants(g: ConvGeom, p: Plan, hw: TargetFigures) -> list[Plan]:
 def _estimate_dx_t(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items: list) -> None:
     """dx^T compute, copies and stores of this program's items (mirrors nki_dx_t.run_dx_t)."""
     ds = g.dtype_bytes
-    steps = tap_steps(g, p.dx_pair_copies)
-    pairs = sum(1 for s_ in steps if s_.b is not None)
+    pairs = sum(1 for taps in phase_tap_sets(g) for s_ in tap_steps(g, p.dx_pair_copies, taps) if s_.b is not None)
     if pairs:   # filters of tap b under tap a's (SBUF->SBUF)
         c.dma(g.c_out * g.c_in * ds, g.c_in * ds, pairs)
     ext = _dx_dy_extent(g, p.dx_band)
@@ -1141,8 +1152,7 @@ def _dx_t_band_sheet(g: ConvGeom, target: str, copies: int, by_dma: bool, tile_e
             c.compute("gpsimd", rows * W, 0, 1.0, 1, op="memset")
             c.dma(ci * rows * W * ds, run)
         return c
-    steps = tap_steps(g, copies)
-    n_copies = 1 + max((s_.copy for s_ in steps if s_.b is not None), default=-1)
+    n_copies = copies_made(g, copies)
     used = bd.extent * tile_ext[1] * tile_ext[2]
     for k in range(n_copies):
         sh = copy_shift(g, k, tile_ext)
@@ -1150,24 +1160,33 @@ def _dx_t_band_sheet(g: ConvGeom, target: str, copies: int, by_dma: bool, tile_e
             c.dma(g.c_out * used * ds, used * ds)
         if sh < used:
             c.dma(g.c_out * (used - sh) * ds, (used - sh) * ds)
-    n_mm = len(steps) * (1 if n_copies else n_tiles(g.c_out, PMAX))
     ci_t = ci_tile_t(g)
     slots = max(1, BANK_FP32 // ci_t)
     tbank = PSUM_BANK_BYTES // ds
-    for grp in block_groups((nd_in, nh_in, W), slots):
-        nb, n = len(grp.blocks), grp.n
-        for ci in tile_sizes(g.c_in, ci_t):
-            c.matmul(n, ci, fp32, n_mm * nb)
-            c.evict(nb * ci, two, 1)
-            for cc in tile_sizes(ci, PMAX):
-                if by_dma:   # SBUF->SBUF dma_transpose at 50 % of the bandwidth
-                    c.busy["dma"] += nb * n * cc * ds / (hw.dma_bytes_per_ns * 0.5)
-                    c._count("dma_transpose", 1)
-                    continue
-                per = max(1, tbank // n)
-                c.transpose(n, cc, fp32, nb)
-                for k0 in range(0, nb, per):
-                    c.evict(min(per, nb - k0) * n, two, 1)
+    strided = any(a.s > 1 for a in g.axes)
+    for w in dx_phase_work(g, (bd, bh, bw), with_blocks=False):
+        npos = w.positions
+        if not w.taps:
+            c.compute("gpsimd", npos, 0, 1.0, len(tile_sizes(g.c_in, PMAX)), op="memset")
+            continue
+        n_mm = len(tap_steps(g, copies, w.taps)) * (1 if n_copies else n_tiles(g.c_out, PMAX))
+        for grp in block_groups(tuple(w.j1[a] - w.j0[a] for a in range(3)), slots):
+            nb, n = len(grp.blocks), grp.n
+            for ci in tile_sizes(g.c_in, ci_t):
+                c.matmul(n, ci, fp32, n_mm * nb)
+                c.evict(nb * ci, two, 1)
+                for cc in tile_sizes(ci, PMAX):
+                    if by_dma:   # SBUF->SBUF dma_transpose at 50 % of the bandwidth
+                        c.busy["dma"] += nb * n * cc * ds / (hw.dma_bytes_per_ns * 0.5)
+                        c._count("dma_transpose", 1)
+                        continue
+                    per = max(1, tbank // n)
+                    c.transpose(n, cc, fp32, nb)
+                    for k0 in range(0, nb, per):
+                        c.evict(min(per, nb - k0) * n, two, 1)
+        if strided:   # the phase's strided placement into the plane (VectorE), per 128 channels
+            c.compute("vector", npos, 1, c.copy_speedup("vector", two, False, False),
+                      len(tile_sizes(g.c_in, PMAX)), op="tensor_copy")
     for ci in tile_sizes(g.c_in, PMAX):
         c.dma(ci * rows * W * ds, run)
     return c

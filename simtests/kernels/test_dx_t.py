@@ -10,7 +10,6 @@ from kernels import conv3d_bwd
 from kernels.dx_pairs import block_groups, pair_axes, tap_steps
 from kernels.planner import Strategy, forced_plan, plan_conv3d_bwd
 
-from .conftest import geom_shapes
 from .test_kernel_dev import run_and_compare
 
 
@@ -62,6 +61,15 @@ GEOMS = [
                   "padding": (0, 0, 1, 1, 1, 1)}, id="c200-k133"),
     pytest.param({"batch": 1, "c_in": 64, "c_out": 64, "size": (3, 6, 45), "kernel": (2, 2, 4),
                   "padding": (1, 0, 0, 1, 3, 0)}, id="c64-w45"),
+    # stride phases: pairs of consecutive taps of a phase, dx^T placed through a staging run
+    pytest.param({"batch": 1, "c_in": 3, "c_out": 17, "size": (4, 9, 10), "kernel": (3, 5, 5), "stride": (1, 2, 2),
+                  "padding": (1, 1, 2, 2, 2, 2)}, id="stem-like-s122"),
+    pytest.param({"batch": 2, "c_in": 5, "c_out": 8, "size": (5, 7, 6), "kernel": (3, 3, 2), "stride": (2, 3, 1),
+                  "padding": (1, 0, 2, 1, 0, 1), "dilation": (2, 1, 3)}, id="s231-dil"),
+    pytest.param({"batch": 1, "c_in": 4, "c_out": 6, "size": (7, 7, 7), "kernel": (2, 2, 2), "stride": (3, 3, 3)},
+                 id="stride-gt-kernel"),
+    pytest.param({"batch": 1, "c_in": 64, "c_out": 64, "size": (4, 8, 8), "kernel": (3, 3, 3), "stride": (2, 2, 2),
+                  "padding": (1,) * 6}, id="c64-s2"),
 ]
 
 
@@ -72,9 +80,10 @@ def test_dx_t_pairs_are_exact(geom, copies):
 
 
 @pytest.mark.parametrize("dtype", ["fp16", "fp32"])
-def test_dx_t_other_dtypes(dtype):
-    run_and_compare(batch=2, c_in=5, c_out=6, size=(3, 5, 4), kernel=(3, 3, 2), padding=(1, 1, 1, 0, 0, 1),
-                    dilation=(1, 2, 1), dtype=dtype, grads=("dx",), plan_edit=_dx_t(2))
+@pytest.mark.parametrize("stride", [(1, 1, 1), (1, 2, 2)])
+def test_dx_t_other_dtypes(dtype, stride):
+    run_and_compare(batch=2, c_in=5, c_out=6, size=(3, 5, 4), kernel=(3, 3, 2), stride=stride,
+                    padding=(1, 1, 1, 0, 0, 1), dilation=(1, 2, 1), dtype=dtype, grads=("dx",), plan_edit=_dx_t(2))
 
 
 def test_dx_t_pe_transposes_on_trn1(monkeypatch):
@@ -89,17 +98,19 @@ def test_dx_t_pe_transposes_on_trn1(monkeypatch):
                     grads=("dx",), plan_edit=_dx_t(3))
 
 
-def test_dx_t_without_pairs_c_out_over_64():
+@pytest.mark.parametrize("stride", [(1, 1, 1), (2, 1, 2)])
+def test_dx_t_without_pairs_c_out_over_64(stride):
     """C_out > 64 (two C_out tiles here): positions on M alone, every C_out tile accumulates."""
-    run_and_compare(batch=1, c_in=5, c_out=130, size=(2, 4, 5), kernel=(2, 3, 2), padding=(1, 0, 1, 1, 0, 1),
-                    grads=("dx",), plan_edit=_dx_t(0))
+    run_and_compare(batch=1, c_in=5, c_out=130, size=(2, 4, 5), kernel=(2, 3, 2), stride=stride,
+                    padding=(1, 0, 1, 1, 0, 1), grads=("dx",), plan_edit=_dx_t(0))
 
 
 @pytest.mark.parametrize("grads", [("dx",), ("dx", "dw"), ("dx", "db"), ("dx", "dw", "db")],
                          ids=lambda g: "+".join(g))
 @pytest.mark.parametrize("variant", ["per-gradient", "shared-banded", "lnc2", "lnc2-shared"])
 def test_dx_t_bands_strategies_lnc(grads, variant):
-    geom = {"batch": 3, "c_in": 6, "c_out": 7, "size": (5, 4, 6), "kernel": (3, 3, 3), "padding": (1, 1, 0, 2, 1, 1)}
+    geom = {"batch": 3, "c_in": 6, "c_out": 7, "size": (5, 4, 6), "kernel": (3, 3, 3), "padding": (1, 1, 0, 2, 1, 1),
+            "stride": (1, 1, 2) if "lnc2" in variant else (1, 1, 1)}
     edit = {"dx_band": (2, 4)}
     if "shared" in variant and "dw" in grads:
         edit.update(strategy=Strategy.SHARED_DY, dx_band=(1, 3))
@@ -110,14 +121,17 @@ def test_dx_t_bands_strategies_lnc(grads, variant):
     {"batch": 1, "c_in": 64, "c_out": 64, "size": (4, 16, 16), "kernel": (3, 3, 3), "padding": (1,) * 6},
     {"batch": 2, "c_in": 200, "c_out": 20, "size": (3, 8, 12), "kernel": (3, 3, 3), "padding": (1,) * 6,
      "dilation": (1, 2, 1)},
-], ids=["c64", "c200"])
+    {"batch": 1, "c_in": 3, "c_out": 64, "size": (4, 16, 16), "kernel": (3, 7, 7), "stride": (1, 2, 2),
+     "padding": (1, 1, 3, 3, 3, 3)},
+], ids=["c64", "c200", "stem-like"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float32"])
 def test_dx_t_budget_bounds_the_measured_peak(geom, dtype):
     """Every feasible dx^T candidate runs within the SBUF/PSUM the planner counted."""
+    from .conftest import out_size
     s, p, d = geom.get("stride", (1, 1, 1)), geom["padding"], geom.get("dilation", (1, 1, 1))
-    shapes = geom_shapes(geom)
-    if d != (1, 1, 1):
-        shapes = (shapes[0][:2] + tuple((n + 2 - dd * 2 - 1) + 1 for n, dd in zip(geom["size"], d)),) + shapes[1:]
+    o = tuple(out_size(geom["size"][a], geom["kernel"][a], s[a], p[2 * a], p[2 * a + 1], d[a]) for a in range(3))
+    shapes = ((geom["batch"], geom["c_out"]) + o, (geom["batch"], geom["c_in"]) + geom["size"],
+              geom["kernel"] + (geom["c_in"], geom["c_out"]))
     plan = plan_conv3d_bwd(*shapes, stride=s, padding=p, dilation=d, dtype="bf16" if dtype == "bfloat16" else "fp32")
     alts = [a for a in plan.feasible_candidates() if a.dx_transposed]
     assert alts
