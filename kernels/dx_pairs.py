@@ -18,6 +18,7 @@ from .geometry import ConvGeom
 from .schedule import PMAX, box_blocks
 
 BANK_FP32 = 512
+DXT_BUFS = 2   # dx^T tiles in flight (each waits for its transpose back before reuse)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import nki.language as nl
 
 from .dx_pairs import (
     BANK_FP32,
+    DXT_BUFS,
     block_groups,
     ci_tile_t,
     copies_made,
@@ -87,7 +88,7 @@ def run_dx_t(ctx, items, bands, w_t, on_band=None):
     plane_pool = Pool(2 * len(tiles(ci_t, PMAX)), (PMAX, plan.dx_band[0] * plan.dx_band[1] * W), dtype, nl.sbuf,
                       "dx_plane_t")
     acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dxt")
-    dxt_pool = Pool(2, (PMAX, slots, ci_t), dtype, nl.sbuf, "dx_t")
+    dxt_pool = Pool(DXT_BUFS, (PMAX, slots, ci_t), dtype, nl.sbuf, "dx_t")
     strided = any(a.s > 1 for a in ax)
     # strided: dx of one phase in phase order, before its strided placement into the plane
     stage_pool = Pool(2 * len(tiles(ci_t, PMAX)), (PMAX, phase_stage_elems(g, plan.dx_band)), dtype, nl.sbuf,
@@ -188,8 +189,9 @@ def run_dx_t(ctx, items, bands, w_t, on_band=None):
                 if strided:
                     npos = box[0] * box[1] * box[2]
                     for (_c0, c_sz, plane), (_c, _s, stage) in zip(planes, targets):
+                        # GpSimd: otherwise idle here; on VectorE it would queue the evictions behind it
                         nisa.tensor_copy(_phase_view(plane, c_sz, rows, first, box, ax), stage[:c_sz, :npos],
-                                         engine=nisa.engine.vector)
+                                         engine=nisa.engine.gpsimd)
             for c0, c_sz, plane in planes:
                 nisa.dma_copy(dst=ctx.dx[b, ci0 + c0:ci0 + c0 + c_sz, bd.i0:bd.i1, bh.i0:bh.i1, :],
                               src=plane[:c_sz, :nd_in * nh_in * W])

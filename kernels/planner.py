@@ -18,6 +18,7 @@ from functools import lru_cache
 from .costs import TARGET_FIGURES, CostSheet, TargetFigures
 from .dx_pairs import (
     BANK_FP32,
+    DXT_BUFS,
     block_groups,
     ci_tile_t,
     copies_made,
@@ -1079,18 +1080,20 @@ def _dx_t_sbuf(g: ConvGeom, p: Plan, ext: tuple[int, int, int]) -> tuple[int, in
     plane = 2 * n_tiles(ci_t, PMAX) * p.dx_band[0] * p.dx_band[1] * g.axes[2].n * ds
     copies = max(0, _dx_t_copies(g, p) - 1) * p.dy_bufs * ext[0] * ext[1] * ext[2] * ds
     stage = 2 * n_tiles(ci_t, PMAX) * phase_stage_elems(g, p.dx_band) * ds if any(a.s > 1 for a in g.axes) else 0
-    return plane, copies + 2 * slots * ci_t * ds + stage
+    return plane, copies + DXT_BUFS * slots * ci_t * ds + stage
 
 
 def _dx_t_variants(g: ConvGeom, p: Plan, hw: TargetFigures) -> list[Plan]:
-    """dx^T variants of ``p`` (stride 1, all filters resident): tap pairs over 1..3 shifted copies
-    when C_out <= 64, else positions on M alone (when C_in < 128 leaves today's M short); each on
-    the largest dx band that fits."""
+    """dx^T variants of ``p`` (all filters resident): tap pairs over 1..3 shifted copies when
+    C_out <= 64, else (stride 1 only) positions on M alone (when C_in < 128 leaves the classic M
+    short); each on the largest dx band that fits."""
     if not p.compute_dx or p.dx_ci_outer or p.dx_regions != 1 or _dx_method(g) is DxMethod.GEMM:
         return []
     if pairs_possible(g):
         opts = list(range(1, len(pair_axes(g)) + 1))
-    elif g.c_in < PMAX or g.c_out <= PMAX // 2:
+    elif (g.c_in < PMAX or g.c_out <= PMAX // 2) and _dx_method(g) is DxMethod.GATHER_S1:
+        # (strided without pairs: the phase placements and short phase groups stall more than
+        # M = 128 saves; down_s2 measured 79.6 us against 76.5 with the classic gather)
         opts = [0]
     else:
         return []
@@ -1184,9 +1187,8 @@ def _dx_t_band_sheet(g: ConvGeom, target: str, copies: int, by_dma: bool, tile_e
                     c.transpose(n, cc, fp32, nb)
                     for k0 in range(0, nb, per):
                         c.evict(min(per, nb - k0) * n, two, 1)
-        if strided:   # the phase's strided placement into the plane (VectorE), per 128 channels
-            c.compute("vector", npos, 1, c.copy_speedup("vector", two, False, False),
-                      len(tile_sizes(g.c_in, PMAX)), op="tensor_copy")
+        if strided:   # the phase's strided placement into the plane (GpSimd), per 128 channels
+            c.compute("gpsimd", npos, 1, 1.0, len(tile_sizes(g.c_in, PMAX)), op="tensor_copy")
     for ci in tile_sizes(g.c_in, PMAX):
         c.dma(ci * rows * W * ds, run)
     return c

@@ -66,8 +66,6 @@ GEOMS = [
                   "padding": (1, 1, 2, 2, 2, 2)}, id="stem-like-s122"),
     pytest.param({"batch": 2, "c_in": 5, "c_out": 8, "size": (5, 7, 6), "kernel": (3, 3, 2), "stride": (2, 3, 1),
                   "padding": (1, 0, 2, 1, 0, 1), "dilation": (2, 1, 3)}, id="s231-dil"),
-    pytest.param({"batch": 1, "c_in": 4, "c_out": 6, "size": (7, 7, 7), "kernel": (2, 2, 2), "stride": (3, 3, 3)},
-                 id="stride-gt-kernel"),
     pytest.param({"batch": 1, "c_in": 64, "c_out": 64, "size": (4, 8, 8), "kernel": (3, 3, 3), "stride": (2, 2, 2),
                   "padding": (1,) * 6}, id="c64-s2"),
 ]
@@ -98,11 +96,21 @@ def test_dx_t_pe_transposes_on_trn1(monkeypatch):
                     grads=("dx",), plan_edit=_dx_t(3))
 
 
-@pytest.mark.parametrize("stride", [(1, 1, 1), (2, 1, 2)])
-def test_dx_t_without_pairs_c_out_over_64(stride):
-    """C_out > 64 (two C_out tiles here): positions on M alone, every C_out tile accumulates."""
-    run_and_compare(batch=1, c_in=5, c_out=130, size=(2, 4, 5), kernel=(2, 3, 2), stride=stride,
-                    padding=(1, 0, 1, 1, 0, 1), grads=("dx",), plan_edit=_dx_t(0))
+@pytest.mark.parametrize("geom", [
+    # C_out > 64 (two C_out tiles): positions on M alone, every C_out tile accumulates
+    {"batch": 1, "c_in": 5, "c_out": 130, "size": (2, 4, 5), "kernel": (2, 3, 2), "padding": (1, 0, 1, 1, 0, 1)},
+    {"batch": 1, "c_in": 5, "c_out": 130, "size": (2, 4, 5), "kernel": (2, 3, 2), "stride": (2, 1, 2),
+     "padding": (1, 0, 1, 1, 0, 1)},
+    # stride > kernel: one tap per phase (no pairs), phases no tap reaches (zeros)
+    {"batch": 1, "c_in": 4, "c_out": 6, "size": (7, 7, 7), "kernel": (2, 2, 2), "stride": (3, 3, 3)},
+], ids=["c130", "c130-strided", "stride-gt-kernel"])
+def test_dx_t_without_pairs(geom):
+    """dx^T without tap pairs (the planner offers it at stride 1 only; the kernel runs it with strides)."""
+    def force(p):
+        return dataclasses.replace(p, dx_transposed=True, dx_pair_copies=0, dx_regions=1, dx_ci_outer=False,
+                                   dx_ci_tile=min(128, geom["c_in"]))
+    strided = geom.get("stride", (1, 1, 1)) != (1, 1, 1)
+    run_and_compare(**geom, grads=("dx",), plan_edit=force if strided else _dx_t(0))
 
 
 @pytest.mark.parametrize("grads", [("dx",), ("dx", "dw"), ("dx", "db"), ("dx", "dw", "db")],
