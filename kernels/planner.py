@@ -16,6 +16,19 @@ from enum import Enum
 from functools import lru_cache
 
 from .costs import TARGET_FIGURES, CostSheet, TargetFigures
+from .dx_pairs import (
+    BANK_FP32,
+    DXT_BUFS,
+    block_groups,
+    ci_tile_t,
+    copies_made,
+    copy_shift,
+    pair_axes,
+    pairs_possible,
+    phase_stage_elems,
+    phase_tap_sets,
+    tap_steps,
+)
 from .errors import Conv3dBwdInputError, Conv3dBwdPlanError
 from .geometry import ConvGeom, ceil_div, validate
 from .schedule import (
@@ -303,6 +316,8 @@ class Plan:
     filters_first: bool = False       # dx's first filter group loads before dw runs (per-gradient)
     dw_split: str = "positions"       # LNC2 dw split: "positions" (partials combined), "taps", "channels"
     dw_x_stationary: bool = False     # dw with x^T stationary (taps x ci on M), dy^T moving: dw[(tap, ci), co]
+    dx_transposed: bool = False       # dx^T: positions on the stationary side (nki_dx_t, stride 1)
+    dx_pair_copies: int = 0           # dx^T: shifted dy copies pairing taps on K (C_out <= 64)
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -337,7 +352,7 @@ class Plan:
                 "dw_tap_group": self.dw_tap_group, "dw_co_chunk": self.dw_co_chunk, "dy_bufs": self.dy_bufs,
                 "dw_ci_range": self.dw_ci_range, "dw_tap_range": self.dw_tap_range, "dx_regions": self.dx_regions,
                 "filters_first": self.filters_first, "dw_split": self.dw_split,
-                "dw_x_stationary": self.dw_x_stationary}
+                "dw_x_stationary": self.dw_x_stationary, "dx_transposed": self.dx_transposed, "dx_pair_copies": self.dx_pair_copies}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -452,6 +467,10 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         wstage = 3 * _filter_group(g, p) * g.c_out * ds   # the filter staging ring (load_filters_t)
         if p.dx_regions > 1:
             wstage = 3 * max(1, min(g.taps, PSUM_BANK_BYTES // (PMAX * ds))) * PMAX * ds
+        if dx_t_active(p):
+            plane, extra = _dx_t_sbuf(g, p, ext)
+            parts += [("dx^T copies and tiles", extra)]
+            dyb += extra
         phase_sbuf["dx"] = filt + wstage + dyb + plane + stage + (4 * n_co * 4 if p.compute_db else 0)
         psum_dx = PSUM_DX_BANKS
     if p.compute_dw and p.dw_method is DwMethod.DMA_GEMM:
@@ -636,7 +655,10 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                     _cost_fill(loads, g, n_co, co_t, *f, fill_work=shared.get(i, True))
         for _ in range(reloads):
             c.add(loads)
-        if p.dx_regions == 1:
+        if dx_t_active(p):
+            _estimate_dx_t(c, g, p, hw, items)
+            fill += _dx_t_fill_ns(g, p, hw, items)
+        elif p.dx_regions == 1:
             for _b, bd, bh in items:
                 c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh))
         else:   # one band's compute per pack; its store once per region
@@ -994,6 +1016,7 @@ def _label(p: Plan) -> str:
         parts.append(f"dx:{p.dx_method.value}[band {p.dx_band[0]}x{p.dx_band[1]}, ci {p.dx_ci_tile}"
                      + (", ci-outer" if p.dx_ci_outer else "")
                      + (f", {p.dx_regions} regions" if p.dx_regions > 1 else "")
+                     + (f", dx^T pairs x{p.dx_pair_copies}" if p.dx_transposed else "")
                      + (", filters first" if p.filters_first else "") + "]")
     if p.dw_method:
         band = "" if p.strategy is Strategy.SHARED_DY else f"band {p.dw_band[0]}x{p.dw_band[1]}, "
@@ -1169,6 +1192,8 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
     out = [p]
     if p.compute_dx and not p.dx_ci_outer:
         out += [replace(p, dx_regions=r) for r in (2, 4) if region_fits(g.c_in, g.c_out, r)]
+    if hw is not None:
+        out += _dx_t_variants(g, p, hw)
     if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
         out = [q2 if not _check(g, q2 := replace(q, filters_first=True), hw)[0] else q for q in out]
     if p.lnc == 2 and p.compute_dw and p.strategy is Strategy.PER_GRADIENT and g.taps >= 2 \
@@ -1239,3 +1264,139 @@ def plan_conv3d_bwd(dy_shape, x_shape, w_shape, stride=(1, 1, 1), padding=(0,) *
     alts = tuple(replace(q, candidates=records_t) for q in feasible)
     best = alts[0]
     return replace(best, candidates=records_t, alternatives=alts)
+
+
+# ------------------------------------------------------------------------------- dx^T (nki_dx_t)
+
+
+def dx_t_active(p: Plan) -> bool:
+    """The plan runs dx^T: its flag, without the options dx^T does not combine with (region packing,
+    C_in-outer filter groups: a plan edited to those runs the classic gather)."""
+    return p.dx_transposed and p.dx_regions == 1 and not p.dx_ci_outer
+
+
+def _dx_t_copies(g: ConvGeom, p: Plan) -> int:
+    """Shifted dy copies the kernel makes (copies that pair no tap are not made)."""
+    return copies_made(g, p.dx_pair_copies)
+
+
+def _dx_t_sbuf(g: ConvGeom, p: Plan, ext: tuple[int, int, int]) -> tuple[int, int]:
+    """(dx planes, shifted dy copies + dx^T tiles) bytes per partition of dx^T (mirrors run_dx_t's pools)."""
+    ds = g.dtype_bytes
+    ci_t = ci_tile_t(g)
+    slots = max(1, BANK_FP32 // ci_t)
+    plane = 2 * n_tiles(ci_t, PMAX) * p.dx_band[0] * p.dx_band[1] * g.axes[2].n * ds
+    copies = max(0, _dx_t_copies(g, p) - 1) * p.dy_bufs * ext[0] * ext[1] * ext[2] * ds
+    stage = 2 * n_tiles(ci_t, PMAX) * phase_stage_elems(g, p.dx_band) * ds if any(a.s > 1 for a in g.axes) else 0
+    return plane, copies + DXT_BUFS * slots * ci_t * ds + stage
+
+
+def _dx_t_variants(g: ConvGeom, p: Plan, hw: TargetFigures) -> list[Plan]:
+    """dx^T variants of ``p`` (all filters resident): tap pairs over 1..3 shifted copies when
+    C_out <= 64, else (stride 1 only) positions on M alone (when C_in < 128 leaves the classic M
+    short); each on the largest dx band that fits."""
+    if not p.compute_dx or p.dx_ci_outer or p.dx_regions != 1 or _dx_method(g) is DxMethod.GEMM:
+        return []
+    if pairs_possible(g):
+        opts = list(range(1, len(pair_axes(g)) + 1))
+    elif (g.c_in < PMAX or g.c_out <= PMAX // 2) and _dx_method(g) is DxMethod.GATHER_S1:
+        # (strided without pairs: the phase placements and short phase groups stall more than
+        # M = 128 saves; down_s2 measured 79.6 us against 76.5 with the classic gather)
+        opts = [0]
+    else:
+        return []
+    bands = [p.dx_band] + [(d, g.axes[1].n) for d in _band_options(g.axes[0].n) if d < p.dx_band[0]] + \
+        [(1, h) for h in _band_options(g.axes[1].n)[1:] if p.dx_band[0] > 1 or h < p.dx_band[1]]
+    out = []
+    for n in opts:
+        q = replace(p, dx_transposed=True, dx_pair_copies=n, dx_ci_tile=min(PMAX, g.c_in))
+        for band in bands:
+            qb = replace(q, dx_band=band)
+            if not _check(g, qb, hw)[0]:
+                out.append(qb)
+                break
+        else:
+            out.append(q)   # listed (and rejected with its reason)
+    return out
+
+
+def _estimate_dx_t(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items: list) -> None:
+    """dx^T compute, copies and stores of this program's items (mirrors nki_dx_t.run_dx_t)."""
+    ds = g.dtype_bytes
+    pairs = sum(1 for taps in phase_tap_sets(g) for s_ in tap_steps(g, p.dx_pair_copies, taps) if s_.b is not None)
+    if pairs:   # filters of tap b under tap a's (SBUF->SBUF)
+        c.dma(g.c_out * g.c_in * ds, g.c_in * ds, pairs)
+    ext = _dx_dy_extent(g, p.dx_band)
+    for _b, bd, bh in items:
+        c.add(_dx_t_band_sheet(g, hw.name, p.dx_pair_copies, filters_by_dma(g, p), ext, bd, bh))
+
+
+def _dx_t_fill_ns(g: ConvGeom, p: Plan, hw: TargetFigures, items: list) -> float:
+    """The first band's shifted copies, which no earlier band's matmuls hide (later bands are made
+    one band ahead): copy bytes at the full DMA bandwidth (two half-range transfers per copy)."""
+    if not items or not dx_t_active(p):
+        return 0.0
+    _b, bd, _bh = items[0]
+    ext = _dx_dy_extent(g, p.dx_band)
+    used = bd.extent * ext[1] * ext[2]
+    n_copies = _dx_t_copies(g, p)
+    nbytes = sum(g.c_out * used * g.dtype_bytes * (2 if k else 1) for k in range(n_copies))
+    return nbytes / hw.dma_bytes_per_ns + (hw.dma_fixed_ns if n_copies else 0.0)
+
+
+@lru_cache(maxsize=8192)
+def _dx_t_band_sheet(g: ConvGeom, target: str, copies: int, by_dma: bool, tile_ext: tuple[int, int, int],
+                     bd: AxisBand, bh: AxisBand) -> CostSheet:
+    """One band of dx^T: shifted copies, matmuls, evictions, transposes back, stores (cached)."""
+    hw = TARGET_FIGURES[target]
+    c = CostSheet(hw)
+    ds = g.dtype_bytes
+    fp32 = g.dtype == "fp32"
+    two = ds == 2
+    W = g.axes[2].n
+    nd_in, nh_in = bd.i1 - bd.i0, bh.i1 - bh.i0
+    rows = nd_in * nh_in
+    run = (rows * W if nh_in == g.axes[1].n else nh_in * W) * ds
+    bw = axis_bands(g.axes[2], W)[0]
+    if min(bd.extent, bh.extent, bw.extent) <= 0:   # no dy: zero planes
+        for ci in tile_sizes(g.c_in, PMAX):
+            c.compute("gpsimd", rows * W, 0, 1.0, 1, op="memset")
+            c.dma(ci * rows * W * ds, run)
+        return c
+    n_copies = copies_made(g, copies)
+    used = bd.extent * tile_ext[1] * tile_ext[2]
+    for k in range(n_copies):
+        sh = copy_shift(g, k, tile_ext)
+        if k:
+            c.dma(g.c_out * used * ds, used * ds)
+        if sh < used:
+            c.dma(g.c_out * (used - sh) * ds, (used - sh) * ds)
+    ci_t = ci_tile_t(g)
+    slots = max(1, BANK_FP32 // ci_t)
+    tbank = PSUM_BANK_BYTES // ds
+    strided = any(a.s > 1 for a in g.axes)
+    for w in dx_phase_work(g, (bd, bh, bw), with_blocks=False):
+        npos = w.positions
+        if not w.taps:
+            c.compute("gpsimd", npos, 0, 1.0, len(tile_sizes(g.c_in, PMAX)), op="memset")
+            continue
+        n_mm = len(tap_steps(g, copies, w.taps)) * (1 if n_copies else n_tiles(g.c_out, PMAX))
+        for grp in block_groups(tuple(w.j1[a] - w.j0[a] for a in range(3)), slots):
+            nb, n = len(grp.blocks), grp.n
+            for ci in tile_sizes(g.c_in, ci_t):
+                c.matmul(n, ci, fp32, n_mm * nb)
+                c.evict(nb * ci, two, 1)
+                for cc in tile_sizes(ci, PMAX):
+                    if by_dma:   # SBUF->SBUF dma_transpose at 50 % of the bandwidth
+                        c.busy["dma"] += nb * n * cc * ds / (hw.dma_bytes_per_ns * 0.5)
+                        c._count("dma_transpose", 1)
+                        continue
+                    per = max(1, tbank // n)
+                    c.transpose(n, cc, fp32, nb)
+                    for k0 in range(0, nb, per):
+                        c.evict(min(per, nb - k0) * n, two, 1)
+        if strided:   # the phase's strided placement into the plane (GpSimd), per 128 channels
+            c.compute("gpsimd", npos, 1, 1.0, len(tile_sizes(g.c_in, PMAX)), op="tensor_copy")
+    for ci in tile_sizes(g.c_in, PMAX):
+        c.dma(ci * rows * W * ds, run)
+    return c
