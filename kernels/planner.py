@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import lru_cache
 
+from . import dx_toeplitz as toeplitz
 from .costs import TARGET_FIGURES, CostSheet, TargetFigures
 from .errors import Conv3dBwdInputError, Conv3dBwdPlanError
 from .geometry import ConvGeom, ceil_div, validate
@@ -132,6 +133,7 @@ class DxMethod(str, Enum):
     GEMM = "gemm"                  # 1x1x1, unit stride, no padding: plain GEMM over C_out
     GATHER_S1 = "gather_s1"        # stride 1: implicit GEMM over shifted dy windows, one PSUM bank
     PHASE_GATHER = "phase_gather"  # stride > 1: per-phase gather (sub-pixel decomposition)
+    TOEPLITZ = "toeplitz"          # tiny C_in: U_d x U_h output positions on M, block-Toeplitz filters
 
 
 class DwMethod(str, Enum):
@@ -203,6 +205,7 @@ class Plan:
     dx_regions: int = 1               # dx bands stacked on the partitions (block-diagonal filters)
     filters_first: bool = False       # dx's first filter group loads before dw runs (per-gradient)
     dw_split: str = "positions"       # LNC2 dw split: "positions" (partials combined), "taps", "channels"
+    dx_toeplitz: tuple[int, int] = (1, 1)   # dx:toeplitz: phase positions (U_d, U_h) stacked on M
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -236,7 +239,8 @@ class Plan:
                 "dx_ci_outer": self.dx_ci_outer, "dw_ci_tile": self.dw_ci_tile,
                 "dw_tap_group": self.dw_tap_group, "dw_co_chunk": self.dw_co_chunk, "dy_bufs": self.dy_bufs,
                 "dw_ci_range": self.dw_ci_range, "dw_tap_range": self.dw_tap_range, "dx_regions": self.dx_regions,
-                "filters_first": self.filters_first, "dw_split": self.dw_split}
+                "filters_first": self.filters_first, "dw_split": self.dw_split,
+                "dx_toeplitz": list(self.dx_toeplitz)}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -344,6 +348,9 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         ext = _dx_dy_extent(g, p.dx_band)
         dyb = p.dy_bufs * n_co * ext[0] * ext[1] * ext[2] * ds
         plane = 2 * p.dx_band[0] * p.dx_band[1] * W * ds
+        if p.dx_method is DxMethod.TOEPLITZ:   # W^T plus its tap grids; planes of (u, ci) partitions
+            grids, plane = toeplitz.sbuf_bytes(g, p.dx_band, p.dx_toeplitz)
+            filt += grids
         parts += [("filters", filt), ("dx dy band", dyb), ("dx plane", plane)]
         stage = 2 * dx_stage_elems(g, p.dx_band) * ds
         if p.dx_ci_outer and p.dx_regions == 1 and g.c_in > p.dx_ci_tile:
@@ -399,6 +406,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         if p.filters_first and p.compute_dx:
             first = (n_co * g.taps * (p.dx_ci_tile if p.dx_ci_outer else g.c_in) * ds if p.dx_regions == 1
                      else g.taps * PMAX * ds)
+            if p.dx_method is DxMethod.TOEPLITZ:
+                first += toeplitz.sbuf_bytes(g, p.dx_band, p.dx_toeplitz)[0]
             phase_sbuf["dw"] = phase_sbuf.get("dw", 0) + first
             dw_total += first
         # the store runs while every dw pool (and, per gradient, dw's dy ring) is still live
@@ -522,7 +531,11 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                     _cost_fill(loads, g, n_co, co_t, *f, fill_work=shared.get(i, True))
         for _ in range(reloads):
             c.add(loads)
-        if p.dx_regions == 1:
+        if p.dx_method is DxMethod.TOEPLITZ:
+            toeplitz.estimate_grids(c, g, p.dx_toeplitz)
+            for _b, bd, bh in items:
+                c.add(toeplitz.band_sheet(g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh))
+        elif p.dx_regions == 1:
             for _b, bd, bh in items:
                 c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh))
         else:   # one band's compute per pack; its store once per region
@@ -792,6 +805,7 @@ def _label(p: Plan) -> str:
         parts.append(f"dx:{p.dx_method.value}[band {p.dx_band[0]}x{p.dx_band[1]}, ci {p.dx_ci_tile}"
                      + (", ci-outer" if p.dx_ci_outer else "")
                      + (f", {p.dx_regions} regions" if p.dx_regions > 1 else "")
+                     + (f", U {p.dx_toeplitz[0]}x{p.dx_toeplitz[1]}" if p.dx_method is DxMethod.TOEPLITZ else "")
                      + (", filters first" if p.filters_first else "") + "]")
     if p.dw_method:
         band = "" if p.strategy is Strategy.SHARED_DY else f"band {p.dw_band[0]}x{p.dw_band[1]}, "
@@ -821,11 +835,15 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
 
 
 def _dx_method(g: ConvGeom) -> DxMethod:
+    """The gather family's name for the geometry (dx:toeplitz variants are added beside it)."""
     if g.pointwise:
         return DxMethod.GEMM
     if all(a.s == 1 for a in g.axes):
         return DxMethod.GATHER_S1
     return DxMethod.PHASE_GATHER
+
+
+gather_dx_method = _dx_method
 
 
 def _base(g: ConvGeom, dy_shape, x_shape, w_shape, stride, padding, dilation, target, lnc,
@@ -954,12 +972,27 @@ def _dw_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ranges: list[int], 
     return found or out
 
 
+def _toeplitz_variants(g: ConvGeom, p: Plan, hw: TargetFigures | None) -> list[Plan]:
+    """dx:toeplitz variants of ``p`` (tiny C_in), with the plan's dx band and with the largest band
+    that fits (its (u, ci) planes are far smaller than the gather's), each with its best (U_d, U_h)."""
+    if toeplitz.toeplitz_domain(g):
+        return []
+    bands = [(d, g.axes[1].n) for d in _band_options(g.axes[0].n)] + \
+        [(1, h) for h in _band_options(g.axes[1].n)[1:]]
+    bands = bands[:bands.index(p.dx_band)] if p.dx_band in bands else []
+    larger = [b for b in bands if hw is not None and toeplitz.toeplitz_options(g, b) and not _check(g, replace(
+        p, dx_method=DxMethod.TOEPLITZ, dx_band=b, dx_toeplitz=toeplitz.toeplitz_options(g, b)[0]), hw)[0]]
+    return [replace(p, dx_method=DxMethod.TOEPLITZ, dx_band=b, dx_toeplitz=u)
+            for b in larger[:1] + [p.dx_band] for u in toeplitz.toeplitz_options(g, b)]
+
+
 def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list[Plan]:
     """The plan, plus its dx region-packed variants when the channels leave the array half empty;
     per gradient, dx's first filters load before dw when SBUF allows it."""
     out = [p]
     if p.compute_dx and not p.dx_ci_outer:
         out += [replace(p, dx_regions=r) for r in (2, 4) if region_fits(g.c_in, g.c_out, r)]
+        out += _toeplitz_variants(g, p, hw)
     if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
         out = [q2 if not _check(g, q2 := replace(q, filters_first=True), hw)[0] else q for q in out]
     if p.lnc == 2 and p.compute_dw and p.strategy is Strategy.PER_GRADIENT and g.taps >= 2 \

@@ -1,0 +1,127 @@
+"""dx:toeplitz — output positions stacked on the PE's M axis with block-Toeplitz filters (tiny C_in).
+
+See ``kernels/dx_toeplitz.py`` for the formulation; this module issues its instructions. The dy
+bands are the gather method's zero-padded bands (``DyBands``); the filters are first transposed
+to ``W^T [co, tap, ci]`` (``load_filters_t``) and then laid out, per (d, h) phase pair and kw tap,
+on zero-padded tap grids ``Z[co, pair*K_w + kw, z_d, z_h, ci]`` so that every stationary is a window.
+"""
+import nki.isa as nisa
+import nki.language as nl
+
+from .dx_toeplitz import deltas, plane_groups, store_pattern, tap_line, toeplitz_work, z_shape, z_start
+from .nki_common import BANK_FP32, PMAX, Pool, band_slices
+from .nki_dx import DyBands
+from .nki_filters import load_filters_t
+from .planner import filter_group, filters_by_dma
+from .schedule import box_blocks, tiles
+
+
+def load_toeplitz_filters(ctx):
+    """Per C_out tile the tap grids Z [co, s_d*s_h*K_w, Z_d, Z_h, C_in] (zeros between and around taps)."""
+    g, plan = ctx.g, ctx.plan
+    ax = g.axes
+    u = plan.dx_toeplitz
+    w_t = load_filters_t(g, ctx.filters, [(0, g.c_in)], ctx.dtype, ctx.psum_t, ctx.evict, filter_group(g, plan),
+                         by_dma=filters_by_dma(g, plan))
+    shape = z_shape(g, u)
+    out = []
+    for c, (_co0, co_sz) in enumerate(tiles(g.c_out, PMAX)):
+        z = nl.ndarray((PMAX,) + shape, ctx.dtype, buffer=nl.sbuf, name=f"w_z{c}")
+        nisa.memset(z[:co_sz], 0.0, engine=nisa.engine.gpsimd)
+        w5 = w_t[c].reshape((PMAX, ax[0].k, ax[1].k, ax[2].k, g.c_in))
+        for pd in range(ax[0].s):
+            for ph in range(ax[1].s):
+                ld, lh = tap_line(ax[0], pd), tap_line(ax[1], ph)
+                if ld is None or lh is None:
+                    continue
+                for kw in range(ax[2].k):
+                    src = w5[:co_sz, band_slices(ld.first_k, ld.count, ld.k_step),
+                             band_slices(lh.first_k, lh.count, lh.k_step), kw, :]
+                    dst = z[:co_sz, (pd * ax[1].s + ph) * ax[2].k + kw,
+                            band_slices(u[0] - 1, ld.count, ld.z_step), band_slices(u[1] - 1, lh.count, lh.z_step), :]
+                    nisa.tensor_copy(dst, src, engine=nisa.engine.gpsimd)
+        out.append(z)
+    return out
+
+
+def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None):
+    """dx for the (batch, D band, H band) ``items`` of this program (``on_band`` sees each dy band once)."""
+    g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
+    ax = g.axes
+    W = ax[2].n
+    u = plan.dx_toeplitz
+    co_tiles = tiles(g.c_out, PMAX)
+    bands = DyBands(g, ctx.dy, plan, dtype)
+    pg = plane_groups(g, plan.dx_band, u)
+    plane_pool = Pool(2, (PMAX, pg[0], pg[1], W), dtype, nl.sbuf, "dx_tplane")
+    acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dxt")
+    z = first_filters.pop() if first_filters else None
+    # the dy band of the next item loads (DMA, and its placement on VectorE, an in-order engine)
+    # before this item's evictions: the PE does not wait for it at the item boundary. The first band
+    # is issued before the filters, whose many small DMAs would otherwise queue ahead of it.
+    ahead = plan.dy_bufs >= 2
+    pending = bands.load(*items[0]) if (ahead and items) else None
+    if z is None:
+        z = load_toeplitz_filters(ctx)
+    for idx, (b, bd, bh) in enumerate(items):
+        bufs = pending if ahead else bands.load(b, bd, bh)
+        if ahead and idx + 1 < len(items):
+            pending = bands.load(*items[idx + 1])
+        if on_band is not None:
+            on_band(b, bd, bh, bands.band_w, bufs)
+        bw = bands.band_w
+        for pair in toeplitz_work(g, (bd, bh, bw), u):
+            plane = plane_pool.take()
+            pd, ph = pair.phases
+            for sub in pair.subs:
+                m = sub.m(g.c_in)
+                (g0d, g0h), (gd, gh), (ud, uh) = sub.g0, sub.groups, sub.u
+                region = (slice(g0d, g0d + gd), slice(g0h, g0h + gh))
+                if pair.lines is None:
+                    nisa.memset(plane[:m, region[0], region[1], :W], 0.0, engine=nisa.engine.gpsimd)
+                    continue
+                ld, lh = pair.lines
+                offs = [(dd, dh) for dd in deltas(ld, ud) for dh in deltas(lh, uh)]
+                for wp in pair.wphases:
+                    iw0 = ax[2].i_of_j(wp.j0, wp.pw)
+                    if not wp.taps:
+                        nisa.memset(plane[:m, region[0], region[1], band_slices(iw0, wp.j1 - wp.j0, ax[2].s)], 0.0,
+                                    engine=nisa.engine.gpsimd)
+                        continue
+                    pair_z = (pd * ax[1].s + ph) * ax[2].k
+                    for (md, mh, jw), (nd, nh, nw) in box_blocks((0, 0, wp.j0), (gd, gh, wp.j1), BANK_FP32):
+                        n = nd * nh * nw
+                        ps = acc_pool.take()
+                        steps = [(dd, dh, kw, c) for dd, dh in offs for kw in wp.taps for c in range(len(co_tiles))]
+                        for si, (dd, dh, kw, c) in enumerate(steps):
+                            co_sz = co_tiles[c][1]
+                            zd, zh = z_start(ld, u[0], dd), z_start(lh, u[1], dh)
+                            qd = pair.j0[0] + u[0] * (g0d + md) + dd - bd.q0
+                            qh = pair.j0[1] + u[1] * (g0h + mh) + dh - bh.q0
+                            qw = jw - ax[2].tap_shift(kw, wp.pw) - bw.q0
+                            nisa.nc_matmul(ps[:m, :n],
+                                           stationary=z[c][:co_sz, pair_z + kw, zd:zd + ud, zh:zh + uh, :]
+                                           .permute((0, 3, 1, 2)),
+                                           moving=bufs[c][:co_sz, band_slices(qd, nd, u[0]), band_slices(qh, nh, u[1]),
+                                                          qw:qw + nw],
+                                           accumulate=si > 0)
+                        ctx.evict.copy(plane[:m, g0d + md:g0d + md + nd, g0h + mh:g0h + mh + nh,
+                                             band_slices(ax[2].i_of_j(jw, wp.pw), nw, ax[2].s)], ps[:m, :n])
+            _store_pair(ctx, g, u, b, pair, plane)
+
+
+def _store_pair(ctx, g, u, b, pair, plane):
+    """The plane of one phase pair to dx: per sub-box and channel one DMA, whose U_d' x U_h' partitions
+    go to their strided rows (HBM pattern (u_d, u_h, m_d, m_h, w), the partitions' row-major order)."""
+    ax = g.axes
+    W = ax[2].n
+    pd, ph = pair.phases
+    for sub in pair.subs:
+        (g0d, g0h), (gd, gh), (ud, uh) = sub.g0, sub.groups, sub.u
+        i_d = ax[0].i_of_j(pair.j0[0] + u[0] * g0d, pd)
+        i_h = ax[1].i_of_j(pair.j0[1] + u[1] * g0h, ph)
+        for ci in range(g.c_in):
+            p0 = ci * ud * uh
+            offset = (((b * g.c_in + ci) * ax[0].n + i_d) * ax[1].n + i_h) * W
+            nisa.dma_copy(dst=ctx.dx.ap(store_pattern(g, u, sub), offset=offset),
+                          src=plane[p0:p0 + ud * uh, g0d:g0d + gd, g0h:g0h + gh, :W])
