@@ -73,6 +73,40 @@ def deltas(line: TapLine, u: int) -> tuple[int, ...]:
     return tuple(sorted({uu - t for uu in range(u) for t in line.shifts}))
 
 
+def offsets(lines: tuple[TapLine, TapLine], u: tuple[int, int], pair_axis: int
+            ) -> tuple[tuple[int, int, bool], ...]:
+    """The (delta_d, delta_h, paired) matmuls of a sub-box with group sizes ``u``. With ``pair_axis``
+    0 (d) or 1 (h), consecutive offsets delta, delta + 1 along that axis share one matmul: the dy
+    band's copy on partitions C_out..2 C_out is shifted by one row along the axis, and so is the tap
+    grid's copy, so that K = 2 C_out serves both offsets."""
+    dd, dh = deltas(lines[0], u[0]), deltas(lines[1], u[1])
+    if pair_axis < 0:
+        return tuple((a, b, False) for a in dd for b in dh)
+    firsts = []
+    seq = list(dd if pair_axis == 0 else dh)
+    i = 0
+    while i < len(seq):
+        paired = i + 1 < len(seq) and seq[i + 1] == seq[i] + 1
+        firsts.append((seq[i], paired))
+        i += 2 if paired else 1
+    if pair_axis == 0:
+        return tuple((a, b, pr) for a, pr in firsts for b in dh)
+    return tuple((a, b, pr) for a in dd for b, pr in firsts)
+
+
+def pair_fits(g: ConvGeom) -> bool:
+    """Two copies of the dy band fit the partitions (K = 2 C_out <= 128)."""
+    return 2 * g.c_out <= PMAX
+
+
+def pair_shifts(g: ConvGeom, u: tuple[int, int], pool_ext: tuple[int, int, int], pair_axis: int) -> tuple[int, int]:
+    """Flat element shifts (dy band buffer, tap grid) of one row along the pairing axis."""
+    zs = z_shape(g, u)
+    if pair_axis == 0:
+        return pool_ext[1] * pool_ext[2], zs[2] * zs[3]
+    return pool_ext[2], zs[3]
+
+
 def z_start(line: TapLine, u_full: int, delta: int) -> int:
     """First index of the stationary window for offset ``delta`` in the line padded by U - 1."""
     return u_full - 1 - delta - line.t_min
@@ -245,7 +279,13 @@ def sbuf_bytes(g: ConvGeom, band: tuple[int, int], u: tuple[int, int]) -> tuple[
     return grids, 2 * pg[0] * pg[1] * g.axes[2].n * g.dtype_bytes
 
 
-def estimate_grids(c: CostSheet, g: ConvGeom, u: tuple[int, int]) -> None:
+def shifted_elems(pool_ext: tuple[int, int, int], ext: tuple[int, int, int], shift: int) -> int:
+    """Elements per partition the shifted copy of a band moves: up to the band's last element."""
+    last = ((ext[0] - 1) * pool_ext[1] + ext[1] - 1) * pool_ext[2] + ext[2]
+    return max(0, last - shift)
+
+
+def estimate_grids(c: CostSheet, g: ConvGeom, u: tuple[int, int], pair_axis: int = -1) -> None:
     """Building the tap grids from W^T (mirrors nki_dx_toeplitz.load_toeplitz_filters after the
     transposed filters are loaded): a memset per C_out tile, one GpSimd copy per (phase pair, kw)."""
     ax = g.axes
@@ -257,14 +297,21 @@ def estimate_grids(c: CostSheet, g: ConvGeom, u: tuple[int, int]) -> None:
             ld, lh = tap_line(ax[0], pd), tap_line(ax[1], ph)
             if ld is not None and lh is not None:
                 c.compute("gpsimd", ld.count * lh.count * g.c_in, 1, 1.0, ax[2].k * n_co, op="tensor_copy")
+    if pair_axis >= 0:   # the shifted copy of the grids on partitions C_out..2 C_out
+        n = zs[0] * zs[1] * zs[2] * zs[3] - pair_shifts(g, u, (1, 1, 1), pair_axis)[1]
+        c.dma(g.c_out * n * g.dtype_bytes, n * g.dtype_bytes)
 
 
 @lru_cache(maxsize=8192)
-def band_sheet(g: ConvGeom, target: str, u: tuple[int, int], band: tuple[int, int], bd: AxisBand, bh: AxisBand
-               ) -> CostSheet:
+def band_sheet(g: ConvGeom, target: str, u: tuple[int, int], band: tuple[int, int], bd: AxisBand, bh: AxisBand,
+               pair_axis: int = -1, pool_ext: tuple[int, int, int] = (0, 0, 0)) -> CostSheet:
     """The dx compute and stores of one band of a plan with bands of ``band`` rows (mirrors
-    nki_dx_toeplitz.run_dx_toeplitz's loops)."""
+    nki_dx_toeplitz.run_dx_toeplitz's loops); ``pool_ext``: the dy band buffers' extents."""
     c = CostSheet(TARGET_FIGURES[target])
+    if pair_axis >= 0 and min(b.extent for b in (bd, bh)) > 0:   # the shifted copy of the band
+        n = shifted_elems(pool_ext, (bd.extent, bh.extent, axis_bands(g.axes[2], g.axes[2].n)[0].extent),
+                          pair_shifts(g, u, pool_ext, pair_axis)[0])
+        c.dma(g.c_out * n * g.dtype_bytes, n * g.dtype_bytes)
     ax = g.axes
     W = ax[2].n
     fp32 = g.dtype == "fp32"
@@ -279,8 +326,7 @@ def band_sheet(g: ConvGeom, target: str, u: tuple[int, int], band: tuple[int, in
             if pair.lines is None:
                 c.compute("gpsimd", gd * gh * W, 0, 1.0, 1, op="memset")
                 continue
-            ld, lh = pair.lines
-            offs = len(deltas(ld, sub.u[0])) * len(deltas(lh, sub.u[1]))
+            offs = len(offsets(pair.lines, sub.u, pair_axis))
             for wp in pair.wphases:
                 if not wp.taps:
                     c.compute("gpsimd", gd * gh * (wp.j1 - wp.j0), 0, 1.0, 1, op="memset")
@@ -294,3 +340,20 @@ def band_sheet(g: ConvGeom, target: str, u: tuple[int, int], band: tuple[int, in
             run = store_run(g, u, pg, sub)
             c.dma(sub.u[0] * sub.u[1] * gd * gh * W * g.dtype_bytes, run * g.dtype_bytes, g.c_in)
     return c
+
+
+def pair_axis(g: ConvGeom, u: tuple[int, int]) -> int:
+    """The axis whose offset pairs save the most matmuls when two band copies fit K (-1: none)."""
+    if not pair_fits(g):
+        return -1
+    best, axis = None, -1
+    for a in (-1, 0, 1):
+        count = 0
+        for pd in range(g.axes[0].s):
+            for ph in range(g.axes[1].s):
+                ld, lh = tap_line(g.axes[0], pd), tap_line(g.axes[1], ph)
+                if ld is not None and lh is not None:
+                    count += len(offsets((ld, lh), u, a))
+        if best is None or count < best:   # ties keep the earlier: no pairing before d before h
+            best, axis = count, a
+    return axis

@@ -8,7 +8,17 @@ on zero-padded tap grids ``Z[co, pair*K_w + kw, z_d, z_h, ci]`` so that every st
 import nki.isa as nisa
 import nki.language as nl
 
-from .dx_toeplitz import deltas, plane_groups, store_pattern, tap_line, toeplitz_work, z_shape, z_start
+from .dx_toeplitz import (
+    offsets,
+    pair_shifts,
+    plane_groups,
+    shifted_elems,
+    store_pattern,
+    tap_line,
+    toeplitz_work,
+    z_shape,
+    z_start,
+)
 from .nki_common import BANK_FP32, PMAX, Pool, band_slices
 from .nki_dx import DyBands
 from .nki_filters import load_filters_t
@@ -27,7 +37,8 @@ def load_toeplitz_filters(ctx):
     out = []
     for c, (_co0, co_sz) in enumerate(tiles(g.c_out, PMAX)):
         z = nl.ndarray((PMAX,) + shape, ctx.dtype, buffer=nl.sbuf, name=f"w_z{c}")
-        nisa.memset(z[:co_sz], 0.0, engine=nisa.engine.gpsimd)
+        # with K pairing the shifted copy lands on partitions C_out..2 C_out: zero them all
+        nisa.memset(z[:PMAX if plan.dx_toeplitz_pair >= 0 else co_sz], 0.0, engine=nisa.engine.gpsimd)
         w5 = w_t[c].reshape((PMAX, ax[0].k, ax[1].k, ax[2].k, g.c_in))
         for pd in range(ax[0].s):
             for ph in range(ax[1].s):
@@ -41,7 +52,30 @@ def load_toeplitz_filters(ctx):
                             band_slices(u[0] - 1, ld.count, ld.z_step), band_slices(u[1] - 1, lh.count, lh.z_step), :]
                     nisa.tensor_copy(dst, src, engine=nisa.engine.gpsimd)
         out.append(z)
+    if plan.dx_toeplitz_pair >= 0:   # one C_out tile: its grids again, one row further along the axis
+        row = shape[0] * shape[1] * shape[2] * shape[3]
+        sh = pair_shifts(g, u, (1, 1, 1), plan.dx_toeplitz_pair)[1]
+        nisa.dma_copy(dst=out[0].ap([[row, g.c_out], [1, row - sh]], offset=g.c_out * row + sh),
+                      src=out[0].ap([[row, g.c_out], [1, row - sh]], offset=0))
     return out
+
+
+def _load(bands, g, u, pair_axis, item):
+    """The dy band of ``item`` (one view per C_out tile) and, with K pairing, the view of both copies
+    ([2 C_out, ...]: the copy on partitions C_out.. is shifted by one row along the pairing axis)."""
+    bufs = bands.load(*item)
+    if bufs is None or pair_axis < 0:
+        return bufs, None
+    pool = bands.pools[0]
+    ten = pool.items[(pool.next - 1) % len(pool.items)]   # the buffer bands.load just took
+    ext = tuple(bufs[0].shape[1:])
+    row = bands.ext[0] * bands.ext[1] * bands.ext[2]
+    sh = pair_shifts(g, u, bands.ext, pair_axis)[0]
+    n = shifted_elems(bands.ext, ext, sh)
+    if n > 0:
+        nisa.dma_copy(dst=ten.ap([[row, g.c_out], [1, n]], offset=g.c_out * row),
+                      src=ten.ap([[row, g.c_out], [1, n]], offset=sh))
+    return bufs, ten[:2 * g.c_out, :ext[0], :ext[1], :ext[2]]
 
 
 def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None):
@@ -60,13 +94,14 @@ def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None):
     # before this item's evictions: the PE does not wait for it at the item boundary. The first band
     # is issued before the filters, whose many small DMAs would otherwise queue ahead of it.
     ahead = plan.dy_bufs >= 2
-    pending = bands.load(*items[0]) if (ahead and items) else None
+    pk = plan.dx_toeplitz_pair
+    pending = _load(bands, g, u, pk, items[0]) if (ahead and items) else None
     if z is None:
         z = load_toeplitz_filters(ctx)
     for idx, (b, bd, bh) in enumerate(items):
-        bufs = pending if ahead else bands.load(b, bd, bh)
+        bufs, both = pending if ahead else _load(bands, g, u, pk, (b, bd, bh))
         if ahead and idx + 1 < len(items):
-            pending = bands.load(*items[idx + 1])
+            pending = _load(bands, g, u, pk, items[idx + 1])
         if on_band is not None:
             on_band(b, bd, bh, bands.band_w, bufs)
         bw = bands.band_w
@@ -81,7 +116,7 @@ def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None):
                     nisa.memset(plane[:m, region[0], region[1], :W], 0.0, engine=nisa.engine.gpsimd)
                     continue
                 ld, lh = pair.lines
-                offs = [(dd, dh) for dd in deltas(ld, ud) for dh in deltas(lh, uh)]
+                offs = offsets(pair.lines, sub.u, pk)
                 for wp in pair.wphases:
                     iw0 = ax[2].i_of_j(wp.j0, wp.pw)
                     if not wp.taps:
@@ -92,18 +127,21 @@ def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None):
                     for (md, mh, jw), (nd, nh, nw) in box_blocks((0, 0, wp.j0), (gd, gh, wp.j1), BANK_FP32):
                         n = nd * nh * nw
                         ps = acc_pool.take()
-                        steps = [(dd, dh, kw, c) for dd, dh in offs for kw in wp.taps for c in range(len(co_tiles))]
-                        for si, (dd, dh, kw, c) in enumerate(steps):
-                            co_sz = co_tiles[c][1]
+                        steps = [(dd, dh, pr, kw, c) for dd, dh, pr in offs for kw in wp.taps
+                                 for c in range(len(co_tiles))]
+                        for si, (dd, dh, pr, kw, c) in enumerate(steps):
+                            # a pair: both band copies and both grid copies (K = 2 C_out)
+                            k = 2 * g.c_out if pr else co_tiles[c][1]
+                            mov = both if pr else bufs[c]
                             zd, zh = z_start(ld, u[0], dd), z_start(lh, u[1], dh)
                             qd = pair.j0[0] + u[0] * (g0d + md) + dd - bd.q0
                             qh = pair.j0[1] + u[1] * (g0h + mh) + dh - bh.q0
                             qw = jw - ax[2].tap_shift(kw, wp.pw) - bw.q0
                             nisa.nc_matmul(ps[:m, :n],
-                                           stationary=z[c][:co_sz, pair_z + kw, zd:zd + ud, zh:zh + uh, :]
+                                           stationary=z[c][:k, pair_z + kw, zd:zd + ud, zh:zh + uh, :]
                                            .permute((0, 3, 1, 2)),
-                                           moving=bufs[c][:co_sz, band_slices(qd, nd, u[0]), band_slices(qh, nh, u[1]),
-                                                          qw:qw + nw],
+                                           moving=mov[:k, band_slices(qd, nd, u[0]), band_slices(qh, nh, u[1]),
+                                                      qw:qw + nw],
                                            accumulate=si > 0)
                         ctx.evict.copy(plane[:m, g0d + md:g0d + md + nd, g0h + mh:g0h + mh + nh,
                                              band_slices(ax[2].i_of_j(jw, wp.pw), nw, ax[2].s)], ps[:m, :n])

@@ -206,6 +206,7 @@ class Plan:
     filters_first: bool = False       # dx's first filter group loads before dw runs (per-gradient)
     dw_split: str = "positions"       # LNC2 dw split: "positions" (partials combined), "taps", "channels"
     dx_toeplitz: tuple[int, int] = (1, 1)   # dx:toeplitz: phase positions (U_d, U_h) stacked on M
+    dx_toeplitz_pair: int = -1        # dx:toeplitz: axis (0 d, 1 h) whose offset pairs share K = 2 C_out; -1 none
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -240,7 +241,7 @@ class Plan:
                 "dw_tap_group": self.dw_tap_group, "dw_co_chunk": self.dw_co_chunk, "dy_bufs": self.dy_bufs,
                 "dw_ci_range": self.dw_ci_range, "dw_tap_range": self.dw_tap_range, "dx_regions": self.dx_regions,
                 "filters_first": self.filters_first, "dw_split": self.dw_split,
-                "dx_toeplitz": list(self.dx_toeplitz)}
+                "dx_toeplitz": list(self.dx_toeplitz), "dx_toeplitz_pair": self.dx_toeplitz_pair}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -532,9 +533,10 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         for _ in range(reloads):
             c.add(loads)
         if p.dx_method is DxMethod.TOEPLITZ:
-            toeplitz.estimate_grids(c, g, p.dx_toeplitz)
+            toeplitz.estimate_grids(c, g, p.dx_toeplitz, p.dx_toeplitz_pair)
             for _b, bd, bh in items:
-                c.add(toeplitz.band_sheet(g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh))
+                c.add(toeplitz.band_sheet(g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh, p.dx_toeplitz_pair,
+                                          _dx_dy_extent(g, p.dx_band)))
         elif p.dx_regions == 1:
             for _b, bd, bh in items:
                 c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh))
@@ -806,6 +808,8 @@ def _label(p: Plan) -> str:
                      + (", ci-outer" if p.dx_ci_outer else "")
                      + (f", {p.dx_regions} regions" if p.dx_regions > 1 else "")
                      + (f", U {p.dx_toeplitz[0]}x{p.dx_toeplitz[1]}" if p.dx_method is DxMethod.TOEPLITZ else "")
+                     + (f", K pairs {'dh'[p.dx_toeplitz_pair]}" if p.dx_method is DxMethod.TOEPLITZ
+                        and p.dx_toeplitz_pair >= 0 else "")
                      + (", filters first" if p.filters_first else "") + "]")
     if p.dw_method:
         band = "" if p.strategy is Strategy.SHARED_DY else f"band {p.dw_band[0]}x{p.dw_band[1]}, "
@@ -982,7 +986,7 @@ def _toeplitz_variants(g: ConvGeom, p: Plan, hw: TargetFigures | None) -> list[P
     bands = bands[:bands.index(p.dx_band)] if p.dx_band in bands else []
     larger = [b for b in bands if hw is not None and toeplitz.toeplitz_options(g, b) and not _check(g, replace(
         p, dx_method=DxMethod.TOEPLITZ, dx_band=b, dx_toeplitz=toeplitz.toeplitz_options(g, b)[0]), hw)[0]]
-    return [replace(p, dx_method=DxMethod.TOEPLITZ, dx_band=b, dx_toeplitz=u)
+    return [replace(p, dx_method=DxMethod.TOEPLITZ, dx_band=b, dx_toeplitz=u, dx_toeplitz_pair=toeplitz.pair_axis(g, u))
             for b in larger[:1] + [p.dx_band] for u in toeplitz.toeplitz_options(g, b)]
 
 
@@ -1039,6 +1043,8 @@ def plan_conv3d_bwd(dy_shape, x_shape, w_shape, stride=(1, 1, 1), padding=(0,) *
     base = _base(g, dy_shape, x_shape, w_shape, stride, padding, dilation, target, lnc,
                  bool(compute_dx), bool(compute_dw), bool(compute_db))
     records: list[Candidate] = []
+    if compute_dx and (why := toeplitz.toeplitz_domain(g)):   # the method's domain, named once
+        records.append(Candidate("dx:toeplitz (any tiling)", False, why, None, 0, 0))
     feasible: list[Plan] = []
     seen = set()
     for p in _enumerate(g, base, hw):
