@@ -13,9 +13,10 @@ zero-padded by U - 1 on both sides, so every (u, t) pair is met exactly once ove
 ``moving = dy band [co, rows j_d0 + U_d*m_d + delta_d, likewise h, the w window of the tap]``
 (free-axis strided views of the zero-padded dy band). Matmuls per U positions drop from U*T to
 U + L - 1 (L: the tap span of the phase, T taps) per Toeplitz axis; each matmul still costs its N
-cycles. The partitions of O are (ci, u_d, u_h) (the stationary window is viewed channel-major):
-the eviction writes them to a plane of the same partition layout, and the store moves each
-channel's U_d x U_h partitions to HBM with one strided destination pattern (runs of W elements). W stays on the free axis (a u_w on M would make the store
+cycles. The partitions of O are (ci, u_d, u_h) (the stationary window viewed channel-major) or
+(u_d, u_h, ci), whichever needs fewer store DMAs: the eviction writes them to a plane of the same
+partition layout, and each store DMA moves one channel's U_d x U_h partitions (or one u_d's
+U_h x C_in) to HBM with one strided destination pattern (runs of W elements). W stays on the free axis (a u_w on M would make the store
 runs one element long).
 """
 from __future__ import annotations
@@ -28,7 +29,7 @@ from .costs import TARGET_FIGURES, CostSheet
 from .geometry import Axis, ConvGeom, ceil_div
 from .schedule import MOVING_MAX, PMAX, AxisBand, axis_bands, box_block_sizes, n_tiles
 
-MAX_OPTIONS = 2   # (U_d, U_h) choices the planner estimates per base plan (best by the PE-cycle proxy)
+MAX_OPTIONS = 1   # (U_d, U_h) choices the planner estimates per base plan (best by the PE-cycle proxy)
 
 
 @dataclass(frozen=True)
@@ -204,12 +205,26 @@ def contiguous_run(free: list[tuple[int, int]]) -> int:
     return run
 
 
+def ci_major(g: ConvGeom, sub: SubBox) -> bool:
+    """The partitions of a sub-box's O: (ci, u_d, u_h) when C_in <= U_d' (one store DMA per channel),
+    else (u_d, u_h, ci) (one store DMA per u_d): whichever needs fewer DMAs."""
+    return g.c_in <= sub.u[0]
+
+
 def store_pattern(g: ConvGeom, u: tuple[int, int], sub: SubBox) -> list[list[int]]:
-    """The dx (HBM) access pattern of one channel's store: (u_d, u_h, m_d, m_h, w), outer to inner."""
+    """The dx (HBM) access pattern of one store DMA, outer to inner: (u_d, u_h, m_d, m_h, w) for one
+    channel (ci-major), or (u_h, ci, m_d, m_h, w) for one u_d (u-major)."""
     ax = g.axes
-    W, H = ax[2].n, ax[1].n
-    return [[ax[0].s * H * W, sub.u[0]], [ax[1].s * W, sub.u[1]], [u[0] * ax[0].s * H * W, sub.groups[0]],
-            [u[1] * ax[1].s * W, sub.groups[1]], [1, W]]
+    W, H, D = ax[2].n, ax[1].n, ax[0].n
+    rows = [[u[0] * ax[0].s * H * W, sub.groups[0]], [u[1] * ax[1].s * W, sub.groups[1]], [1, W]]
+    if ci_major(g, sub):
+        return [[ax[0].s * H * W, sub.u[0]], [ax[1].s * W, sub.u[1]]] + rows
+    return [[ax[1].s * W, sub.u[1]], [D * H * W, g.c_in]] + rows
+
+
+def store_dmas(g: ConvGeom, sub: SubBox) -> int:
+    """Store DMAs of one sub-box (each moves C_in or U_d' of its partition groups)."""
+    return g.c_in if ci_major(g, sub) else sub.u[0]
 
 
 def store_run(g: ConvGeom, u: tuple[int, int], plane_g: tuple[int, int], sub: SubBox) -> int:
@@ -338,7 +353,8 @@ def band_sheet(g: ConvGeom, target: str, u: tuple[int, int], band: tuple[int, in
         for sub in pair.subs:
             gd, gh = sub.groups
             run = store_run(g, u, pg, sub)
-            c.dma(sub.u[0] * sub.u[1] * gd * gh * W * g.dtype_bytes, run * g.dtype_bytes, g.c_in)
+            n = store_dmas(g, sub)
+            c.dma(sub.m(g.c_in) // n * gd * gh * W * g.dtype_bytes, run * g.dtype_bytes, n)
     return c
 
 

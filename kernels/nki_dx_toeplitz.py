@@ -9,10 +9,12 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .dx_toeplitz import (
+    ci_major,
     offsets,
     pair_shifts,
     plane_groups,
     shifted_elems,
+    store_dmas,
     store_pattern,
     tap_line,
     toeplitz_work,
@@ -100,10 +102,10 @@ def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None):
         z = load_toeplitz_filters(ctx)
     for idx, (b, bd, bh) in enumerate(items):
         bufs, both = pending if ahead else _load(bands, g, u, pk, (b, bd, bh))
-        if ahead and idx + 1 < len(items):
-            pending = _load(bands, g, u, pk, items[idx + 1])
         if on_band is not None:
             on_band(b, bd, bh, bands.band_w, bufs)
+        if ahead and idx + 1 < len(items):   # after dw's share of this band (shared-dy), before dx's
+            pending = _load(bands, g, u, pk, items[idx + 1])
         bw = bands.band_w
         for pair in toeplitz_work(g, (bd, bh, bw), u):
             plane = plane_pool.take()
@@ -117,6 +119,7 @@ def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None):
                     continue
                 ld, lh = pair.lines
                 offs = offsets(pair.lines, sub.u, pk)
+                cmaj = ci_major(g, sub)
                 for wp in pair.wphases:
                     iw0 = ax[2].i_of_j(wp.j0, wp.pw)
                     if not wp.taps:
@@ -139,7 +142,7 @@ def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None):
                             qw = jw - ax[2].tap_shift(kw, wp.pw) - bw.q0
                             nisa.nc_matmul(ps[:m, :n],
                                            stationary=z[c][:k, pair_z + kw, zd:zd + ud, zh:zh + uh, :]
-                                           .permute((0, 3, 1, 2)),
+                                           .permute((0, 3, 1, 2) if cmaj else (0, 1, 2, 3)),
                                            moving=mov[:k, band_slices(qd, nd, u[0]), band_slices(qh, nh, u[1]),
                                                       qw:qw + nw],
                                            accumulate=si > 0)
@@ -149,17 +152,21 @@ def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None):
 
 
 def _store_pair(ctx, g, u, b, pair, plane):
-    """The plane of one phase pair to dx: per sub-box and channel one DMA, whose U_d' x U_h' partitions
-    go to their strided rows (HBM pattern (u_d, u_h, m_d, m_h, w), the partitions' row-major order)."""
+    """The plane of one phase pair to dx: per sub-box one DMA per channel (ci-major partitions) or per
+    u_d (u-major), to the strided rows of dx (an HBM pattern in the partitions' row-major order)."""
     ax = g.axes
-    W = ax[2].n
+    W, H, D = ax[2].n, ax[1].n, ax[0].n
     pd, ph = pair.phases
     for sub in pair.subs:
         (g0d, g0h), (gd, gh), (ud, uh) = sub.g0, sub.groups, sub.u
         i_d = ax[0].i_of_j(pair.j0[0] + u[0] * g0d, pd)
         i_h = ax[1].i_of_j(pair.j0[1] + u[1] * g0h, ph)
-        for ci in range(g.c_in):
-            p0 = ci * ud * uh
-            offset = (((b * g.c_in + ci) * ax[0].n + i_d) * ax[1].n + i_h) * W
-            nisa.dma_copy(dst=ctx.dx.ap(store_pattern(g, u, sub), offset=offset),
-                          src=plane[p0:p0 + ud * uh, g0d:g0d + gd, g0h:g0h + gh, :W])
+        pattern = store_pattern(g, u, sub)
+        for k in range(store_dmas(g, sub)):
+            if ci_major(g, sub):   # channel k: partitions [k U_d' U_h', (k+1) U_d' U_h')
+                p0, parts, offset = k * ud * uh, ud * uh, (((b * g.c_in + k) * D + i_d) * H + i_h) * W
+            else:                  # u_d = k: partitions [k U_h' C, (k+1) U_h' C)
+                p0, parts = k * uh * g.c_in, uh * g.c_in
+                offset = ((b * g.c_in * D + i_d + k * ax[0].s) * H + i_h) * W
+            nisa.dma_copy(dst=ctx.dx.ap(pattern, offset=offset),
+                          src=plane[p0:p0 + parts, g0d:g0d + gd, g0h:g0h + gh, :W])

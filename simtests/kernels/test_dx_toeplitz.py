@@ -45,6 +45,14 @@ def test_toeplitz_dx_is_exact(name, u, pair):
     run_and_compare(**GEOMS[name], grads=("dx",), plan_edit=toeplitz(u, pair))
 
 
+@pytest.mark.parametrize("c_in, u, pair", [(64, (1, 2), 1), (64, (2, 1), 0), (33, (1, 3), -1), (21, (3, 2), 0)],
+                         ids=["c64-1x2-pair-h", "c64-2x1-pair-d", "c33-1x3", "c21-3x2-pair-d"])
+def test_toeplitz_wide_c_in_is_exact(c_in, u, pair):
+    """C_in > U_d: u-major partitions (one store DMA per u_d); M up to 128."""
+    run_and_compare(batch=2, c_in=c_in, c_out=48, size=(4, 7, 5), kernel=(3, 3, 3), stride=(1, 1, 2),
+                    padding=(1, 1, 1, 1, 1, 0), grads=("dx",), plan_edit=toeplitz(u, pair))
+
+
 @pytest.mark.parametrize("dtype", ["fp16", "fp32"])
 def test_toeplitz_other_dtypes(dtype):
     run_and_compare(**GEOMS["stem-like"], dtype=dtype, grads=("dx", "db"), plan_edit=toeplitz((2, 3), 0))
