@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from math import gcd
 
-from .costs import TARGET_FIGURES, CostSheet
+from .costs import TARGET_FIGURES, CostSheet, TargetFigures
 from .geometry import Axis, ConvGeom, ceil_div
 from .schedule import MOVING_MAX, PMAX, AxisBand, axis_bands, box_block_sizes, n_tiles
 
@@ -298,6 +298,18 @@ def shifted_elems(pool_ext: tuple[int, int, int], ext: tuple[int, int, int], shi
     """Elements per partition the shifted copy of a band moves: up to the band's last element."""
     last = ((ext[0] - 1) * pool_ext[1] + ext[1] - 1) * pool_ext[2] + ext[2]
     return max(0, last - shift)
+
+
+def first_copy_ns(g: ConvGeom, hw: TargetFigures, u: tuple[int, int], pair_axis: int,
+                  pool_ext: tuple[int, int, int], bd: AxisBand, bh: AxisBand) -> float:
+    """The exposed start of the first band's shifted copy (K pairs): it waits for the band's placement
+    and the first paired matmul waits for it (fixed latency + bytes at the rate of C_out partitions)."""
+    if pair_axis < 0 or min(bd.extent, bh.extent) <= 0:
+        return 0.0
+    ext = (bd.extent, bh.extent, axis_bands(g.axes[2], g.axes[2].n)[0].extent)
+    n = shifted_elems(pool_ext, ext, pair_shifts(g, u, pool_ext, pair_axis)[0])
+    rate = min(16, ceil_div(g.c_out * 16, PMAX)) / 16
+    return hw.dma_fixed_ns + g.c_out * n * g.dtype_bytes / (hw.dma_bytes_per_ns * rate)
 
 
 def estimate_grids(c: CostSheet, g: ConvGeom, u: tuple[int, int], pair_axis: int = -1) -> None:

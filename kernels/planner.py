@@ -534,6 +534,9 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
             c.add(loads)
         if p.dx_method is DxMethod.TOEPLITZ:
             toeplitz.estimate_grids(c, g, p.dx_toeplitz, p.dx_toeplitz_pair)
+            if items:
+                fill += toeplitz.first_copy_ns(g, hw, p.dx_toeplitz, p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band),
+                                               items[0][1], items[0][2])
             for _b, bd, bh in items:
                 c.add(toeplitz.band_sheet(g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh, p.dx_toeplitz_pair,
                                           _dx_dy_extent(g, p.dx_band)))
