@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import lru_cache
 
+from . import dx_toeplitz as toeplitz
 from .costs import TARGET_FIGURES, CostSheet, TargetFigures
 from .dx_pairs import (
     BANK_FP32,
@@ -244,6 +245,7 @@ class DxMethod(str, Enum):
     GEMM = "gemm"                  # 1x1x1, unit stride, no padding: plain GEMM over C_out
     GATHER_S1 = "gather_s1"        # stride 1: implicit GEMM over shifted dy windows, one PSUM bank
     PHASE_GATHER = "phase_gather"  # stride > 1: per-phase gather (sub-pixel decomposition)
+    TOEPLITZ = "toeplitz"          # tiny C_in: U_d x U_h output positions on M, block-Toeplitz filters
 
 
 class DwMethod(str, Enum):
@@ -318,6 +320,8 @@ class Plan:
     dw_x_stationary: bool = False     # dw with x^T stationary (taps x ci on M), dy^T moving: dw[(tap, ci), co]
     dx_transposed: bool = False       # dx^T: positions on the stationary side (nki_dx_t, stride 1)
     dx_pair_copies: int = 0           # dx^T: shifted dy copies pairing taps on K (C_out <= 64)
+    dx_toeplitz: tuple[int, int] = (1, 1)   # dx:toeplitz: phase positions (U_d, U_h) stacked on M
+    dx_toeplitz_pair: int = -1        # dx:toeplitz: axis (0 d, 1 h) whose offset pairs share K = 2 C_out; -1 none
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -352,7 +356,7 @@ class Plan:
                 "dw_tap_group": self.dw_tap_group, "dw_co_chunk": self.dw_co_chunk, "dy_bufs": self.dy_bufs,
                 "dw_ci_range": self.dw_ci_range, "dw_tap_range": self.dw_tap_range, "dx_regions": self.dx_regions,
                 "filters_first": self.filters_first, "dw_split": self.dw_split,
-                "dw_x_stationary": self.dw_x_stationary, "dx_transposed": self.dx_transposed, "dx_pair_copies": self.dx_pair_copies}
+                "dw_x_stationary": self.dw_x_stationary, "dx_transposed": self.dx_transposed, "dx_pair_copies": self.dx_pair_copies, "dx_toeplitz": list(self.dx_toeplitz), "dx_toeplitz_pair": self.dx_toeplitz_pair}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -460,6 +464,9 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         ext = _dx_dy_extent(g, p.dx_band)
         dyb = p.dy_bufs * n_co * ext[0] * ext[1] * ext[2] * ds
         plane = 2 * p.dx_band[0] * p.dx_band[1] * W * ds
+        if p.dx_method is DxMethod.TOEPLITZ:   # W^T plus its tap grids; planes of (u, ci) partitions
+            grids, plane = toeplitz.sbuf_bytes(g, p.dx_band, p.dx_toeplitz)
+            filt += grids
         parts += [("filters", filt), ("dx dy band", dyb), ("dx plane", plane)]
         stage = 2 * dx_stage_elems(g, p.dx_band) * ds
         if p.dx_ci_outer and p.dx_regions == 1 and g.c_in > p.dx_ci_tile:
@@ -524,6 +531,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         if p.filters_first and p.compute_dx:
             first = (n_co * g.taps * (p.dx_ci_tile if p.dx_ci_outer else g.c_in) * ds if p.dx_regions == 1
                      else g.taps * PMAX * ds)
+            if p.dx_method is DxMethod.TOEPLITZ:
+                first += toeplitz.sbuf_bytes(g, p.dx_band, p.dx_toeplitz)[0]
             phase_sbuf["dw"] = phase_sbuf.get("dw", 0) + first
             dw_total += first
         # the store runs while every dw pool (and, per gradient, dw's dy ring) is still live
@@ -658,6 +667,14 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         if dx_t_active(p):
             _estimate_dx_t(c, g, p, hw, items)
             fill += _dx_t_fill_ns(g, p, hw, items)
+        elif p.dx_method is DxMethod.TOEPLITZ:
+            toeplitz.estimate_grids(c, g, p.dx_toeplitz, p.dx_toeplitz_pair)
+            if items:
+                fill += toeplitz.first_copy_ns(g, hw, p.dx_toeplitz, p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band),
+                                               items[0][1], items[0][2])
+            for _b, bd, bh in items:
+                c.add(toeplitz.band_sheet(g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh, p.dx_toeplitz_pair,
+                                          _dx_dy_extent(g, p.dx_band)))
         elif p.dx_regions == 1:
             for _b, bd, bh in items:
                 c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh))
@@ -1017,6 +1034,9 @@ def _label(p: Plan) -> str:
                      + (", ci-outer" if p.dx_ci_outer else "")
                      + (f", {p.dx_regions} regions" if p.dx_regions > 1 else "")
                      + (f", dx^T pairs x{p.dx_pair_copies}" if p.dx_transposed else "")
+                     + (f", U {p.dx_toeplitz[0]}x{p.dx_toeplitz[1]}" if p.dx_method is DxMethod.TOEPLITZ else "")
+                     + (f", K pairs {'dh'[p.dx_toeplitz_pair]}" if p.dx_method is DxMethod.TOEPLITZ
+                        and p.dx_toeplitz_pair >= 0 else "")
                      + (", filters first" if p.filters_first else "") + "]")
     if p.dw_method:
         band = "" if p.strategy is Strategy.SHARED_DY else f"band {p.dw_band[0]}x{p.dw_band[1]}, "
@@ -1047,11 +1067,15 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
 
 
 def _dx_method(g: ConvGeom) -> DxMethod:
+    """The gather family's name for the geometry (dx:toeplitz variants are added beside it)."""
     if g.pointwise:
         return DxMethod.GEMM
     if all(a.s == 1 for a in g.axes):
         return DxMethod.GATHER_S1
     return DxMethod.PHASE_GATHER
+
+
+gather_dx_method = _dx_method
 
 
 def _base(g: ConvGeom, dy_shape, x_shape, w_shape, stride, padding, dilation, target, lnc,
@@ -1186,12 +1210,27 @@ def _dw_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ranges: list[int], 
     return found or out
 
 
+def _toeplitz_variants(g: ConvGeom, p: Plan, hw: TargetFigures | None) -> list[Plan]:
+    """dx:toeplitz variants of ``p`` (tiny C_in), with the plan's dx band and with the largest band
+    that fits (its (u, ci) planes are far smaller than the gather's), each with its best (U_d, U_h)."""
+    if toeplitz.toeplitz_domain(g):
+        return []
+    bands = [(d, g.axes[1].n) for d in _band_options(g.axes[0].n)] + \
+        [(1, h) for h in _band_options(g.axes[1].n)[1:]]
+    bands = bands[:bands.index(p.dx_band)] if p.dx_band in bands else []
+    larger = [b for b in bands if hw is not None and toeplitz.toeplitz_options(g, b) and not _check(g, replace(
+        p, dx_method=DxMethod.TOEPLITZ, dx_band=b, dx_toeplitz=toeplitz.toeplitz_options(g, b)[0]), hw)[0]]
+    return [replace(p, dx_method=DxMethod.TOEPLITZ, dx_band=b, dx_toeplitz=u, dx_toeplitz_pair=toeplitz.pair_axis(g, u))
+            for b in larger[:1] + [p.dx_band] for u in toeplitz.toeplitz_options(g, b)]
+
+
 def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list[Plan]:
     """The plan, plus its dx region-packed variants when the channels leave the array half empty;
     per gradient, dx's first filters load before dw when SBUF allows it."""
     out = [p]
     if p.compute_dx and not p.dx_ci_outer:
         out += [replace(p, dx_regions=r) for r in (2, 4) if region_fits(g.c_in, g.c_out, r)]
+        out += _toeplitz_variants(g, p, hw)
     if hw is not None:
         out += _dx_t_variants(g, p, hw)
     if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
@@ -1240,6 +1279,8 @@ def plan_conv3d_bwd(dy_shape, x_shape, w_shape, stride=(1, 1, 1), padding=(0,) *
     base = _base(g, dy_shape, x_shape, w_shape, stride, padding, dilation, target, lnc,
                  bool(compute_dx), bool(compute_dw), bool(compute_db))
     records: list[Candidate] = []
+    if compute_dx and (why := toeplitz.toeplitz_domain(g)):   # the method's domain, named once
+        records.append(Candidate("dx:toeplitz (any tiling)", False, why, None, 0, 0))
     feasible: list[Plan] = []
     seen = set()
     for p in _enumerate(g, base, hw):
