@@ -464,6 +464,10 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
     co_t = min(PMAX, g.c_out)
     W, Wo = g.axes[2].n, g.axes[2].o
     fill = 2 * hw.dma_fixed_ns
+    if p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dw_method is not DwMethod.DMA_GEMM:
+        # dw runs first: the wait for its first x band beyond the first dy box (fill's DMA latency)
+        # and that box's dy^T transposes
+        fill += _dw_first_x_wait_ns(g, p, hw)
     if p.compute_dx and (p.strategy is Strategy.SHARED_DY or not p.compute_dw or not p.filters_first):
         # dx runs first: its filter loads (one C_in group) and their PE transposes are exposed
         ci_first = p.dx_ci_tile if p.dx_ci_outer else g.c_in
@@ -616,6 +620,55 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         c.dma(co_t * 4, 4, n_co)
     total = c.total_ns(fill)
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
+
+
+def _lone_dma_ns(hw: TargetFigures, nbytes: float, run_bytes: float, partitions: int) -> float:
+    """One transfer alone on the queues (nkisim): start latency, then its bytes at the share of the
+    16 DMA engines its partitions reach (ceil(P / 8) of them)."""
+    run = max(1.0, min(run_bytes, nbytes))
+    rate = min(16, ceil_div(max(1, partitions) * 16, PMAX)) / 16
+    return hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * run / (run + 256.0)) / rate
+
+
+def _dw_first_x_wait_ns(g: ConvGeom, p: Plan, hw: TargetFigures) -> float:
+    """Per-gradient dw (it runs first): how long program 0's PE waits for the x band of its first box
+    and C_in tile after it has transposed that box's dy (the first dy load is in the estimate's fill).
+    Loads land after the DMA latency, at the share of the 16 DMA engines their partitions reach;
+    a staged band (H/W padding) is then placed by VectorE. Large when one box spans the whole x at
+    few partitions (down_s2: C_in 64, stride 2), small elsewhere: the busy-time sum misses it."""
+    items = dw_items(g, p) if dw_own_taps(g, p, 0) is not None else _split(dw_items(g, p), p.lnc, 0)
+    items = [it for it in items if it[1][1] > it[1][0] and it[2][1] > it[2][0]]
+    if not items:
+        return 0.0
+    _b, (d0, d1), (h0, h1) = items[0]
+    ds = g.dtype_bytes
+    wo = g.axes[2].o
+    n_co = n_tiles(g.c_out, PMAX)
+    co_t = min(PMAX, g.c_out)
+    pe = CostSheet(hw)   # the dy^T transposes of the first box (row mode: its first <= 128-row chunk)
+    if p.dw_method is DwMethod.ROW_PACK:
+        (_sd, _sh, _z), (cd, ch, _one) = box_blocks((0, 0, 0), (d1 - d0, h1 - h0, 1), PMAX)[0]
+        pe.transpose(co_t, cd * ch, g.dtype == "fp32", wo * n_co)
+        d1, h1 = d0 + cd, h0 + ch
+    else:
+        for (nd, nh, nw), cnt in box_block_sizes((0, 0, 0), (d1 - d0, h1 - h0, wo), PMAX):
+            pe.transpose(co_t, nd * nh * nw, g.dtype == "fp32", n_co * cnt)
+    rows = (d1 - d0) * (h1 - h0)
+    run = (rows if h1 - h0 == g.axes[1].o else 1) * wo * ds
+    dy_ns = _lone_dma_ns(hw, co_t * rows * wo * ds, run, co_t)
+    _x0, ext, lo, hi = dw_x_fill(g, (d0, d1), (h0, h1))
+    if any(h <= lo_ for lo_, h in zip(lo, hi)):
+        return 0.0
+    n = [hi[a] - lo[a] for a in range(3)]
+    elems = n[0] * n[1] * n[2]
+    ci = min(p.dw_ci_tile, p.dw_ci_range, g.c_in)
+    x_run = n[2] * (n[1] * (n[0] if n[1] == g.axes[1].n else 1) if n[2] == g.axes[2].n else 1)
+    staged = needs_stage(lo, hi, ext)
+    x_ns = _lone_dma_ns(hw, ci * elems * ds, (elems if staged else x_run) * ds, ci)
+    if staged:   # the placement copy (VectorE, 4x mode for 2-byte SBUF->SBUF)
+        sp = CostSheet(hw).copy_speedup("vector", ds == 2, False, True)
+        x_ns += (max(64.0, elems / sp) + 60.0) / hw.vector_ghz
+    return max(0.0, x_ns - dy_ns - pe.busy["tensor"])
 
 
 @lru_cache(maxsize=8192)
@@ -960,6 +1013,7 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
     out = [p]
     if p.compute_dx and not p.dx_ci_outer:
         out += [replace(p, dx_regions=r) for r in (2, 4) if region_fits(g.c_in, g.c_out, r)]
+        out += _lnc2_packed_bands(g, p)
     if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
         out = [q2 if not _check(g, q2 := replace(q, filters_first=True), hw)[0] else q for q in out]
     if p.lnc == 2 and p.compute_dw and p.strategy is Strategy.PER_GRADIENT and g.taps >= 2 \
@@ -970,6 +1024,30 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
                 else q for q in split]
     if p.lnc == 2 and p.dw_method is DwMethod.DMA_GEMM:   # C_in tiles per program, or positions
         out += [replace(q, dw_split="channels") for q in out]
+    return out
+
+
+def _lnc2_packed_bands(g: ConvGeom, p: Plan) -> list[Plan]:
+    """LNC2 region packing: each program packs only its own dx items, so a band split that gives a
+    program fewer than R items leaves its dx unpacked (dilated_d2: two D bands, one per program,
+    ran at LNC1's packed PE time). The region variant with the dx band halved (D first, then H)
+    until program 0 holds R items; the estimate weighs the smaller bands' extra halo."""
+    if p.lnc != 2:
+        return []
+    out = []
+    for r in (2, 4):
+        if not region_fits(g.c_in, g.c_out, r):
+            continue
+        band = p.dx_band
+        while len(_split(dx_items(g, replace(p, dx_band=band)), p.lnc, 0)) < r:
+            if band[0] > 1:
+                band = (ceil_div(band[0], 2), band[1])
+            elif band[1] > 1:
+                band = (band[0], ceil_div(band[1], 2))
+            else:
+                break
+        if band != p.dx_band and len(_split(dx_items(g, replace(p, dx_band=band)), p.lnc, 0)) >= r:
+            out.append(replace(p, dx_band=band, dx_regions=r))
     return out
 
 
