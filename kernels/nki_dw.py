@@ -17,6 +17,7 @@ from .planner import (
     cast_group,
     dw_acc_banks,
     dw_direct,
+    dw_fused_exchange,
     dw_items,
     dw_out_bufs,
     dw_own_taps,
@@ -274,17 +275,11 @@ class DwState:
         s0, s1 = self.span
         per = -(-self.n_span // lnc)
         t_lo, t_hi = min(s1, s0 + pid * per), min(s1, s0 + (pid + 1) * per)
+        others = None
         if self.own_taps is not None:     # tap split: nothing to combine, store the taps of this pass
             t_lo, t_hi = s0, s1
-        elif lnc == 2:   # each program adds and stores its half of this pass's taps
-            other = nl.ndarray((PMAX, max(1, self.n_span), self.width), nl.float32, buffer=nl.sbuf, name="dw_other")
-            for c, (_co0, co_sz) in enumerate(self.co_tiles):
-                nisa.sendrecv(src=self.acc[c][:co_sz, :, :], dst=other[:co_sz, :, :], send_to_rank=1 - pid,
-                              recv_from_rank=1 - pid, pipe_id=0)
-                if t_hi > t_lo:
-                    mine = self.acc[c][:co_sz, t_lo - s0:t_hi - s0, :]
-                    nisa.tensor_tensor(dst=mine, data1=mine, data2=other[:co_sz, t_lo - s0:t_hi - s0, :], op=nl.add,
-                                       engine=nisa.engine.vector)
+        elif lnc == 2:   # each program adds (in its cast) and stores its half of this pass's taps
+            others = self._exchange_halves(pid)
         # cast a group of taps per C_out tile in one copy, so that the transposes of a whole group run
         # back to back on the PE (a per-tap cast would serialise cast -> transpose -> evict)
         group = cast_group(g, self.width)
@@ -302,8 +297,13 @@ class DwState:
             casts = []
             for c, (_co0, co_sz) in enumerate(self.co_tiles):
                 cast = cast_pools[c].take()
-                nisa.tensor_copy(dst=cast[:co_sz, :tn, :], src=self.acc[c][:co_sz, t0 - s0:t0 - s0 + tn, :],
-                                 engine=cast_engines[state["k"] % 2])
+                mine = self.acc[c][:co_sz, t0 - s0:t0 - s0 + tn, :]
+                if others is not None:   # LNC2 positions split: the add with the other's partial is the cast
+                    o0 = t0 - (s0 if pid == 0 else s1 - per)
+                    nisa.tensor_tensor(dst=cast[:co_sz, :tn, :], data1=mine, data2=others[c][:co_sz, o0:o0 + tn, :],
+                                       op=nl.add, engine=cast_engines[state["k"] % 2])
+                else:
+                    nisa.tensor_copy(dst=cast[:co_sz, :tn, :], src=mine, engine=cast_engines[state["k"] % 2])
                 state["k"] += 1
                 casts.append(cast)
             return casts
@@ -329,6 +329,34 @@ class DwState:
                 # one store per tap group: dw[t0:t0+tn, ci tile, :] seen as [ci, taps, C_out]
                 nisa.dma_copy(dst=dw_flat[t0:t0 + tn, ci0:ci0 + ci_sz, :].permute((1, 0, 2)),
                               src=out[:ci_sz, :tn, :g.c_out])
+
+
+    def _exchange_halves(self, pid):
+        """LNC2 positions split, a reduce-scatter: program 0 stores the first ceil(n/2) taps of the pass,
+        program 1 the rest. Each sends only the window of ceil(n/2) taps that covers the other's half
+        (program 0: the last ones, program 1: the first ones; both windows the same size, as sendrecv
+        needs) and receives the other's partial of its own window. Fused (<= 2 C_out tiles): one receive
+        buffer per C_out tile, returned for the casts to add; else one buffer reused per tile and added
+        in place into this program's taps (returns None)."""
+        g = self.ctx.g
+        s0, s1 = self.span
+        per = -(-self.n_span // 2)
+        send = (s1 - per, s1) if pid == 0 else (s0, s0 + per)
+        mine = (s0, s0 + per) if pid == 0 else (s1 - per, s1)
+        t_lo, t_hi = (s0, s0 + per) if pid == 0 else (s0 + per, s1)   # the taps this program stores
+        fused = dw_fused_exchange(g, self.ctx.plan)
+        others = []
+        for c, (_co0, co_sz) in enumerate(self.co_tiles):
+            if fused or not others:
+                others.append(nl.ndarray((PMAX, per, self.width), nl.float32, buffer=nl.sbuf, name=f"dw_other{c}"))
+            other = others[-1]
+            nisa.sendrecv(src=self.acc[c][:co_sz, send[0] - s0:send[1] - s0, :], dst=other[:co_sz, :, :],
+                          send_to_rank=1 - pid, recv_from_rank=1 - pid, pipe_id=0)
+            if not fused and t_hi > t_lo:
+                acc = self.acc[c][:co_sz, t_lo - s0:t_hi - s0, :]
+                nisa.tensor_tensor(dst=acc, data1=acc, data2=other[:co_sz, t_lo - mine[0]:t_hi - mine[0], :],
+                                   op=nl.add, engine=nisa.engine.vector)
+        return others if fused else None
 
 
 def run_dw_streaming(ctx, pid, lnc, db_state):

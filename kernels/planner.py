@@ -71,6 +71,13 @@ def dw_own_taps(g: ConvGeom, p: Plan, pid: int) -> tuple[int, int] | None:
     return min(g.taps, pid * per * unit), min(g.taps, (pid + 1) * per * unit)
 
 
+def dw_fused_exchange(g: ConvGeom, p: Plan) -> bool:
+    """LNC2 positions split: the other program's partials of every C_out tile are received at once and
+    added in the final cast (no separate fp32 add pass); with more than two C_out tiles one receive
+    buffer is reused per tile and added in place (SBUF)."""
+    return p.lnc == 2 and dw_own_taps(g, p, 0) is None and n_tiles(g.c_out, PMAX) <= 2
+
+
 def dw_tap_passes(g: ConvGeom, p: Plan, pid: int) -> list[tuple[int, int]]:
     """The tap ranges [lo, hi) program ``pid`` runs one after the other (dy and x streamed once per
     pass) so that one pass's fp32 accumulators fit SBUF; one pass unless ``dw_tap_range`` is set."""
@@ -385,7 +392,9 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         span = max(hi - lo for lo, hi in dw_tap_passes(g, p, 0)) if p.dw_tap_range else g.taps
         acc = n_co * span * width * 4
         store = 3 * n_co * cast_group(g, width) * width * ds + dw_out_bufs(g, width) * cast_group(g, width) * g.c_out * ds
-        other = span * width * 4 if (p.lnc == 2 and p.dw_split != "taps") else 0
+        # LNC2 positions split: the other program's partial of this one's half of the taps, per C_out tile
+        other = ((n_co if dw_fused_exchange(g, p) else 1) * ceil_div(span, 2) * width * 4
+                 if (p.lnc == 2 and p.dw_split != "taps") else 0)
         db = 4 * n_co * 4 if p.compute_db else 0
         xstage = 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows)) * ds
         dw_total = dyb + dyt + xb + xt + acc + db + xstage
@@ -591,18 +600,15 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                 n_span = span[1] - span[0]
                 own = dw_own_taps(g, p, 0)
                 taps_here = n_span if own is not None else ceil_div(n_span, p.lnc)
-                if p.lnc == 2 and own is None:
-                    c.dma(n_co * n_span * width * 4 * 128, n_span * width * 4, 1)
-                    c.compute("vector", taps_here * width, 2, 1.0, n_co, op="tensor_tensor")
-                    # the exchange is a rendezvous of both programs on the critical path: the PE (in
-                    # order) waits for it, the adds and the first casts before it can go on
-                    fill += 2 * hw.dma_fixed_ns + n_co * n_span * width * 4 * 128 / hw.dma_bytes_per_ns \
-                        + n_co * (taps_here * width * 2 + 60) / hw.vector_ghz
                 grp = cast_group(g, width)
+                fused = dw_fused_exchange(g, p)   # the add of the other's partial is the cast
+                if p.lnc == 2 and own is None:
+                    fill += _dw_exchange_ns(c, g, hw, co_t, n_co, taps_here, width, grp, fused)
                 for t0 in range(0, taps_here, grp):
                     tn = min(grp, taps_here - t0)
                     for k in range(n_co if not dw_direct(g, p) else 0):
-                        c.compute("vector" if k % 2 == 0 else "gpsimd", tn * width, 1, 1.0, 1, op="tensor_copy")
+                        c.compute("vector" if k % 2 == 0 else "gpsimd", tn * width, 2 if fused else 1, 1.0, 1,
+                                  op="tensor_tensor" if fused else "tensor_copy")
                 for ci in tile_sizes(width, PMAX):
                     c.transpose(co_t, ci, fp32, taps_here * n_co)
                     c.evict(g.c_out, two, taps_here * max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)))
@@ -620,6 +626,22 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         c.dma(co_t * 4, 4, n_co)
     total = c.total_ns(fill)
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
+
+
+def _dw_exchange_ns(c: CostSheet, g: ConvGeom, hw: TargetFigures, co_t: int, n_co: int, half: int, width: int,
+                    grp: int, fused: bool) -> float:
+    """The LNC2 positions split's reduce-scatter (mirrors DwState._exchange_halves): one sendrecv per
+    C_out tile of ``half`` taps of fp32 partials, charged to the DMA (and, unfused, the in-place adds
+    to VectorE); returns its exposed time. It is a rendezvous of both programs on the critical path:
+    the PE (in order) waits for it and for the first add (fused: the first add-cast) before its dw^T
+    transposes can go on."""
+    nbytes = co_t * half * width * 4
+    c.dma(nbytes, half * width * 4, n_co)
+    add = half * width if not fused else min(grp, half) * width
+    if not fused:
+        c.compute("vector", add, 2, 1.0, n_co, op="tensor_tensor")
+    return 2 * hw.dma_fixed_ns + n_co * (_lone_dma_ns(hw, nbytes, half * width * 4, co_t) - hw.dma_fixed_ns) \
+        + (1 if fused else n_co) * (max(64.0, 2.0 * add) + 60.0) / hw.vector_ghz
 
 
 def _lone_dma_ns(hw: TargetFigures, nbytes: float, run_bytes: float, partitions: int) -> float:
