@@ -365,7 +365,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         mine = max(len(c_) for c_ in _gemm_dma_chunks(g, 1 if by_pos else p.lnc))
         blocks = ceil_div(g.c_out, MOVING_MAX)
         dw_total = 3 * g.c_out * ds + 3 * max(1, mine) * PMAX * ds + 2 * g.c_out * ds + (4 * n_co * 4 if p.compute_db else 0)
-        dw_total += 2 * g.c_out * 4 if by_pos else 0     # the fp32 partial and the other program's
+        if by_pos:   # two fp32 partials, two received halves (fp32) and two output halves
+            dw_total += 2 * g.c_out * 4 + 2 * ceil_div(g.c_out, 2) * (4 + ds)
         parts += [("dw dy^T/x^T rings", dw_total)]
         phase_sbuf["dw"] = dw_total
         psum_dw = max(1, mine) * blocks + (1 if db_on_dw(p) else 0)
@@ -550,10 +551,14 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         by_pos = p.lnc == 2 and p.dw_split == "positions"
         tiles_ = g.batch * ceil_div(npos, PMAX)
         mine = len(_gemm_dma_chunks(g, 1 if by_pos else p.lnc)[0])
-        if by_pos:   # half the position tiles; the fp32 partials of every C_in tile exchanged and added
+        if by_pos:   # half the position tiles; per C_in tile a reduce-scatter of the C_out halves
             tiles_ = ceil_div(tiles_, 2)
-            c.dma(min(PMAX, g.c_in) * g.c_out * 4, g.c_out * 4, mine)
-            c.compute("vector", g.c_out, 2, 1.0, 2 * mine, op="tensor_tensor")
+            half = ceil_div(g.c_out, 2)
+            ci_t = min(PMAX, g.c_in)
+            c.compute("vector", g.c_out, 1, 1.0, mine, op="tensor_copy")           # PSUM -> fp32 partial
+            c.dma(ci_t * half * 4, half * 4, mine)                                  # the exchange
+            c.compute("vector", half, 2, 1.0, mine, op="tensor_tensor")             # add into the output dtype
+            c.dma(ci_t * (g.c_out - half) * ds, (g.c_out - half) * ds, mine)       # program 0's half: the larger
             fill += 2 * hw.dma_fixed_ns
         blocks = [min(MOVING_MAX, g.c_out - s_) for s_ in range(0, g.c_out, MOVING_MAX)]
         eff = 0.9   # dma_transpose from HBM (trn2 arch guide, nkisim)
@@ -562,8 +567,9 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
             c.matmul(PMAX, cn, fp32, tiles_ * mine)
         if db_on_dw(p):
             c.matmul(co_t, 1, fp32, tiles_ * n_co)
-        c.evict(sum(blocks), two, mine)
-        c.dma(min(PMAX, g.c_in) * g.c_out * ds, g.c_out * ds, mine)
+        if not by_pos:
+            c.evict(sum(blocks), two, mine)
+            c.dma(min(PMAX, g.c_in) * g.c_out * ds, g.c_out * ds, mine)
     elif p.compute_dw:
         items = dw_items(g, p) if p.dw_split == "taps" else _split(dw_items(g, p), p.lnc, 0)
         chunk = min(p.dw_co_chunk, n_co)

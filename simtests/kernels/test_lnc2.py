@@ -188,3 +188,24 @@ def test_lnc2_budget_bounds_the_measured_peak():
                                  trace_only=True)
             assert res.peak_sbuf_bytes_per_partition <= alt.sbuf_bytes, alt.label
             assert res.peak_psum_banks <= alt.psum_banks, alt.label
+
+
+# ---------------------------------------------------------------- dw:dma_gemm positions split
+
+@pytest.mark.parametrize("batch, c_in, c_out, size", [
+    (2, 130, 7, (2, 4, 5)),      # odd C_out: the two windows overlap by one column; two C_in tiles
+    (1, 5, 9, (2, 2, 2)),        # one position tile: program 1 has no partial (zeros)
+    (3, 6, 600, (2, 3, 4)),      # two C_out blocks of a PSUM bank
+])
+@pytest.mark.parametrize("grads", [GRADS, ("dw",), ("dw", "db")], ids=lambda g: "+".join(g))
+def test_dma_gemm_column_halves_are_exact(batch, c_in, c_out, size, grads):
+    def pick(p):
+        alts = [a for a in p.feasible_candidates() if a.dw_method is DwMethod.DMA_GEMM and a.dw_split == "positions"]
+        assert alts, p.explain()
+        return alts[0]
+
+    res = run_and_compare(batch, c_in, c_out, size, (1, 1, 1), lnc=2, grads=grads, plan_edit=pick)
+    if "db" not in grads:   # only dw's exchanges: per C_in tile, ceil(C_out / 2) fp32 columns each way
+        sent = sorted(a.nbytes for i in res.trace if i.op == "sendrecv" for a in i.accesses if a.role == "src")
+        want = sorted(2 * [min(128, c_in - c) * -(-c_out // 2) * 4 for c in range(0, c_in, 128)])
+        assert sent == want
