@@ -16,6 +16,8 @@ from .planner import (
     _split,
     cast_group,
     dw_acc_banks,
+    dw_db_program,
+    dw_defer_finish,
     dw_direct,
     dw_fused_exchange,
     dw_items,
@@ -58,6 +60,7 @@ class DwState:
                                name=f"dw_acc{c}")
                     for c in range(len(self.co_tiles))]
         self.started = False
+        self.exchanged = ()   # (LNC2, deferred finish) the received partials, once start_exchange ran
         wo = g.axes[2].o
         xext = (dw_x_extent(g.axes[0], max_rows[0]), dw_x_extent(g.axes[1], max_rows[1]),
                 dw_x_extent(g.axes[2], wo))
@@ -279,7 +282,7 @@ class DwState:
         if self.own_taps is not None:     # tap split: nothing to combine, store the taps of this pass
             t_lo, t_hi = s0, s1
         elif lnc == 2:   # each program adds (in its cast) and stores its half of this pass's taps
-            others = self._exchange_halves(pid)
+            others = self.exchanged[0] if self.exchanged else self._exchange_halves(pid)
         # cast a group of taps per C_out tile in one copy, so that the transposes of a whole group run
         # back to back on the PE (a per-tap cast would serialise cast -> transpose -> evict)
         group = cast_group(g, self.width)
@@ -330,6 +333,17 @@ class DwState:
                 nisa.dma_copy(dst=dw_flat[t0:t0 + tn, ci0:ci0 + ci_sz, :].permute((1, 0, 2)),
                               src=out[:ci_sz, :tn, :g.c_out])
 
+    def start_exchange(self, pid):
+        """LNC2 positions split, finish deferred past dx: issue the exchange now (its DMA runs under dx's
+        compute instead of stalling the in-order PE between dw and dx) and free the compute pools
+        (SBUF and PSUM) for dx; ``finish`` adds, casts and stores after dx."""
+        if not self.started:   # no box on this program: its partials are zero
+            for c, (_co0, co_sz) in enumerate(self.co_tiles):
+                nisa.memset(self.acc[c][:co_sz, :, :], 0.0, engine=nisa.engine.vector)
+            self.started = True
+        self.exchanged = (self._exchange_halves(pid),)
+        self.x_pool = self.xt_pool = self.x_stage = self.dyt = self.acc_pool = None
+        self.db_state = self.ones = self.db_ps = None
 
     def _exchange_halves(self, pid):
         """LNC2 positions split, a reduce-scatter: program 0 stores the first ceil(n/2) taps of the pass,
@@ -360,12 +374,13 @@ class DwState:
 
 
 def run_dw_streaming(ctx, pid, lnc, db_state):
-    """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded."""
+    """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded. Returns the state whose
+    ``finish`` the caller runs after dx when the plan defers it (``dw_defer_finish``), else None."""
     g, plan = ctx.g, ctx.plan
     own = dw_own_taps(g, plan, pid)
     items = dw_items(g, plan) if own is not None else _split(dw_items(g, plan), lnc, pid)
-    if own is not None and pid != 0:
-        db_state = None     # the tap split runs every position on both programs: db once, on program 0
+    if own is not None and pid != dw_db_program(g, plan):
+        db_state = None     # the tap split runs every position on both programs: db once, on the lighter one
     co_tiles = tiles(g.c_out, PMAX)
     wo = g.axes[2].o
     pools = [Pool(plan.dy_bufs, (PMAX, plan.dw_band[0], plan.dw_band[1], wo), ctx.dtype, nl.sbuf, f"dw_dy{c}_")
@@ -386,5 +401,9 @@ def run_dw_streaming(ctx, pid, lnc, db_state):
                               src=ctx.dy[b, co0:co0 + co_sz, d0:d1, h0:h1, :])
                 views.append(buf[:co_sz, :d1 - d0, :h1 - h0, :wo])
             state.add_box(b, (d0, d1), (h0, h1), views)
+        if dw_defer_finish(g, plan):   # one pass: the exchange starts now, the rest after dx
+            state.start_exchange(pid)
+            return state
         state.finish(pid, lnc)
         del state
+    return None

@@ -89,13 +89,23 @@ def _combine_column_halves(ctx, pid, mine, ci_tiles, co_blocks, accs, dw_flat):
     g = ctx.g
     (lo, hi), recv, send = gemm_dma_halves(g.c_out, pid)
     h = recv[1] - recv[0]
-    # two of each: tile k+1's copies and exchange do not wait for tile k's add and store
+    # two of each, software pipelined: tile k+1's copies and exchange are issued before tile k's add
+    # and store, so the in-order VectorE never waits for an exchange it could overlap
     parts = Pool(2, (PMAX, g.c_out), nl.float32, nl.sbuf, "dwg_part")
     others = Pool(2, (PMAX, h), nl.float32, nl.sbuf, "dwg_other")
     outs = Pool(2, (PMAX, h), ctx.dtype, nl.sbuf, "dwg_half")
+
+    def add_and_store(ci0, ci_sz, part, other):
+        if hi > lo:
+            out = outs.take()
+            nisa.tensor_tensor(dst=out[:ci_sz, :hi - lo], data1=part[:ci_sz, lo:hi],
+                               data2=other[:ci_sz, lo - recv[0]:hi - recv[0]], op=nl.add, engine=nisa.engine.vector)
+            nisa.dma_copy(dst=dw_flat[ci0:ci0 + ci_sz, lo:hi], src=out[:ci_sz, :hi - lo])
+
+    pending = None
     for k, t in enumerate(mine):
         ci0, ci_sz = ci_tiles[t]
-        part, other, out = parts.take(), others.take(), outs.take()
+        part, other = parts.take(), others.take()
         for j, (c0, cn) in enumerate(co_blocks):
             if accs is not None:
                 nisa.tensor_copy(dst=part[:ci_sz, c0:c0 + cn], src=accs[k * len(co_blocks) + j][:ci_sz, :cn],
@@ -104,10 +114,11 @@ def _combine_column_halves(ctx, pid, mine, ci_tiles, co_blocks, accs, dw_flat):
                 nisa.memset(part[:ci_sz, c0:c0 + cn], 0.0, engine=nisa.engine.vector)
         nisa.sendrecv(src=part[:ci_sz, send[0]:send[1]], dst=other[:ci_sz, :], send_to_rank=1 - pid,
                       recv_from_rank=1 - pid, pipe_id=0)
-        if hi > lo:
-            nisa.tensor_tensor(dst=out[:ci_sz, :hi - lo], data1=part[:ci_sz, lo:hi],
-                               data2=other[:ci_sz, lo - recv[0]:hi - recv[0]], op=nl.add, engine=nisa.engine.vector)
-            nisa.dma_copy(dst=dw_flat[ci0:ci0 + ci_sz, lo:hi], src=out[:ci_sz, :hi - lo])
+        if pending is not None:
+            add_and_store(*pending)
+        pending = (ci0, ci_sz, part, other)
+    if pending is not None:
+        add_and_store(*pending)
 
 
 def gemm_dma_chunks(g, lnc):

@@ -71,6 +71,25 @@ def dw_own_taps(g: ConvGeom, p: Plan, pid: int) -> tuple[int, int] | None:
     return min(g.taps, pid * per * unit), min(g.taps, (pid + 1) * per * unit)
 
 
+def dw_db_program(g: ConvGeom, p: Plan) -> int:
+    """Under the LNC2 tap split every program sees every position, so db folds on one program only:
+    the one with fewer taps (program 1 when the tap units do not split evenly), else program 0."""
+    own = [dw_own_taps(g, p, q) for q in range(p.lnc)]
+    if p.lnc == 2 and own[0] is not None and own[1][1] - own[1][0] < own[0][1] - own[0][0]:
+        return 1
+    return 0
+
+
+def dw_defer_finish(g: ConvGeom, p: Plan) -> bool:
+    """LNC2 positions split, per gradient, with dx: dw's exchange is issued right after its
+    accumulation and the adds, casts, transposes and stores run after dx, so the rendezvous overlaps
+    dx instead of stalling the in-order PE between the sections. One pass and one C_in range only
+    (the accumulators and received halves stay live through dx)."""
+    return (p.lnc == 2 and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
+            and p.dw_method is not DwMethod.DMA_GEMM and dw_own_taps(g, p, 0) is None
+            and p.dw_ci_range >= g.c_in and len(dw_tap_passes(g, p, 0)) == 1)
+
+
 def dw_fused_exchange(g: ConvGeom, p: Plan) -> bool:
     """LNC2 positions split: the other program's partials of every C_out tile are received at once and
     added in the final cast (no separate fp32 add pass); with more than two C_out tiles one receive
@@ -413,6 +432,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             dw_total += first
         # the store runs while every dw pool (and, per gradient, dw's dy ring) is still live
         phase_sbuf["dw store"] = dw_total + store + other
+        if dw_defer_finish(g, p):   # the accumulators and the received halves stay live through dx
+            phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + acc + other
         psum_dw = dw_acc_banks(p.dw_co_chunk, n_co) + (1 if db_on_dw(p) else 0)
     if p.compute_db and p.db_method is DbMethod.STANDALONE:
         phase_sbuf["db"] = 2 * min(_db_chunk(g), g.batch * Wo * g.axes[0].o * g.axes[1].o) * ds + 4 * n_co * 4
@@ -559,7 +580,8 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
             c.dma(ci_t * half * 4, half * 4, mine)                                  # the exchange
             c.compute("vector", half, 2, 1.0, mine, op="tensor_tensor")             # add into the output dtype
             c.dma(ci_t * (g.c_out - half) * ds, (g.c_out - half) * ds, mine)       # program 0's half: the larger
-            fill += 2 * hw.dma_fixed_ns
+            # pipelined over the C_in tiles: the last tile's exchange (a rendezvous) is exposed
+            fill += _lone_dma_ns(hw, ci_t * half * 4, half * 4, ci_t)
         blocks = [min(MOVING_MAX, g.c_out - s_) for s_ in range(0, g.c_out, MOVING_MAX)]
         eff = 0.9   # dma_transpose from HBM (trn2 arch guide, nkisim)
         c.busy["dma"] += tiles_ * (min(PMAX, npos) * (g.c_out + mine * PMAX) * ds) / (hw.dma_bytes_per_ns * eff)
@@ -572,6 +594,7 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
             c.dma(min(PMAX, g.c_in) * g.c_out * ds, g.c_out * ds, mine)
     elif p.compute_dw:
         items = dw_items(g, p) if p.dw_split == "taps" else _split(dw_items(g, p), p.lnc, 0)
+        own0 = dw_own_taps(g, p, 0)
         chunk = min(p.dw_co_chunk, n_co)
         n_chunks = ceil_div(n_co, chunk)
         xpad = any(a.k > 1 or a.lo or a.hi or a.s > 1 for a in g.axes)
@@ -597,7 +620,8 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                     c.add(cache[key])
                     if p.strategy is not Strategy.SHARED_DY:
                         c.dma(co_t * rows[0] * rows[1] * Wo * ds, (rows[1] * Wo if rows[1] == g.axes[1].o else Wo) * ds, n_co)
-                    if db_on_dw(p) and r0 == 0 and pi == 0:   # ones-vector matmuls per dy^T column, one add per tile
+                    if db_on_dw(p) and r0 == 0 and pi == 0 and (own0 is None or dw_db_program(g, p) == 0):
+                        # ones-vector matmuls per dy^T column, one add per tile (tap split: one program)
                         cols = (ceil_div(rows[0] * rows[1], PMAX) * Wo if p.dw_method is DwMethod.ROW_PACK
                                 else sum(cnt for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)))
                         c.matmul(co_t, 1, fp32, cols * n_co)
@@ -609,7 +633,8 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                 grp = cast_group(g, width)
                 fused = dw_fused_exchange(g, p)   # the add of the other's partial is the cast
                 if p.lnc == 2 and own is None:
-                    fill += _dw_exchange_ns(c, g, hw, co_t, n_co, taps_here, width, grp, fused)
+                    fill += _dw_exchange_ns(c, g, hw, co_t, n_co, taps_here, width, grp, fused,
+                                            dw_defer_finish(g, p))
                 for t0 in range(0, taps_here, grp):
                     tn = min(grp, taps_here - t0)
                     for k in range(n_co if not dw_direct(g, p) else 0):
@@ -635,17 +660,20 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
 
 
 def _dw_exchange_ns(c: CostSheet, g: ConvGeom, hw: TargetFigures, co_t: int, n_co: int, half: int, width: int,
-                    grp: int, fused: bool) -> float:
+                    grp: int, fused: bool, deferred: bool = False) -> float:
     """The LNC2 positions split's reduce-scatter (mirrors DwState._exchange_halves): one sendrecv per
     C_out tile of ``half`` taps of fp32 partials, charged to the DMA (and, unfused, the in-place adds
     to VectorE); returns its exposed time. It is a rendezvous of both programs on the critical path:
     the PE (in order) waits for it and for the first add (fused: the first add-cast) before its dw^T
-    transposes can go on."""
+    transposes can go on. Deferred past dx (``dw_defer_finish``), only the first add is exposed: it
+    waits for dx's last evictions on VectorE and the transposes wait for it."""
     nbytes = co_t * half * width * 4
     c.dma(nbytes, half * width * 4, n_co)
     add = half * width if not fused else min(grp, half) * width
     if not fused:
         c.compute("vector", add, 2, 1.0, n_co, op="tensor_tensor")
+    if deferred:
+        return (max(64.0, 2.0 * add) + 60.0) / hw.vector_ghz
     return 2 * hw.dma_fixed_ns + n_co * (_lone_dma_ns(hw, nbytes, half * width * 4, co_t) - hw.dma_fixed_ns) \
         + (1 if fused else n_co) * (max(64.0, 2.0 * add) + 60.0) / hw.vector_ghz
 

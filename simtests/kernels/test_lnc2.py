@@ -17,7 +17,9 @@ from kernels.planner import (
     _estimate,
     _lnc2_packed_bands,
     _split,
+    dw_defer_finish,
     dw_fused_exchange,
+    dw_items,
     dx_items,
     forced_plan,
     plan_conv3d_bwd,
@@ -209,3 +211,46 @@ def test_dma_gemm_column_halves_are_exact(batch, c_in, c_out, size, grads):
         sent = sorted(a.nbytes for i in res.trace if i.op == "sendrecv" for a in i.accesses if a.role == "src")
         want = sorted(2 * [min(128, c_in - c) * -(-c_out // 2) * 4 for c in range(0, c_in, 128)])
         assert sent == want
+
+
+# ---------------------------------------------------------------- dw finish deferred past dx
+
+def _deferred(p, one_box=False):
+    alts = [a for a in p.feasible_candidates() if dw_defer_finish(a.geometry(), a)
+            and (not one_box or len(dw_items(a.geometry(), a)) == 1)]
+    assert alts, p.explain()
+    return alts[0]
+
+
+@pytest.mark.parametrize("geom, one_box", [
+    pytest.param({"batch": 2, "c_in": 6, "c_out": 5, "size": (3, 4, 5), "kernel": (3, 3, 3), "padding": (1,) * 6},
+                 False, id="two-items"),
+    # one dw box: program 1 has no partial (zeros sent), still exchanges and stores its half
+    pytest.param({"batch": 1, "c_in": 4, "c_out": 7, "size": (2, 3, 4), "kernel": (3, 1, 3),
+                  "padding": (1, 1, 0, 0, 1, 1)}, True, id="idle-program"),
+    pytest.param({"batch": 1, "c_in": 3, "c_out": 260, "size": (2, 3, 4), "kernel": (1, 3, 1),
+                  "padding": (0, 0, 1, 1, 0, 0)}, False, id="in-place-adds"),
+])
+def test_deferred_dw_finish_is_exact_and_runs_after_dx(geom, one_box):
+    res = run_and_compare(**geom, lnc=2, plan_edit=lambda p: _deferred(p, one_box))
+    for pid in (0, 1):
+        prog = [i for i in res.trace if i.program_id == pid]
+        first_exchange = next(k for k, i in enumerate(prog) if i.op == "sendrecv")
+        dx_matmuls = [k for k, i in enumerate(prog) if i.op == "nc_matmul"
+                      and any(a.role == "dst" and a.shape[-1] > 1 for a in i.accesses)]
+        hbm_stores = [k for k, i in enumerate(prog) if i.op == "dma_copy"
+                      and any(a.write and a.buffer.endswith("hbm") for a in i.accesses)]
+        # the exchange is issued before dx's last matmul; the last dw store after it
+        assert first_exchange < dx_matmuls[-1] < hbm_stores[-1]
+
+
+def test_deferral_only_for_one_pass_positions_split_with_dx():
+    shapes = _shapes(1, 64, 64, (8, 32, 32), (3, 3, 3), padding=(1,) * 6)
+    p = plan_conv3d_bwd(*shapes, padding=(1,) * 6, lnc=2)
+    g = p.geometry()
+    for a in p.feasible_candidates():
+        want = (a.strategy is Strategy.PER_GRADIENT and a.dw_split == "positions" and a.dw_tap_range == 0
+                and a.dw_ci_range >= g.c_in)
+        assert dw_defer_finish(g, a) is want, a.label
+        assert not dw_defer_finish(g, dataclasses.replace(a, lnc=1))
+        assert not dw_defer_finish(g, dataclasses.replace(a, compute_dx=False))
