@@ -100,12 +100,13 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         # issued before dw: the DMA queues load them while dw computes (no head-of-line wait later)
         # (in a list that run_dx empties: no reference may keep them live past their group)
         first_filters = [load_toeplitz_filters(ctx) if toeplitz else load_dx_filters(ctx, dx_groups(g, plan)[0])]
+    dw_deferred = None   # LNC2: dw's exchange overlaps dx, its finish runs after it
     if compute_dw and not shared:
         # dw first: its PE work hides the start of dx (the filter loads and the first dy band)
         if plan.dw_method is DwMethod.DMA_GEMM:
             run_dw_gemm_dma(ctx, pid, lnc, db_in_dw)
         else:
-            run_dw_streaming(ctx, pid, lnc, db_in_dw)
+            dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw)
     if compute_dx:
         dw_state = None
         if compute_dw and shared:
@@ -127,6 +128,8 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
                                                    on_band if (db_in_dx or dw_state) else None, first_filters)
         if dw_state is not None:
             dw_state.finish(pid, lnc)
+    if dw_deferred is not None:
+        dw_deferred.finish(pid, lnc)
     if compute_db:
         if not fold:
             per = -(-g.batch // lnc)

@@ -85,6 +85,34 @@ def dw_own_taps(g: ConvGeom, p: Plan, pid: int) -> tuple[int, int] | None:
     return min(g.taps, pid * per * unit), min(g.taps, (pid + 1) * per * unit)
 
 
+def dw_db_program(g: ConvGeom, p: Plan) -> int:
+    """Under the LNC2 tap split every program sees every position, so db folds on one program only:
+    the one with fewer taps (program 1 when the tap units do not split evenly), else program 0."""
+    own = [dw_own_taps(g, p, q) for q in range(p.lnc)]
+    if p.lnc == 2 and own[0] is not None and own[1][1] - own[1][0] < own[0][1] - own[0][0]:
+        return 1
+    return 0
+
+
+def dw_defer_finish(g: ConvGeom, p: Plan) -> bool:
+    """LNC2 positions split, per gradient, with dx: dw's exchange is issued right after its
+    accumulation and the adds, casts, transposes and stores run after dx, so the rendezvous overlaps
+    dx instead of stalling the in-order PE between the sections. One pass and one C_in range only
+    (the accumulators and received halves stay live through dx)."""
+    return (p.lnc == 2 and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
+            and p.dw_method is not DwMethod.DMA_GEMM and dw_own_taps(g, p, 0) is None
+            and p.dw_ci_range >= g.c_in and len(dw_tap_passes(g, p, 0)) == 1
+            and not p.dw_x_stationary)   # x-stationary exchanges its own accumulator (_finish_xs)
+
+
+def dw_fused_exchange(g: ConvGeom, p: Plan) -> bool:
+    """LNC2 positions split: the other program's partials of every C_out tile are received at once and
+    added in the final cast (no separate fp32 add pass); with more than two C_out tiles one receive
+    buffer is reused per tile and added in place (SBUF)."""
+    return (p.lnc == 2 and dw_own_taps(g, p, 0) is None and n_tiles(g.c_out, PMAX) <= 2
+            and not p.dw_x_stationary)
+
+
 def dw_tap_passes(g: ConvGeom, p: Plan, pid: int) -> list[tuple[int, int]]:
     """The tap ranges [lo, hi) program ``pid`` runs one after the other (dy and x streamed once per
     pass) so that one pass's fp32 accumulators fit SBUF; one pass unless ``dw_tap_range`` is set."""
@@ -485,7 +513,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         mine = max(len(c_) for c_ in _gemm_dma_chunks(g, 1 if by_pos else p.lnc))
         blocks = ceil_div(g.c_out, MOVING_MAX)
         dw_total = 3 * g.c_out * ds + 3 * max(1, mine) * PMAX * ds + 2 * g.c_out * ds + (4 * n_co * 4 if p.compute_db else 0)
-        dw_total += 2 * g.c_out * 4 if by_pos else 0     # the fp32 partial and the other program's
+        if by_pos:   # two fp32 partials, two received halves (fp32) and two output halves
+            dw_total += 2 * g.c_out * 4 + 2 * ceil_div(g.c_out, 2) * (4 + ds)
         parts += [("dw dy^T/x^T rings", dw_total)]
         phase_sbuf["dw"] = dw_total
         psum_dw = max(1, mine) * blocks + (1 if db_on_dw(p) else 0)
@@ -512,7 +541,9 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         span = max(hi - lo for lo, hi in dw_tap_passes(g, p, 0)) if p.dw_tap_range else g.taps
         acc = n_co * span * width * 4
         store = 3 * n_co * cast_group(g, width) * width * ds + dw_out_bufs(g, width) * cast_group(g, width) * g.c_out * ds
-        other = span * width * 4 if (p.lnc == 2 and p.dw_split != "taps") else 0
+        # LNC2 positions split: the other program's partial of this one's half of the taps, per C_out tile
+        other = ((n_co if dw_fused_exchange(g, p) else 1) * ceil_div(span, 2) * width * 4
+                 if (p.lnc == 2 and p.dw_split != "taps") else 0)
         if p.dw_x_stationary:   # [(tap-slot, ci), C_in tiles x chunks, C_out]: one cast tile per C_in tile
             units = n_tiles(width, p.dw_ci_tile) * _xs_max_chunks(g, p)
             acc = units * g.c_out * 4
@@ -537,6 +568,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             dw_total += first
         # the store runs while every dw pool (and, per gradient, dw's dy ring) is still live
         phase_sbuf["dw store"] = dw_total + store + other
+        if dw_defer_finish(g, p):   # the accumulators and the received halves stay live through dx
+            phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + acc + other
         psum_dw = dw_acc_banks(p.dw_co_chunk, n_co) + (1 if db_on_dw(p) else 0)
         if p.dw_x_stationary:
             psum_dw = dw_xs_group_banks(g, p) + 1 + (1 if db_on_dw(p) else 0)
@@ -606,6 +639,10 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
     co_t = min(PMAX, g.c_out)
     W, Wo = g.axes[2].n, g.axes[2].o
     fill = 2 * hw.dma_fixed_ns
+    if p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dw_method is not DwMethod.DMA_GEMM:
+        # dw runs first: the wait for its first x band beyond the first dy box (fill's DMA latency)
+        # and that box's dy^T transposes
+        fill += _dw_first_x_wait_ns(g, p, hw)
     if p.compute_dx and (p.strategy is Strategy.SHARED_DY or not p.compute_dw or not p.filters_first):
         # dx runs first: its filter loads (one C_in group) and their PE transposes are exposed
         ci_first = p.dx_ci_tile if p.dx_ci_outer else g.c_in
@@ -690,11 +727,16 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         by_pos = p.lnc == 2 and p.dw_split == "positions"
         tiles_ = g.batch * ceil_div(npos, PMAX)
         mine = len(_gemm_dma_chunks(g, 1 if by_pos else p.lnc)[0])
-        if by_pos:   # half the position tiles; the fp32 partials of every C_in tile exchanged and added
+        if by_pos:   # half the position tiles; per C_in tile a reduce-scatter of the C_out halves
             tiles_ = ceil_div(tiles_, 2)
-            c.dma(min(PMAX, g.c_in) * g.c_out * 4, g.c_out * 4, mine)
-            c.compute("vector", g.c_out, 2, 1.0, 2 * mine, op="tensor_tensor")
-            fill += 2 * hw.dma_fixed_ns
+            half = ceil_div(g.c_out, 2)
+            ci_t = min(PMAX, g.c_in)
+            c.compute("vector", g.c_out, 1, 1.0, mine, op="tensor_copy")           # PSUM -> fp32 partial
+            c.dma(ci_t * half * 4, half * 4, mine)                                  # the exchange
+            c.compute("vector", half, 2, 1.0, mine, op="tensor_tensor")             # add into the output dtype
+            c.dma(ci_t * (g.c_out - half) * ds, (g.c_out - half) * ds, mine)       # program 0's half: the larger
+            # pipelined over the C_in tiles: the last tile's exchange (a rendezvous) is exposed
+            fill += _lone_dma_ns(hw, ci_t * half * 4, half * 4, ci_t)
         blocks = [min(MOVING_MAX, g.c_out - s_) for s_ in range(0, g.c_out, MOVING_MAX)]
         eff = 0.9   # dma_transpose from HBM (trn2 arch guide, nkisim)
         c.busy["dma"] += tiles_ * (min(PMAX, npos) * (g.c_out + mine * PMAX) * ds) / (hw.dma_bytes_per_ns * eff)
@@ -702,10 +744,12 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
             c.matmul(PMAX, cn, fp32, tiles_ * mine)
         if db_on_dw(p):
             c.matmul(co_t, 1, fp32, tiles_ * n_co)
-        c.evict(sum(blocks), two, mine)
-        c.dma(min(PMAX, g.c_in) * g.c_out * ds, g.c_out * ds, mine)
+        if not by_pos:
+            c.evict(sum(blocks), two, mine)
+            c.dma(min(PMAX, g.c_in) * g.c_out * ds, g.c_out * ds, mine)
     elif p.compute_dw:
         items = dw_items(g, p) if p.dw_split == "taps" else _split(dw_items(g, p), p.lnc, 0)
+        own0 = dw_own_taps(g, p, 0)
         chunk = min(p.dw_co_chunk, n_co)
         n_chunks = ceil_div(n_co, chunk)
         xpad = any(a.k > 1 or a.lo or a.hi or a.s > 1 for a in g.axes)
@@ -731,7 +775,8 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                     c.add(cache[key])
                     if p.strategy is not Strategy.SHARED_DY:
                         c.dma(co_t * rows[0] * rows[1] * Wo * ds, (rows[1] * Wo if rows[1] == g.axes[1].o else Wo) * ds, n_co)
-                    if db_on_dw(p) and r0 == 0 and pi == 0:   # ones-vector matmuls per dy^T column, one add per tile
+                    if db_on_dw(p) and r0 == 0 and pi == 0 and (own0 is None or dw_db_program(g, p) == 0):
+                        # ones-vector matmuls per dy^T column, one add per tile (tap split: one program)
                         cols = (ceil_div(rows[0] * rows[1], PMAX) * Wo if p.dw_method is DwMethod.ROW_PACK
                                 else sum(cnt for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)))
                         c.matmul(co_t, 1, fp32, cols * n_co)
@@ -743,18 +788,16 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                 n_span = span[1] - span[0]
                 own = dw_own_taps(g, p, 0)
                 taps_here = n_span if own is not None else ceil_div(n_span, p.lnc)
-                if p.lnc == 2 and own is None:
-                    c.dma(n_co * n_span * width * 4 * 128, n_span * width * 4, 1)
-                    c.compute("vector", taps_here * width, 2, 1.0, n_co, op="tensor_tensor")
-                    # the exchange is a rendezvous of both programs on the critical path: the PE (in
-                    # order) waits for it, the adds and the first casts before it can go on
-                    fill += 2 * hw.dma_fixed_ns + n_co * n_span * width * 4 * 128 / hw.dma_bytes_per_ns \
-                        + n_co * (taps_here * width * 2 + 60) / hw.vector_ghz
                 grp = cast_group(g, width)
+                fused = dw_fused_exchange(g, p)   # the add of the other's partial is the cast
+                if p.lnc == 2 and own is None:
+                    fill += _dw_exchange_ns(c, g, hw, co_t, n_co, taps_here, width, grp, fused,
+                                            dw_defer_finish(g, p))
                 for t0 in range(0, taps_here, grp):
                     tn = min(grp, taps_here - t0)
                     for k in range(n_co if not dw_direct(g, p) else 0):
-                        c.compute("vector" if k % 2 == 0 else "gpsimd", tn * width, 1, 1.0, 1, op="tensor_copy")
+                        c.compute("vector" if k % 2 == 0 else "gpsimd", tn * width, 2 if fused else 1, 1.0, 1,
+                                  op="tensor_tensor" if fused else "tensor_copy")
                 for ci in tile_sizes(width, PMAX):
                     c.transpose(co_t, ci, fp32, taps_here * n_co)
                     c.evict(g.c_out, two, taps_here * max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)))
@@ -772,6 +815,74 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         c.dma(co_t * 4, 4, n_co)
     total = c.total_ns(fill)
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
+
+
+def _dw_exchange_ns(c: CostSheet, g: ConvGeom, hw: TargetFigures, co_t: int, n_co: int, half: int, width: int,
+                    grp: int, fused: bool, deferred: bool = False) -> float:
+    """The LNC2 positions split's reduce-scatter (mirrors DwState._exchange_halves): one sendrecv per
+    C_out tile of ``half`` taps of fp32 partials, charged to the DMA (and, unfused, the in-place adds
+    to VectorE); returns its exposed time. It is a rendezvous of both programs on the critical path:
+    the PE (in order) waits for it and for the first add (fused: the first add-cast) before its dw^T
+    transposes can go on. Deferred past dx (``dw_defer_finish``), only the first add is exposed: it
+    waits for dx's last evictions on VectorE and the transposes wait for it."""
+    nbytes = co_t * half * width * 4
+    c.dma(nbytes, half * width * 4, n_co)
+    add = half * width if not fused else min(grp, half) * width
+    if not fused:
+        c.compute("vector", add, 2, 1.0, n_co, op="tensor_tensor")
+    if deferred:
+        return (max(64.0, 2.0 * add) + 60.0) / hw.vector_ghz
+    return 2 * hw.dma_fixed_ns + n_co * (_lone_dma_ns(hw, nbytes, half * width * 4, co_t) - hw.dma_fixed_ns) \
+        + (1 if fused else n_co) * (max(64.0, 2.0 * add) + 60.0) / hw.vector_ghz
+
+
+def _lone_dma_ns(hw: TargetFigures, nbytes: float, run_bytes: float, partitions: int) -> float:
+    """One transfer alone on the queues (nkisim): start latency, then its bytes at the share of the
+    16 DMA engines its partitions reach (ceil(P / 8) of them)."""
+    run = max(1.0, min(run_bytes, nbytes))
+    rate = min(16, ceil_div(max(1, partitions) * 16, PMAX)) / 16
+    return hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * run / (run + 256.0)) / rate
+
+
+def _dw_first_x_wait_ns(g: ConvGeom, p: Plan, hw: TargetFigures) -> float:
+    """Per-gradient dw (it runs first): how long program 0's PE waits for the x band of its first box
+    and C_in tile after it has transposed that box's dy (the first dy load is in the estimate's fill).
+    Loads land after the DMA latency, at the share of the 16 DMA engines their partitions reach;
+    a staged band (H/W padding) is then placed by VectorE. Large when one box spans the whole x at
+    few partitions (down_s2: C_in 64, stride 2), small elsewhere: the busy-time sum misses it."""
+    items = dw_items(g, p) if dw_own_taps(g, p, 0) is not None else _split(dw_items(g, p), p.lnc, 0)
+    items = [it for it in items if it[1][1] > it[1][0] and it[2][1] > it[2][0]]
+    if not items:
+        return 0.0
+    _b, (d0, d1), (h0, h1) = items[0]
+    ds = g.dtype_bytes
+    wo = g.axes[2].o
+    n_co = n_tiles(g.c_out, PMAX)
+    co_t = min(PMAX, g.c_out)
+    pe = CostSheet(hw)   # the dy^T transposes of the first box (row mode: its first <= 128-row chunk)
+    if p.dw_method is DwMethod.ROW_PACK:
+        (_sd, _sh, _z), (cd, ch, _one) = box_blocks((0, 0, 0), (d1 - d0, h1 - h0, 1), PMAX)[0]
+        pe.transpose(co_t, cd * ch, g.dtype == "fp32", wo * n_co)
+        d1, h1 = d0 + cd, h0 + ch
+    else:
+        for (nd, nh, nw), cnt in box_block_sizes((0, 0, 0), (d1 - d0, h1 - h0, wo), PMAX):
+            pe.transpose(co_t, nd * nh * nw, g.dtype == "fp32", n_co * cnt)
+    rows = (d1 - d0) * (h1 - h0)
+    run = (rows if h1 - h0 == g.axes[1].o else 1) * wo * ds
+    dy_ns = _lone_dma_ns(hw, co_t * rows * wo * ds, run, co_t)
+    _x0, ext, lo, hi = dw_x_fill(g, (d0, d1), (h0, h1))
+    if any(h <= lo_ for lo_, h in zip(lo, hi)):
+        return 0.0
+    n = [hi[a] - lo[a] for a in range(3)]
+    elems = n[0] * n[1] * n[2]
+    ci = min(p.dw_ci_tile, p.dw_ci_range, g.c_in)
+    x_run = n[2] * (n[1] * (n[0] if n[1] == g.axes[1].n else 1) if n[2] == g.axes[2].n else 1)
+    staged = needs_stage(lo, hi, ext)
+    x_ns = _lone_dma_ns(hw, ci * elems * ds, (elems if staged else x_run) * ds, ci)
+    if staged:   # the placement copy (VectorE, 4x mode for 2-byte SBUF->SBUF)
+        sp = CostSheet(hw).copy_speedup("vector", ds == 2, False, True)
+        x_ns += (max(64.0, elems / sp) + 60.0) / hw.vector_ghz
+    return max(0.0, x_ns - dy_ns - pe.busy["tensor"])
 
 
 @lru_cache(maxsize=8192)
@@ -1231,6 +1342,7 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
     if p.compute_dx and not p.dx_ci_outer:
         out += [replace(p, dx_regions=r) for r in (2, 4) if region_fits(g.c_in, g.c_out, r)]
         out += _toeplitz_variants(g, p, hw)
+        out += _lnc2_packed_bands(g, p)
     if hw is not None:
         out += _dx_t_variants(g, p, hw)
     if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
@@ -1243,6 +1355,30 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
                 else q for q in split]
     if p.lnc == 2 and p.dw_method is DwMethod.DMA_GEMM:   # C_in tiles per program, or positions
         out += [replace(q, dw_split="channels") for q in out]
+    return out
+
+
+def _lnc2_packed_bands(g: ConvGeom, p: Plan) -> list[Plan]:
+    """LNC2 region packing: each program packs only its own dx items, so a band split that gives a
+    program fewer than R items leaves its dx unpacked (dilated_d2: two D bands, one per program,
+    ran at LNC1's packed PE time). The region variant with the dx band halved (D first, then H)
+    until program 0 holds R items; the estimate weighs the smaller bands' extra halo."""
+    if p.lnc != 2:
+        return []
+    out = []
+    for r in (2, 4):
+        if not region_fits(g.c_in, g.c_out, r):
+            continue
+        band = p.dx_band
+        while len(_split(dx_items(g, replace(p, dx_band=band)), p.lnc, 0)) < r:
+            if band[0] > 1:
+                band = (ceil_div(band[0], 2), band[1])
+            elif band[1] > 1:
+                band = (band[0], ceil_div(band[1], 2))
+            else:
+                break
+        if band != p.dx_band and len(_split(dx_items(g, replace(p, dx_band=band)), p.lnc, 0)) >= r:
+            out.append(replace(p, dx_band=band, dx_regions=r))
     return out
 
 
