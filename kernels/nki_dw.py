@@ -11,6 +11,7 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .nki_common import BANK_BYTES, BANK_FP32, PMAX, Pool, band_slices, co_bank_packs, load_padded
+from .nki_dw_xt import RowXtDma
 from .planner import (
     DwMethod,
     _split,
@@ -60,20 +61,25 @@ class DwState:
         wo = g.axes[2].o
         xext = (dw_x_extent(g.axes[0], max_rows[0]), dw_x_extent(g.axes[1], max_rows[1]),
                 dw_x_extent(g.axes[2], wo))
+        self.xt_dma = None
         if plan.dw_method is DwMethod.ROW_PACK:
             # rows chunks are at most 128 (d, h) rows: the x band of one chunk
             rows_cap = [min(max_rows[0], PMAX), min(max_rows[1], PMAX)]
             xext = (dw_x_extent(g.axes[0], rows_cap[0]), dw_x_extent(g.axes[1], rows_cap[1]), xext[2])
             self.dyt = nl.ndarray((PMAX, wo, g.c_out), ctx.dtype, buffer=nl.sbuf, name="dw_dyt")
-            self.xt_pool = Pool(2, (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, nl.sbuf, "dw_xt")
+            if plan.dw_xt_dma:   # x^T by dma_transpose from HBM: no x band, no PE transposes
+                self.xt_dma = RowXtDma(ctx, plan.dw_ci_tile)
+            else:
+                self.xt_pool = Pool(2, (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, nl.sbuf, "dw_xt")
         else:
             n_pt = len(box_blocks((0, 0, 0), (max_rows[0], max_rows[1], wo), PMAX)) if min(max_rows) > 0 else 0
             self.dyt = nl.ndarray((PMAX, max(1, n_pt), g.c_out), ctx.dtype, buffer=nl.sbuf, name="dw_dyt")
             self.xt_pool = Pool(LOOKAHEAD + 2, (PMAX, plan.dw_tap_group * plan.dw_ci_tile), ctx.dtype, nl.sbuf,
                                 "dw_xt")
-        self.x_pool = Pool(2, (PMAX,) + tuple(max(1, e) for e in xext), ctx.dtype, nl.sbuf, "dw_x")
-        stage = dw_x_stage_elems(g, dw_stage_rows(plan, max_rows))
-        self.x_stage = Pool(2, (PMAX, stage), ctx.dtype, nl.sbuf, "dw_x_stage") if stage else None
+        if self.xt_dma is None:
+            self.x_pool = Pool(2, (PMAX,) + tuple(max(1, e) for e in xext), ctx.dtype, nl.sbuf, "dw_x")
+            stage = dw_x_stage_elems(g, dw_stage_rows(plan, max_rows))
+            self.x_stage = Pool(2, (PMAX, stage), ctx.dtype, nl.sbuf, "dw_x_stage") if stage else None
         self.acc_pool = Pool(dw_acc_banks(plan.dw_co_chunk, len(self.co_tiles)), (PMAX, BANK_FP32), nl.float32,
                              nl.psum, "ps_dw")
 
@@ -201,15 +207,21 @@ class DwState:
             box_d = (od[0] + sd, od[0] + sd + cd)
             box_h = (oh[0] + sh, oh[0] + sh + ch)
             for ci0, ci_sz in self.ci_tiles:
-                xb, ext = self._load_x(b, box_d, box_h, ci0, ci_sz)
-                xw = ext[2]
+                if self.xt_dma is None:
+                    xb, ext = self._load_x(b, box_d, box_h, ci0, ci_sz)
+                    xw = ext[2]
+                else:
+                    xb, xw = None, self.xt_dma.xw
                 cols = max(1, bank // ci_sz)
                 t_lo, t_hi = self.span
                 pairs = [(kd, kh) for kd in range(kd_n) for kh in range(kh_n)
                          if t_lo <= g.tap_index(kd, kh, 0) < t_hi]
 
-                def stage(pair, xb=xb, ci_sz=ci_sz, xw=xw, cols=cols, nrows=nrows, cd=cd, ch=ch):
+                def stage(pair, xb=xb, ci0=ci0, ci_sz=ci_sz, xw=xw, cols=cols, nrows=nrows, cd=cd, ch=ch,
+                          box_d=box_d, box_h=box_h):
                     kd, kh = pair
+                    if self.xt_dma is not None:
+                        return self.xt_dma.fill(b, ci0, ci_sz, box_d[0], box_h[0], cd, ch, kd, kh)
                     xt = self.xt_pool.take()
                     for c0 in range(0, xw, cols):
                         cn = min(cols, xw - c0)

@@ -38,6 +38,7 @@ from .schedule import (
     region_fits,
     tile_sizes,
 )
+from .xt_rows import XT_DMA_BUFS, xt_dma_cost, xt_dma_setup_cost
 
 PSUM_BANK_BYTES = 2048
 PSUM_BANKS = 8
@@ -58,6 +59,11 @@ def db_on_dw(p: Plan) -> bool:
 def filters_by_dma(g: ConvGeom, p: Plan) -> bool:
     """dx filters transposed by dma_transpose (2-byte dtypes, NC-v3+) instead of on the PE."""
     return g.dtype_bytes == 2 and p.target != "trn1"
+
+
+def xt_dma_legal(g: ConvGeom, p: Plan) -> bool:
+    """Row-mode dw x^T may come by dma_transpose from HBM (2-byte dtypes, NC-v3+; like the filters)."""
+    return p.dw_method is DwMethod.ROW_PACK and filters_by_dma(g, p)
 
 
 def dw_own_taps(g: ConvGeom, p: Plan, pid: int) -> tuple[int, int] | None:
@@ -203,6 +209,7 @@ class Plan:
     dx_regions: int = 1               # dx bands stacked on the partitions (block-diagonal filters)
     filters_first: bool = False       # dx's first filter group loads before dw runs (per-gradient)
     dw_split: str = "positions"       # LNC2 dw split: "positions" (partials combined), "taps", "channels"
+    dw_xt_dma: bool = False           # row-mode dw x^T by dma_transpose from HBM (2-byte, NC-v3+)
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -236,7 +243,7 @@ class Plan:
                 "dx_ci_outer": self.dx_ci_outer, "dw_ci_tile": self.dw_ci_tile,
                 "dw_tap_group": self.dw_tap_group, "dw_co_chunk": self.dw_co_chunk, "dy_bufs": self.dy_bufs,
                 "dw_ci_range": self.dw_ci_range, "dw_tap_range": self.dw_tap_range, "dx_regions": self.dx_regions,
-                "filters_first": self.filters_first, "dw_split": self.dw_split}
+                "filters_first": self.filters_first, "dw_split": self.dw_split, "dw_xt_dma": self.dw_xt_dma}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -375,6 +382,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             dyt = Wo * g.c_out * ds
             xb = 2 * dw_x_extent(g.axes[0], cap[0]) * dw_x_extent(g.axes[1], cap[1]) * xw * ds
             xt = 2 * xw * p.dw_ci_tile * ds
+            if p.dw_xt_dma:   # no x band; the x^T ring and its zero-row source
+                xb, xt = 0, (XT_DMA_BUFS + 1) * xw * p.dw_ci_tile * ds
         else:
             npos = _dw_pos_tiles(rows, Wo)
             dyt = max(1, npos) * g.c_out * ds
@@ -387,7 +396,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         store = 3 * n_co * cast_group(g, width) * width * ds + dw_out_bufs(g, width) * cast_group(g, width) * g.c_out * ds
         other = span * width * 4 if (p.lnc == 2 and p.dw_split != "taps") else 0
         db = 4 * n_co * 4 if p.compute_db else 0
-        xstage = 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows)) * ds
+        xstage = 0 if p.dw_xt_dma else 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows)) * ds
         dw_total = dyb + dyt + xb + xt + acc + db + xstage
         parts += [("dw dyT", dyt), ("dw x band", xb), ("dw xT", xt), ("dw fp32 acc", acc)]
         if dyb:
@@ -564,13 +573,15 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
             width = min(p.dw_ci_range, g.c_in - r0)
             ci_tiles = tile_sizes(width, p.dw_ci_tile)
             for pi, span in enumerate(dw_tap_passes(g, p, 0)):
+                if p.dw_xt_dma:
+                    xt_dma_setup_cost(c, g, p.dw_ci_tile)
                 for _b, (d0, d1), (h0, h1) in items:
                     rows = (d1 - d0, h1 - h0)
                     if rows[0] <= 0 or rows[1] <= 0:
                         continue
                     _x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1))
-                    key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0, span[1] - span[0],
-                           tuple(ci_tiles))
+                    key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0,
+                           span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles))
                     if key not in cache:
                         cache[key] = CostSheet(hw)
                         _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks, xpad,
@@ -760,12 +771,16 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
             c.evict(co_t, two, Wo * n_co)
         x0, xext, xlo, xhi = dw_x_fill(g, (d_base + st[0], d_base + st[0] + cd), (h_base + st[1], h_base + st[1] + ch))
         for ci in ci_tiles:
-            _cost_fill(c, g, 1, ci, xlo, xhi, xext, [(x0[a] + xlo[a], x0[a] + xhi[a]) for a in range(3)], x_side=True)
-            cols = max(1, bank // ci)
             pairs = (span[1] - span[0]) // kw_n   # whole (kd, kh) pairs per pass
-            c.transpose(ci, nrows, fp32, pairs * xw)
-            for c0 in range(0, xw, cols):
-                c.evict(min(cols, xw - c0) * ci, two, pairs)
+            if p.dw_xt_dma:
+                xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch), span)
+            else:
+                _cost_fill(c, g, 1, ci, xlo, xhi, xext, [(x0[a] + xlo[a], x0[a] + xhi[a]) for a in range(3)],
+                           x_side=True)
+                cols = max(1, bank // ci)
+                c.transpose(ci, nrows, fp32, pairs * xw)
+                for c0 in range(0, xw, cols):
+                    c.evict(min(cols, xw - c0) * ci, two, pairs)
             for kn in kgroups:
                 c.matmul(co_t, kn * ci, fp32, pairs * n_co * Wo)
                 _fold_cost(c, g, p, kn * ci, pairs * n_co)
@@ -798,6 +813,7 @@ def _label(p: Plan) -> str:
         band += f"{p.dw_split} split, " if (p.lnc == 2 and p.dw_split != "positions") else ""
         rng = f", ci-range {p.dw_ci_range}" if p.dw_ci_range < p.x_shape[1] else ""
         rng += f", taps/pass {p.dw_tap_range}" if p.dw_tap_range else ""
+        rng += ", xT dma" if p.dw_xt_dma else ""
         parts.append(f"dw:{p.dw_method.value}[{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}{rng}]")
     if p.db_method:
         parts.append(f"db:{p.db_method.value}")
@@ -960,6 +976,8 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
     out = [p]
     if p.compute_dx and not p.dx_ci_outer:
         out += [replace(p, dx_regions=r) for r in (2, 4) if region_fits(g.c_in, g.c_out, r)]
+    if xt_dma_legal(g, p):   # row-mode x^T by DMA transpose: both variants stay candidates
+        out += [replace(q, dw_xt_dma=True) for q in out]
     if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
         out = [q2 if not _check(g, q2 := replace(q, filters_first=True), hw)[0] else q for q in out]
     if p.lnc == 2 and p.compute_dw and p.strategy is Strategy.PER_GRADIENT and g.taps >= 2 \
