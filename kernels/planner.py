@@ -827,6 +827,9 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
     if p.dw_method is not None and p.dw_tap_group * p.dw_ci_tile > MOVING_MAX:
         return (f"dw moving free {p.dw_tap_group}x{p.dw_ci_tile} = {p.dw_tap_group * p.dw_ci_tile} "
                 f"exceeds {MOVING_MAX}"), b
+    if p.dw_xt_dma and not xt_dma_legal(g, p):
+        return (f"dw_xt_dma needs dw:row_pack, a 2-byte dtype and trn2/trn3 (dma_transpose), got "
+                f"{p.dw_method.value if p.dw_method else None}, {g.dtype}, {p.target}"), b
     if b.sbuf > hw.sbuf_usable:
         big = max(b.parts, key=lambda kv: kv[1]) if b.parts else ("?", 0)
         return (f"SBUF {b.sbuf} B per partition exceeds {hw.sbuf_usable} B usable "

@@ -125,6 +125,19 @@ def test_both_variants_are_candidates_where_legal(dtype, target):
     assert all(not a.dw_xt_dma for a in plan.feasible_candidates() if a.dw_method is not DwMethod.ROW_PACK)
 
 
+def test_planner_check_rejects_an_illegal_dma_xt():
+    from kernels.costs import TARGET_FIGURES
+    from kernels.planner import _check
+
+    shapes = geom_shapes({"batch": 1, "c_in": 4, "c_out": 4, "size": (2, 4, 4), "kernel": (3, 3, 3),
+                          "padding": (1,) * 6})
+    for dtype, target in (("fp32", "trn2"), ("bf16", "trn1")):
+        plan = plan_conv3d_bwd(*shapes, padding=(1,) * 6, dtype=dtype, target=target)
+        row = next(a for a in plan.feasible_candidates() if a.dw_method is DwMethod.ROW_PACK)
+        reason, _b = _check(row.geometry(), dataclasses.replace(row, dw_xt_dma=True), TARGET_FIGURES[target])
+        assert "dw_xt_dma needs" in reason and dtype in reason and target in reason
+
+
 def test_fp32_forced_dma_xt_is_an_emulator_violation():
     """dma_transpose needs a 2-byte dtype: forcing the path on fp32 fails loudly, never silently."""
     with pytest.raises(NkiValidationError, match="dma_transpose.*2-byte"):
