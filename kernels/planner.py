@@ -772,8 +772,10 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
         x0, xext, xlo, xhi = dw_x_fill(g, (d_base + st[0], d_base + st[0] + cd), (h_base + st[1], h_base + st[1] + ch))
         for ci in ci_tiles:
             pairs = (span[1] - span[0]) // kw_n   # whole (kd, kh) pairs per pass
-            if p.dw_xt_dma:
-                xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch), span)
+            if p.dw_xt_dma:   # the PE work of one tile: its matmuls (every kw group and C_out tile)
+                tile_pe = sum(max(min(64, co_t), kn * ci) for kn in kgroups) * n_co * Wo * (4 if fp32 else 1)
+                xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch), span,
+                            tile_pe / c.hw.tensor_ghz)
             else:
                 _cost_fill(c, g, 1, ci, xlo, xhi, xext, [(x0[a] + xlo[a], x0[a] + xhi[a]) for a in range(3)],
                            x_side=True)

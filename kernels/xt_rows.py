@@ -109,18 +109,37 @@ def xt_dma_setup_cost(c: CostSheet, g: ConvGeom, ci_tile: int) -> None:
 
 
 def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[int, int, int, int],
-                span: tuple[int, int]) -> None:
+                span: tuple[int, int], tile_pe_ns: float = 0.0) -> None:
     """The DMAs of the x^T tiles of one row chunk (od0, oh0, cd, ch) and C_in tile of ``ci`` channels,
-    for the (kd, kh) pairs of the tap span (mirrors RowXtDma.fill)."""
+    for the (kd, kh) pairs of the tap span (mirrors RowXtDma.fill).
+
+    ``tile_pe_ns``: the PE work on one tile. A tile's DMAs start when the matmuls of the tile
+    XT_DMA_BUFS back are done and take their latency L (start latency + the slowest transfer at its
+    engines' share), so tiles cannot go faster than (PE + L) / XT_DMA_BUFS each: the PE idles the rest
+    (small layers, where L dominates); charged as TensorE time.
+    """
     ds = g.dtype_bytes
     xw, lo, hi = xt_columns(g)
     kw_n = g.kernel[2]
     row = xw * ci_tile * ds
+    bw = c.hw.dma_bytes_per_ns
     for t in range(span[0], span[1], kw_n):
         kd, kh, _kw = g.tap_coords(t)
         fill = xt_fill(g, *chunk, kd, kh)
+        slowest = 0.0
         for run in fill.zeros:
             c.dma(run.rows * row, row)
-        moved = sum(run.rows for run in fill.transposes) * (hi - lo) * ci * ds
-        c.busy["dma"] += moved / (c.hw.dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY)
+            slowest = max(slowest, run.rows * row / (bw * row / (row + 256.0) * _rate(run.rows)))
+        for run in fill.transposes:
+            moved = run.rows * (hi - lo) * ci * ds
+            c.busy["dma"] += moved / (bw * DMA_TRANSPOSE_EFFICIENCY)
+            slowest = max(slowest, moved / (bw * DMA_TRANSPOSE_EFFICIENCY * _rate(run.rows)))
         c.counts["dma_transpose"] = c.counts.get("dma_transpose", 0) + len(fill.transposes)
+        if fill.zeros or fill.transposes:
+            latency = c.hw.dma_fixed_ns + slowest
+            c.busy["tensor"] += max(0.0, (tile_pe_ns + latency) / XT_DMA_BUFS - tile_pe_ns)
+
+
+def _rate(partitions: int) -> float:
+    """The share of the 16 DMA engines a transfer with ``partitions`` SBUF partitions uses (nkisim)."""
+    return min(16, -(-partitions * 16 // 128)) / 16
