@@ -16,6 +16,7 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .nki_common import BANK_BYTES, BANK_FP32, PMAX, Pool, band_slices, co_bank_packs, load_padded
+from .nki_dw_xt import RowXtDma
 from .planner import (
     DwMethod,
     _split,
@@ -39,6 +40,7 @@ from .planner import (
     xs_store_runs,
 )
 from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, tiles
+from .xt_rows import XT_DMA_BUFS, xt_columns
 
 LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
 
@@ -110,12 +112,19 @@ class DwState:
         wo = g.axes[2].o
         xext = (dw_x_extent(g.axes[0], max_rows[0]), dw_x_extent(g.axes[1], max_rows[1]),
                 dw_x_extent(g.axes[2], wo))
+        self.xt_dma = None
         if plan.dw_method is DwMethod.ROW_PACK:
             # rows chunks are at most 128 (d, h) rows: the x band of one chunk
             rows_cap = [min(max_rows[0], PMAX), min(max_rows[1], PMAX)]
             xext = (dw_x_extent(g.axes[0], rows_cap[0]), dw_x_extent(g.axes[1], rows_cap[1]), xext[2])
             self.dyt = nl.ndarray((PMAX, wo, g.c_out), ctx.dtype, buffer=nl.sbuf, name="dw_dyt")
-            if self.xs:   # x^T of several (kd, kh) pairs in one tile (a stationary may span them)
+            if plan.dw_xt_dma:   # x^T by dma_transpose from HBM: no x band, no PE transposes
+                # x-stationary: into the slot views of the bundle ring (RowXtDma zeroes their pad columns)
+                ring = SlotRing(XT_DMA_BUFS, dw_xs_bundle(g, plan), (PMAX, xt_columns(g)[0], plan.dw_ci_tile),
+                                ctx.dtype, "dw_xt") if self.xs else None
+                self.xt_dma = RowXtDma(ctx, plan.dw_ci_tile, ring)
+                self.xt_pool = self.xt_dma.ring
+            elif self.xs:   # x^T of several (kd, kh) pairs in one tile (a stationary may span them)
                 self.xt_pool = SlotRing(2, dw_xs_bundle(g, plan), (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, "dw_xt")
             else:
                 self.xt_pool = Pool(2, (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, nl.sbuf, "dw_xt")
@@ -124,9 +133,10 @@ class DwState:
             self.dyt = nl.ndarray((PMAX, max(1, n_pt), g.c_out), ctx.dtype, buffer=nl.sbuf, name="dw_dyt")
             self.xt_pool = Pool(LOOKAHEAD + 2, (PMAX, plan.dw_tap_group * plan.dw_ci_tile), ctx.dtype, nl.sbuf,
                                 "dw_xt")
-        self.x_pool = Pool(2, (PMAX,) + tuple(max(1, e) for e in xext), ctx.dtype, nl.sbuf, "dw_x")
-        stage = dw_x_stage_elems(g, dw_stage_rows(plan, max_rows))
-        self.x_stage = Pool(2, (PMAX, stage), ctx.dtype, nl.sbuf, "dw_x_stage") if stage else None
+        if self.xt_dma is None:
+            self.x_pool = Pool(2, (PMAX,) + tuple(max(1, e) for e in xext), ctx.dtype, nl.sbuf, "dw_x")
+            stage = dw_x_stage_elems(g, dw_stage_rows(plan, max_rows))
+            self.x_stage = Pool(2, (PMAX, stage), ctx.dtype, nl.sbuf, "dw_x_stage") if stage else None
         banks = dw_xs_group_banks(g, plan) + 1 if self.xs else dw_acc_banks(plan.dw_co_chunk, len(self.co_tiles))
         self.acc_pool = Pool(banks, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dw")
 
@@ -266,15 +276,21 @@ class DwState:
             box_d = (od[0] + sd, od[0] + sd + cd)
             box_h = (oh[0] + sh, oh[0] + sh + ch)
             for ci0, ci_sz in self.ci_tiles:
-                xb, ext = self._load_x(b, box_d, box_h, ci0, ci_sz)
-                xw = ext[2]
+                if self.xt_dma is None:
+                    xb, ext = self._load_x(b, box_d, box_h, ci0, ci_sz)
+                    xw = ext[2]
+                else:
+                    xb, xw = None, self.xt_dma.xw
                 cols = max(1, bank // ci_sz)
                 t_lo, t_hi = self.span
                 pairs = [(kd, kh) for kd in range(kd_n) for kh in range(kh_n)
                          if t_lo <= g.tap_index(kd, kh, 0) < t_hi]
 
-                def stage(pair, xb=xb, ci_sz=ci_sz, xw=xw, cols=cols, nrows=nrows, cd=cd, ch=ch):
+                def stage(pair, xb=xb, ci0=ci0, ci_sz=ci_sz, xw=xw, cols=cols, nrows=nrows, cd=cd, ch=ch,
+                          box_d=box_d, box_h=box_h):
                     kd, kh = pair
+                    if self.xt_dma is not None:
+                        return self.xt_dma.fill(b, ci0, ci_sz, box_d[0], box_h[0], cd, ch, kd, kh)
                     xt = self.xt_pool.take()
                     for c0 in range(0, xw, cols):
                         cn = min(cols, xw - c0)

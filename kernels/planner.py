@@ -52,6 +52,7 @@ from .schedule import (
     region_fits,
     tile_sizes,
 )
+from .xt_rows import XT_DMA_BUFS, xt_dma_cost, xt_dma_setup_cost
 
 PSUM_BANK_BYTES = 2048
 PSUM_BANKS = 8
@@ -72,6 +73,11 @@ def db_on_dw(p: Plan) -> bool:
 def filters_by_dma(g: ConvGeom, p: Plan) -> bool:
     """dx filters transposed by dma_transpose (2-byte dtypes, NC-v3+) instead of on the PE."""
     return g.dtype_bytes == 2 and p.target != "trn1"
+
+
+def xt_dma_legal(g: ConvGeom, p: Plan) -> bool:
+    """Row-mode dw x^T may come by dma_transpose from HBM (2-byte dtypes, NC-v3+; like the filters)."""
+    return p.dw_method is DwMethod.ROW_PACK and filters_by_dma(g, p)
 
 
 def dw_own_taps(g: ConvGeom, p: Plan, pid: int) -> tuple[int, int] | None:
@@ -350,6 +356,7 @@ class Plan:
     dx_pair_copies: int = 0           # dx^T: shifted dy copies pairing taps on K (C_out <= 64)
     dx_toeplitz: tuple[int, int] = (1, 1)   # dx:toeplitz: phase positions (U_d, U_h) stacked on M
     dx_toeplitz_pair: int = -1        # dx:toeplitz: axis (0 d, 1 h) whose offset pairs share K = 2 C_out; -1 none
+    dw_xt_dma: bool = False           # row-mode dw x^T by dma_transpose from HBM (2-byte, NC-v3+)
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -384,7 +391,8 @@ class Plan:
                 "dw_tap_group": self.dw_tap_group, "dw_co_chunk": self.dw_co_chunk, "dy_bufs": self.dy_bufs,
                 "dw_ci_range": self.dw_ci_range, "dw_tap_range": self.dw_tap_range, "dx_regions": self.dx_regions,
                 "filters_first": self.filters_first, "dw_split": self.dw_split,
-                "dw_x_stationary": self.dw_x_stationary, "dx_transposed": self.dx_transposed, "dx_pair_copies": self.dx_pair_copies, "dx_toeplitz": list(self.dx_toeplitz), "dx_toeplitz_pair": self.dx_toeplitz_pair}
+                "dw_x_stationary": self.dw_x_stationary, "dx_transposed": self.dx_transposed, "dx_pair_copies": self.dx_pair_copies, "dx_toeplitz": list(self.dx_toeplitz), "dx_toeplitz_pair": self.dx_toeplitz_pair,
+                "dw_xt_dma": self.dw_xt_dma}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -530,7 +538,10 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             cap = (min(rows[0], PMAX), min(rows[1], PMAX))
             dyt = Wo * g.c_out * ds
             xb = 2 * dw_x_extent(g.axes[0], cap[0]) * dw_x_extent(g.axes[1], cap[1]) * xw * ds
-            xt = 2 * dw_xs_bundle(g, p) * xw * p.dw_ci_tile * ds if p.dw_x_stationary else 2 * xw * p.dw_ci_tile * ds
+            slots = dw_xs_bundle(g, p) if p.dw_x_stationary else 1   # x-stationary: a ring of bundle tiles
+            xt = 2 * slots * xw * p.dw_ci_tile * ds
+            if p.dw_xt_dma:   # no x band; the x^T ring (XT_DMA_BUFS tiles) and its zero-row source
+                xb, xt = 0, (XT_DMA_BUFS * slots + 1) * xw * p.dw_ci_tile * ds
         else:
             npos = _dw_pos_tiles(rows, Wo)
             dyt = max(1, npos) * g.c_out * ds
@@ -550,7 +561,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             store = 0 if dw_direct(g, p) else 2 * _xs_max_chunks(g, p) * g.c_out * ds
             other = acc if (p.lnc == 2 and p.dw_split != "taps") else 0
         db = 4 * n_co * 4 if p.compute_db else 0
-        xstage = 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows)) * ds
+        xstage = 0 if p.dw_xt_dma else 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows)) * ds
         dw_total = dyb + dyt + xb + xt + acc + db + xstage
         parts += [("dw dyT", dyt), ("dw x band", xb), ("dw xT", xt), ("dw fp32 acc", acc)]
         if dyb:
@@ -761,13 +772,15 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
             width = min(p.dw_ci_range, g.c_in - r0)
             ci_tiles = tile_sizes(width, p.dw_ci_tile)
             for pi, span in enumerate(dw_tap_passes(g, p, 0)):
+                if p.dw_xt_dma:
+                    xt_dma_setup_cost(c, g, p.dw_ci_tile, dw_xs_bundle(g, p) if p.dw_x_stationary else 1)
                 for _b, (d0, d1), (h0, h1) in items:
                     rows = (d1 - d0, h1 - h0)
                     if rows[0] <= 0 or rows[1] <= 0:
                         continue
                     _x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1))
-                    key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0, span[1] - span[0],
-                           tuple(ci_tiles))
+                    key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0,
+                           span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles))
                     if key not in cache:
                         cache[key] = CostSheet(hw)
                         _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks, xpad,
@@ -1097,12 +1110,24 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
             c.evict(co_t, two, Wo * n_co)
         x0, xext, xlo, xhi = dw_x_fill(g, (d_base + st[0], d_base + st[0] + cd), (h_base + st[1], h_base + st[1] + ch))
         for ci in ci_tiles:
-            _cost_fill(c, g, 1, ci, xlo, xhi, xext, [(x0[a] + xlo[a], x0[a] + xhi[a]) for a in range(3)], x_side=True)
-            cols = max(1, bank // ci)
             pairs = (span[1] - span[0]) // kw_n   # whole (kd, kh) pairs per pass
-            c.transpose(ci, nrows, fp32, pairs * xw)
-            for c0 in range(0, xw, cols):
-                c.evict(min(cols, xw - c0) * ci, two, pairs)
+            if p.dw_xt_dma and p.dw_x_stationary:   # one ring tile per bundle: its DMAs, its matmuls' PE time
+                for q, n in dw_xs_bundles(g, p, span):
+                    bundle_pe = sum(max(min(64, nb * tn * ci), g.c_out) for _t, nb, tn in
+                                    dw_xs_row_chunks(g, p, q, n)) * Wo * (4 if fp32 else 1)
+                    xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch),
+                                (q * kw_n, (q + n) * kw_n), bundle_pe / c.hw.tensor_ghz, one_tile=True)
+            elif p.dw_xt_dma:   # the PE work of one tile: its matmuls (every kw group and C_out tile)
+                tile_pe = sum(max(min(64, co_t), kn * ci) for kn in kgroups) * n_co * Wo * (4 if fp32 else 1)
+                xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch), span,
+                            tile_pe / c.hw.tensor_ghz)
+            else:
+                _cost_fill(c, g, 1, ci, xlo, xhi, xext, [(x0[a] + xlo[a], x0[a] + xhi[a]) for a in range(3)],
+                           x_side=True)
+                cols = max(1, bank // ci)
+                c.transpose(ci, nrows, fp32, pairs * xw)
+                for c0 in range(0, xw, cols):
+                    c.evict(min(cols, xw - c0) * ci, two, pairs)
             if p.dw_x_stationary:   # per bundle: stationary chunks (pairs x kw taps x ci), moving dy^T [rows, C_out]
                 for q, n in dw_xs_bundles(g, p, (0, pairs * kw_n)):
                     bundle = dw_xs_row_chunks(g, p, q, n)
@@ -1155,6 +1180,7 @@ def _label(p: Plan) -> str:
         rng = f", ci-range {p.dw_ci_range}" if p.dw_ci_range < p.x_shape[1] else ""
         rng += f", taps/pass {p.dw_tap_range}" if p.dw_tap_range else ""
         xs = "x-stationary, " if p.dw_x_stationary else ""
+        rng += ", xT dma" if p.dw_xt_dma else ""
         parts.append(f"dw:{p.dw_method.value}[{xs}{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}{rng}]")
     if p.db_method:
         parts.append(f"db:{p.db_method.value}")
@@ -1168,6 +1194,9 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
     if p.dw_method is not None and p.dw_tap_group * p.dw_ci_tile > MOVING_MAX:
         return (f"dw moving free {p.dw_tap_group}x{p.dw_ci_tile} = {p.dw_tap_group * p.dw_ci_tile} "
                 f"exceeds {MOVING_MAX}"), b
+    if p.dw_xt_dma and not xt_dma_legal(g, p):
+        return (f"dw_xt_dma needs dw:row_pack, a 2-byte dtype and trn2/trn3 (dma_transpose), got "
+                f"{p.dw_method.value if p.dw_method else None}, {g.dtype}, {p.target}"), b
     if b.sbuf > hw.sbuf_usable:
         big = max(b.parts, key=lambda kv: kv[1]) if b.parts else ("?", 0)
         return (f"SBUF {b.sbuf} B per partition exceeds {hw.sbuf_usable} B usable "
@@ -1345,6 +1374,8 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         out += _lnc2_packed_bands(g, p)
     if hw is not None:
         out += _dx_t_variants(g, p, hw)
+    if xt_dma_legal(g, p):   # row-mode x^T by DMA transpose (with either dw orientation): both variants stay
+        out += [replace(q, dw_xt_dma=True) for q in out]
     if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
         out = [q2 if not _check(g, q2 := replace(q, filters_first=True), hw)[0] else q for q in out]
     if p.lnc == 2 and p.compute_dw and p.strategy is Strategy.PER_GRADIENT and g.taps >= 2 \
