@@ -12,9 +12,11 @@ from .nki_db import DbState
 from .nki_dw import DwState, run_dw_streaming
 from .nki_dw_gemm import run_dw_gemm_dma
 from .nki_dx import DyBands, dx_groups, load_dx_filters, run_dx
+from .nki_dx_toeplitz import load_toeplitz_filters, run_dx_toeplitz
 from .planner import (
     DbMethod,
     DwMethod,
+    DxMethod,
     Strategy,
     _split,
     current_forced_plan,
@@ -93,16 +95,18 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
     db_in_dx = fold and not compute_dw   # with dw, db folds on dw's dy^T tiles (PE)
     db_in_dw = db_state if (fold and compute_dw) else None
     first_filters = None
+    toeplitz = plan.dx_method is DxMethod.TOEPLITZ
     if compute_dx and compute_dw and not shared and plan.filters_first:
         # issued before dw: the DMA queues load them while dw computes (no head-of-line wait later)
         # (in a list that run_dx empties: no reference may keep them live past their group)
-        first_filters = [load_dx_filters(ctx, dx_groups(g, plan)[0])]
+        first_filters = [load_toeplitz_filters(ctx) if toeplitz else load_dx_filters(ctx, dx_groups(g, plan)[0])]
+    dw_deferred = None   # LNC2: dw's exchange overlaps dx, its finish runs after it
     if compute_dw and not shared:
         # dw first: its PE work hides the start of dx (the filter loads and the first dy band)
         if plan.dw_method is DwMethod.DMA_GEMM:
             run_dw_gemm_dma(ctx, pid, lnc, db_in_dw)
         else:
-            run_dw_streaming(ctx, pid, lnc, db_in_dw)
+            dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw)
     if compute_dx:
         dw_state = None
         if compute_dw and shared:
@@ -120,10 +124,12 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
             if dw_state is not None:
                 dw_state.add_box(b, (bd.own0, bd.own1), (bh.own0, bh.own1), views)
 
-        run_dx(ctx, _split(dx_items(g, plan), lnc, pid), on_band if (db_in_dx or dw_state) else None,
-               first_filters)
+        (run_dx_toeplitz if toeplitz else run_dx)(ctx, _split(dx_items(g, plan), lnc, pid),
+                                                   on_band if (db_in_dx or dw_state) else None, first_filters)
         if dw_state is not None:
             dw_state.finish(pid, lnc)
+    if dw_deferred is not None:
+        dw_deferred.finish(pid, lnc)
     if compute_db:
         if not fold:
             per = -(-g.batch // lnc)

@@ -16,12 +16,16 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .nki_common import BANK_BYTES, BANK_FP32, PMAX, Pool, band_slices, co_bank_packs, load_padded
+from .nki_dw_xt import RowXtDma
 from .planner import (
     DwMethod,
     _split,
     cast_group,
     dw_acc_banks,
+    dw_db_program,
+    dw_defer_finish,
     dw_direct,
+    dw_fused_exchange,
     dw_items,
     dw_out_bufs,
     dw_own_taps,
@@ -36,6 +40,7 @@ from .planner import (
     xs_store_runs,
 )
 from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, tiles
+from .xt_rows import XT_DMA_BUFS, xt_columns
 
 LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
 
@@ -103,15 +108,23 @@ class DwState:
                                    buffer=nl.sbuf, name=f"dw_acc{c}")
                         for c in range(len(self.co_tiles))]
         self.started = False
+        self.exchanged = ()   # (LNC2, deferred finish) the received partials, once start_exchange ran
         wo = g.axes[2].o
         xext = (dw_x_extent(g.axes[0], max_rows[0]), dw_x_extent(g.axes[1], max_rows[1]),
                 dw_x_extent(g.axes[2], wo))
+        self.xt_dma = None
         if plan.dw_method is DwMethod.ROW_PACK:
             # rows chunks are at most 128 (d, h) rows: the x band of one chunk
             rows_cap = [min(max_rows[0], PMAX), min(max_rows[1], PMAX)]
             xext = (dw_x_extent(g.axes[0], rows_cap[0]), dw_x_extent(g.axes[1], rows_cap[1]), xext[2])
             self.dyt = nl.ndarray((PMAX, wo, g.c_out), ctx.dtype, buffer=nl.sbuf, name="dw_dyt")
-            if self.xs:   # x^T of several (kd, kh) pairs in one tile (a stationary may span them)
+            if plan.dw_xt_dma:   # x^T by dma_transpose from HBM: no x band, no PE transposes
+                # x-stationary: into the slot views of the bundle ring (RowXtDma zeroes their pad columns)
+                ring = SlotRing(XT_DMA_BUFS, dw_xs_bundle(g, plan), (PMAX, xt_columns(g)[0], plan.dw_ci_tile),
+                                ctx.dtype, "dw_xt") if self.xs else None
+                self.xt_dma = RowXtDma(ctx, plan.dw_ci_tile, ring)
+                self.xt_pool = self.xt_dma.ring
+            elif self.xs:   # x^T of several (kd, kh) pairs in one tile (a stationary may span them)
                 self.xt_pool = SlotRing(2, dw_xs_bundle(g, plan), (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, "dw_xt")
             else:
                 self.xt_pool = Pool(2, (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, nl.sbuf, "dw_xt")
@@ -120,9 +133,10 @@ class DwState:
             self.dyt = nl.ndarray((PMAX, max(1, n_pt), g.c_out), ctx.dtype, buffer=nl.sbuf, name="dw_dyt")
             self.xt_pool = Pool(LOOKAHEAD + 2, (PMAX, plan.dw_tap_group * plan.dw_ci_tile), ctx.dtype, nl.sbuf,
                                 "dw_xt")
-        self.x_pool = Pool(2, (PMAX,) + tuple(max(1, e) for e in xext), ctx.dtype, nl.sbuf, "dw_x")
-        stage = dw_x_stage_elems(g, dw_stage_rows(plan, max_rows))
-        self.x_stage = Pool(2, (PMAX, stage), ctx.dtype, nl.sbuf, "dw_x_stage") if stage else None
+        if self.xt_dma is None:
+            self.x_pool = Pool(2, (PMAX,) + tuple(max(1, e) for e in xext), ctx.dtype, nl.sbuf, "dw_x")
+            stage = dw_x_stage_elems(g, dw_stage_rows(plan, max_rows))
+            self.x_stage = Pool(2, (PMAX, stage), ctx.dtype, nl.sbuf, "dw_x_stage") if stage else None
         banks = dw_xs_group_banks(g, plan) + 1 if self.xs else dw_acc_banks(plan.dw_co_chunk, len(self.co_tiles))
         self.acc_pool = Pool(banks, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dw")
 
@@ -262,15 +276,21 @@ class DwState:
             box_d = (od[0] + sd, od[0] + sd + cd)
             box_h = (oh[0] + sh, oh[0] + sh + ch)
             for ci0, ci_sz in self.ci_tiles:
-                xb, ext = self._load_x(b, box_d, box_h, ci0, ci_sz)
-                xw = ext[2]
+                if self.xt_dma is None:
+                    xb, ext = self._load_x(b, box_d, box_h, ci0, ci_sz)
+                    xw = ext[2]
+                else:
+                    xb, xw = None, self.xt_dma.xw
                 cols = max(1, bank // ci_sz)
                 t_lo, t_hi = self.span
                 pairs = [(kd, kh) for kd in range(kd_n) for kh in range(kh_n)
                          if t_lo <= g.tap_index(kd, kh, 0) < t_hi]
 
-                def stage(pair, xb=xb, ci_sz=ci_sz, xw=xw, cols=cols, nrows=nrows, cd=cd, ch=ch):
+                def stage(pair, xb=xb, ci0=ci0, ci_sz=ci_sz, xw=xw, cols=cols, nrows=nrows, cd=cd, ch=ch,
+                          box_d=box_d, box_h=box_h):
                     kd, kh = pair
+                    if self.xt_dma is not None:
+                        return self.xt_dma.fill(b, ci0, ci_sz, box_d[0], box_h[0], cd, ch, kd, kh)
                     xt = self.xt_pool.take()
                     for c0 in range(0, xw, cols):
                         cn = min(cols, xw - c0)
@@ -456,17 +476,11 @@ class DwState:
         s0, s1 = self.span
         per = -(-self.n_span // lnc)
         t_lo, t_hi = min(s1, s0 + pid * per), min(s1, s0 + (pid + 1) * per)
+        others = None
         if self.own_taps is not None:     # tap split: nothing to combine, store the taps of this pass
             t_lo, t_hi = s0, s1
-        elif lnc == 2:   # each program adds and stores its half of this pass's taps
-            other = nl.ndarray((PMAX, max(1, self.n_span), self.width), nl.float32, buffer=nl.sbuf, name="dw_other")
-            for c, (_co0, co_sz) in enumerate(self.co_tiles):
-                nisa.sendrecv(src=self.acc[c][:co_sz, :, :], dst=other[:co_sz, :, :], send_to_rank=1 - pid,
-                              recv_from_rank=1 - pid, pipe_id=0)
-                if t_hi > t_lo:
-                    mine = self.acc[c][:co_sz, t_lo - s0:t_hi - s0, :]
-                    nisa.tensor_tensor(dst=mine, data1=mine, data2=other[:co_sz, t_lo - s0:t_hi - s0, :], op=nl.add,
-                                       engine=nisa.engine.vector)
+        elif lnc == 2:   # each program adds (in its cast) and stores its half of this pass's taps
+            others = self.exchanged[0] if self.exchanged else self._exchange_halves(pid)
         # cast a group of taps per C_out tile in one copy, so that the transposes of a whole group run
         # back to back on the PE (a per-tap cast would serialise cast -> transpose -> evict)
         group = cast_group(g, self.width)
@@ -484,8 +498,13 @@ class DwState:
             casts = []
             for c, (_co0, co_sz) in enumerate(self.co_tiles):
                 cast = cast_pools[c].take()
-                nisa.tensor_copy(dst=cast[:co_sz, :tn, :], src=self.acc[c][:co_sz, t0 - s0:t0 - s0 + tn, :],
-                                 engine=cast_engines[state["k"] % 2])
+                mine = self.acc[c][:co_sz, t0 - s0:t0 - s0 + tn, :]
+                if others is not None:   # LNC2 positions split: the add with the other's partial is the cast
+                    o0 = t0 - (s0 if pid == 0 else s1 - per)
+                    nisa.tensor_tensor(dst=cast[:co_sz, :tn, :], data1=mine, data2=others[c][:co_sz, o0:o0 + tn, :],
+                                       op=nl.add, engine=cast_engines[state["k"] % 2])
+                else:
+                    nisa.tensor_copy(dst=cast[:co_sz, :tn, :], src=mine, engine=cast_engines[state["k"] % 2])
                 state["k"] += 1
                 casts.append(cast)
             return casts
@@ -512,14 +531,54 @@ class DwState:
                 nisa.dma_copy(dst=dw_flat[t0:t0 + tn, ci0:ci0 + ci_sz, :].permute((1, 0, 2)),
                               src=out[:ci_sz, :tn, :g.c_out])
 
+    def start_exchange(self, pid):
+        """LNC2 positions split, finish deferred past dx: issue the exchange now (its DMA runs under dx's
+        compute instead of stalling the in-order PE between dw and dx) and free the compute pools
+        (SBUF and PSUM) for dx; ``finish`` adds, casts and stores after dx."""
+        if not self.started:   # no box on this program: its partials are zero
+            for c, (_co0, co_sz) in enumerate(self.co_tiles):
+                nisa.memset(self.acc[c][:co_sz, :, :], 0.0, engine=nisa.engine.vector)
+            self.started = True
+        self.exchanged = (self._exchange_halves(pid),)
+        self.x_pool = self.xt_pool = self.x_stage = self.dyt = self.acc_pool = None
+        self.db_state = self.ones = self.db_ps = None
+
+    def _exchange_halves(self, pid):
+        """LNC2 positions split, a reduce-scatter: program 0 stores the first ceil(n/2) taps of the pass,
+        program 1 the rest. Each sends only the window of ceil(n/2) taps that covers the other's half
+        (program 0: the last ones, program 1: the first ones; both windows the same size, as sendrecv
+        needs) and receives the other's partial of its own window. Fused (<= 2 C_out tiles): one receive
+        buffer per C_out tile, returned for the casts to add; else one buffer reused per tile and added
+        in place into this program's taps (returns None)."""
+        g = self.ctx.g
+        s0, s1 = self.span
+        per = -(-self.n_span // 2)
+        send = (s1 - per, s1) if pid == 0 else (s0, s0 + per)
+        mine = (s0, s0 + per) if pid == 0 else (s1 - per, s1)
+        t_lo, t_hi = (s0, s0 + per) if pid == 0 else (s0 + per, s1)   # the taps this program stores
+        fused = dw_fused_exchange(g, self.ctx.plan)
+        others = []
+        for c, (_co0, co_sz) in enumerate(self.co_tiles):
+            if fused or not others:
+                others.append(nl.ndarray((PMAX, per, self.width), nl.float32, buffer=nl.sbuf, name=f"dw_other{c}"))
+            other = others[-1]
+            nisa.sendrecv(src=self.acc[c][:co_sz, send[0] - s0:send[1] - s0, :], dst=other[:co_sz, :, :],
+                          send_to_rank=1 - pid, recv_from_rank=1 - pid, pipe_id=0)
+            if not fused and t_hi > t_lo:
+                acc = self.acc[c][:co_sz, t_lo - s0:t_hi - s0, :]
+                nisa.tensor_tensor(dst=acc, data1=acc, data2=other[:co_sz, t_lo - mine[0]:t_hi - mine[0], :],
+                                   op=nl.add, engine=nisa.engine.vector)
+        return others if fused else None
+
 
 def run_dw_streaming(ctx, pid, lnc, db_state):
-    """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded."""
+    """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded. Returns the state whose
+    ``finish`` the caller runs after dx when the plan defers it (``dw_defer_finish``), else None."""
     g, plan = ctx.g, ctx.plan
     own = dw_own_taps(g, plan, pid)
     items = dw_items(g, plan) if own is not None else _split(dw_items(g, plan), lnc, pid)
-    if own is not None and pid != 0:
-        db_state = None     # the tap split runs every position on both programs: db once, on program 0
+    if own is not None and pid != dw_db_program(g, plan):
+        db_state = None     # the tap split runs every position on both programs: db once, on the lighter one
     co_tiles = tiles(g.c_out, PMAX)
     wo = g.axes[2].o
     pools = [Pool(plan.dy_bufs, (PMAX, plan.dw_band[0], plan.dw_band[1], wo), ctx.dtype, nl.sbuf, f"dw_dy{c}_")
@@ -540,5 +599,9 @@ def run_dw_streaming(ctx, pid, lnc, db_state):
                               src=ctx.dy[b, co0:co0 + co_sz, d0:d1, h0:h1, :])
                 views.append(buf[:co_sz, :d1 - d0, :h1 - h0, :wo])
             state.add_box(b, (d0, d1), (h0, h1), views)
+        if dw_defer_finish(g, plan):   # one pass: the exchange starts now, the rest after dx
+            state.start_exchange(pid)
+            return state
         state.finish(pid, lnc)
         del state
+    return None

@@ -63,29 +63,62 @@ def run_dw_gemm_dma(ctx, pid, lnc, db_state):
         for c, (_co0, co_sz) in enumerate(co_tiles):
             db_state.add_psum(c, db_ps[:co_sz, c:c + 1])
     if split_positions:
-        part = nl.ndarray((PMAX, g.c_out), nl.float32, buffer=nl.sbuf, name="dwg_part")
-        other = nl.ndarray((PMAX, g.c_out), nl.float32, buffer=nl.sbuf, name="dwg_other")
-        per_ci = -(-len(mine) // lnc)
+        _combine_column_halves(ctx, pid, mine, ci_tiles, co_blocks, accs if pos else None, dw_flat)
+        return
     for k, t in enumerate(mine):
         ci0, ci_sz = ci_tiles[t]
         out = out_pool.take()
-        if split_positions:
-            for j, (c0, cn) in enumerate(co_blocks):
-                if pos:
-                    nisa.tensor_copy(dst=part[:ci_sz, c0:c0 + cn], src=accs[k * len(co_blocks) + j][:ci_sz, :cn],
-                                     engine=nisa.engine.vector)
-                else:
-                    nisa.memset(part[:ci_sz, c0:c0 + cn], 0.0, engine=nisa.engine.vector)
-            nisa.sendrecv(src=part[:ci_sz, :], dst=other[:ci_sz, :], send_to_rank=1 - pid, recv_from_rank=1 - pid,
-                          pipe_id=0)
-            if k // per_ci != pid:      # the other program stores this C_in tile
-                continue
-            nisa.tensor_tensor(dst=out[:ci_sz, :], data1=part[:ci_sz, :], data2=other[:ci_sz, :], op=nl.add,
-                               engine=nisa.engine.vector)
-        else:
-            for j, (c0, cn) in enumerate(co_blocks):
-                ctx.evict.copy(out[:ci_sz, c0:c0 + cn], accs[k * len(co_blocks) + j][:ci_sz, :cn])
+        for j, (c0, cn) in enumerate(co_blocks):
+            ctx.evict.copy(out[:ci_sz, c0:c0 + cn], accs[k * len(co_blocks) + j][:ci_sz, :cn])
         nisa.dma_copy(dst=dw_flat[ci0:ci0 + ci_sz, :], src=out[:ci_sz, :g.c_out])
+
+
+def gemm_dma_halves(c_out, pid):
+    """LNC2 positions split: (columns [lo, hi) program ``pid`` adds and stores, the window of
+    ceil(C_out / 2) columns it receives (covering them), the window it sends)."""
+    h = -(-c_out // 2)
+    windows = ((0, h), (c_out - h, c_out))
+    own = (0, h) if pid == 0 else (h, c_out)
+    return own, windows[pid], windows[1 - pid]
+
+
+def _combine_column_halves(ctx, pid, mine, ci_tiles, co_blocks, accs, dw_flat):
+    """A reduce-scatter of the fp32 partials: per C_in tile each program sends the other only the
+    C_out half the other stores, adds the other's partial of its own half straight into the output
+    dtype, and stores that half (both programs store every C_in tile, half the columns each)."""
+    g = ctx.g
+    (lo, hi), recv, send = gemm_dma_halves(g.c_out, pid)
+    h = recv[1] - recv[0]
+    # two of each, software pipelined: tile k+1's copies and exchange are issued before tile k's add
+    # and store, so the in-order VectorE never waits for an exchange it could overlap
+    parts = Pool(2, (PMAX, g.c_out), nl.float32, nl.sbuf, "dwg_part")
+    others = Pool(2, (PMAX, h), nl.float32, nl.sbuf, "dwg_other")
+    outs = Pool(2, (PMAX, h), ctx.dtype, nl.sbuf, "dwg_half")
+
+    def add_and_store(ci0, ci_sz, part, other):
+        if hi > lo:
+            out = outs.take()
+            nisa.tensor_tensor(dst=out[:ci_sz, :hi - lo], data1=part[:ci_sz, lo:hi],
+                               data2=other[:ci_sz, lo - recv[0]:hi - recv[0]], op=nl.add, engine=nisa.engine.vector)
+            nisa.dma_copy(dst=dw_flat[ci0:ci0 + ci_sz, lo:hi], src=out[:ci_sz, :hi - lo])
+
+    pending = None
+    for k, t in enumerate(mine):
+        ci0, ci_sz = ci_tiles[t]
+        part, other = parts.take(), others.take()
+        for j, (c0, cn) in enumerate(co_blocks):
+            if accs is not None:
+                nisa.tensor_copy(dst=part[:ci_sz, c0:c0 + cn], src=accs[k * len(co_blocks) + j][:ci_sz, :cn],
+                                 engine=nisa.engine.vector)
+            else:   # a program with no position tile has no partial sum: zeros
+                nisa.memset(part[:ci_sz, c0:c0 + cn], 0.0, engine=nisa.engine.vector)
+        nisa.sendrecv(src=part[:ci_sz, send[0]:send[1]], dst=other[:ci_sz, :], send_to_rank=1 - pid,
+                      recv_from_rank=1 - pid, pipe_id=0)
+        if pending is not None:
+            add_and_store(*pending)
+        pending = (ci0, ci_sz, part, other)
+    if pending is not None:
+        add_and_store(*pending)
 
 
 def gemm_dma_chunks(g, lnc):

@@ -18,8 +18,9 @@ from .nki_common import (
     load_padded_regions,
     packed_fill_shared,
 )
+from .nki_dx_t import add_pair_filters, run_dx_t
 from .nki_filters import load_filters_block_diag, load_filters_t
-from .planner import filter_group, filters_by_dma
+from .planner import dx_t_active, filter_group, filters_by_dma
 from .schedule import axis_bands, dx_packs, dx_phase_work, dx_stage_elems, tiles
 
 
@@ -113,8 +114,11 @@ def load_dx_filters(ctx, group):
         return load_filters_block_diag(g, ctx.filters, plan.dx_regions, ctx.dtype, ctx.psum_t, ctx.evict,
                                        max(1, min(g.taps, 2048 // (PMAX * g.dtype_bytes))))
     grp = filter_group(g, plan)
-    return load_filters_t(g, ctx.filters, group, ctx.dtype, ctx.psum_t, ctx.evict, grp,
-                          by_dma=filters_by_dma(g, plan))
+    w_t = load_filters_t(g, ctx.filters, group, ctx.dtype, ctx.psum_t, ctx.evict, grp,
+                         by_dma=filters_by_dma(g, plan))
+    if dx_t_active(plan):   # dx^T: tap b's filters under tap a's for every tap pair
+        return add_pair_filters(g, plan, w_t)
+    return w_t
 
 
 def dx_groups(g, plan):
@@ -132,6 +136,9 @@ def run_dx(ctx, items, on_band=None, first_filters=None):
     partitions (region r at partition r*128/R) and share every matmul through block-diagonal filters.
     """
     g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
+    if dx_t_active(plan):   # positions on the stationary side (nki_dx_t)
+        w_t = first_filters.pop() if first_filters else load_dx_filters(ctx, dx_groups(g, plan)[0])
+        return run_dx_t(ctx, items, DyBands(g, ctx.dy, plan, dtype), w_t, on_band)
     ax = g.axes
     W = ax[2].n
     regions = plan.dx_regions

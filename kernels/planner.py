@@ -15,7 +15,21 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import lru_cache
 
+from . import dx_toeplitz as toeplitz
 from .costs import TARGET_FIGURES, CostSheet, TargetFigures
+from .dx_pairs import (
+    BANK_FP32,
+    DXT_BUFS,
+    block_groups,
+    ci_tile_t,
+    copies_made,
+    copy_shift,
+    pair_axes,
+    pairs_possible,
+    phase_stage_elems,
+    phase_tap_sets,
+    tap_steps,
+)
 from .errors import Conv3dBwdInputError, Conv3dBwdPlanError
 from .geometry import ConvGeom, ceil_div, validate
 from .schedule import (
@@ -38,6 +52,7 @@ from .schedule import (
     region_fits,
     tile_sizes,
 )
+from .xt_rows import XT_DMA_BUFS, xt_dma_cost, xt_dma_setup_cost
 
 PSUM_BANK_BYTES = 2048
 PSUM_BANKS = 8
@@ -60,6 +75,11 @@ def filters_by_dma(g: ConvGeom, p: Plan) -> bool:
     return g.dtype_bytes == 2 and p.target != "trn1"
 
 
+def xt_dma_legal(g: ConvGeom, p: Plan) -> bool:
+    """Row-mode dw x^T may come by dma_transpose from HBM (2-byte dtypes, NC-v3+; like the filters)."""
+    return p.dw_method is DwMethod.ROW_PACK and filters_by_dma(g, p)
+
+
 def dw_own_taps(g: ConvGeom, p: Plan, pid: int) -> tuple[int, int] | None:
     """Under the LNC2 tap split: the contiguous taps [lo, hi) program ``pid`` owns (whole (kd, kh)
     pairs in row mode, whole tap groups in box mode); None for the position split."""
@@ -69,6 +89,34 @@ def dw_own_taps(g: ConvGeom, p: Plan, pid: int) -> tuple[int, int] | None:
     units = ceil_div(g.taps, unit)
     per = ceil_div(units, p.lnc)
     return min(g.taps, pid * per * unit), min(g.taps, (pid + 1) * per * unit)
+
+
+def dw_db_program(g: ConvGeom, p: Plan) -> int:
+    """Under the LNC2 tap split every program sees every position, so db folds on one program only:
+    the one with fewer taps (program 1 when the tap units do not split evenly), else program 0."""
+    own = [dw_own_taps(g, p, q) for q in range(p.lnc)]
+    if p.lnc == 2 and own[0] is not None and own[1][1] - own[1][0] < own[0][1] - own[0][0]:
+        return 1
+    return 0
+
+
+def dw_defer_finish(g: ConvGeom, p: Plan) -> bool:
+    """LNC2 positions split, per gradient, with dx: dw's exchange is issued right after its
+    accumulation and the adds, casts, transposes and stores run after dx, so the rendezvous overlaps
+    dx instead of stalling the in-order PE between the sections. One pass and one C_in range only
+    (the accumulators and received halves stay live through dx)."""
+    return (p.lnc == 2 and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
+            and p.dw_method is not DwMethod.DMA_GEMM and dw_own_taps(g, p, 0) is None
+            and p.dw_ci_range >= g.c_in and len(dw_tap_passes(g, p, 0)) == 1
+            and not p.dw_x_stationary)   # x-stationary exchanges its own accumulator (_finish_xs)
+
+
+def dw_fused_exchange(g: ConvGeom, p: Plan) -> bool:
+    """LNC2 positions split: the other program's partials of every C_out tile are received at once and
+    added in the final cast (no separate fp32 add pass); with more than two C_out tiles one receive
+    buffer is reused per tile and added in place (SBUF)."""
+    return (p.lnc == 2 and dw_own_taps(g, p, 0) is None and n_tiles(g.c_out, PMAX) <= 2
+            and not p.dw_x_stationary)
 
 
 def dw_tap_passes(g: ConvGeom, p: Plan, pid: int) -> list[tuple[int, int]]:
@@ -231,6 +279,7 @@ class DxMethod(str, Enum):
     GEMM = "gemm"                  # 1x1x1, unit stride, no padding: plain GEMM over C_out
     GATHER_S1 = "gather_s1"        # stride 1: implicit GEMM over shifted dy windows, one PSUM bank
     PHASE_GATHER = "phase_gather"  # stride > 1: per-phase gather (sub-pixel decomposition)
+    TOEPLITZ = "toeplitz"          # tiny C_in: U_d x U_h output positions on M, block-Toeplitz filters
 
 
 class DwMethod(str, Enum):
@@ -303,6 +352,11 @@ class Plan:
     filters_first: bool = False       # dx's first filter group loads before dw runs (per-gradient)
     dw_split: str = "positions"       # LNC2 dw split: "positions" (partials combined), "taps", "channels"
     dw_x_stationary: bool = False     # dw with x^T stationary (taps x ci on M), dy^T moving: dw[(tap, ci), co]
+    dx_transposed: bool = False       # dx^T: positions on the stationary side (nki_dx_t, stride 1)
+    dx_pair_copies: int = 0           # dx^T: shifted dy copies pairing taps on K (C_out <= 64)
+    dx_toeplitz: tuple[int, int] = (1, 1)   # dx:toeplitz: phase positions (U_d, U_h) stacked on M
+    dx_toeplitz_pair: int = -1        # dx:toeplitz: axis (0 d, 1 h) whose offset pairs share K = 2 C_out; -1 none
+    dw_xt_dma: bool = False           # row-mode dw x^T by dma_transpose from HBM (2-byte, NC-v3+)
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -337,7 +391,8 @@ class Plan:
                 "dw_tap_group": self.dw_tap_group, "dw_co_chunk": self.dw_co_chunk, "dy_bufs": self.dy_bufs,
                 "dw_ci_range": self.dw_ci_range, "dw_tap_range": self.dw_tap_range, "dx_regions": self.dx_regions,
                 "filters_first": self.filters_first, "dw_split": self.dw_split,
-                "dw_x_stationary": self.dw_x_stationary}
+                "dw_x_stationary": self.dw_x_stationary, "dx_transposed": self.dx_transposed, "dx_pair_copies": self.dx_pair_copies, "dx_toeplitz": list(self.dx_toeplitz), "dx_toeplitz_pair": self.dx_toeplitz_pair,
+                "dw_xt_dma": self.dw_xt_dma}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -445,6 +500,9 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         ext = _dx_dy_extent(g, p.dx_band)
         dyb = p.dy_bufs * n_co * ext[0] * ext[1] * ext[2] * ds
         plane = 2 * p.dx_band[0] * p.dx_band[1] * W * ds
+        if p.dx_method is DxMethod.TOEPLITZ:   # W^T plus its tap grids; planes of (u, ci) partitions
+            grids, plane = toeplitz.sbuf_bytes(g, p.dx_band, p.dx_toeplitz)
+            filt += grids
         parts += [("filters", filt), ("dx dy band", dyb), ("dx plane", plane)]
         stage = 2 * dx_stage_elems(g, p.dx_band) * ds
         if p.dx_ci_outer and p.dx_regions == 1 and g.c_in > p.dx_ci_tile:
@@ -452,6 +510,10 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         wstage = 3 * _filter_group(g, p) * g.c_out * ds   # the filter staging ring (load_filters_t)
         if p.dx_regions > 1:
             wstage = 3 * max(1, min(g.taps, PSUM_BANK_BYTES // (PMAX * ds))) * PMAX * ds
+        if dx_t_active(p):
+            plane, extra = _dx_t_sbuf(g, p, ext)
+            parts += [("dx^T copies and tiles", extra)]
+            dyb += extra
         phase_sbuf["dx"] = filt + wstage + dyb + plane + stage + (4 * n_co * 4 if p.compute_db else 0)
         psum_dx = PSUM_DX_BANKS
     if p.compute_dw and p.dw_method is DwMethod.DMA_GEMM:
@@ -459,7 +521,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         mine = max(len(c_) for c_ in _gemm_dma_chunks(g, 1 if by_pos else p.lnc))
         blocks = ceil_div(g.c_out, MOVING_MAX)
         dw_total = 3 * g.c_out * ds + 3 * max(1, mine) * PMAX * ds + 2 * g.c_out * ds + (4 * n_co * 4 if p.compute_db else 0)
-        dw_total += 2 * g.c_out * 4 if by_pos else 0     # the fp32 partial and the other program's
+        if by_pos:   # two fp32 partials, two received halves (fp32) and two output halves
+            dw_total += 2 * g.c_out * 4 + 2 * ceil_div(g.c_out, 2) * (4 + ds)
         parts += [("dw dy^T/x^T rings", dw_total)]
         phase_sbuf["dw"] = dw_total
         psum_dw = max(1, mine) * blocks + (1 if db_on_dw(p) else 0)
@@ -475,7 +538,10 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             cap = (min(rows[0], PMAX), min(rows[1], PMAX))
             dyt = Wo * g.c_out * ds
             xb = 2 * dw_x_extent(g.axes[0], cap[0]) * dw_x_extent(g.axes[1], cap[1]) * xw * ds
-            xt = 2 * dw_xs_bundle(g, p) * xw * p.dw_ci_tile * ds if p.dw_x_stationary else 2 * xw * p.dw_ci_tile * ds
+            slots = dw_xs_bundle(g, p) if p.dw_x_stationary else 1   # x-stationary: a ring of bundle tiles
+            xt = 2 * slots * xw * p.dw_ci_tile * ds
+            if p.dw_xt_dma:   # no x band; the x^T ring (XT_DMA_BUFS tiles) and its zero-row source
+                xb, xt = 0, (XT_DMA_BUFS * slots + 1) * xw * p.dw_ci_tile * ds
         else:
             npos = _dw_pos_tiles(rows, Wo)
             dyt = max(1, npos) * g.c_out * ds
@@ -486,14 +552,16 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         span = max(hi - lo for lo, hi in dw_tap_passes(g, p, 0)) if p.dw_tap_range else g.taps
         acc = n_co * span * width * 4
         store = 3 * n_co * cast_group(g, width) * width * ds + dw_out_bufs(g, width) * cast_group(g, width) * g.c_out * ds
-        other = span * width * 4 if (p.lnc == 2 and p.dw_split != "taps") else 0
+        # LNC2 positions split: the other program's partial of this one's half of the taps, per C_out tile
+        other = ((n_co if dw_fused_exchange(g, p) else 1) * ceil_div(span, 2) * width * 4
+                 if (p.lnc == 2 and p.dw_split != "taps") else 0)
         if p.dw_x_stationary:   # [(tap-slot, ci), C_in tiles x chunks, C_out]: one cast tile per C_in tile
             units = n_tiles(width, p.dw_ci_tile) * _xs_max_chunks(g, p)
             acc = units * g.c_out * 4
             store = 0 if dw_direct(g, p) else 2 * _xs_max_chunks(g, p) * g.c_out * ds
             other = acc if (p.lnc == 2 and p.dw_split != "taps") else 0
         db = 4 * n_co * 4 if p.compute_db else 0
-        xstage = 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows)) * ds
+        xstage = 0 if p.dw_xt_dma else 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows)) * ds
         dw_total = dyb + dyt + xb + xt + acc + db + xstage
         parts += [("dw dyT", dyt), ("dw x band", xb), ("dw xT", xt), ("dw fp32 acc", acc)]
         if dyb:
@@ -505,10 +573,14 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         if p.filters_first and p.compute_dx:
             first = (n_co * g.taps * (p.dx_ci_tile if p.dx_ci_outer else g.c_in) * ds if p.dx_regions == 1
                      else g.taps * PMAX * ds)
+            if p.dx_method is DxMethod.TOEPLITZ:
+                first += toeplitz.sbuf_bytes(g, p.dx_band, p.dx_toeplitz)[0]
             phase_sbuf["dw"] = phase_sbuf.get("dw", 0) + first
             dw_total += first
         # the store runs while every dw pool (and, per gradient, dw's dy ring) is still live
         phase_sbuf["dw store"] = dw_total + store + other
+        if dw_defer_finish(g, p):   # the accumulators and the received halves stay live through dx
+            phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + acc + other
         psum_dw = dw_acc_banks(p.dw_co_chunk, n_co) + (1 if db_on_dw(p) else 0)
         if p.dw_x_stationary:
             psum_dw = dw_xs_group_banks(g, p) + 1 + (1 if db_on_dw(p) else 0)
@@ -578,6 +650,10 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
     co_t = min(PMAX, g.c_out)
     W, Wo = g.axes[2].n, g.axes[2].o
     fill = 2 * hw.dma_fixed_ns
+    if p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dw_method is not DwMethod.DMA_GEMM:
+        # dw runs first: the wait for its first x band beyond the first dy box (fill's DMA latency)
+        # and that box's dy^T transposes
+        fill += _dw_first_x_wait_ns(g, p, hw)
     if p.compute_dx and (p.strategy is Strategy.SHARED_DY or not p.compute_dw or not p.filters_first):
         # dx runs first: its filter loads (one C_in group) and their PE transposes are exposed
         ci_first = p.dx_ci_tile if p.dx_ci_outer else g.c_in
@@ -636,7 +712,18 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                     _cost_fill(loads, g, n_co, co_t, *f, fill_work=shared.get(i, True))
         for _ in range(reloads):
             c.add(loads)
-        if p.dx_regions == 1:
+        if dx_t_active(p):
+            _estimate_dx_t(c, g, p, hw, items)
+            fill += _dx_t_fill_ns(g, p, hw, items)
+        elif p.dx_method is DxMethod.TOEPLITZ:
+            toeplitz.estimate_grids(c, g, p.dx_toeplitz, p.dx_toeplitz_pair)
+            if items:
+                fill += toeplitz.first_copy_ns(g, hw, p.dx_toeplitz, p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band),
+                                               items[0][1], items[0][2])
+            for _b, bd, bh in items:
+                c.add(toeplitz.band_sheet(g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh, p.dx_toeplitz_pair,
+                                          _dx_dy_extent(g, p.dx_band)))
+        elif p.dx_regions == 1:
             for _b, bd, bh in items:
                 c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh))
         else:   # one band's compute per pack; its store once per region
@@ -651,11 +738,16 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         by_pos = p.lnc == 2 and p.dw_split == "positions"
         tiles_ = g.batch * ceil_div(npos, PMAX)
         mine = len(_gemm_dma_chunks(g, 1 if by_pos else p.lnc)[0])
-        if by_pos:   # half the position tiles; the fp32 partials of every C_in tile exchanged and added
+        if by_pos:   # half the position tiles; per C_in tile a reduce-scatter of the C_out halves
             tiles_ = ceil_div(tiles_, 2)
-            c.dma(min(PMAX, g.c_in) * g.c_out * 4, g.c_out * 4, mine)
-            c.compute("vector", g.c_out, 2, 1.0, 2 * mine, op="tensor_tensor")
-            fill += 2 * hw.dma_fixed_ns
+            half = ceil_div(g.c_out, 2)
+            ci_t = min(PMAX, g.c_in)
+            c.compute("vector", g.c_out, 1, 1.0, mine, op="tensor_copy")           # PSUM -> fp32 partial
+            c.dma(ci_t * half * 4, half * 4, mine)                                  # the exchange
+            c.compute("vector", half, 2, 1.0, mine, op="tensor_tensor")             # add into the output dtype
+            c.dma(ci_t * (g.c_out - half) * ds, (g.c_out - half) * ds, mine)       # program 0's half: the larger
+            # pipelined over the C_in tiles: the last tile's exchange (a rendezvous) is exposed
+            fill += _lone_dma_ns(hw, ci_t * half * 4, half * 4, ci_t)
         blocks = [min(MOVING_MAX, g.c_out - s_) for s_ in range(0, g.c_out, MOVING_MAX)]
         eff = 0.9   # dma_transpose from HBM (trn2 arch guide, nkisim)
         c.busy["dma"] += tiles_ * (min(PMAX, npos) * (g.c_out + mine * PMAX) * ds) / (hw.dma_bytes_per_ns * eff)
@@ -663,10 +755,12 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
             c.matmul(PMAX, cn, fp32, tiles_ * mine)
         if db_on_dw(p):
             c.matmul(co_t, 1, fp32, tiles_ * n_co)
-        c.evict(sum(blocks), two, mine)
-        c.dma(min(PMAX, g.c_in) * g.c_out * ds, g.c_out * ds, mine)
+        if not by_pos:
+            c.evict(sum(blocks), two, mine)
+            c.dma(min(PMAX, g.c_in) * g.c_out * ds, g.c_out * ds, mine)
     elif p.compute_dw:
         items = dw_items(g, p) if p.dw_split == "taps" else _split(dw_items(g, p), p.lnc, 0)
+        own0 = dw_own_taps(g, p, 0)
         chunk = min(p.dw_co_chunk, n_co)
         n_chunks = ceil_div(n_co, chunk)
         xpad = any(a.k > 1 or a.lo or a.hi or a.s > 1 for a in g.axes)
@@ -678,13 +772,15 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
             width = min(p.dw_ci_range, g.c_in - r0)
             ci_tiles = tile_sizes(width, p.dw_ci_tile)
             for pi, span in enumerate(dw_tap_passes(g, p, 0)):
+                if p.dw_xt_dma:
+                    xt_dma_setup_cost(c, g, p.dw_ci_tile, dw_xs_bundle(g, p) if p.dw_x_stationary else 1)
                 for _b, (d0, d1), (h0, h1) in items:
                     rows = (d1 - d0, h1 - h0)
                     if rows[0] <= 0 or rows[1] <= 0:
                         continue
                     _x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1))
-                    key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0, span[1] - span[0],
-                           tuple(ci_tiles))
+                    key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0,
+                           span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles))
                     if key not in cache:
                         cache[key] = CostSheet(hw)
                         _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks, xpad,
@@ -692,7 +788,8 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                     c.add(cache[key])
                     if p.strategy is not Strategy.SHARED_DY:
                         c.dma(co_t * rows[0] * rows[1] * Wo * ds, (rows[1] * Wo if rows[1] == g.axes[1].o else Wo) * ds, n_co)
-                    if db_on_dw(p) and r0 == 0 and pi == 0:   # ones-vector matmuls per dy^T column, one add per tile
+                    if db_on_dw(p) and r0 == 0 and pi == 0 and (own0 is None or dw_db_program(g, p) == 0):
+                        # ones-vector matmuls per dy^T column, one add per tile (tap split: one program)
                         cols = (ceil_div(rows[0] * rows[1], PMAX) * Wo if p.dw_method is DwMethod.ROW_PACK
                                 else sum(cnt for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)))
                         c.matmul(co_t, 1, fp32, cols * n_co)
@@ -704,18 +801,16 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                 n_span = span[1] - span[0]
                 own = dw_own_taps(g, p, 0)
                 taps_here = n_span if own is not None else ceil_div(n_span, p.lnc)
-                if p.lnc == 2 and own is None:
-                    c.dma(n_co * n_span * width * 4 * 128, n_span * width * 4, 1)
-                    c.compute("vector", taps_here * width, 2, 1.0, n_co, op="tensor_tensor")
-                    # the exchange is a rendezvous of both programs on the critical path: the PE (in
-                    # order) waits for it, the adds and the first casts before it can go on
-                    fill += 2 * hw.dma_fixed_ns + n_co * n_span * width * 4 * 128 / hw.dma_bytes_per_ns \
-                        + n_co * (taps_here * width * 2 + 60) / hw.vector_ghz
                 grp = cast_group(g, width)
+                fused = dw_fused_exchange(g, p)   # the add of the other's partial is the cast
+                if p.lnc == 2 and own is None:
+                    fill += _dw_exchange_ns(c, g, hw, co_t, n_co, taps_here, width, grp, fused,
+                                            dw_defer_finish(g, p))
                 for t0 in range(0, taps_here, grp):
                     tn = min(grp, taps_here - t0)
                     for k in range(n_co if not dw_direct(g, p) else 0):
-                        c.compute("vector" if k % 2 == 0 else "gpsimd", tn * width, 1, 1.0, 1, op="tensor_copy")
+                        c.compute("vector" if k % 2 == 0 else "gpsimd", tn * width, 2 if fused else 1, 1.0, 1,
+                                  op="tensor_tensor" if fused else "tensor_copy")
                 for ci in tile_sizes(width, PMAX):
                     c.transpose(co_t, ci, fp32, taps_here * n_co)
                     c.evict(g.c_out, two, taps_here * max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)))
@@ -733,6 +828,74 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         c.dma(co_t * 4, 4, n_co)
     total = c.total_ns(fill)
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
+
+
+def _dw_exchange_ns(c: CostSheet, g: ConvGeom, hw: TargetFigures, co_t: int, n_co: int, half: int, width: int,
+                    grp: int, fused: bool, deferred: bool = False) -> float:
+    """The LNC2 positions split's reduce-scatter (mirrors DwState._exchange_halves): one sendrecv per
+    C_out tile of ``half`` taps of fp32 partials, charged to the DMA (and, unfused, the in-place adds
+    to VectorE); returns its exposed time. It is a rendezvous of both programs on the critical path:
+    the PE (in order) waits for it and for the first add (fused: the first add-cast) before its dw^T
+    transposes can go on. Deferred past dx (``dw_defer_finish``), only the first add is exposed: it
+    waits for dx's last evictions on VectorE and the transposes wait for it."""
+    nbytes = co_t * half * width * 4
+    c.dma(nbytes, half * width * 4, n_co)
+    add = half * width if not fused else min(grp, half) * width
+    if not fused:
+        c.compute("vector", add, 2, 1.0, n_co, op="tensor_tensor")
+    if deferred:
+        return (max(64.0, 2.0 * add) + 60.0) / hw.vector_ghz
+    return 2 * hw.dma_fixed_ns + n_co * (_lone_dma_ns(hw, nbytes, half * width * 4, co_t) - hw.dma_fixed_ns) \
+        + (1 if fused else n_co) * (max(64.0, 2.0 * add) + 60.0) / hw.vector_ghz
+
+
+def _lone_dma_ns(hw: TargetFigures, nbytes: float, run_bytes: float, partitions: int) -> float:
+    """One transfer alone on the queues (nkisim): start latency, then its bytes at the share of the
+    16 DMA engines its partitions reach (ceil(P / 8) of them)."""
+    run = max(1.0, min(run_bytes, nbytes))
+    rate = min(16, ceil_div(max(1, partitions) * 16, PMAX)) / 16
+    return hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * run / (run + 256.0)) / rate
+
+
+def _dw_first_x_wait_ns(g: ConvGeom, p: Plan, hw: TargetFigures) -> float:
+    """Per-gradient dw (it runs first): how long program 0's PE waits for the x band of its first box
+    and C_in tile after it has transposed that box's dy (the first dy load is in the estimate's fill).
+    Loads land after the DMA latency, at the share of the 16 DMA engines their partitions reach;
+    a staged band (H/W padding) is then placed by VectorE. Large when one box spans the whole x at
+    few partitions (down_s2: C_in 64, stride 2), small elsewhere: the busy-time sum misses it."""
+    items = dw_items(g, p) if dw_own_taps(g, p, 0) is not None else _split(dw_items(g, p), p.lnc, 0)
+    items = [it for it in items if it[1][1] > it[1][0] and it[2][1] > it[2][0]]
+    if not items:
+        return 0.0
+    _b, (d0, d1), (h0, h1) = items[0]
+    ds = g.dtype_bytes
+    wo = g.axes[2].o
+    n_co = n_tiles(g.c_out, PMAX)
+    co_t = min(PMAX, g.c_out)
+    pe = CostSheet(hw)   # the dy^T transposes of the first box (row mode: its first <= 128-row chunk)
+    if p.dw_method is DwMethod.ROW_PACK:
+        (_sd, _sh, _z), (cd, ch, _one) = box_blocks((0, 0, 0), (d1 - d0, h1 - h0, 1), PMAX)[0]
+        pe.transpose(co_t, cd * ch, g.dtype == "fp32", wo * n_co)
+        d1, h1 = d0 + cd, h0 + ch
+    else:
+        for (nd, nh, nw), cnt in box_block_sizes((0, 0, 0), (d1 - d0, h1 - h0, wo), PMAX):
+            pe.transpose(co_t, nd * nh * nw, g.dtype == "fp32", n_co * cnt)
+    rows = (d1 - d0) * (h1 - h0)
+    run = (rows if h1 - h0 == g.axes[1].o else 1) * wo * ds
+    dy_ns = _lone_dma_ns(hw, co_t * rows * wo * ds, run, co_t)
+    _x0, ext, lo, hi = dw_x_fill(g, (d0, d1), (h0, h1))
+    if any(h <= lo_ for lo_, h in zip(lo, hi)):
+        return 0.0
+    n = [hi[a] - lo[a] for a in range(3)]
+    elems = n[0] * n[1] * n[2]
+    ci = min(p.dw_ci_tile, p.dw_ci_range, g.c_in)
+    x_run = n[2] * (n[1] * (n[0] if n[1] == g.axes[1].n else 1) if n[2] == g.axes[2].n else 1)
+    staged = needs_stage(lo, hi, ext)
+    x_ns = _lone_dma_ns(hw, ci * elems * ds, (elems if staged else x_run) * ds, ci)
+    if staged:   # the placement copy (VectorE, 4x mode for 2-byte SBUF->SBUF)
+        sp = CostSheet(hw).copy_speedup("vector", ds == 2, False, True)
+        x_ns += (max(64.0, elems / sp) + 60.0) / hw.vector_ghz
+    return max(0.0, x_ns - dy_ns - pe.busy["tensor"])
 
 
 @lru_cache(maxsize=8192)
@@ -947,12 +1110,24 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
             c.evict(co_t, two, Wo * n_co)
         x0, xext, xlo, xhi = dw_x_fill(g, (d_base + st[0], d_base + st[0] + cd), (h_base + st[1], h_base + st[1] + ch))
         for ci in ci_tiles:
-            _cost_fill(c, g, 1, ci, xlo, xhi, xext, [(x0[a] + xlo[a], x0[a] + xhi[a]) for a in range(3)], x_side=True)
-            cols = max(1, bank // ci)
             pairs = (span[1] - span[0]) // kw_n   # whole (kd, kh) pairs per pass
-            c.transpose(ci, nrows, fp32, pairs * xw)
-            for c0 in range(0, xw, cols):
-                c.evict(min(cols, xw - c0) * ci, two, pairs)
+            if p.dw_xt_dma and p.dw_x_stationary:   # one ring tile per bundle: its DMAs, its matmuls' PE time
+                for q, n in dw_xs_bundles(g, p, span):
+                    bundle_pe = sum(max(min(64, nb * tn * ci), g.c_out) for _t, nb, tn in
+                                    dw_xs_row_chunks(g, p, q, n)) * Wo * (4 if fp32 else 1)
+                    xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch),
+                                (q * kw_n, (q + n) * kw_n), bundle_pe / c.hw.tensor_ghz, one_tile=True)
+            elif p.dw_xt_dma:   # the PE work of one tile: its matmuls (every kw group and C_out tile)
+                tile_pe = sum(max(min(64, co_t), kn * ci) for kn in kgroups) * n_co * Wo * (4 if fp32 else 1)
+                xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch), span,
+                            tile_pe / c.hw.tensor_ghz)
+            else:
+                _cost_fill(c, g, 1, ci, xlo, xhi, xext, [(x0[a] + xlo[a], x0[a] + xhi[a]) for a in range(3)],
+                           x_side=True)
+                cols = max(1, bank // ci)
+                c.transpose(ci, nrows, fp32, pairs * xw)
+                for c0 in range(0, xw, cols):
+                    c.evict(min(cols, xw - c0) * ci, two, pairs)
             if p.dw_x_stationary:   # per bundle: stationary chunks (pairs x kw taps x ci), moving dy^T [rows, C_out]
                 for q, n in dw_xs_bundles(g, p, (0, pairs * kw_n)):
                     bundle = dw_xs_row_chunks(g, p, q, n)
@@ -994,6 +1169,10 @@ def _label(p: Plan) -> str:
         parts.append(f"dx:{p.dx_method.value}[band {p.dx_band[0]}x{p.dx_band[1]}, ci {p.dx_ci_tile}"
                      + (", ci-outer" if p.dx_ci_outer else "")
                      + (f", {p.dx_regions} regions" if p.dx_regions > 1 else "")
+                     + (f", dx^T pairs x{p.dx_pair_copies}" if p.dx_transposed else "")
+                     + (f", U {p.dx_toeplitz[0]}x{p.dx_toeplitz[1]}" if p.dx_method is DxMethod.TOEPLITZ else "")
+                     + (f", K pairs {'dh'[p.dx_toeplitz_pair]}" if p.dx_method is DxMethod.TOEPLITZ
+                        and p.dx_toeplitz_pair >= 0 else "")
                      + (", filters first" if p.filters_first else "") + "]")
     if p.dw_method:
         band = "" if p.strategy is Strategy.SHARED_DY else f"band {p.dw_band[0]}x{p.dw_band[1]}, "
@@ -1001,6 +1180,7 @@ def _label(p: Plan) -> str:
         rng = f", ci-range {p.dw_ci_range}" if p.dw_ci_range < p.x_shape[1] else ""
         rng += f", taps/pass {p.dw_tap_range}" if p.dw_tap_range else ""
         xs = "x-stationary, " if p.dw_x_stationary else ""
+        rng += ", xT dma" if p.dw_xt_dma else ""
         parts.append(f"dw:{p.dw_method.value}[{xs}{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}{rng}]")
     if p.db_method:
         parts.append(f"db:{p.db_method.value}")
@@ -1014,6 +1194,9 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
     if p.dw_method is not None and p.dw_tap_group * p.dw_ci_tile > MOVING_MAX:
         return (f"dw moving free {p.dw_tap_group}x{p.dw_ci_tile} = {p.dw_tap_group * p.dw_ci_tile} "
                 f"exceeds {MOVING_MAX}"), b
+    if p.dw_xt_dma and not xt_dma_legal(g, p):
+        return (f"dw_xt_dma needs dw:row_pack, a 2-byte dtype and trn2/trn3 (dma_transpose), got "
+                f"{p.dw_method.value if p.dw_method else None}, {g.dtype}, {p.target}"), b
     if b.sbuf > hw.sbuf_usable:
         big = max(b.parts, key=lambda kv: kv[1]) if b.parts else ("?", 0)
         return (f"SBUF {b.sbuf} B per partition exceeds {hw.sbuf_usable} B usable "
@@ -1024,11 +1207,15 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
 
 
 def _dx_method(g: ConvGeom) -> DxMethod:
+    """The gather family's name for the geometry (dx:toeplitz variants are added beside it)."""
     if g.pointwise:
         return DxMethod.GEMM
     if all(a.s == 1 for a in g.axes):
         return DxMethod.GATHER_S1
     return DxMethod.PHASE_GATHER
+
+
+gather_dx_method = _dx_method
 
 
 def _base(g: ConvGeom, dy_shape, x_shape, w_shape, stride, padding, dilation, target, lnc,
@@ -1163,12 +1350,32 @@ def _dw_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ranges: list[int], 
     return found or out
 
 
+def _toeplitz_variants(g: ConvGeom, p: Plan, hw: TargetFigures | None) -> list[Plan]:
+    """dx:toeplitz variants of ``p`` (tiny C_in), with the plan's dx band and with the largest band
+    that fits (its (u, ci) planes are far smaller than the gather's), each with its best (U_d, U_h)."""
+    if toeplitz.toeplitz_domain(g):
+        return []
+    bands = [(d, g.axes[1].n) for d in _band_options(g.axes[0].n)] + \
+        [(1, h) for h in _band_options(g.axes[1].n)[1:]]
+    bands = bands[:bands.index(p.dx_band)] if p.dx_band in bands else []
+    larger = [b for b in bands if hw is not None and toeplitz.toeplitz_options(g, b) and not _check(g, replace(
+        p, dx_method=DxMethod.TOEPLITZ, dx_band=b, dx_toeplitz=toeplitz.toeplitz_options(g, b)[0]), hw)[0]]
+    return [replace(p, dx_method=DxMethod.TOEPLITZ, dx_band=b, dx_toeplitz=u, dx_toeplitz_pair=toeplitz.pair_axis(g, u))
+            for b in larger[:1] + [p.dx_band] for u in toeplitz.toeplitz_options(g, b)]
+
+
 def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list[Plan]:
     """The plan, plus its dx region-packed variants when the channels leave the array half empty;
     per gradient, dx's first filters load before dw when SBUF allows it."""
     out = [p]
     if p.compute_dx and not p.dx_ci_outer:
         out += [replace(p, dx_regions=r) for r in (2, 4) if region_fits(g.c_in, g.c_out, r)]
+        out += _toeplitz_variants(g, p, hw)
+        out += _lnc2_packed_bands(g, p)
+    if hw is not None:
+        out += _dx_t_variants(g, p, hw)
+    if xt_dma_legal(g, p):   # row-mode x^T by DMA transpose (with either dw orientation): both variants stay
+        out += [replace(q, dw_xt_dma=True) for q in out]
     if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
         out = [q2 if not _check(g, q2 := replace(q, filters_first=True), hw)[0] else q for q in out]
     if p.lnc == 2 and p.compute_dw and p.strategy is Strategy.PER_GRADIENT and g.taps >= 2 \
@@ -1179,6 +1386,30 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
                 else q for q in split]
     if p.lnc == 2 and p.dw_method is DwMethod.DMA_GEMM:   # C_in tiles per program, or positions
         out += [replace(q, dw_split="channels") for q in out]
+    return out
+
+
+def _lnc2_packed_bands(g: ConvGeom, p: Plan) -> list[Plan]:
+    """LNC2 region packing: each program packs only its own dx items, so a band split that gives a
+    program fewer than R items leaves its dx unpacked (dilated_d2: two D bands, one per program,
+    ran at LNC1's packed PE time). The region variant with the dx band halved (D first, then H)
+    until program 0 holds R items; the estimate weighs the smaller bands' extra halo."""
+    if p.lnc != 2:
+        return []
+    out = []
+    for r in (2, 4):
+        if not region_fits(g.c_in, g.c_out, r):
+            continue
+        band = p.dx_band
+        while len(_split(dx_items(g, replace(p, dx_band=band)), p.lnc, 0)) < r:
+            if band[0] > 1:
+                band = (ceil_div(band[0], 2), band[1])
+            elif band[1] > 1:
+                band = (band[0], ceil_div(band[1], 2))
+            else:
+                break
+        if band != p.dx_band and len(_split(dx_items(g, replace(p, dx_band=band)), p.lnc, 0)) >= r:
+            out.append(replace(p, dx_band=band, dx_regions=r))
     return out
 
 
@@ -1215,6 +1446,8 @@ def plan_conv3d_bwd(dy_shape, x_shape, w_shape, stride=(1, 1, 1), padding=(0,) *
     base = _base(g, dy_shape, x_shape, w_shape, stride, padding, dilation, target, lnc,
                  bool(compute_dx), bool(compute_dw), bool(compute_db))
     records: list[Candidate] = []
+    if compute_dx and (why := toeplitz.toeplitz_domain(g)):   # the method's domain, named once
+        records.append(Candidate("dx:toeplitz (any tiling)", False, why, None, 0, 0))
     feasible: list[Plan] = []
     seen = set()
     for p in _enumerate(g, base, hw):
@@ -1239,3 +1472,139 @@ def plan_conv3d_bwd(dy_shape, x_shape, w_shape, stride=(1, 1, 1), padding=(0,) *
     alts = tuple(replace(q, candidates=records_t) for q in feasible)
     best = alts[0]
     return replace(best, candidates=records_t, alternatives=alts)
+
+
+# ------------------------------------------------------------------------------- dx^T (nki_dx_t)
+
+
+def dx_t_active(p: Plan) -> bool:
+    """The plan runs dx^T: its flag, without the options dx^T does not combine with (region packing,
+    C_in-outer filter groups: a plan edited to those runs the classic gather)."""
+    return p.dx_transposed and p.dx_regions == 1 and not p.dx_ci_outer
+
+
+def _dx_t_copies(g: ConvGeom, p: Plan) -> int:
+    """Shifted dy copies the kernel makes (copies that pair no tap are not made)."""
+    return copies_made(g, p.dx_pair_copies)
+
+
+def _dx_t_sbuf(g: ConvGeom, p: Plan, ext: tuple[int, int, int]) -> tuple[int, int]:
+    """(dx planes, shifted dy copies + dx^T tiles) bytes per partition of dx^T (mirrors run_dx_t's pools)."""
+    ds = g.dtype_bytes
+    ci_t = ci_tile_t(g)
+    slots = max(1, BANK_FP32 // ci_t)
+    plane = 2 * n_tiles(ci_t, PMAX) * p.dx_band[0] * p.dx_band[1] * g.axes[2].n * ds
+    copies = max(0, _dx_t_copies(g, p) - 1) * p.dy_bufs * ext[0] * ext[1] * ext[2] * ds
+    stage = 2 * n_tiles(ci_t, PMAX) * phase_stage_elems(g, p.dx_band) * ds if any(a.s > 1 for a in g.axes) else 0
+    return plane, copies + DXT_BUFS * slots * ci_t * ds + stage
+
+
+def _dx_t_variants(g: ConvGeom, p: Plan, hw: TargetFigures) -> list[Plan]:
+    """dx^T variants of ``p`` (all filters resident): tap pairs over 1..3 shifted copies when
+    C_out <= 64, else (stride 1 only) positions on M alone (when C_in < 128 leaves the classic M
+    short); each on the largest dx band that fits."""
+    if not p.compute_dx or p.dx_ci_outer or p.dx_regions != 1 or _dx_method(g) is DxMethod.GEMM:
+        return []
+    if pairs_possible(g):
+        opts = list(range(1, len(pair_axes(g)) + 1))
+    elif (g.c_in < PMAX or g.c_out <= PMAX // 2) and _dx_method(g) is DxMethod.GATHER_S1:
+        # (strided without pairs: the phase placements and short phase groups stall more than
+        # M = 128 saves; down_s2 measured 79.6 us against 76.5 with the classic gather)
+        opts = [0]
+    else:
+        return []
+    bands = [p.dx_band] + [(d, g.axes[1].n) for d in _band_options(g.axes[0].n) if d < p.dx_band[0]] + \
+        [(1, h) for h in _band_options(g.axes[1].n)[1:] if p.dx_band[0] > 1 or h < p.dx_band[1]]
+    out = []
+    for n in opts:
+        q = replace(p, dx_transposed=True, dx_pair_copies=n, dx_ci_tile=min(PMAX, g.c_in))
+        for band in bands:
+            qb = replace(q, dx_band=band)
+            if not _check(g, qb, hw)[0]:
+                out.append(qb)
+                break
+        else:
+            out.append(q)   # listed (and rejected with its reason)
+    return out
+
+
+def _estimate_dx_t(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items: list) -> None:
+    """dx^T compute, copies and stores of this program's items (mirrors nki_dx_t.run_dx_t)."""
+    ds = g.dtype_bytes
+    pairs = sum(1 for taps in phase_tap_sets(g) for s_ in tap_steps(g, p.dx_pair_copies, taps) if s_.b is not None)
+    if pairs:   # filters of tap b under tap a's (SBUF->SBUF)
+        c.dma(g.c_out * g.c_in * ds, g.c_in * ds, pairs)
+    ext = _dx_dy_extent(g, p.dx_band)
+    for _b, bd, bh in items:
+        c.add(_dx_t_band_sheet(g, hw.name, p.dx_pair_copies, filters_by_dma(g, p), ext, bd, bh))
+
+
+def _dx_t_fill_ns(g: ConvGeom, p: Plan, hw: TargetFigures, items: list) -> float:
+    """The first band's shifted copies, which no earlier band's matmuls hide (later bands are made
+    one band ahead): copy bytes at the full DMA bandwidth (two half-range transfers per copy)."""
+    if not items or not dx_t_active(p):
+        return 0.0
+    _b, bd, _bh = items[0]
+    ext = _dx_dy_extent(g, p.dx_band)
+    used = bd.extent * ext[1] * ext[2]
+    n_copies = _dx_t_copies(g, p)
+    nbytes = sum(g.c_out * used * g.dtype_bytes * (2 if k else 1) for k in range(n_copies))
+    return nbytes / hw.dma_bytes_per_ns + (hw.dma_fixed_ns if n_copies else 0.0)
+
+
+@lru_cache(maxsize=8192)
+def _dx_t_band_sheet(g: ConvGeom, target: str, copies: int, by_dma: bool, tile_ext: tuple[int, int, int],
+                     bd: AxisBand, bh: AxisBand) -> CostSheet:
+    """One band of dx^T: shifted copies, matmuls, evictions, transposes back, stores (cached)."""
+    hw = TARGET_FIGURES[target]
+    c = CostSheet(hw)
+    ds = g.dtype_bytes
+    fp32 = g.dtype == "fp32"
+    two = ds == 2
+    W = g.axes[2].n
+    nd_in, nh_in = bd.i1 - bd.i0, bh.i1 - bh.i0
+    rows = nd_in * nh_in
+    run = (rows * W if nh_in == g.axes[1].n else nh_in * W) * ds
+    bw = axis_bands(g.axes[2], W)[0]
+    if min(bd.extent, bh.extent, bw.extent) <= 0:   # no dy: zero planes
+        for ci in tile_sizes(g.c_in, PMAX):
+            c.compute("gpsimd", rows * W, 0, 1.0, 1, op="memset")
+            c.dma(ci * rows * W * ds, run)
+        return c
+    n_copies = copies_made(g, copies)
+    used = bd.extent * tile_ext[1] * tile_ext[2]
+    for k in range(n_copies):
+        sh = copy_shift(g, k, tile_ext)
+        if k:
+            c.dma(g.c_out * used * ds, used * ds)
+        if sh < used:
+            c.dma(g.c_out * (used - sh) * ds, (used - sh) * ds)
+    ci_t = ci_tile_t(g)
+    slots = max(1, BANK_FP32 // ci_t)
+    tbank = PSUM_BANK_BYTES // ds
+    strided = any(a.s > 1 for a in g.axes)
+    for w in dx_phase_work(g, (bd, bh, bw), with_blocks=False):
+        npos = w.positions
+        if not w.taps:
+            c.compute("gpsimd", npos, 0, 1.0, len(tile_sizes(g.c_in, PMAX)), op="memset")
+            continue
+        n_mm = len(tap_steps(g, copies, w.taps)) * (1 if n_copies else n_tiles(g.c_out, PMAX))
+        for grp in block_groups(tuple(w.j1[a] - w.j0[a] for a in range(3)), slots):
+            nb, n = len(grp.blocks), grp.n
+            for ci in tile_sizes(g.c_in, ci_t):
+                c.matmul(n, ci, fp32, n_mm * nb)
+                c.evict(nb * ci, two, 1)
+                for cc in tile_sizes(ci, PMAX):
+                    if by_dma:   # SBUF->SBUF dma_transpose at 50 % of the bandwidth
+                        c.busy["dma"] += nb * n * cc * ds / (hw.dma_bytes_per_ns * 0.5)
+                        c._count("dma_transpose", 1)
+                        continue
+                    per = max(1, tbank // n)
+                    c.transpose(n, cc, fp32, nb)
+                    for k0 in range(0, nb, per):
+                        c.evict(min(per, nb - k0) * n, two, 1)
+        if strided:   # the phase's strided placement into the plane (GpSimd), per 128 channels
+            c.compute("gpsimd", npos, 1, 1.0, len(tile_sizes(g.c_in, PMAX)), op="tensor_copy")
+    for ci in tile_sizes(g.c_in, PMAX):
+        c.dma(ci * rows * W * ds, run)
+    return c

@@ -8,7 +8,7 @@ import pytest
 
 import nkisim
 from kernels import Conv3dBwdInputError, conv3d_bwd
-from kernels.planner import forced_plan, plan_conv3d_bwd
+from kernels.planner import forced_plan, gather_dx_method, plan_conv3d_bwd
 
 from .conftest import DTYPES, exact_inputs, oracle
 
@@ -126,7 +126,7 @@ def test_banded_and_tiled_plans_are_exact(edit, strategy_shared):
         if strategy_shared:
             e = {k: v for k, v in e.items() if k not in ("dx_ci_outer", "dx_ci_tile", "dw_ci_range")}
             e["strategy"] = Strategy.SHARED_DY
-        return dataclasses.replace(p, **e)
+        return dataclasses.replace(p, dx_method=gather_dx_method(p.geometry()), **e)
 
     run_and_compare(batch=2, c_in=5, c_out=4, size=(5, 6, 5), kernel=(3, 3, 2), stride=(1, 2, 1),
                     padding=(1, 1, 2, 0, 1, 0), dilation=(2, 1, 1), plan_edit=apply)
@@ -216,7 +216,7 @@ def test_region_packed_dx_is_exact(regions, geom, variant):
     from kernels.planner import Strategy
 
     def apply(p):
-        edit = {"dx_regions": regions}
+        edit = {"dx_regions": regions, "dx_method": gather_dx_method(p.geometry())}
         if variant != "per-gradient":
             edit.update(strategy=Strategy.SHARED_DY, dx_band=(1, geom["size"][1]))
         return dataclasses.replace(p, **edit)
@@ -239,7 +239,8 @@ def test_full_region_packs_share_one_fill_and_stay_exact(regions, geom, monkeypa
         return real(*args, **kwargs)
 
     monkeypatch.setattr(nki_dx, "load_padded_regions", counted)
-    run_and_compare(**geom, plan_edit=lambda p: dataclasses.replace(p, dx_regions=regions))
+    run_and_compare(**geom, plan_edit=lambda p: dataclasses.replace(p, dx_regions=regions,
+                                                                    dx_method=gather_dx_method(p.geometry())))
     assert calls and all(n == regions for n in calls), calls
 
 

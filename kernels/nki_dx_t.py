@@ -1,0 +1,197 @@
+"""dx with positions on the stationary side (``dx^T``) and tap pairs on the contraction (stride 1).
+
+Per band: the zero-padded dy band (``DyBands``) plus, with C_out <= 64, shifted copies on partitions
+[co, 2co) (``dx_pairs.copy_shift``) so that one stationary AP over 2co partitions reads two taps'
+windows. Per C_in tile (<= 512) and group of position blocks (<= 128 positions each, up to
+512 // ci of them in one PSUM bank): every matmul step of ``dx_pairs.tap_steps`` (and C_out tile)
+accumulates dx^T [positions, ci] (stationary = dy window [K, positions], moving = [W_a^T; W_b^T]);
+the bank is evicted (cast) into a dx^T tile, transposed back to [ci, positions] into the flat
+band plane (``dma_transpose`` for 2-byte dtypes on NC-v3+, PE transposes otherwise) and the plane is
+stored with one contiguous DMA.
+"""
+import nki.isa as nisa
+import nki.language as nl
+
+from .dx_pairs import (
+    BANK_FP32,
+    DXT_BUFS,
+    block_groups,
+    ci_tile_t,
+    copies_made,
+    copy_shift,
+    phase_stage_elems,
+    phase_tap_sets,
+    tap_steps,
+)
+from .nki_common import PMAX, Pool, band_slices
+from .planner import filters_by_dma
+from .schedule import dx_phase_work, tiles
+
+
+def add_pair_filters(g, plan, w_t):
+    """Stack W_b^T on partitions [co, 2co) of tap a's slot for every tap pair (SBUF->SBUF DMAs)."""
+    co = g.c_out
+    for taps in phase_tap_sets(g):
+        for st in tap_steps(g, plan.dx_pair_copies, taps):
+            if st.b is not None:
+                nisa.dma_copy(dst=w_t[0][co:2 * co, g.tap_index(*st.a), :g.c_in],
+                              src=w_t[0][0:co, g.tap_index(*st.b), :g.c_in])
+    return w_t
+
+
+def _last_taken(pool):
+    """The tile ``pool.take()`` returned last (the whole tile, all partitions)."""
+    return pool.items[(pool.next - 1) % len(pool.items)]
+
+
+def _flat(tile):
+    shape = tile.shape
+    n = 1
+    for s in shape[1:]:
+        n *= s
+    return tile.reshape((shape[0], n))
+
+
+def _copy_halves(dst, p0, f0, src, n, co):
+    """dst[p0:p0+co, f0:f0+n] = src[0:co, 0:n] in two DMAs over the two halves of the free range: a
+    transfer over 64 partitions uses half the DMA engines, two in flight use them all."""
+    half = n // 2 if n >= 2 else n
+    for a, b in ((0, half), (half, n)):
+        if b <= a:
+            continue
+        nisa.dma_copy(dst=dst[p0:p0 + co, f0 + a:f0 + b], src=src[0:co, a:b])
+
+
+def _phase_view(plane, c_sz, rows, first, box, ax):
+    """The positions of one stride phase in a flat band plane [c, nd*nh*W]: a strided 4-D view."""
+    nd, nh, w = rows
+    return plane[:c_sz, :nd * nh * w].reshape((c_sz, nd, nh, w))[
+        :, band_slices(first[0], box[0], ax[0].s), band_slices(first[1], box[1], ax[1].s),
+        band_slices(first[2], box[2], ax[2].s)]
+
+
+def run_dx_t(ctx, items, bands, w_t, on_band=None):
+    """dx of the (batch, D band, H band) ``items`` with dx^T accumulation (see the module docstring)."""
+    g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
+    ax = g.axes
+    W = ax[2].n
+    co = g.c_out
+    co_tiles = tiles(g.c_out, PMAX)
+    copies = plan.dx_pair_copies
+    n_copies = copies_made(g, copies)
+    tile_ext = bands.pools[0].items[0].shape[1:] if bands.pools else (0, 0, 0)
+    extra = [Pool(plan.dy_bufs, (PMAX,) + tuple(tile_ext), dtype, nl.sbuf, f"dy_pair{k}_")
+             for k in range(1, n_copies)]
+    ci_t = ci_tile_t(g)
+    slots = max(1, BANK_FP32 // ci_t)
+    # one plane per 128-channel chunk of a C_in tile, double-buffered
+    plane_pool = Pool(2 * len(tiles(ci_t, PMAX)), (PMAX, plan.dx_band[0] * plan.dx_band[1] * W), dtype, nl.sbuf,
+                      "dx_plane_t")
+    acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dxt")
+    dxt_pool = Pool(DXT_BUFS, (PMAX, slots, ci_t), dtype, nl.sbuf, "dx_t")
+    strided = any(a.s > 1 for a in ax)
+    # strided: dx of one phase in phase order, before its strided placement into the plane
+    stage_pool = Pool(2 * len(tiles(ci_t, PMAX)), (PMAX, phase_stage_elems(g, plan.dx_band)), dtype, nl.sbuf,
+                      "dx_t_stage") if strided else None
+    by_dma = filters_by_dma(g, plan)
+    tbank = 2048 // g.dtype_bytes   # elements of one PSUM bank in the transpose dtype
+
+    def prepare(item):
+        """Load a band and make its shifted copies: issued one band ahead of the band's matmuls, so
+        that its placement (VectorE, in order) and copies (DMA) do not wait behind the evictions."""
+        b, bd, bh = item
+        bufs = bands.load(b, bd, bh)
+        if on_band is not None:
+            on_band(b, bd, bh, bands.band_w, bufs)
+        tiles_k = []
+        if bufs is not None and n_copies:
+            # copy 0 lives in the band tile (its upper partitions); the others in their own tiles
+            band_tile = _last_taken(bands.pools[0])
+            flat_band = _flat(band_tile)
+            used = bd.extent * tile_ext[1] * tile_ext[2]
+            for k in range(n_copies):
+                sh = copy_shift(g, k, tuple(tile_ext))
+                t = band_tile if k == 0 else extra[k - 1].take()
+                if k:
+                    _copy_halves(_flat(t), 0, 0, flat_band, used, co)
+                if sh < used:
+                    _copy_halves(_flat(t), co, sh, flat_band, used - sh, co)
+                tiles_k.append(t)
+        return item, bufs, tiles_k
+
+    items = list(items)
+    nxt = prepare(items[0]) if items else None
+    for i in range(len(items)):
+        (b, bd, bh), bufs, tiles_k = nxt
+        nxt = prepare(items[i + 1]) if i + 1 < len(items) else None
+        nd_in, nh_in = bd.i1 - bd.i0, bh.i1 - bh.i0
+        if bufs is None:   # no dy row reaches this band: dx is zero
+            for ci0, ci_sz in tiles(g.c_in, PMAX):
+                plane = plane_pool.take()
+                nisa.memset(plane[:ci_sz, :nd_in * nh_in * W], 0.0, engine=nisa.engine.gpsimd)
+                nisa.dma_copy(dst=ctx.dx[b, ci0:ci0 + ci_sz, bd.i0:bd.i1, bh.i0:bh.i1, :],
+                              src=plane[:ci_sz, :nd_in * nh_in * W])
+            continue
+        work = dx_phase_work(g, (bd, bh, bands.band_w), with_blocks=False)
+        q0 = (bd.q0, bh.q0, bands.band_w.q0)
+        for ci0, ci_sz in tiles(g.c_in, ci_t):
+            planes = [(c0, c_sz, plane_pool.take()) for c0, c_sz in tiles(ci_sz, PMAX)]
+            for pw in work:
+                box = tuple(pw.j1[a] - pw.j0[a] for a in range(3))
+                # the phase's positions in the band plane: a (strided) view from its first input row
+                first = [ax[a].i_of_j(pw.j0[a], pw.phases[a]) - (bd.i0, bh.i0, 0)[a] for a in range(3)]
+                rows = (nd_in, nh_in, W)
+                if not pw.taps:   # no tap reaches this phase: zeros
+                    for _c0, c_sz, plane in planes:
+                        nisa.memset(_phase_view(plane, c_sz, rows, first, box, ax), 0.0, engine=nisa.engine.gpsimd)
+                    continue
+                steps = tap_steps(g, copies, pw.taps)
+                mm = [(st, c) for st in steps for c in range(len(co_tiles))]
+                # stride 1: the phase is the whole plane, dx^T goes straight into it; else into a
+                # staging run (phase order) placed by one strided copy per channel chunk
+                targets = [(c0, c_sz, plane if not strided else stage_pool.take()) for c0, c_sz, plane in planes]
+                for grp in block_groups(box, slots):
+                    n = grp.n
+                    ps = acc_pool.take()
+                    for k, (start, size) in enumerate(grp.blocks):
+                        nd, nh, nw = size
+                        j = [pw.j0[a] + start[a] for a in range(3)]
+                        for si, (st, c) in enumerate(mm):
+                            # tap a's dy window: o = j - tap_shift (buffer rows from q0)
+                            q = [j[a] - ax[a].tap_shift(st.a[a], pw.phases[a]) - q0[a] for a in range(3)]
+                            co_sz = co_tiles[c][1]
+                            if st.b is not None:   # tap a on [0, co), tap b on [co, 2co) of the copy
+                                kk = 2 * co
+                                stat = tiles_k[st.copy][0:kk, q[0]:q[0] + nd, q[1]:q[1] + nh, q[2]:q[2] + nw]
+                            else:
+                                kk = co_sz
+                                stat = bufs[c][:co_sz, q[0]:q[0] + nd, q[1]:q[1] + nh, q[2]:q[2] + nw]
+                            nisa.nc_matmul(ps[:n, k * ci_sz:(k + 1) * ci_sz], stationary=stat,
+                                           moving=w_t[c][:kk, g.tap_index(*st.a), ci0:ci0 + ci_sz],
+                                           accumulate=si > 0)
+                    nb = len(grp.blocks)
+                    dxt = dxt_pool.take()
+                    ctx.evict.copy(dxt[:n, :nb, :ci_sz], ps[:n, :nb * ci_sz])
+                    for c0, c_sz, tgt in targets:
+                        if by_dma:
+                            nisa.dma_transpose(dst=tgt[:c_sz, grp.f0:grp.f0 + nb * n].reshape((c_sz, nb, n)),
+                                               src=dxt[:n, :nb, c0:c0 + c_sz])
+                            continue
+                        per = max(1, tbank // n)   # blocks per PSUM transpose bank
+                        for k0 in range(0, nb, per):
+                            kn = min(per, nb - k0)
+                            pt = ctx.psum_t.take()
+                            for k in range(kn):
+                                nisa.nc_transpose(dst=pt[:c_sz, k * n:(k + 1) * n],
+                                                  data=dxt[:n, k0 + k, c0:c0 + c_sz])
+                            f = grp.f0 + k0 * n
+                            ctx.evict.copy(tgt[:c_sz, f:f + kn * n], pt[:c_sz, :kn * n])
+                if strided:
+                    npos = box[0] * box[1] * box[2]
+                    for (_c0, c_sz, plane), (_c, _s, stage) in zip(planes, targets):
+                        # GpSimd: otherwise idle here; on VectorE it would queue the evictions behind it
+                        nisa.tensor_copy(_phase_view(plane, c_sz, rows, first, box, ax), stage[:c_sz, :npos],
+                                         engine=nisa.engine.gpsimd)
+            for c0, c_sz, plane in planes:
+                nisa.dma_copy(dst=ctx.dx[b, ci0 + c0:ci0 + c0 + c_sz, bd.i0:bd.i1, bh.i0:bh.i1, :],
+                              src=plane[:c_sz, :nd_in * nh_in * W])

@@ -1,0 +1,172 @@
+"""dx:toeplitz — output positions stacked on the PE's M axis with block-Toeplitz filters (tiny C_in).
+
+See ``kernels/dx_toeplitz.py`` for the formulation; this module issues its instructions. The dy
+bands are the gather method's zero-padded bands (``DyBands``); the filters are first transposed
+to ``W^T [co, tap, ci]`` (``load_filters_t``) and then laid out, per (d, h) phase pair and kw tap,
+on zero-padded tap grids ``Z[co, pair*K_w + kw, z_d, z_h, ci]`` so that every stationary is a window.
+"""
+import nki.isa as nisa
+import nki.language as nl
+
+from .dx_toeplitz import (
+    ci_major,
+    offsets,
+    pair_shifts,
+    plane_groups,
+    shifted_elems,
+    store_dmas,
+    store_pattern,
+    tap_line,
+    toeplitz_work,
+    z_shape,
+    z_start,
+)
+from .nki_common import BANK_FP32, PMAX, Pool, band_slices
+from .nki_dx import DyBands
+from .nki_filters import load_filters_t
+from .planner import filter_group, filters_by_dma
+from .schedule import box_blocks, tiles
+
+
+def load_toeplitz_filters(ctx):
+    """Per C_out tile the tap grids Z [co, s_d*s_h*K_w, Z_d, Z_h, C_in] (zeros between and around taps)."""
+    g, plan = ctx.g, ctx.plan
+    ax = g.axes
+    u = plan.dx_toeplitz
+    w_t = load_filters_t(g, ctx.filters, [(0, g.c_in)], ctx.dtype, ctx.psum_t, ctx.evict, filter_group(g, plan),
+                         by_dma=filters_by_dma(g, plan))
+    shape = z_shape(g, u)
+    out = []
+    for c, (_co0, co_sz) in enumerate(tiles(g.c_out, PMAX)):
+        z = nl.ndarray((PMAX,) + shape, ctx.dtype, buffer=nl.sbuf, name=f"w_z{c}")
+        # with K pairing the shifted copy lands on partitions C_out..2 C_out: zero them all
+        nisa.memset(z[:PMAX if plan.dx_toeplitz_pair >= 0 else co_sz], 0.0, engine=nisa.engine.gpsimd)
+        w5 = w_t[c].reshape((PMAX, ax[0].k, ax[1].k, ax[2].k, g.c_in))
+        for pd in range(ax[0].s):
+            for ph in range(ax[1].s):
+                ld, lh = tap_line(ax[0], pd), tap_line(ax[1], ph)
+                if ld is None or lh is None:
+                    continue
+                for kw in range(ax[2].k):
+                    src = w5[:co_sz, band_slices(ld.first_k, ld.count, ld.k_step),
+                             band_slices(lh.first_k, lh.count, lh.k_step), kw, :]
+                    dst = z[:co_sz, (pd * ax[1].s + ph) * ax[2].k + kw,
+                            band_slices(u[0] - 1, ld.count, ld.z_step), band_slices(u[1] - 1, lh.count, lh.z_step), :]
+                    nisa.tensor_copy(dst, src, engine=nisa.engine.gpsimd)
+        out.append(z)
+    if plan.dx_toeplitz_pair >= 0:   # one C_out tile: its grids again, one row further along the axis
+        row = shape[0] * shape[1] * shape[2] * shape[3]
+        sh = pair_shifts(g, u, (1, 1, 1), plan.dx_toeplitz_pair)[1]
+        nisa.dma_copy(dst=out[0].ap([[row, g.c_out], [1, row - sh]], offset=g.c_out * row + sh),
+                      src=out[0].ap([[row, g.c_out], [1, row - sh]], offset=0))
+    return out
+
+
+def _load(bands, g, u, pair_axis, item):
+    """The dy band of ``item`` (one view per C_out tile) and, with K pairing, the view of both copies
+    ([2 C_out, ...]: the copy on partitions C_out.. is shifted by one row along the pairing axis)."""
+    bufs = bands.load(*item)
+    if bufs is None or pair_axis < 0:
+        return bufs, None
+    pool = bands.pools[0]
+    ten = pool.items[(pool.next - 1) % len(pool.items)]   # the buffer bands.load just took
+    ext = tuple(bufs[0].shape[1:])
+    row = bands.ext[0] * bands.ext[1] * bands.ext[2]
+    sh = pair_shifts(g, u, bands.ext, pair_axis)[0]
+    n = shifted_elems(bands.ext, ext, sh)
+    if n > 0:
+        nisa.dma_copy(dst=ten.ap([[row, g.c_out], [1, n]], offset=g.c_out * row),
+                      src=ten.ap([[row, g.c_out], [1, n]], offset=sh))
+    return bufs, ten[:2 * g.c_out, :ext[0], :ext[1], :ext[2]]
+
+
+def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None):
+    """dx for the (batch, D band, H band) ``items`` of this program (``on_band`` sees each dy band once)."""
+    g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
+    ax = g.axes
+    W = ax[2].n
+    u = plan.dx_toeplitz
+    co_tiles = tiles(g.c_out, PMAX)
+    bands = DyBands(g, ctx.dy, plan, dtype)
+    pg = plane_groups(g, plan.dx_band, u)
+    plane_pool = Pool(2, (PMAX, pg[0], pg[1], W), dtype, nl.sbuf, "dx_tplane")
+    acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dxt")
+    z = first_filters.pop() if first_filters else None
+    # the dy band of the next item loads (DMA, and its placement on VectorE, an in-order engine)
+    # before this item's evictions: the PE does not wait for it at the item boundary. The first band
+    # is issued before the filters, whose many small DMAs would otherwise queue ahead of it.
+    ahead = plan.dy_bufs >= 2
+    pk = plan.dx_toeplitz_pair
+    pending = _load(bands, g, u, pk, items[0]) if (ahead and items) else None
+    if z is None:
+        z = load_toeplitz_filters(ctx)
+    for idx, (b, bd, bh) in enumerate(items):
+        bufs, both = pending if ahead else _load(bands, g, u, pk, (b, bd, bh))
+        if on_band is not None:
+            on_band(b, bd, bh, bands.band_w, bufs)
+        if ahead and idx + 1 < len(items):   # after dw's share of this band (shared-dy), before dx's
+            pending = _load(bands, g, u, pk, items[idx + 1])
+        bw = bands.band_w
+        for pair in toeplitz_work(g, (bd, bh, bw), u):
+            plane = plane_pool.take()
+            pd, ph = pair.phases
+            for sub in pair.subs:
+                m = sub.m(g.c_in)
+                (g0d, g0h), (gd, gh), (ud, uh) = sub.g0, sub.groups, sub.u
+                region = (slice(g0d, g0d + gd), slice(g0h, g0h + gh))
+                if pair.lines is None:
+                    nisa.memset(plane[:m, region[0], region[1], :W], 0.0, engine=nisa.engine.gpsimd)
+                    continue
+                ld, lh = pair.lines
+                offs = offsets(pair.lines, sub.u, pk)
+                cmaj = ci_major(g, sub)
+                for wp in pair.wphases:
+                    iw0 = ax[2].i_of_j(wp.j0, wp.pw)
+                    if not wp.taps:
+                        nisa.memset(plane[:m, region[0], region[1], band_slices(iw0, wp.j1 - wp.j0, ax[2].s)], 0.0,
+                                    engine=nisa.engine.gpsimd)
+                        continue
+                    pair_z = (pd * ax[1].s + ph) * ax[2].k
+                    for (md, mh, jw), (nd, nh, nw) in box_blocks((0, 0, wp.j0), (gd, gh, wp.j1), BANK_FP32):
+                        n = nd * nh * nw
+                        ps = acc_pool.take()
+                        steps = [(dd, dh, pr, kw, c) for dd, dh, pr in offs for kw in wp.taps
+                                 for c in range(len(co_tiles))]
+                        for si, (dd, dh, pr, kw, c) in enumerate(steps):
+                            # a pair: both band copies and both grid copies (K = 2 C_out)
+                            k = 2 * g.c_out if pr else co_tiles[c][1]
+                            mov = both if pr else bufs[c]
+                            zd, zh = z_start(ld, u[0], dd), z_start(lh, u[1], dh)
+                            qd = pair.j0[0] + u[0] * (g0d + md) + dd - bd.q0
+                            qh = pair.j0[1] + u[1] * (g0h + mh) + dh - bh.q0
+                            qw = jw - ax[2].tap_shift(kw, wp.pw) - bw.q0
+                            nisa.nc_matmul(ps[:m, :n],
+                                           stationary=z[c][:k, pair_z + kw, zd:zd + ud, zh:zh + uh, :]
+                                           .permute((0, 3, 1, 2) if cmaj else (0, 1, 2, 3)),
+                                           moving=mov[:k, band_slices(qd, nd, u[0]), band_slices(qh, nh, u[1]),
+                                                      qw:qw + nw],
+                                           accumulate=si > 0)
+                        ctx.evict.copy(plane[:m, g0d + md:g0d + md + nd, g0h + mh:g0h + mh + nh,
+                                             band_slices(ax[2].i_of_j(jw, wp.pw), nw, ax[2].s)], ps[:m, :n])
+            _store_pair(ctx, g, u, b, pair, plane)
+
+
+def _store_pair(ctx, g, u, b, pair, plane):
+    """The plane of one phase pair to dx: per sub-box one DMA per channel (ci-major partitions) or per
+    u_d (u-major), to the strided rows of dx (an HBM pattern in the partitions' row-major order)."""
+    ax = g.axes
+    W, H, D = ax[2].n, ax[1].n, ax[0].n
+    pd, ph = pair.phases
+    for sub in pair.subs:
+        (g0d, g0h), (gd, gh), (ud, uh) = sub.g0, sub.groups, sub.u
+        i_d = ax[0].i_of_j(pair.j0[0] + u[0] * g0d, pd)
+        i_h = ax[1].i_of_j(pair.j0[1] + u[1] * g0h, ph)
+        pattern = store_pattern(g, u, sub)
+        for k in range(store_dmas(g, sub)):
+            if ci_major(g, sub):   # channel k: partitions [k U_d' U_h', (k+1) U_d' U_h')
+                p0, parts, offset = k * ud * uh, ud * uh, (((b * g.c_in + k) * D + i_d) * H + i_h) * W
+            else:                  # u_d = k: partitions [k U_h' C, (k+1) U_h' C)
+                p0, parts = k * uh * g.c_in, uh * g.c_in
+                offset = ((b * g.c_in * D + i_d + k * ax[0].s) * H + i_h) * W
+            nisa.dma_copy(dst=ctx.dx.ap(pattern, offset=offset),
+                          src=plane[p0:p0 + parts, g0d:g0d + gd, g0h:g0h + gh, :W])

@@ -1,0 +1,157 @@
+"""Row-mode x^T tiles by DMA transpose: which rows come from x and which are zeros (pure Python).
+
+A row-mode x^T tile is ``[rows, x columns, ci]``: row ``r = i*ch + j`` is output row
+(d0 + i, h0 + j) of a chunk of ``cd x ch`` rows, shifted by the (kd, kh) tap into x. Built by
+``dma_transpose`` straight from x in HBM, a transfer must read its rows at one uniform stride of the
+(D*H, W)-flattened x: the rows of one d plane always are (stride s_h); several planes only when the
+plane step equals ``ch`` row steps (``s_d * H == ch * s_h``) and no row of those planes is clipped by
+the H padding. Rows whose x row is padding are zeros, written by DMA from a zero tile (DMA may start
+at any partition; compute engines may not). Columns outside x are padding too: the same columns of
+every tile, so the kernel zeroes them once per buffer. The kernel and the planner walk these lists.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .costs import CostSheet
+from .geometry import Axis, ConvGeom
+from .schedule import dw_x_extent
+
+XT_DMA_BUFS = 3      # x^T tiles in flight: a tile's transposes run while the two before it are in use
+MEMSET_MAX = 32768   # elements per partition of one memset of the zero tile (engine access limit 64K)
+DMA_TRANSPOSE_EFFICIENCY = 0.9   # dma_transpose from HBM (trn2 arch guide; nkisim's figure)
+
+
+@dataclass(frozen=True)
+class XtRun:
+    """``rows`` tile rows from partition ``p0``; for a transpose, the first one's flattened x row
+    ``x_row = d*H + h`` (the others follow at ``step`` flattened rows)."""
+
+    p0: int
+    rows: int
+    x_row: int = 0
+    step: int = 0
+
+
+@dataclass(frozen=True)
+class XtFill:
+    """The DMAs that fill one x^T tile: transposes from x and zero rows."""
+
+    transposes: tuple[XtRun, ...]
+    zeros: tuple[XtRun, ...]
+
+
+def valid_range(start: int, step: int, count: int, limit: int) -> tuple[int, int]:
+    """The indices j in [0, count) with 0 <= start + j*step < limit (step >= 1), as [lo, hi)."""
+    lo = -(start // step) if start < 0 else 0   # ceil(-start / step)
+    hi = min(count, (limit - 1 - start) // step + 1) if limit - 1 - start >= 0 else 0
+    return (lo, hi) if hi > lo else (0, 0)
+
+
+def xt_columns(g: ConvGeom) -> tuple[int, int, int]:
+    """(tile columns, first x column's tile column, end of the x columns) of a row-mode x^T tile:
+    tile column c holds x column ``c - lo`` (all W output columns of the row)."""
+    ax: Axis = g.axes[2]
+    xw = dw_x_extent(ax, ax.o)
+    lo = min(xw, ax.lo)
+    hi = max(lo, min(xw, ax.lo + ax.n))
+    return xw, lo, hi
+
+
+@lru_cache(maxsize=65536)
+def xt_fill(g: ConvGeom, od0: int, oh0: int, cd: int, ch: int, kd: int, kh: int) -> XtFill:
+    """The transposes and zero rows of the x^T tile of tap pair (kd, kh) for output rows
+    [od0, od0+cd) x [oh0, oh0+ch) (rows on partitions 0..cd*ch-1)."""
+    ad, ah = g.axes[0], g.axes[1]
+    nrows = cd * ch
+    _xw, c_lo, c_hi = xt_columns(g)
+    if c_hi <= c_lo:
+        return XtFill((), ())   # no x column at all: the once-zeroed pad columns are the whole tile
+    d_start = od0 * ad.s + kd * ad.r - ad.lo
+    h_start = oh0 * ah.s + kh * ah.r - ah.lo
+    i_lo, i_hi = valid_range(d_start, ad.s, cd, ad.n)
+    j_lo, j_hi = valid_range(h_start, ah.s, ch, ah.n)
+    if i_hi <= i_lo or j_hi <= j_lo:
+        return XtFill((), (XtRun(0, nrows),))
+    zero_rows = [(0, i_lo * ch)]
+    for i in range(i_lo, i_hi):
+        zero_rows += [(i * ch, i * ch + j_lo), (i * ch + j_hi, (i + 1) * ch)]
+    zero_rows.append((i_hi * ch, nrows))
+    zeros: list[list[int]] = []
+    for a, b in zero_rows:   # merge touching runs (the end of a plane and the start of the next)
+        if b <= a:
+            continue
+        if zeros and zeros[-1][1] == a:
+            zeros[-1][1] = b
+        else:
+            zeros.append([a, b])
+
+    def x_row(i: int, j: int) -> int:
+        return (d_start + i * ad.s) * ah.n + h_start + j * ah.s
+
+    if j_lo == 0 and j_hi == ch and ad.s * ah.n == ch * ah.s:   # whole planes at one uniform stride
+        transposes = (XtRun(i_lo * ch, (i_hi - i_lo) * ch, x_row(i_lo, 0), ah.s),)
+    else:
+        transposes = tuple(XtRun(i * ch + j_lo, j_hi - j_lo, x_row(i, j_lo), ah.s) for i in range(i_lo, i_hi))
+    return XtFill(transposes, tuple(XtRun(a, b - a) for a, b in zeros))
+
+
+def xt_dma_setup_cost(c: CostSheet, g: ConvGeom, ci_tile: int, slots: int = 1) -> None:
+    """The memsets of one RowXtDma: each buffer's pad columns (of its ``slots`` slot views: one
+    memset per buffer and side), the zero tile (GpSimd)."""
+    xw, lo, hi = xt_columns(g)
+    for n in (lo, xw - hi):
+        if n > 0:
+            c.compute("gpsimd", slots * n * ci_tile, 0, 1.0, XT_DMA_BUFS, op="memset")
+    fill = xw * ci_tile
+    for z0 in range(0, fill, MEMSET_MAX):
+        c.compute("gpsimd", min(MEMSET_MAX, fill - z0), 0, 1.0, 1, op="memset")
+
+
+def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[int, int, int, int],
+                span: tuple[int, int], tile_pe_ns: float = 0.0, one_tile: bool = False) -> None:
+    """The DMAs of the x^T tiles of one row chunk (od0, oh0, cd, ch) and C_in tile of ``ci`` channels,
+    for the (kd, kh) pairs of the tap span (mirrors RowXtDma.fill).
+
+    ``tile_pe_ns``: the PE work on one tile. A tile's DMAs start when the matmuls of the tile
+    XT_DMA_BUFS back are done and take their latency L (start latency + the slowest transfer at its
+    engines' share), so tiles cannot go faster than (PE + L) / XT_DMA_BUFS each: the PE idles the rest
+    (small layers, where L dominates); charged as TensorE time. ``one_tile``: the pairs of the span
+    share one tile (x-stationary's bundle): one latency (its slowest transfer), ``tile_pe_ns`` its PE work.
+    """
+    ds = g.dtype_bytes
+    xw, lo, hi = xt_columns(g)
+    kw_n = g.kernel[2]
+    row = xw * ci_tile * ds
+    bw = c.hw.dma_bytes_per_ns
+    worst = None   # one_tile: the slowest transfer of the whole span
+    for t in range(span[0], span[1], kw_n):
+        kd, kh, _kw = g.tap_coords(t)
+        fill = xt_fill(g, *chunk, kd, kh)
+        slowest = 0.0
+        for run in fill.zeros:
+            c.dma(run.rows * row, row)
+            slowest = max(slowest, run.rows * row / (bw * row / (row + 256.0) * _rate(run.rows)))
+        for run in fill.transposes:
+            moved = run.rows * (hi - lo) * ci * ds
+            c.busy["dma"] += moved / (bw * DMA_TRANSPOSE_EFFICIENCY)
+            slowest = max(slowest, moved / (bw * DMA_TRANSPOSE_EFFICIENCY * _rate(run.rows)))
+        c.counts["dma_transpose"] = c.counts.get("dma_transpose", 0) + len(fill.transposes)
+        if one_tile:
+            worst = max(worst or 0.0, slowest) if (fill.zeros or fill.transposes) else worst
+        elif fill.zeros or fill.transposes:
+            _charge_latency(c, tile_pe_ns, slowest)
+    if worst is not None:
+        _charge_latency(c, tile_pe_ns, worst)
+
+
+def _charge_latency(c: CostSheet, tile_pe_ns: float, slowest: float) -> None:
+    """The PE idle of a tile whose DMAs start XT_DMA_BUFS tiles back (see ``xt_dma_cost``)."""
+    latency = c.hw.dma_fixed_ns + slowest
+    c.busy["tensor"] += max(0.0, (tile_pe_ns + latency) / XT_DMA_BUFS - tile_pe_ns)
+
+
+def _rate(partitions: int) -> float:
+    """The share of the 16 DMA engines a transfer with ``partitions`` SBUF partitions uses (nkisim)."""
+    return min(16, -(-partitions * 16 // 128)) / 16

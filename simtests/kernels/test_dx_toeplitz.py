@@ -1,0 +1,136 @@
+"""dx:toeplitz (output positions on the PE's M axis, block-Toeplitz filter windows) against the oracle."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import nkisim
+from kernels import conv3d_bwd
+from kernels.dx_toeplitz import offsets, tap_line, toeplitz_domain, toeplitz_options
+from kernels.planner import DxMethod, Strategy, forced_plan, plan_conv3d_bwd
+
+from .conftest import geom_shapes
+from .test_kernel_dev import run_and_compare
+
+
+def toeplitz(u, pair=-1, **more):
+    """A plan edit forcing dx:toeplitz with groups ``u`` = (U_d, U_h) and K pairing along ``pair``."""
+    def edit(p):
+        return dataclasses.replace(p, dx_method=DxMethod.TOEPLITZ, dx_toeplitz=u, dx_toeplitz_pair=pair,
+                                   dx_regions=1, **more)
+    return edit
+
+
+GEOMS = {
+    # the stem's structure at a small size: C_in 3, kernel 3x7x7, stride (1, 2, 2), 4 + 3 taps per phase
+    "stem-like": {"batch": 2, "c_in": 3, "c_out": 16, "size": (5, 10, 9), "kernel": (3, 7, 7),
+                  "stride": (1, 2, 2), "padding": (1, 1, 3, 3, 3, 3)},
+    "c1-k1x5x2": {"batch": 1, "c_in": 1, "c_out": 5, "size": (4, 11, 6), "kernel": (1, 5, 2),
+                  "padding": (0, 0, 2, 1, 1, 0)},
+    "c2-s3-dil": {"batch": 2, "c_in": 2, "c_out": 7, "size": (7, 8, 5), "kernel": (3, 2, 4), "stride": (3, 1, 2),
+                  "padding": (2, 1, 0, 1, 3, 2), "dilation": (1, 3, 1)},
+    "c5-k6x4x3": {"batch": 1, "c_in": 5, "c_out": 9, "size": (8, 7, 7), "kernel": (6, 4, 3), "stride": (2, 3, 1),
+                  "padding": (2, 3, 1, 2, 1, 1)},
+    "c8-k2x3x7": {"batch": 3, "c_in": 8, "c_out": 4, "size": (3, 9, 10), "kernel": (2, 3, 7), "stride": (1, 2, 3),
+                  "padding": (1, 0, 1, 1, 3, 3), "dilation": (2, 1, 1)},
+}
+
+
+@pytest.mark.parametrize("u, pair", [((2, 3), -1), ((3, 2), 0), ((1, 4), 1), ((4, 1), -1)],
+                         ids=["2x3", "3x2-pair-d", "1x4-pair-h", "4x1"])
+@pytest.mark.parametrize("name", list(GEOMS))
+def test_toeplitz_dx_is_exact(name, u, pair):
+    """Groups that do not divide the phase rows (tails on both axes), K pairs along d and h."""
+    run_and_compare(**GEOMS[name], grads=("dx",), plan_edit=toeplitz(u, pair))
+
+
+@pytest.mark.parametrize("c_in, u, pair", [(64, (1, 2), 1), (64, (2, 1), 0), (33, (1, 3), -1), (21, (3, 2), 0)],
+                         ids=["c64-1x2-pair-h", "c64-2x1-pair-d", "c33-1x3", "c21-3x2-pair-d"])
+def test_toeplitz_wide_c_in_is_exact(c_in, u, pair):
+    """C_in > U_d: u-major partitions (one store DMA per u_d); M up to 128."""
+    run_and_compare(batch=2, c_in=c_in, c_out=48, size=(4, 7, 5), kernel=(3, 3, 3), stride=(1, 1, 2),
+                    padding=(1, 1, 1, 1, 1, 0), grads=("dx",), plan_edit=toeplitz(u, pair))
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+def test_toeplitz_other_dtypes(dtype):
+    run_and_compare(**GEOMS["stem-like"], dtype=dtype, grads=("dx", "db"), plan_edit=toeplitz((2, 3), 0))
+
+
+@pytest.mark.parametrize("grads", [("dx",), ("dx", "dw"), ("dx", "db"), ("dx", "dw", "db")],
+                         ids=lambda g: "+".join(g))
+@pytest.mark.parametrize("strategy", [Strategy.PER_GRADIENT, Strategy.SHARED_DY], ids=["per-gradient", "shared"])
+def test_toeplitz_with_every_gradient_subset(grads, strategy):
+    if strategy is Strategy.SHARED_DY and "dw" not in grads:
+        strategy = Strategy.PER_GRADIENT   # shared-dy exists only with dx and dw
+    run_and_compare(**GEOMS["c2-s3-dil"], grads=grads, plan_edit=toeplitz((3, 2), 1, strategy=strategy))
+
+
+@pytest.mark.parametrize("edit", [
+    {"dx_band": (2, 9)},                     # several D bands (and one band per batch)
+    {"dx_band": (1, 4), "dy_bufs": 1},       # D and H bands; no band prefetch with one buffer
+    {"filters_first": True},                 # the grids built before dw runs
+], ids=["d-bands", "dh-bands-one-buffer", "filters-first"])
+def test_toeplitz_bands_and_buffers(edit):
+    run_and_compare(**GEOMS["stem-like"], plan_edit=toeplitz((2, 2), 0, **edit))
+
+
+@pytest.mark.parametrize("pair", [-1, 1])
+def test_toeplitz_lnc2(pair):
+    run_and_compare(**GEOMS["stem-like"], lnc=2, plan_edit=toeplitz((2, 3), pair, dx_band=(2, 10)))
+
+
+def test_toeplitz_two_c_out_tiles_no_pairing():
+    """C_out > 128: the matmuls of both C_out tiles accumulate in one bank (no K pairing: 2 C_out > 128)."""
+    geom = dict(GEOMS["c1-k1x5x2"], c_out=130)
+    run_and_compare(**geom, grads=("dx",), plan_edit=toeplitz((1, 3)))
+
+
+def test_offsets_cover_every_position_tap_pair_once():
+    """Over a sub-box's offsets (pairs expanded), every (u, t) pair of both axes is met exactly once."""
+    from kernels.geometry import Axis
+    ax = Axis(n=20, k=7, s=2, r=1, lo=3, hi=3)
+    for ph in (0, 1):
+        line = tap_line(ax, ph)
+        for u in (1, 3, 5):
+            for pair in (-1, 0, 1):
+                met = []
+                for dd, dh, paired in offsets((line, line), (u, u), pair):
+                    for step in ((0, 0), (1, 0) if pair == 0 else (0, 1)) if paired else ((0, 0),):
+                        d0, h0 = dd + step[0], dh + step[1]
+                        met += [(ud, td, uh, th) for ud in range(u) for td in line.shifts if ud - td == d0
+                                for uh in range(u) for th in line.shifts if uh - th == h0]
+                want = [(ud, td, uh, th) for ud in range(u) for td in line.shifts for uh in range(u)
+                        for th in line.shifts]
+                assert sorted(met) == sorted(want)
+
+
+def test_planner_offers_toeplitz_for_small_c_in_only():
+    shapes = geom_shapes(GEOMS["stem-like"])
+    kw = {"stride": GEOMS["stem-like"]["stride"], "padding": GEOMS["stem-like"]["padding"]}
+    plan = plan_conv3d_bwd(*shapes, **kw)
+    labels = [a.label for a in plan.feasible_candidates() if a.dx_method is DxMethod.TOEPLITZ]
+    assert labels and all(", U " in lab for lab in labels)
+    assert toeplitz_options(plan.geometry(), (5, 10))
+    wide = geom_shapes(dict(GEOMS["stem-like"], c_in=65))
+    p2 = plan_conv3d_bwd(*wide, **kw)
+    assert all(a.dx_method is not DxMethod.TOEPLITZ for a in p2.feasible_candidates())
+    assert "dx:toeplitz" in p2.explain() and "C_in 65 > 64" in p2.explain()
+    assert toeplitz_domain(p2.geometry())
+
+
+def test_toeplitz_budget_bounds_the_measured_peak():
+    """Every feasible dx:toeplitz candidate of the stem-like layer (and LNC2) within its planned SBUF/PSUM."""
+    g = GEOMS["stem-like"]
+    shapes = geom_shapes(g)
+    for lnc in (1, 2):
+        plan = plan_conv3d_bwd(*shapes, stride=g["stride"], padding=g["padding"], lnc=lnc)
+        alts = [a for a in plan.feasible_candidates() if a.dx_method is DxMethod.TOEPLITZ]
+        assert alts
+        for alt in alts[:6]:
+            with forced_plan(alt):
+                res = nkisim.run(conv3d_bwd, *(nkisim.TensorSpec(sh, "bfloat16") for sh in shapes),
+                                 stride=g["stride"], padding=g["padding"], lnc=lnc, trace_only=True)
+            assert res.peak_sbuf_bytes_per_partition <= alt.sbuf_bytes, alt.label
+            assert res.peak_psum_banks <= alt.psum_banks, alt.label
