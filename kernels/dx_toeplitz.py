@@ -312,6 +312,25 @@ def first_copy_ns(g: ConvGeom, hw: TargetFigures, u: tuple[int, int], pair_axis:
     return hw.dma_fixed_ns + g.c_out * n * g.dtype_bytes / (hw.dma_bytes_per_ns * rate)
 
 
+def store_tail_ns(g: ConvGeom, hw: TargetFigures, u: tuple[int, int], band: tuple[int, int], bd: AxisBand,
+                  bh: AxisBand) -> float:
+    """The stores of a band's last phase pair after its last eviction, beyond one DMA latency: they
+    write interleaved rows of dx, so nkisim orders them (write after write) one after the other."""
+    pairs = toeplitz_work(g, (bd, bh, axis_bands(g.axes[2], g.axes[2].n)[0]), u)
+    if not pairs:
+        return 0.0
+    pg = plane_groups(g, band, u)
+    total, count = 0.0, 0
+    for sub in pairs[-1].subs:
+        n = store_dmas(g, sub)
+        nbytes = sub.m(g.c_in) // n * sub.groups[0] * sub.groups[1] * g.axes[2].n * g.dtype_bytes
+        run = store_run(g, u, pg, sub) * g.dtype_bytes
+        rate = min(16, ceil_div(sub.m(g.c_in) // n * 16, PMAX)) / 16
+        total += n * (hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * run / (run + 256.0) * rate))
+        count += n
+    return max(0.0, total - hw.dma_fixed_ns)
+
+
 def estimate_grids(c: CostSheet, g: ConvGeom, u: tuple[int, int], pair_axis: int = -1) -> None:
     """Building the tap grids from W^T (mirrors nki_dx_toeplitz.load_toeplitz_filters after the
     transposed filters are loaded): a memset per C_out tile, one GpSimd copy per (phase pair, kw)."""
