@@ -272,9 +272,8 @@ def toeplitz_options(g: ConvGeom, band: tuple[int, int]) -> tuple[tuple[int, int
         for uh in range(1, min(mmax // ud, n[1]) + 1):
             if ud * uh < 2:
                 continue
-            # matmuls per (group pair), each of N = groups-of-the-sub-box x W columns: the PE
-            # cycles are ~ (sum_d groups * windows) x (sum_h groups * windows) x W ... with N floored
-            # at 64 cycles when the sub-boxes get small
+            # PE cycles ~ (sum over d groups of their windows) x (same for h) x the w positions;
+            # a matmul costs at least 64 cycles, which small groups-x-W moving sizes do not reach
             groups = ceil_div(n[0], ud) * ceil_div(n[1], uh) * g.axes[2].n // g.axes[2].s
             floor = 64 / max(1, min(512, groups))
             cyc = _axis_cost(g.axes[0], n[0], ud) * _axis_cost(g.axes[1], n[1], uh) * max(1.0, floor)
