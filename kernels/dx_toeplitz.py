@@ -272,9 +272,8 @@ def toeplitz_options(g: ConvGeom, band: tuple[int, int]) -> tuple[tuple[int, int
         for uh in range(1, min(mmax // ud, n[1]) + 1):
             if ud * uh < 2:
                 continue
-            # matmuls per (group pair), each of N = groups-of-the-sub-box x W columns: the PE
-            # cycles are ~ (sum_d groups * windows) x (sum_h groups * windows) x W ... with N floored
-            # at 64 cycles when the sub-boxes get small
+            # PE cycles ~ (sum over d groups of their windows) x (same for h) x the w positions;
+            # a matmul costs at least 64 cycles, which small groups-x-W moving sizes do not reach
             groups = ceil_div(n[0], ud) * ceil_div(n[1], uh) * g.axes[2].n // g.axes[2].s
             floor = 64 / max(1, min(512, groups))
             cyc = _axis_cost(g.axes[0], n[0], ud) * _axis_cost(g.axes[1], n[1], uh) * max(1.0, floor)
@@ -310,6 +309,25 @@ def first_copy_ns(g: ConvGeom, hw: TargetFigures, u: tuple[int, int], pair_axis:
     n = shifted_elems(pool_ext, ext, pair_shifts(g, u, pool_ext, pair_axis)[0])
     rate = min(16, ceil_div(g.c_out * 16, PMAX)) / 16
     return hw.dma_fixed_ns + g.c_out * n * g.dtype_bytes / (hw.dma_bytes_per_ns * rate)
+
+
+def store_tail_ns(g: ConvGeom, hw: TargetFigures, u: tuple[int, int], band: tuple[int, int], bd: AxisBand,
+                  bh: AxisBand) -> float:
+    """The stores of a band's last phase pair after its last eviction, beyond one DMA latency: they
+    write interleaved rows of dx, so nkisim orders them (write after write) one after the other."""
+    pairs = toeplitz_work(g, (bd, bh, axis_bands(g.axes[2], g.axes[2].n)[0]), u)
+    if not pairs:
+        return 0.0
+    pg = plane_groups(g, band, u)
+    total, count = 0.0, 0
+    for sub in pairs[-1].subs:
+        n = store_dmas(g, sub)
+        nbytes = sub.m(g.c_in) // n * sub.groups[0] * sub.groups[1] * g.axes[2].n * g.dtype_bytes
+        run = store_run(g, u, pg, sub) * g.dtype_bytes
+        rate = min(16, ceil_div(sub.m(g.c_in) // n * 16, PMAX)) / 16
+        total += n * (hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * run / (run + 256.0) * rate))
+        count += n
+    return max(0.0, total - hw.dma_fixed_ns)
 
 
 def estimate_grids(c: CostSheet, g: ConvGeom, u: tuple[int, int], pair_axis: int = -1) -> None:
