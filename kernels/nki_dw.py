@@ -386,12 +386,7 @@ class DwState:
             off = (u0 - b * dw_xs_per_bank(self.ctx.g)) * co
             dst = self.xacc[:taps * ci_sz, a * co:(a + k) * co]
             ps = banks[b][:taps * ci_sz, off:off + k * co]
-            if self.direct:
-                self.ctx.evict.copy(dst, ps)
-            elif self.started:
-                nisa.tensor_tensor(dst=dst, data1=dst, data2=ps, op=nl.add, engine=nisa.engine.vector)
-            else:
-                nisa.tensor_copy(dst=dst, src=ps, engine=nisa.engine.vector)
+            self._accumulate(dst, ps)
 
     def _finish_xs(self, pid, lnc):
         """x-stationary: (LNC2: exchange the fp32 partials, add this program's chunks,) cast each C_in
@@ -456,6 +451,11 @@ class DwState:
         co_sz = self.co_tiles[c][1]
         a0 = t0 - self.span[0]
         dst = self.acc[c][:co_sz, a0:a0 + kn, ci0 - self.ci_lo:ci0 - self.ci_lo + ci_sz]
+        self._accumulate(dst, ps)
+
+    def _accumulate(self, dst, ps):
+        """Fold a PSUM result into its accumulator: straight to the output dtype when direct, else
+        copied the first time and added after."""
         if self.direct:
             self.ctx.evict.copy(dst, ps)
         elif self.started:
