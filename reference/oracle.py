@@ -11,18 +11,15 @@ dy = 0 and add exact zeros.
 The rows are processed in cache-sized chunks, all taps per chunk: a dx chunk gathers every tap's
 contribution while it sits in L2, and a dy chunk serves all taps of dw, instead of every tap streaming
 whole arrays through memory (same FLOPs; one core's time on the issue-2 bench shapes went from 266 to
-184 ms at C=64 and from 169 to 158 ms at C=128). The chunks are dealt to one Python thread per BLAS
-thread, each running single-threaded BLAS (see ``_SingleThreadedBlas``).
+184 ms at C=64 and from 169 to 158 ms at C=128). BLAS keeps its own threads: dealing the chunks to one
+Python thread per core with single-threaded BLAS was tried and measured slower on a quiet machine
+(196 against 121 ms at C=64, 157 against 84 ms at C=128).
 """
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import itertools
-import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -211,76 +208,6 @@ def _chunks(n_rows: int, channels: int) -> list[tuple[int, int]]:
     return [(start, min(start + step, n_rows)) for start in range(0, n_rows, step)]
 
 
-class _SingleThreadedBlas:
-    """While active, scipy's OpenBLAS runs one thread per call, so the oracle can run one call per core.
-
-    Why: the chunk GEMMs are small, and OpenBLAS's own threads meet at a barrier in every call; on a
-    shared machine one descheduled thread stalls both (measured 3-30x slower at load average 13), while
-    independent chunks in Python threads (dgemm releases the GIL) keep both cores busy. OpenBLAS's
-    thread count is process-wide (``openblas_set_num_threads_local`` is global too in pthreads builds),
-    so active oracle calls are counted and the first one's setting is restored by the last one.
-    Where scipy's BLAS is not OpenBLAS, ``workers`` is 1 and BLAS keeps its own threading.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._active = 0
-        self._saved = 1
-        self._get = self._set = None
-        try:
-            from scipy.linalg import _fblas  # the library scipy's dgemm comes from
-
-            blas = ctypes.CDLL(_fblas.__file__)  # symbol lookup covers the BLAS it links to
-            for prefix in ("scipy_openblas", "openblas"):
-                if hasattr(blas, f"{prefix}_get_num_threads") and hasattr(blas, f"{prefix}_set_num_threads"):
-                    self._get = getattr(blas, f"{prefix}_get_num_threads")
-                    self._set = getattr(blas, f"{prefix}_set_num_threads")
-                    self._get.restype = ctypes.c_int
-                    self._set.argtypes = [ctypes.c_int]
-                    break
-        except (ImportError, OSError):
-            pass
-
-    @property
-    def workers(self) -> int:
-        """Python threads to use: the BLAS's own thread count (OPENBLAS_NUM_THREADS=1 means 1)."""
-        if self._get is None:
-            return 1
-        with self._lock:
-            return max(1, self._saved if self._active else int(self._get()))
-
-    def __enter__(self) -> None:
-        if self._set is not None:
-            with self._lock:
-                if self._active == 0:
-                    self._saved = int(self._get())
-                    self._set(1)
-                self._active += 1
-
-    def __exit__(self, *exc) -> None:
-        if self._set is not None:
-            with self._lock:
-                self._active -= 1
-                if self._active == 0:
-                    self._set(self._saved)
-
-
-_BLAS = _SingleThreadedBlas()
-
-
-def _in_parallel(work, chunks: list[tuple[int, int]]) -> list:
-    """``work(chunks[t::workers])`` for each worker t, in threads; the results in worker order.
-
-    Chunks are dealt round-robin, so both workers see the same mix of light and heavy chunks, and the
-    split (hence every rounding) does not depend on timing.
-    """
-    workers = min(_BLAS.workers, len(chunks))
-    if workers <= 1:
-        return [work(chunks)]
-    with _BLAS, ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(work, [chunks[t::workers] for t in range(workers)]))
-
-
 def _dx_planes(grid: _Grid, dy_rows: np.ndarray, w: np.ndarray) -> np.ndarray:
     """dx on the phase planes: dx row r gathers dy row r - offset through every tap, chunk by chunk."""
     g = grid.geometry
@@ -289,16 +216,13 @@ def _dx_planes(grid: _Grid, dy_rows: np.ndarray, w: np.ndarray) -> np.ndarray:
     taps = list(grid.taps())
     plane_rows = g.batch * int(np.prod(grid.plane_shape))
 
-    def work(chunks):  # chunks own disjoint dx rows, so workers never write the same memory
-        for start, stop in chunks:
-            for tap, phase, offset in taps:
-                # Tap k writes rows [offset, offset + n); only its overlap with this chunk is computed.
-                lo, hi = max(start, offset), min(stop, offset + n)
-                if lo < hi:
-                    _gemm(_rows(dx_planes[phase])[lo:hi], dy_rows[lo - offset:hi - offset], w[tap].T,
-                          accumulate=True)
-
-    _in_parallel(work, _chunks(plane_rows, max(g.c_in, g.c_out)))
+    for start, stop in _chunks(plane_rows, max(g.c_in, g.c_out)):
+        for tap, phase, offset in taps:
+            # Tap k writes rows [offset, offset + n); only its overlap with this chunk is computed.
+            lo, hi = max(start, offset), min(stop, offset + n)
+            if lo < hi:
+                _gemm(_rows(dx_planes[phase])[lo:hi], dy_rows[lo - offset:hi - offset], w[tap].T,
+                      accumulate=True)
     return dx_planes
 
 
@@ -307,16 +231,12 @@ def _dw(grid: _Grid, dy_rows: np.ndarray, x_planes: np.ndarray) -> np.ndarray:
     g = grid.geometry
     taps = list(grid.taps())
 
-    def work(chunks):  # one partial dw per worker, summed at the end
-        dw = np.zeros(g.dw_shape)
-        for start, stop in chunks:
-            dy_chunk = dy_rows[start:stop]
-            for tap, phase, offset in taps:
-                _gemm(dw[tap], _rows(x_planes[phase])[offset + start:offset + stop].T, dy_chunk, accumulate=True)
-        return dw
-
-    partials = _in_parallel(work, _chunks(grid.n_rows, max(g.c_in, g.c_out)))
-    return functools.reduce(np.add, partials)
+    dw = np.zeros(g.dw_shape)
+    for start, stop in _chunks(grid.n_rows, max(g.c_in, g.c_out)):
+        dy_chunk = dy_rows[start:stop]
+        for tap, phase, offset in taps:
+            _gemm(dw[tap], _rows(x_planes[phase])[offset + start:offset + stop].T, dy_chunk, accumulate=True)
+    return dw
 
 
 def _weights(filters: np.ndarray, absolute: bool) -> np.ndarray:

@@ -1,12 +1,10 @@
-"""The oracle's chunked, multi-threaded path: many chunks and two workers give the same gradients.
+"""The oracle's chunked path: cut into many row chunks, it gives the same gradients.
 
 The other oracle tests use shapes that fit in one chunk; here the chunk size is shrunk so that small
-geometries are cut into many chunks, dealt to two worker threads.
+geometries are cut into many chunks.
 """
 
 from __future__ import annotations
-
-import threading
 
 import numpy as np
 import pytest
@@ -28,13 +26,8 @@ def tiny_chunks(monkeypatch):
     monkeypatch.setattr(oracle, "_CHUNK_BYTES", 1)
 
 
-def force_workers(monkeypatch, workers: int) -> None:
-    monkeypatch.setattr(type(oracle._BLAS), "workers", property(lambda self: workers))
-
-
 @pytest.mark.parametrize("geo", CHUNKED, ids=str)
-def test_many_chunks_on_two_workers_match_per_tap_slicing(geo: Geo, tiny_chunks, monkeypatch):
-    force_workers(monkeypatch, 2)
+def test_many_chunks_match_per_tap_slicing(geo: Geo, tiny_chunks):
     dy, x, w = geo.arrays(seed=21)
     g = oracle._Grid(ConvGeometry.from_shapes(dy.shape, x.shape, w.shape, **geo.conv))
     assert len(oracle._chunks(g.n_rows, max(geo.c_in, geo.c_out))) >= 4, "geometry too small to chunk"
@@ -42,40 +35,3 @@ def test_many_chunks_on_two_workers_match_per_tap_slicing(geo: Geo, tiny_chunks,
                                tap_slices_bwd(dy, x, w, **geo.conv)):
         scale = max(1.0, float(np.abs(want).max()))
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12 * scale, err_msg=name)
-
-
-@pytest.mark.parametrize("geo", CHUNKED[:2], ids=str)
-def test_worker_count_changes_only_rounding(geo: Geo, tiny_chunks, monkeypatch):
-    dy, x, w = geo.arrays(seed=22)
-    results = {}
-    for workers in (1, 2, 3):
-        force_workers(monkeypatch, workers)
-        results[workers] = conv3d_bwd_ref(dy, x, w, **geo.conv)
-    for workers in (2, 3):
-        for name, got, want in zip(("dx", "dw", "db"), results[workers], results[1]):
-            scale = max(1.0, float(np.abs(want).max()))
-            np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * scale, err_msg=f"{name}, {workers} workers")
-
-
-def test_blas_thread_count_is_restored_after_concurrent_calls(tiny_chunks, monkeypatch):
-    if oracle._BLAS._get is None:
-        pytest.skip("scipy's BLAS is not OpenBLAS: the oracle leaves its threading alone")
-    force_workers(monkeypatch, 2)
-    before = int(oracle._BLAS._get())
-    geo = CHUNKED[0]
-    dy, x, w = geo.arrays(seed=23)
-    want = conv3d_bwd_ref(dy, x, w, **geo.conv)
-    got = [None] * 4
-
-    def call(i):
-        got[i] = conv3d_bwd_ref(dy, x, w, **geo.conv)
-
-    threads = [threading.Thread(target=call, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert int(oracle._BLAS._get()) == before
-    for result in got:
-        for a, b in zip(result, want):
-            np.testing.assert_array_equal(a, b)  # same chunks, same workers: same rounding
