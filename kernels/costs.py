@@ -10,7 +10,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
-OVERLAP_LOSS = 0.22
+OVERLAP_LOSS = 0.22   # (legacy whole-kernel factor, kept for reference in CostSheet.total_ns)
+# compose_ns's stall share (section_ns), fitted on every feasible candidate of the 8 bench shapes at LNC1
+# and LNC2 (benchmarks/estimate_rank.py; kernels/README.md "Planner rules"): flat between 0.1 and 0.2
+SECTION_LOSS = 0.125
+SECTION_POWER = 0.5
 
 
 @dataclass(frozen=True)
@@ -46,6 +50,39 @@ class CostSheet:
     hw: TargetFigures
     busy: dict[str, float] = field(default_factory=lambda: {e: 0.0 for e in ENGINES})
     counts: dict[str, int] = field(default_factory=dict)
+    # busy time per section of the kernel (see ``section``); "main" until the first call
+    sections: dict[str, dict[str, float]] = field(default_factory=dict)
+    _open: str = "main"
+    waits: dict[str, float] = field(default_factory=dict)
+    _mark: dict[str, float] = field(default_factory=lambda: {e: 0.0 for e in ENGINES})
+
+    def section(self, name: str) -> None:
+        """Charge what follows to section ``name`` (the busy time since the previous call goes to the
+        section open until now). A section may be opened several times (tap passes): it accumulates."""
+        self._close()
+        self._open = name
+
+    def _close(self) -> None:
+        delta = {e: self.busy[e] - self._mark[e] for e in ENGINES}
+        if any(delta.values()) or self._open in self.sections:
+            acc = self.sections.setdefault(self._open, dict.fromkeys(ENGINES, 0.0))
+            for e in ENGINES:
+                acc[e] += delta[e]
+        self._mark = dict(self.busy)
+
+    def section_busy(self) -> dict[str, dict[str, float]]:
+        """Busy ns per engine of every section charged so far (they sum to ``busy``), plus the
+        ``exposed`` DMA waits as the DMA time of their sections."""
+        self._close()
+        out = {k: dict(v) for k, v in self.sections.items()}
+        for k, ns in self.waits.items():
+            out.setdefault(k, dict.fromkeys(ENGINES, 0.0))["dma"] += ns
+        return out
+
+    def exposed(self, name: str, ns: float) -> None:
+        """A DMA wait of ``ns`` (a lone transfer's time, not bandwidth) as section ``name`` (a trail:
+        ``compose_ns`` hides it in a later section's idle DMA time or exposes it at the end). Not busy."""
+        self.waits[name] = self.waits.get(name, 0.0) + max(0.0, ns)
 
     def _count(self, op: str, n: float) -> None:
         self.counts[op] = self.counts.get(op, 0) + int(n)
@@ -114,3 +151,63 @@ class CostSheet:
         for k in set(self.counts) | set(other.counts):
             out.counts[k] = self.counts.get(k, 0) + other.counts.get(k, 0)
         return out
+
+
+
+# Section kinds for ``compose_ns``: a *lead* is DMA work the next section needs first (dx's filters), a
+# *trail* finishes the previous section (dw's casts and stores, dx's last store); every other section is
+# a *body*.
+LEAD_SECTIONS = frozenset({"dx_filters"})
+TRAIL_SECTIONS = frozenset({"dw_finish", "dx_tail"})
+COMPUTE = ("tensor", "vector", "scalar", "gpsimd")
+
+
+def section_ns(busy: dict[str, float], loss: float = SECTION_LOSS, power: float = SECTION_POWER) -> float:
+    """One pipelined section run alone: its busiest engine, plus a stall share of every other engine that
+    grows with how close that engine comes to the busiest (``loss * b * (b / top) ** power``): an engine
+    that is nearly as busy as the bottleneck often holds it up (shared dependencies, PSUM banks, DMA
+    queues), one that is mostly idle rarely does."""
+    top = max(busy.values())
+    if top <= 0.0:
+        return 0.0
+    return top + loss * sum(b * (b / top) ** power for e, b in busy.items() if e != max(busy, key=busy.get))
+
+
+def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns: float,
+               hw: TargetFigures) -> float:
+    """Modelled time of a kernel from the busy time of its sections, taken in issue order (max-plus):
+
+    - a *body* section occupies the engines for ``section_ns`` of its busy time; bodies run one after the
+      other (every engine is an in-order queue and a section's engines move together: evictions follow
+      the matmuls they drain); what its DMA leaves idle is *credit* a later lead may use;
+    - a *lead* section (DMA the next body needs before it starts: filter loads) spends the credit of the
+      bodies before it (the DMA queues load it while they compute); the rest is exposed. Its compute
+      (PE transposes of fp32/trn1 filters, their evictions) runs in order on its engines;
+    - a *trail* section (casts and stores that end a body) runs its compute in order and its DMA in the
+      next body's idle DMA time; the part that finds none (the end of the kernel) is exposed;
+    - plus ``fill_ns``: latencies no busy time covers (first loads, LNC2 rendezvous).
+    A section missing from ``order`` is a body appended at the end.
+    """
+    names = [n for n in order if n in sections] + [n for n in sections if n not in order]
+    total = fill_ns
+    credit = 0.0        # idle DMA time of the bodies so far, usable by a lead
+    trailing = 0.0      # trail DMA still to place into the next body's idle DMA time
+    for name in names:
+        busy = sections[name]
+        compute = {e: busy[e] for e in COMPUTE}
+        if name in LEAD_SECTIONS:
+            total += section_ns(compute) + max(0.0, busy["dma"] - credit)
+            credit = max(0.0, credit - busy["dma"])
+        elif name in TRAIL_SECTIONS:
+            total += section_ns(compute)
+            trailing += busy["dma"]
+        else:
+            t = section_ns(busy)
+            if t <= 0.0:
+                continue
+            idle = max(0.0, t - busy["dma"])
+            hidden = min(idle, trailing)
+            total += t + (trailing - hidden)
+            trailing = 0.0
+            credit += idle - hidden
+    return total + trailing

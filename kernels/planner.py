@@ -16,7 +16,7 @@ from enum import Enum
 from functools import lru_cache
 
 from . import dx_toeplitz as toeplitz
-from .costs import TARGET_FIGURES, CostSheet, TargetFigures
+from .costs import TARGET_FIGURES, CostSheet, TargetFigures, compose_ns
 from .dx_pairs import (
     BANK_FP32,
     DXT_BUFS,
@@ -52,7 +52,14 @@ from .schedule import (
     region_fits,
     tile_sizes,
 )
-from .xt_rows import XT_DMA_BUFS, xt_dma_cost, xt_dma_setup_cost
+from .xt_rows import (
+    DMA_TRANSPOSE_EFFICIENCY,
+    XT_DMA_BUFS,
+    xt_columns,
+    xt_dma_cost,
+    xt_dma_setup_cost,
+    xt_fill,
+)
 
 PSUM_BANK_BYTES = 2048
 PSUM_BANKS = 8
@@ -642,6 +649,23 @@ def dw_items(g: ConvGeom, p: Plan) -> list[tuple[int, tuple[int, int], tuple[int
 
 def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str, float]]:
     """Modelled time of program 0 (the larger share under LNC2) and its per-engine busy time."""
+    c, fill = _estimate_sheet(g, p, hw)
+    total = compose_ns(c.section_busy(), section_order(p), fill, hw)
+    return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
+
+
+def section_order(p: Plan) -> list[str]:
+    """The kernel's sections in issue order (conv3d_bwd.py); shared_dy runs dx and dw's boxes as one."""
+    if p.strategy is Strategy.SHARED_DY:
+        return ["dx_filters", "dx+dw", "dx_tail", "dw_finish", "db"]
+    if p.filters_first and p.compute_dw:   # issued before dw: ahead of dw's first loads in the DMA queues
+        return ["dx_filters", "dw", "dw_finish", "dx", "dx_tail", "db"]
+    return ["dw", "dw_finish", "dx_filters", "dx", "dx_tail", "db"]
+
+
+def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[CostSheet, float]:
+    """Program 0's busy time per engine and kernel section (``CostSheet.section``), and the fill (ns):
+    the latencies no busy time covers (first loads, exposed waits, LNC2 rendezvous)."""
     c = CostSheet(hw)
     ds = g.dtype_bytes
     fp32 = g.dtype == "fp32"
@@ -651,20 +675,12 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
     W, Wo = g.axes[2].n, g.axes[2].o
     fill = 2 * hw.dma_fixed_ns
     if p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dw_method is not DwMethod.DMA_GEMM:
-        # dw runs first: the wait for its first x band beyond the first dy box (fill's DMA latency)
-        # and that box's dy^T transposes
-        fill += _dw_first_x_wait_ns(g, p, hw)
-    if p.compute_dx and (p.strategy is Strategy.SHARED_DY or not p.compute_dw or not p.filters_first):
-        # dx runs first: its filter loads (one C_in group) and their PE transposes are exposed
-        ci_first = p.dx_ci_tile if p.dx_ci_outer else g.c_in
-        run = g.c_out * ds
-        if filters_by_dma(g, p):
-            fill += g.taps * ci_first * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9)
-        else:
-            fill += g.taps * ci_first * g.c_out * ds / (hw.dma_bytes_per_ns * run / (run + 256.0))
-            fill += g.taps * n_tiles(g.c_out, PMAX) * n_tiles(ci_first, PMAX) * max(64, min(PMAX, g.c_in)) \
-                * (4 if fp32 else 1) / hw.tensor_ghz
+        # dw runs first: the PE waits for its first dy box and x (band or x^T tile)
+        fill += _dw_head_ns(g, p, hw)
+    # (dx's first filter group is the "dx_filters" lead section: compose_ns charges what the sections
+    # before it do not hide; with dx first -- shared_dy, dx only -- all of it)
     if p.compute_dx:
+        c.section("dx_filters")
         ci_tiles = tile_sizes(g.c_in, p.dx_ci_tile)
         items = _split(dx_items(g, p), p.lnc, 0)
         grp = _filter_group(g, p)
@@ -678,13 +694,16 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
             c.transpose(PMAX, PMAX, fp32, g.taps)
             c.evict(grp * PMAX, two, ceil_div(g.taps, grp))
             ci_tiles = []
-        for ci in ci_tiles:   # filters: per tap a DMA, per (co tile, tap group) transposes + evict
+        for i, ci in enumerate(ci_tiles):   # filters: per tap a DMA, per (co tile, tap group) transposes + evict
+            # C_in-outer: later groups load while the group before them computes (part of dx)
+            c.section("dx_filters" if i == 0 or not p.dx_ci_outer else "dx")
             if filters_by_dma(g, p):   # dma_transpose from HBM at 90 % of the bandwidth
                 c.busy["dma"] += g.taps * ci * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9)
                 continue
             c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(g.taps, grp))
             c.transpose(ci, co_t, fp32, g.taps * n_co)
             c.evict(grp * ci, two, n_co * ceil_div(g.taps, grp))
+        c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dx")
         reloads = len(ci_tiles) if p.dx_ci_outer else 1
         loads = CostSheet(hw)   # one pass of dy band loads, charged once per reload
         if reloads:
@@ -706,6 +725,8 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                     loads.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
                     loads.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
             shared = _shared_region_fills(g, p, items, fills)
+            if fills and fills[0] is not None and (p.strategy is Strategy.SHARED_DY or not p.compute_dw):
+                fill += _dx_head_ns(g, hw, *fills[0])   # dx runs first: its first dy band
             for i, f in enumerate(fills):
                 if f is not None:
                     # a shared pack fill: its first region pays the memsets and placement
@@ -734,6 +755,10 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                 rows = (bd.i1 - bd.i0) * (bh.i1 - bh.i0)
                 c.dma(g.c_in * rows * W * ds, (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W)
                       * ds, len(pack) - 1)
+        if items and p.dx_method is not DxMethod.TOEPLITZ:   # (toeplitz: its store_tail_ns, in the fill)
+            c.exposed("dx_tail", _dx_store_tail_ns(g, hw, items[-1][1], items[-1][2]))
+    if p.compute_dw:
+        c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dw")
     if p.compute_dw and p.dw_method is DwMethod.DMA_GEMM:
         npos = g.axes[0].o * g.axes[1].o * Wo
         by_pos = p.lnc == 2 and p.dw_split == "positions"
@@ -773,6 +798,7 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
             width = min(p.dw_ci_range, g.c_in - r0)
             ci_tiles = tile_sizes(width, p.dw_ci_tile)
             for pi, span in enumerate(dw_tap_passes(g, p, 0)):
+                c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dw")
                 if p.dw_xt_dma:
                     xt_dma_setup_cost(c, g, p.dw_ci_tile, dw_xs_bundle(g, p) if p.dw_x_stationary else 1)
                 for _b, (d0, d1), (h0, h1) in items:
@@ -795,6 +821,7 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                                 else sum(cnt for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)))
                         c.matmul(co_t, 1, fp32, cols * n_co)
                         c.compute("vector", 1, 2, 1.0, n_co, op="tensor_tensor")
+                c.section("dw_finish")
                 if p.dw_x_stationary:
                     fill += _estimate_xs_finish(c, g, p, hw, width, span)
                     continue
@@ -818,6 +845,7 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
                     c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(taps_here, grp))
 
     if p.compute_db:
+        c.section("db")
         if p.db_method is DbMethod.STANDALONE:
             npos = g.axes[0].o * g.axes[1].o * Wo
             chunk = _db_chunk(g)
@@ -827,8 +855,7 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
             c.compute("vector", min(chunk, npos), 1, 1.0, bs * per_b * n_co, op="tensor_reduce")
             c.compute("vector", 1, 1, 1.0, bs * per_b * n_co, op="tensor_tensor")
         c.dma(co_t * 4, 4, n_co)
-    total = c.total_ns(fill)
-    return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
+    return c, fill
 
 
 def _dw_exchange_ns(c: CostSheet, g: ConvGeom, hw: TargetFigures, co_t: int, n_co: int, half: int, width: int,
@@ -858,22 +885,86 @@ def _lone_dma_ns(hw: TargetFigures, nbytes: float, run_bytes: float, partitions:
     return hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * run / (run + 256.0)) / rate
 
 
-def _dw_first_x_wait_ns(g: ConvGeom, p: Plan, hw: TargetFigures) -> float:
-    """Per-gradient dw (it runs first): how long program 0's PE waits for the x band of its first box
-    and C_in tile after it has transposed that box's dy (the first dy load is in the estimate's fill).
-    Loads land after the DMA latency, at the share of the 16 DMA engines their partitions reach;
-    a staged band (H/W padding) is then placed by VectorE. Large when one box spans the whole x at
-    few partitions (down_s2: C_in 64, stride 2), small elsewhere: the busy-time sum misses it."""
+def _dx_store_tail_ns(g: ConvGeom, hw: TargetFigures, bd: AxisBand, bh: AxisBand) -> float:
+    """The last dx band's store after its last eviction, beyond the fill's DMA latency: one DMA per
+    C_in tile (<= 128 partitions) sharing the bandwidth, each at its partitions' share of the DMA
+    engines (down_s2: a 64-channel plane of 1 MB on half the engines, ~6 us after the PE is done)."""
+    W = g.axes[2].n
+    ds = g.dtype_bytes
+    rows = (bd.i1 - bd.i0) * (bh.i1 - bh.i0)
+    run = (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W) * ds
+    tiles = tile_sizes(g.c_in, PMAX)
+    eff = run / (run + 256.0)
+    total = g.c_in * rows * W * ds / (hw.dma_bytes_per_ns * eff)
+    slowest = max(_lone_dma_ns(hw, ci * rows * W * ds, run, ci) for ci in tiles) - hw.dma_fixed_ns
+    return max(total, slowest)
+
+
+def _dx_head_ns(g: ConvGeom, hw: TargetFigures, lo: list[int], hi: list[int], ext: list[int],
+                valid: list[tuple[int, int]]) -> float:
+    """dx runs first: how long its PE waits for the first dy band beyond the fill's DMA latency (every
+    C_out tile, since a block's matmuls accumulate over all of them; one lone DMA each at the share of
+    the 16 DMA engines its partitions reach), plus the staged placement of a padded band."""
+    n = [hi[a] - lo[a] for a in range(3)]
+    if min(n) <= 0:
+        return 0.0
+    ds = g.dtype_bytes
+    elems = n[0] * n[1] * n[2]
+    o = g.out_size
+    run = n[2] * (n[1] * (n[0] if n[1] == o[1] else 1) if n[2] == o[2] else 1)
+    staged = needs_stage(lo, hi, ext)
+    ns = 0.0
+    for co in tile_sizes(g.c_out, PMAX):
+        ns += _lone_dma_ns(hw, co * elems * ds, (elems if staged else run) * ds, co) - hw.dma_fixed_ns
+    if staged:   # the placement copy (VectorE, 4x mode for 2-byte SBUF->SBUF), per C_out tile
+        sp = CostSheet(hw).copy_speedup("vector", ds == 2, False, True)
+        ns += n_tiles(g.c_out, PMAX) * (max(64.0, elems / sp) + 60.0) / hw.vector_ghz
+    return ns
+
+
+def _dw_head_ns(g: ConvGeom, p: Plan, hw: TargetFigures) -> float:
+    """Per-gradient dw (it runs first): how long program 0's PE waits before its first dw matmul, beyond
+    the fill's DMA latency: the first box's dy (the whole box of C_out tile 0, on which the dy^T transposes
+    start) and then ``_dw_first_x_wait_ns``. Large when a box is big (temporal_k311's 16x16-row boxes)."""
+    first = _dw_first_box(g, p)
+    if first is None:
+        return 0.0
+    return max(0.0, _dw_first_dy_ns(g, hw, first) - hw.dma_fixed_ns) + _dw_first_x_wait_ns(g, p, hw)
+
+
+def _dw_first_box(g: ConvGeom, p: Plan) -> tuple[tuple[int, int], tuple[int, int]] | None:
     items = dw_items(g, p) if dw_own_taps(g, p, 0) is not None else _split(dw_items(g, p), p.lnc, 0)
     items = [it for it in items if it[1][1] > it[1][0] and it[2][1] > it[2][0]]
-    if not items:
+    return (items[0][1], items[0][2]) if items else None
+
+
+def _dw_first_dy_ns(g: ConvGeom, hw: TargetFigures, box: tuple[tuple[int, int], tuple[int, int]]) -> float:
+    """The first dw box's dy load (C_out tile 0), alone on the queues."""
+    (d0, d1), (h0, h1) = box
+    wo = g.axes[2].o
+    co_t = min(PMAX, g.c_out)
+    rows = (d1 - d0) * (h1 - h0)
+    run = (rows if h1 - h0 == g.axes[1].o else 1) * wo * g.dtype_bytes
+    return _lone_dma_ns(hw, co_t * rows * wo * g.dtype_bytes, run, co_t)
+
+
+def _dw_first_x_wait_ns(g: ConvGeom, p: Plan, hw: TargetFigures) -> float:
+    """Per-gradient dw: how long program 0's PE waits for the x of its first box and C_in tile after that
+    box's dy has landed and been transposed: an x band (staged: plus the VectorE placement) or, with
+    ``xT dma``, the transfers of its first x^T tile (x-stationary: bundle) -- no x band is loaded then.
+    A lone DMA gets ceil(P/8) of the 16 DMA engines. Large when one box spans the whole x at few
+    partitions (down_s2: C_in 64, stride 2), small elsewhere: the busy-time sum misses it."""
+    first = _dw_first_box(g, p)
+    if first is None:
         return 0.0
-    _b, (d0, d1), (h0, h1) = items[0]
+    (d0, d1), (h0, h1) = first
     ds = g.dtype_bytes
     wo = g.axes[2].o
     n_co = n_tiles(g.c_out, PMAX)
     co_t = min(PMAX, g.c_out)
+    dy_ns = _dw_first_dy_ns(g, hw, first)
     pe = CostSheet(hw)   # the dy^T transposes of the first box (row mode: its first <= 128-row chunk)
+    ci = min(p.dw_ci_tile, p.dw_ci_range, g.c_in)
     if p.dw_method is DwMethod.ROW_PACK:
         (_sd, _sh, _z), (cd, ch, _one) = box_blocks((0, 0, 0), (d1 - d0, h1 - h0, 1), PMAX)[0]
         pe.transpose(co_t, cd * ch, g.dtype == "fp32", wo * n_co)
@@ -881,22 +972,39 @@ def _dw_first_x_wait_ns(g: ConvGeom, p: Plan, hw: TargetFigures) -> float:
     else:
         for (nd, nh, nw), cnt in box_block_sizes((0, 0, 0), (d1 - d0, h1 - h0, wo), PMAX):
             pe.transpose(co_t, nd * nh * nw, g.dtype == "fp32", n_co * cnt)
-    rows = (d1 - d0) * (h1 - h0)
-    run = (rows if h1 - h0 == g.axes[1].o else 1) * wo * ds
-    dy_ns = _lone_dma_ns(hw, co_t * rows * wo * ds, run, co_t)
-    _x0, ext, lo, hi = dw_x_fill(g, (d0, d1), (h0, h1))
-    if any(h <= lo_ for lo_, h in zip(lo, hi)):
-        return 0.0
-    n = [hi[a] - lo[a] for a in range(3)]
-    elems = n[0] * n[1] * n[2]
-    ci = min(p.dw_ci_tile, p.dw_ci_range, g.c_in)
-    x_run = n[2] * (n[1] * (n[0] if n[1] == g.axes[1].n else 1) if n[2] == g.axes[2].n else 1)
-    staged = needs_stage(lo, hi, ext)
-    x_ns = _lone_dma_ns(hw, ci * elems * ds, (elems if staged else x_run) * ds, ci)
-    if staged:   # the placement copy (VectorE, 4x mode for 2-byte SBUF->SBUF)
-        sp = CostSheet(hw).copy_speedup("vector", ds == 2, False, True)
-        x_ns += (max(64.0, elems / sp) + 60.0) / hw.vector_ghz
+    if p.dw_xt_dma and p.dw_method is DwMethod.ROW_PACK:
+        x_ns = _first_xt_tile_ns(g, p, hw, ci, (d0, h0, d1 - d0, h1 - h0))
+    else:
+        _x0, ext, lo, hi = dw_x_fill(g, (d0, d1), (h0, h1))
+        if any(h <= lo_ for lo_, h in zip(lo, hi)):
+            return 0.0
+        n = [hi[a] - lo[a] for a in range(3)]
+        elems = n[0] * n[1] * n[2]
+        x_run = n[2] * (n[1] * (n[0] if n[1] == g.axes[1].n else 1) if n[2] == g.axes[2].n else 1)
+        staged = needs_stage(lo, hi, ext)
+        x_ns = _lone_dma_ns(hw, ci * elems * ds, (elems if staged else x_run) * ds, ci)
+        if staged:   # the placement copy (VectorE, 4x mode for 2-byte SBUF->SBUF)
+            sp = CostSheet(hw).copy_speedup("vector", ds == 2, False, True)
+            x_ns += (max(64.0, elems / sp) + 60.0) / hw.vector_ghz
     return max(0.0, x_ns - dy_ns - pe.busy["tensor"])
+
+
+def _first_xt_tile_ns(g: ConvGeom, p: Plan, hw: TargetFigures, ci: int, chunk: tuple[int, int, int, int]) -> float:
+    """``xT dma``: the first x^T tile of a row chunk (x-stationary: the first bundle of (kd, kh) pairs)
+    lands after the DMA latency and its slowest transfer (dma_transpose at 90 %, at its rows' share of
+    the DMA engines), all of its transfers sharing the bandwidth."""
+    kw_n = g.kernel[2]
+    pairs = dw_xs_bundles(g, p, (0, g.taps))[0][1] if p.dw_x_stationary else 1
+    _xw, lo, hi = xt_columns(g)
+    bw = hw.dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY
+    total = slowest = 0.0
+    for q in range(pairs):
+        kd, kh, _kw = g.tap_coords(q * kw_n)
+        for run in xt_fill(g, *chunk, kd, kh).transposes:
+            moved = run.rows * (hi - lo) * ci * g.dtype_bytes
+            total += moved
+            slowest = max(slowest, moved / (bw * min(16, ceil_div(run.rows * 16, PMAX)) / 16))
+    return hw.dma_fixed_ns + max(total / bw, slowest)
 
 
 @lru_cache(maxsize=8192)
