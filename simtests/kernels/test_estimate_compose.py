@@ -1,0 +1,118 @@
+"""The planner estimate's composition of kernel sections (kernels/costs.py compose_ns), hand-computed."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kernels import planner
+from kernels.costs import (
+    ENGINES,
+    SECTION_LOSS,
+    SECTION_POWER,
+    TARGET_FIGURES,
+    CostSheet,
+    compose_ns,
+    section_ns,
+)
+from kernels.planner import (
+    DwMethod,
+    Strategy,
+    _dw_first_x_wait_ns,
+    _estimate,
+    _estimate_sheet,
+    plan_conv3d_bwd,
+)
+
+TRN2 = TARGET_FIGURES["trn2"]
+
+
+def _busy(**kw: float) -> dict[str, float]:
+    return {e: float(kw.get(e, 0.0)) for e in ENGINES}
+
+
+def test_a_body_is_its_busiest_engine_plus_a_stall_share():
+    b = _busy(tensor=100.0, dma=25.0, vector=64.0)
+    want = 100.0 + SECTION_LOSS * (25.0 * 0.25 ** SECTION_POWER + 64.0 * 0.64 ** SECTION_POWER)
+    assert section_ns(b) == pytest.approx(want)
+    assert compose_ns({"dx": b}, ["dx"], 7.0, TRN2) == pytest.approx(want + 7.0)
+    assert section_ns(_busy()) == 0.0
+
+
+def test_bodies_run_one_after_the_other():
+    a, b = _busy(tensor=100.0), _busy(dma=80.0, vector=10.0)
+    assert compose_ns({"dw": a, "dx": b}, ["dw", "dx"], 0.0, TRN2) == pytest.approx(section_ns(a) + section_ns(b))
+
+
+def test_a_lead_uses_the_idle_dma_time_of_the_bodies_before_it():
+    body = _busy(tensor=100.0, dma=20.0)
+    lead = _busy(dma=50.0)
+    t_body = section_ns(body)
+    # after the body: 80+ ns of idle DMA hide the whole lead
+    assert compose_ns({"dw": body, "dx_filters": lead}, ["dw", "dx_filters"], 0.0, TRN2) == pytest.approx(t_body)
+    # first (filters first, or dx first): nothing hides it
+    assert compose_ns({"dw": body, "dx_filters": lead}, ["dx_filters", "dw"], 0.0, TRN2) == pytest.approx(t_body + 50.0)
+    # a longer lead than the credit: the rest is exposed
+    big = _busy(dma=150.0)
+    got = compose_ns({"dw": body, "dx_filters": big}, ["dw", "dx_filters"], 0.0, TRN2)
+    assert got == pytest.approx(t_body + 150.0 - (t_body - 20.0))
+
+
+def test_a_trail_hides_in_the_next_body_or_is_exposed_at_the_end():
+    body = _busy(tensor=100.0, dma=20.0)
+    trail = _busy(dma=30.0, vector=5.0)
+    t_trail = section_ns(_busy(vector=5.0))
+    hidden = compose_ns({"dw_finish": trail, "dx": body}, ["dw_finish", "dx"], 0.0, TRN2)
+    assert hidden == pytest.approx(t_trail + section_ns(body))
+    exposed = compose_ns({"dx": body, "dx_tail": trail}, ["dx", "dx_tail"], 0.0, TRN2)
+    assert exposed == pytest.approx(section_ns(body) + t_trail + 30.0)
+
+
+def test_sections_partition_the_busy_time_and_waits_are_not_busy():
+    c = CostSheet(TRN2)
+    c.matmul(128, 512, False, 10)
+    c.section("dx")
+    c.dma(1 << 20, 4096)
+    c.busy["dma"] += 100.0          # direct charges (dma_transpose) land in the open section too
+    c.section("dw")
+    c.evict(512, True, 4)
+    c.section("dx")                 # re-opened: accumulates
+    c.matmul(128, 128, False, 3)
+    c.exposed("dx_tail", 500.0)
+    secs = c.section_busy()
+    for e in ENGINES:
+        assert sum(s[e] for k, s in secs.items() if k != "dx_tail") == pytest.approx(c.busy[e])
+    assert secs["dx_tail"]["dma"] == 500.0 and secs["main"]["tensor"] == pytest.approx(10 * 512 / 2.4)
+    assert secs["dx"]["tensor"] == pytest.approx(3 * 128 / 2.4)
+
+
+def _planned(shape, **kw):
+    n, ci, co, size, k = shape
+    dy = (n, co, *size)
+    return plan_conv3d_bwd(dy, (n, ci, *size), (*k, ci, co), padding=(1,) * 6, **kw)
+
+
+def test_xt_dma_plans_wait_for_their_first_xt_tile_not_an_x_band(monkeypatch):
+    """``xT dma`` loads no x band: the first-x wait must not look at one (it used to)."""
+    p = _planned((1, 128, 128, (4, 32, 32), (3, 3, 3)))
+    rows = [a for a in p.feasible_candidates() if a.strategy is Strategy.PER_GRADIENT
+            and a.dw_method is DwMethod.ROW_PACK and a.dw_xt_dma]
+    assert rows
+    g = p.geometry()
+    before = [_dw_first_x_wait_ns(g, a, TRN2) for a in rows]
+
+    def no_band(*_a, **_k):
+        raise AssertionError("x band consulted for an xT dma plan")
+    monkeypatch.setattr(planner, "dw_x_fill", no_band)
+    assert [_dw_first_x_wait_ns(g, a, TRN2) for a in rows] == before
+
+
+def test_the_estimate_is_the_composition_of_its_sheet():
+    p = _planned((1, 64, 64, (8, 16, 16), (3, 3, 3)))
+    for a in p.feasible_candidates()[:12]:
+        g = a.geometry()
+        c, fill = _estimate_sheet(g, a, TRN2)
+        est, eng = _estimate(g, a, TRN2)
+        assert est == pytest.approx(compose_ns(c.section_busy(), planner.section_order(a), fill, TRN2) / 1000)
+        assert all(math.isclose(eng[e], c.busy[e] / 1000) for e in ENGINES)
+        assert est >= max(eng.values())   # never below the busiest engine
