@@ -155,10 +155,10 @@ class CostSheet:
 
 
 # Section kinds for ``compose_ns``: a *lead* is DMA work the next section needs first (dx's filters), a
-# *trail* finishes the previous section (dw's casts and stores, dx's last store); every other section is
-# a *body*.
+# *trail* finishes the previous section (dw's casts and stores, dx's last store, db's store after a fold);
+# every other section is a *body*.
 LEAD_SECTIONS = frozenset({"dx_filters"})
-TRAIL_SECTIONS = frozenset({"dw_finish", "dx_tail"})
+TRAIL_SECTIONS = frozenset({"dw_finish", "dx_tail", "db_store"})
 COMPUTE = ("tensor", "vector", "scalar", "gpsimd")
 
 
@@ -191,7 +191,8 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
     names = [n for n in order if n in sections] + [n for n in sections if n not in order]
     total = fill_ns
     credit = 0.0        # idle DMA time of the bodies so far, usable by a lead
-    trailing = 0.0      # trail DMA still to place into the next body's idle DMA time
+    trailing: list[float] = []      # trail DMA still to place into the next body's idle DMA time
+    trail_compute: list[float] = []  # the trails' compute (casts, dw^T transposes) before that body
     for name in names:
         busy = sections[name]
         compute = {e: busy[e] for e in COMPUTE}
@@ -199,15 +200,28 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
             total += section_ns(compute) + max(0.0, busy["dma"] - credit)
             credit = max(0.0, credit - busy["dma"])
         elif name in TRAIL_SECTIONS:
-            total += section_ns(compute)
-            trailing += busy["dma"]
+            trail_compute.append(section_ns(compute))
+            trailing.append(busy["dma"])
         else:
             t = section_ns(busy)
             if t <= 0.0:
                 continue
             idle = max(0.0, t - busy["dma"])
-            hidden = min(idle, trailing)
-            total += t + (trailing - hidden)
-            trailing = 0.0
+            hidden = min(idle, sum(trailing))
+            # the trails' compute runs in order before the body's; their DMA in its idle DMA time
+            total += sum(trail_compute) + t + _exposed(trailing, hidden)
+            trailing, trail_compute = [], []
             credit += idle - hidden
-    return total + trailing
+    # at the end, the last trails' DMA and compute run side by side (nothing follows on any engine)
+    return total + _exposed(trailing + trail_compute, 0.0)
+
+
+def _exposed(trails: list[float], hidden: float) -> float:
+    """What of the trails' DMA no idle time hides: trails in flight together (dx's last store, dw's
+    stores, an LNC2 exchange) share the 16 queues, so they overlap one another like the engines of a
+    section (``section_ns`` of the pieces, scaled to the part not hidden)."""
+    total = sum(trails)
+    if total <= hidden or total <= 0.0:
+        return 0.0
+    together = section_ns({str(i): t for i, t in enumerate(trails)})
+    return (total - hidden) * together / total

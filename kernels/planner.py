@@ -650,17 +650,21 @@ def dw_items(g: ConvGeom, p: Plan) -> list[tuple[int, tuple[int, int], tuple[int
 def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str, float]]:
     """Modelled time of program 0 (the larger share under LNC2) and its per-engine busy time."""
     c, fill = _estimate_sheet(g, p, hw)
-    total = compose_ns(c.section_busy(), section_order(p), fill, hw)
+    total = compose_ns(c.section_busy(), section_order(g, p), fill, hw)
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
 
 
-def section_order(p: Plan) -> list[str]:
+def section_order(g: ConvGeom, p: Plan) -> list[str]:
     """The kernel's sections in issue order (conv3d_bwd.py); shared_dy runs dx and dw's boxes as one."""
     if p.strategy is Strategy.SHARED_DY:
-        return ["dx_filters", "dx+dw", "dx_tail", "dw_finish", "db"]
+        return ["dx_filters", "dx+dw", "dx_tail", "dw_finish", "db", "db_store"]
     if p.filters_first and p.compute_dw:   # issued before dw: ahead of dw's first loads in the DMA queues
-        return ["dx_filters", "dw", "dw_finish", "dx", "dx_tail", "db"]
-    return ["dw", "dw_finish", "dx_filters", "dx", "dx_tail", "db"]
+        head, dx = ["dx_filters", "dw"], ["dx", "dx_tail"]
+    else:
+        head, dx = ["dw"], ["dx_filters", "dx", "dx_tail"]
+    if dw_defer_finish(g, p):   # LNC2: dw's adds, casts and stores after dx
+        return [*head, *dx, "dw_finish", "db", "db_store"]
+    return [*head, "dw_finish", *dx, "db", "db_store"]
 
 
 def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[CostSheet, float]:
@@ -823,7 +827,11 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[CostSheet,
                         c.compute("vector", 1, 2, 1.0, n_co, op="tensor_tensor")
                 c.section("dw_finish")
                 if p.dw_x_stationary:
-                    fill += _estimate_xs_finish(c, g, p, hw, width, span)
+                    xs_fill = _estimate_xs_finish(c, g, p, hw, width, span)
+                    if p.strategy is Strategy.SHARED_DY:   # at the end, beside dx's last store: a trail
+                        c.exposed("dw_finish", xs_fill)
+                    else:
+                        fill += xs_fill
                     continue
                 # finalize: (LNC2) exchange + add, cast, transposes, stores
                 n_span = span[1] - span[0]
@@ -832,8 +840,11 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[CostSheet,
                 grp = cast_group(g, width)
                 fused = dw_fused_exchange(g, p)   # the add of the other's partial is the cast
                 if p.lnc == 2 and own is None:
-                    fill += _dw_exchange_ns(c, g, hw, co_t, n_co, taps_here, width, grp, fused,
-                                            dw_defer_finish(g, p))
+                    ex = _dw_exchange_ns(c, g, hw, co_t, n_co, taps_here, width, grp, fused, dw_defer_finish(g, p))
+                    if p.strategy is Strategy.SHARED_DY:   # at the end, beside dx's last store: a trail
+                        c.exposed("dw_finish", ex)
+                    else:
+                        fill += ex
                 for t0 in range(0, taps_here, grp):
                     tn = min(grp, taps_here - t0)
                     for k in range(n_co if not dw_direct(g, p) else 0):
@@ -845,7 +856,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[CostSheet,
                     c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(taps_here, grp))
 
     if p.compute_db:
-        c.section("db")
+        c.section("db" if p.db_method is DbMethod.STANDALONE else "db_store")
         if p.db_method is DbMethod.STANDALONE:
             npos = g.axes[0].o * g.axes[1].o * Wo
             chunk = _db_chunk(g)

@@ -64,8 +64,17 @@ def test_a_trail_hides_in_the_next_body_or_is_exposed_at_the_end():
     t_trail = section_ns(_busy(vector=5.0))
     hidden = compose_ns({"dw_finish": trail, "dx": body}, ["dw_finish", "dx"], 0.0, TRN2)
     assert hidden == pytest.approx(t_trail + section_ns(body))
+    # at the end its DMA and its compute run side by side (like the engines of one section)
     exposed = compose_ns({"dx": body, "dx_tail": trail}, ["dx", "dx_tail"], 0.0, TRN2)
-    assert exposed == pytest.approx(section_ns(body) + t_trail + 30.0)
+    side_by_side = 30.0 + SECTION_LOSS * t_trail * (t_trail / 30.0) ** SECTION_POWER
+    assert exposed == pytest.approx(section_ns(body) + side_by_side)
+    # two trails at the end overlap one another; a body after them hides what fits in its idle DMA
+    two = compose_ns({"dx": body, "dx_tail": _busy(dma=40.0), "dw_finish": _busy(dma=10.0)},
+                     ["dx", "dx_tail", "dw_finish"], 0.0, TRN2)
+    assert two == pytest.approx(section_ns(body) + 40.0 + SECTION_LOSS * 10.0 * 0.25 ** SECTION_POWER)
+    db = _busy(vector=200.0, dma=30.0)
+    after = compose_ns({"dx": body, "dx_tail": _busy(dma=40.0), "db": db}, ["dx", "dx_tail", "db"], 0.0, TRN2)
+    assert after == pytest.approx(section_ns(body) + section_ns(db))
 
 
 def test_sections_partition_the_busy_time_and_waits_are_not_busy():
@@ -113,6 +122,6 @@ def test_the_estimate_is_the_composition_of_its_sheet():
         g = a.geometry()
         c, fill = _estimate_sheet(g, a, TRN2)
         est, eng = _estimate(g, a, TRN2)
-        assert est == pytest.approx(compose_ns(c.section_busy(), planner.section_order(a), fill, TRN2) / 1000)
+        assert est == pytest.approx(compose_ns(c.section_busy(), planner.section_order(g, a), fill, TRN2) / 1000)
         assert all(math.isclose(eng[e], c.busy[e] / 1000) for e in ENGINES)
         assert est >= max(eng.values())   # never below the busiest engine
