@@ -127,12 +127,8 @@ class CostSheet:
         self._count("dma_copy", count)
 
     def total_ns(self, fill_ns: float) -> float:
-        """Modelled time: the busiest engine, plus the share of the others' work that does not overlap it
-        (dependencies between engines), plus the pipeline fill.
-
-        OVERLAP_LOSS is calibrated against nkisim's dependency-aware schedule on the issue-7 bench
-        shapes (the stalls there cost 18-26 % of the other engines' busy time; see kernels/README.md).
-        """
+        """The legacy whole-kernel formula: the busiest engine, plus OVERLAP_LOSS of the others' busy time,
+        plus the fill. The planner now uses ``compose_ns`` (per section); kept to compare against."""
         top = max(self.busy.values())
         rest = sum(self.busy.values()) - top
         return top + OVERLAP_LOSS * rest + fill_ns
@@ -167,10 +163,11 @@ def section_ns(busy: dict[str, float], loss: float = SECTION_LOSS, power: float 
     grows with how close that engine comes to the busiest (``loss * b * (b / top) ** power``): an engine
     that is nearly as busy as the bottleneck often holds it up (shared dependencies, PSUM banks, DMA
     queues), one that is mostly idle rarely does."""
-    top = max(busy.values())
+    top_engine = max(busy, key=busy.get)
+    top = busy[top_engine]
     if top <= 0.0:
         return 0.0
-    return top + loss * sum(b * (b / top) ** power for e, b in busy.items() if e != max(busy, key=busy.get))
+    return top + loss * sum(b * (b / top) ** power for e, b in busy.items() if e != top_engine)
 
 
 def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns: float,
