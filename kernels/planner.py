@@ -648,9 +648,13 @@ def dw_items(g: ConvGeom, p: Plan) -> list[tuple[int, tuple[int, int], tuple[int
 
 
 def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str, float]]:
-    """Modelled time of program 0 (the larger share under LNC2) and its per-engine busy time."""
+    """Modelled time (under LNC2 the later program's, as nkisim's makespan) and program 0's per-engine
+    busy time."""
     c, fill = _estimate_sheet(g, p, hw)
     total = compose_ns(c.section_busy(), section_order(g, p), fill, hw)
+    for pid in range(1, p.lnc):   # the split is uneven (tap units, db on one program, odd item counts)
+        c1, fill1 = _estimate_sheet(g, p, hw, pid)
+        total = max(total, compose_ns(c1.section_busy(), section_order(g, p), fill1, hw))
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
 
 
@@ -667,8 +671,8 @@ def section_order(g: ConvGeom, p: Plan) -> list[str]:
     return [*head, "dw_finish", *dx, "db", "db_store"]
 
 
-def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[CostSheet, float]:
-    """Program 0's busy time per engine and kernel section (``CostSheet.section``), and the fill (ns):
+def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tuple[CostSheet, float]:
+    """Program ``pid``'s busy time per engine and kernel section (``CostSheet.section``), and the fill (ns):
     the latencies no busy time covers (first loads, exposed waits, LNC2 rendezvous)."""
     c = CostSheet(hw)
     ds = g.dtype_bytes
@@ -680,13 +684,13 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[CostSheet,
     fill = 2 * hw.dma_fixed_ns
     if p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dw_method is not DwMethod.DMA_GEMM:
         # dw runs first: the PE waits for its first dy box and x (band or x^T tile)
-        fill += _dw_head_ns(g, p, hw)
+        fill += _dw_head_ns(g, p, hw, pid)
     # (dx's first filter group is the "dx_filters" lead section: compose_ns charges what the sections
     # before it do not hide; with dx first -- shared_dy, dx only -- all of it)
     if p.compute_dx:
         c.section("dx_filters")
         ci_tiles = tile_sizes(g.c_in, p.dx_ci_tile)
-        items = _split(dx_items(g, p), p.lnc, 0)
+        items = _split(dx_items(g, p), p.lnc, pid)
         grp = _filter_group(g, p)
         if p.dx_regions > 1 and g.c_out < PMAX // p.dx_regions:   # dy ring zeroed once (gaps between regions)
             ext = _dx_dy_extent(g, p.dx_band)
@@ -767,7 +771,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[CostSheet,
         npos = g.axes[0].o * g.axes[1].o * Wo
         by_pos = p.lnc == 2 and p.dw_split == "positions"
         tiles_ = g.batch * ceil_div(npos, PMAX)
-        mine = len(_gemm_dma_chunks(g, 1 if by_pos else p.lnc)[0])
+        mine = len(_gemm_dma_chunks(g, 1 if by_pos else p.lnc)[0 if by_pos else pid])
         if by_pos:   # half the position tiles; per C_in tile a reduce-scatter of the C_out halves
             tiles_ = ceil_div(tiles_, 2)
             half = ceil_div(g.c_out, 2)
@@ -789,8 +793,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[CostSheet,
             c.evict(sum(blocks), two, mine)
             c.dma(min(PMAX, g.c_in) * g.c_out * ds, g.c_out * ds, mine)
     elif p.compute_dw:
-        items = dw_items(g, p) if p.dw_split == "taps" else _split(dw_items(g, p), p.lnc, 0)
-        own0 = dw_own_taps(g, p, 0)
+        items = dw_items(g, p) if p.dw_split == "taps" else _split(dw_items(g, p), p.lnc, pid)
+        own0 = dw_own_taps(g, p, pid)
         chunk = min(p.dw_co_chunk, n_co)
         n_chunks = ceil_div(n_co, chunk)
         xpad = any(a.k > 1 or a.lo or a.hi or a.s > 1 for a in g.axes)
@@ -801,7 +805,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[CostSheet,
         for r0 in range(0, g.c_in, p.dw_ci_range):
             width = min(p.dw_ci_range, g.c_in - r0)
             ci_tiles = tile_sizes(width, p.dw_ci_tile)
-            for pi, span in enumerate(dw_tap_passes(g, p, 0)):
+            for pi, span in enumerate(dw_tap_passes(g, p, pid)):
                 c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dw")
                 if p.dw_xt_dma:
                     xt_dma_setup_cost(c, g, p.dw_ci_tile, dw_xs_bundle(g, p) if p.dw_x_stationary else 1)
@@ -819,7 +823,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[CostSheet,
                     c.add(cache[key])
                     if p.strategy is not Strategy.SHARED_DY:
                         c.dma(co_t * rows[0] * rows[1] * Wo * ds, (rows[1] * Wo if rows[1] == g.axes[1].o else Wo) * ds, n_co)
-                    if db_on_dw(p) and r0 == 0 and pi == 0 and (own0 is None or dw_db_program(g, p) == 0):
+                    if db_on_dw(p) and r0 == 0 and pi == 0 and (own0 is None or dw_db_program(g, p) == pid):
                         # ones-vector matmuls per dy^T column, one add per tile (tap split: one program)
                         cols = (ceil_div(rows[0] * rows[1], PMAX) * Wo if p.dw_method is DwMethod.ROW_PACK
                                 else sum(cnt for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)))
@@ -827,7 +831,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[CostSheet,
                         c.compute("vector", 1, 2, 1.0, n_co, op="tensor_tensor")
                 c.section("dw_finish")
                 if p.dw_x_stationary:
-                    xs_fill = _estimate_xs_finish(c, g, p, hw, width, span)
+                    xs_fill = _estimate_xs_finish(c, g, p, hw, width, span, pid)
                     if p.strategy is Strategy.SHARED_DY:   # at the end, beside dx's last store: a trail
                         c.exposed("dw_finish", xs_fill)
                     else:
@@ -835,8 +839,10 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[CostSheet,
                     continue
                 # finalize: (LNC2) exchange + add, cast, transposes, stores
                 n_span = span[1] - span[0]
-                own = dw_own_taps(g, p, 0)
-                taps_here = n_span if own is not None else ceil_div(n_span, p.lnc)
+                own = dw_own_taps(g, p, pid)
+                # the reduce-scatter: program 0 stores the first ceil(n/2) taps, program 1 the rest
+                taps_here = n_span if own is not None else (ceil_div(n_span, p.lnc) if pid == 0
+                                                            else n_span - ceil_div(n_span, p.lnc))
                 grp = cast_group(g, width)
                 fused = dw_fused_exchange(g, p)   # the add of the other's partial is the cast
                 if p.lnc == 2 and own is None:
@@ -861,7 +867,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[CostSheet,
             npos = g.axes[0].o * g.axes[1].o * Wo
             chunk = _db_chunk(g)
             per_b = ceil_div(npos, chunk)
-            bs = ceil_div(g.batch, p.lnc)
+            per = ceil_div(g.batch, p.lnc)
+            bs = max(0, min(g.batch, (pid + 1) * per) - min(g.batch, pid * per))
             c.dma(co_t * min(chunk, npos) * ds, min(chunk, npos) * ds, bs * per_b * n_co)
             c.compute("vector", min(chunk, npos), 1, 1.0, bs * per_b * n_co, op="tensor_reduce")
             c.compute("vector", 1, 1, 1.0, bs * per_b * n_co, op="tensor_tensor")
@@ -933,18 +940,18 @@ def _dx_head_ns(g: ConvGeom, hw: TargetFigures, lo: list[int], hi: list[int], ex
     return ns
 
 
-def _dw_head_ns(g: ConvGeom, p: Plan, hw: TargetFigures) -> float:
+def _dw_head_ns(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> float:
     """Per-gradient dw (it runs first): how long program 0's PE waits before its first dw matmul, beyond
     the fill's DMA latency: the first box's dy (the whole box of C_out tile 0, on which the dy^T transposes
     start) and then ``_dw_first_x_wait_ns``. Large when a box is big (temporal_k311's 16x16-row boxes)."""
-    first = _dw_first_box(g, p)
+    first = _dw_first_box(g, p, pid)
     if first is None:
         return 0.0
-    return max(0.0, _dw_first_dy_ns(g, hw, first) - hw.dma_fixed_ns) + _dw_first_x_wait_ns(g, p, hw)
+    return max(0.0, _dw_first_dy_ns(g, hw, first) - hw.dma_fixed_ns) + _dw_first_x_wait_ns(g, p, hw, pid)
 
 
-def _dw_first_box(g: ConvGeom, p: Plan) -> tuple[tuple[int, int], tuple[int, int]] | None:
-    items = dw_items(g, p) if dw_own_taps(g, p, 0) is not None else _split(dw_items(g, p), p.lnc, 0)
+def _dw_first_box(g: ConvGeom, p: Plan, pid: int = 0) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    items = dw_items(g, p) if dw_own_taps(g, p, pid) is not None else _split(dw_items(g, p), p.lnc, pid)
     items = [it for it in items if it[1][1] > it[1][0] and it[2][1] > it[2][0]]
     return (items[0][1], items[0][2]) if items else None
 
@@ -959,13 +966,13 @@ def _dw_first_dy_ns(g: ConvGeom, hw: TargetFigures, box: tuple[tuple[int, int], 
     return _lone_dma_ns(hw, co_t * rows * wo * g.dtype_bytes, run, co_t)
 
 
-def _dw_first_x_wait_ns(g: ConvGeom, p: Plan, hw: TargetFigures) -> float:
+def _dw_first_x_wait_ns(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> float:
     """Per-gradient dw: how long program 0's PE waits for the x of its first box and C_in tile after that
     box's dy has landed and been transposed: an x band (staged: plus the VectorE placement) or, with
     ``xT dma``, the transfers of its first x^T tile (x-stationary: bundle) -- no x band is loaded then.
     A lone DMA gets ceil(P/8) of the 16 DMA engines. Large when one box spans the whole x at few
     partitions (down_s2: C_in 64, stride 2), small elsewhere: the busy-time sum misses it."""
-    first = _dw_first_box(g, p)
+    first = _dw_first_box(g, p, pid)
     if first is None:
         return 0.0
     (d0, d1), (h0, h1) = first
@@ -1114,14 +1121,15 @@ def _estimate_xs_groups(c: CostSheet, g: ConvGeom, p: Plan, ci: int, sizes: list
 
 
 def _estimate_xs_finish(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, width: int,
-                        span: tuple[int, int]) -> float:
+                        span: tuple[int, int], pid: int = 0) -> float:
     """The end of an x-stationary pass (mirrors DwState._finish_xs): LNC2 exchange and add of this
     program's chunks, one cast per C_in tile, stores straight into dw. Returns the exposed fill (ns)."""
     ds = g.dtype_bytes
     chunks = dw_xs_chunks(g, p, span)
     cis = tile_sizes(width, p.dw_ci_tile)
-    own = dw_own_taps(g, p, 0)
-    mine = chunks if (own is not None or p.lnc == 1) else chunks[:ceil_div(len(chunks), p.lnc)]
+    own = dw_own_taps(g, p, pid)
+    half = ceil_div(len(chunks), p.lnc)
+    mine = chunks if (own is not None or p.lnc == 1) else (chunks[:half] if pid == 0 else chunks[half:])
     fill = 0.0
     if p.lnc == 2 and own is None:
         nbytes = len(cis) * len(chunks) * g.c_out * 4 * PMAX

@@ -125,3 +125,19 @@ def test_the_estimate_is_the_composition_of_its_sheet():
         assert est == pytest.approx(compose_ns(c.section_busy(), planner.section_order(g, a), fill, TRN2) / 1000)
         assert all(math.isclose(eng[e], c.busy[e] / 1000) for e in ENGINES)
         assert est >= max(eng.values())   # never below the busiest engine
+
+
+def test_lnc2_estimate_is_the_later_program():
+    """nkisim's makespan is the later core: the estimate composes each program's share and takes the
+    larger (a taps split gives program 1 the db fold, and uneven tap units either program more work)."""
+    p = _planned((1, 64, 64, (8, 16, 16), (3, 3, 3)), lnc=2)
+    seen_uneven = False
+    for a in p.feasible_candidates():
+        g = a.geometry()
+        per = []
+        for pid in (0, 1):
+            c, fill = _estimate_sheet(g, a, TRN2, pid)
+            per.append(compose_ns(c.section_busy(), planner.section_order(g, a), fill, TRN2) / 1000)
+        assert _estimate(g, a, TRN2)[0] == pytest.approx(max(per))
+        seen_uneven |= abs(per[0] - per[1]) > 1e-3
+    assert seen_uneven
