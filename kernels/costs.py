@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
 OVERLAP_LOSS = 0.22   # (legacy whole-kernel factor, kept for reference in CostSheet.total_ns)
-# compose_ns's stall share (section_ns), fitted on every feasible candidate of the 8 bench shapes at LNC1
-# and LNC2 (benchmarks/estimate_rank.py; kernels/README.md "Planner rules"): flat between 0.1 and 0.2
+# compose_ns's stall share (section_ns), fitted on every feasible candidate of 7 bench shapes at LNC1 and
+# LNC2 (stem: its 11 lowest-estimate candidates; benchmarks/estimate_rank.py; kernels/README.md "Planner
+# rules"): the results are flat between 0.1 and 0.2
 SECTION_LOSS = 0.125
 SECTION_POWER = 0.5
 
