@@ -180,12 +180,13 @@ def dw_stage_rows(p: Plan, rows: tuple[int, int]) -> tuple[int, int]:
 @lru_cache(maxsize=4096)
 def dw_direct(g: ConvGeom, p: Plan) -> bool:
     """dw evicts its PSUM accumulators straight to the output dtype: one output box, one PSUM group per
-    accumulator (row mode: at most 128 rows), one program."""
+    accumulator (row mode: at most 128 rows, or two 64-row chunks in one stacked pass), one program."""
     if (p.lnc != 1 and dw_own_taps(g, p, 0) is None) or not p.compute_dw:
         return False
     items = [it for it in dw_items(g, p) if it[1][1] > it[1][0] and it[2][1] > it[2][0]]
-    if len(items) != 1:
-        return False
+    if len(items) != 1:   # row stacking: every row chunk in one stacked matmul pass folds once too
+        rows = [n for r in dw_row_chunk_rows(g, p, items) for n in r] if p.dw_row_stack else []
+        return bool(rows) and sum(1 for role in row_stack_roles(rows) if role != "lower") == 1
     _b, (d0, d1), (h0, h1) = items[0]
     if p.dw_method is DwMethod.ROW_PACK:
         return (d1 - d0) * (h1 - h0) <= PMAX

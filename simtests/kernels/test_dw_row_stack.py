@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from kernels import nki_dw
-from kernels.planner import DwMethod, Strategy, plan_conv3d_bwd
+from kernels.planner import DwMethod, Strategy, dw_direct, plan_conv3d_bwd
 from kernels.schedule import row_stack_offset, row_stack_roles
 
 from .conftest import geom_shapes
@@ -118,3 +118,14 @@ def test_row_stack_halves_the_dw_matmuls_in_the_estimate():
     assert plan.dw_row_stack, plan.label
     twin = [a for a in plan.feasible_candidates() if a.label == plan.label.replace(", rows stacked", "")]
     assert len(twin) == 1 and twin[0].estimated_us > plan.estimated_us + 5
+
+
+def test_one_stacked_pass_evicts_straight_to_the_output_dtype():
+    """Two 64-row chunks in one stacked pass fold every accumulator once (dw_direct: no fp32 copy and
+    cast); a third chunk (three batches) or a second pass keeps the fp32 accumulator."""
+    for geom, direct in ((S1, True), (DOWN, True), (WIDE, False), (dict(S1, size=(6, 16, 3)), False)):
+        plan = plan_conv3d_bwd(*geom_shapes(geom), stride=geom.get("stride", (1, 1, 1)), padding=geom["padding"])
+        edit = {"dw_band": (4, 16), "dw_row_stack": True} if geom["size"] == (6, 16, 3) else {}
+        alts = [dataclasses.replace(a, **edit) for a in plan.feasible_candidates()
+                if (a.dw_row_stack or edit and a.dw_x_stationary and a.dw_xt_dma) and a.strategy is Strategy.PER_GRADIENT]
+        assert alts and all(dw_direct(a.geometry(), a) is direct for a in alts), geom
