@@ -39,7 +39,7 @@ from .planner import (
     dw_xs_row_chunks,
     xs_store_runs,
 )
-from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, tiles
+from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, row_stack_offset, tiles
 from .xt_rows import XT_DMA_BUFS, xt_columns
 
 LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
@@ -108,6 +108,7 @@ class DwState:
                                    buffer=nl.sbuf, name=f"dw_acc{c}")
                         for c in range(len(self.co_tiles))]
         self.started = False
+        self.pending, self.pending_rows = [], 0   # row stacking: the chunk waiting for a partner
         self.exchanged = ()   # (LNC2, deferred finish) the received partials, once start_exchange ran
         wo = g.axes[2].o
         xext = (dw_x_extent(g.axes[0], max_rows[0]), dw_x_extent(g.axes[1], max_rows[1]),
@@ -243,105 +244,137 @@ class DwState:
     def _add_rows(self, b, od, oh, dy_views):
         """Row mode: (d, h) output rows on partitions, each W column a matmul step; the kw taps are
         free-axis offsets of one x^T [rows, x columns, ci] per (kd, kh), so they share its transposes
-        and pack side by side on the moving axis."""
+        and pack side by side on the moving axis.
+
+        Row stacking (``plan.dw_row_stack``): a chunk of exactly PMAX/2 rows waits (its dy^T on
+        partitions [0, 64)) for the next chunk of <= PMAX/2 rows (any box or batch: dw sums over every
+        position), whose dy^T and x^T go on partitions [64, 128): one K = 128 matmul pass serves both."""
         ctx, g, plan = self.ctx, self.ctx.g, self.ctx.plan
-        ax = g.axes
-        wo = ax[2].o
-        kd_n, kh_n, kw_n = g.kernel
+        wo = g.axes[2].o
         bank = 2048 // g.dtype_bytes
         chunks = box_blocks((0, 0, 0), (od[1] - od[0], oh[1] - oh[0], 1), PMAX)
-        gk = plan.dw_tap_group
-        chunk = plan.dw_co_chunk
-        n_co = len(self.co_tiles)
         for (sd, sh, _z), (cd, ch, _one) in chunks:
             nrows = cd * ch
-            # dy^T per output column w: [rows, C_out], several columns per PSUM bank
+            off = row_stack_offset(self.pending_rows, nrows) if plan.dw_row_stack else 0
+            if self.pending_rows and not off:   # the waiting chunk cannot stack with this one: alone
+                self.flush_rows()
+            # dy^T per output column w: [rows, C_out] on partitions [off, off + rows), several columns per bank
             per_bank = max(1, bank // g.c_out) if g.c_out <= bank else 0
+            rs = slice(off, off + nrows)
             if per_bank:
                 for w0 in range(0, wo, per_bank):
                     wn = min(per_bank, wo - w0)
                     pt = ctx.psum_t.take()
                     for wi in range(wn):
                         for c, (co0, co_sz) in enumerate(self.co_tiles):
-                            nisa.nc_transpose(dst=pt[:nrows, wi * g.c_out + co0:wi * g.c_out + co0 + co_sz],
+                            nisa.nc_transpose(dst=pt[rs, wi * g.c_out + co0:wi * g.c_out + co0 + co_sz],
                                               data=dy_views[c][:co_sz, sd:sd + cd, sh:sh + ch, w0 + wi])
-                    ctx.evict.copy(self.dyt[:nrows, w0:w0 + wn, :], pt[:nrows, :wn * g.c_out])
+                    ctx.evict.copy(self.dyt[rs, w0:w0 + wn, :], pt[rs, :wn * g.c_out])
             else:
                 for w in range(wo):
                     for c, (co0, co_sz) in enumerate(self.co_tiles):
                         pt = ctx.psum_t.take()
-                        nisa.nc_transpose(dst=pt[:nrows, :co_sz], data=dy_views[c][:co_sz, sd:sd + cd, sh:sh + ch, w])
-                        ctx.evict.copy(self.dyt[:nrows, w, co0:co0 + co_sz], pt[:nrows, :co_sz])
-            self._db([(nrows, w) for w in range(wo)])
-            box_d = (od[0] + sd, od[0] + sd + cd)
-            box_h = (oh[0] + sh, oh[0] + sh + ch)
-            for ci0, ci_sz in self.ci_tiles:
-                if self.xt_dma is None:
-                    xb, ext = self._load_x(b, box_d, box_h, ci0, ci_sz)
-                    xw = ext[2]
-                else:
-                    xb, xw = None, self.xt_dma.xw
-                cols = max(1, bank // ci_sz)
-                t_lo, t_hi = self.span
-                pairs = [(kd, kh) for kd in range(kd_n) for kh in range(kh_n)
-                         if t_lo <= g.tap_index(kd, kh, 0) < t_hi]
+                        nisa.nc_transpose(dst=pt[rs, :co_sz], data=dy_views[c][:co_sz, sd:sd + cd, sh:sh + ch, w])
+                        ctx.evict.copy(self.dyt[rs, w, co0:co0 + co_sz], pt[rs, :co_sz])
+            part = (b, (od[0] + sd, od[0] + sd + cd), (oh[0] + sh, oh[0] + sh + ch), cd, ch, off)
+            self.pending.append(part)
+            self.pending_rows = off + nrows
+            if plan.dw_row_stack:   # wait for a partner; a full pass waits for the next chunk (or finish)
+                continue
+            self.flush_rows()
 
-                def stage(pair, xb=xb, ci0=ci0, ci_sz=ci_sz, xw=xw, cols=cols, nrows=nrows, cd=cd, ch=ch,
-                          box_d=box_d, box_h=box_h):
-                    kd, kh = pair
-                    if self.xt_dma is not None:
-                        return self.xt_dma.fill(b, ci0, ci_sz, box_d[0], box_h[0], cd, ch, kd, kh)
-                    xt = self.xt_pool.take()
-                    for c0 in range(0, xw, cols):
-                        cn = min(cols, xw - c0)
-                        pt = ctx.psum_t.take()
-                        for ci_ in range(cn):
-                            view = xb[:ci_sz, band_slices(kd * ax[0].r, cd, ax[0].s),
-                                      band_slices(kh * ax[1].r, ch, ax[1].s), c0 + ci_]
-                            nisa.nc_transpose(dst=pt[:nrows, ci_ * ci_sz:(ci_ + 1) * ci_sz], data=view)
-                        ctx.evict.copy(xt[:nrows, c0:c0 + cn, :ci_sz], pt[:nrows, :cn * ci_sz])
+    def flush_rows(self):
+        """The matmul pass of the waiting row chunks (one, or two stacked on K)."""
+        parts, nrows = self.pending, self.pending_rows
+        self.pending, self.pending_rows = [], 0
+        if parts:
+            self._rows_pass(parts, nrows)
+
+    def _rows_pass(self, parts, nrows):
+        """Row mode, the x^T and matmuls of ``parts`` [(b, box_d, box_h, cd, ch, partition offset)] whose
+        dy^T is on partitions [0, nrows) of ``dyt``."""
+        ctx, g, plan = self.ctx, self.ctx.g, self.ctx.plan
+        ax = g.axes
+        wo = ax[2].o
+        kd_n, kh_n, kw_n = g.kernel
+        bank = 2048 // g.dtype_bytes
+        gk = plan.dw_tap_group
+        chunk = plan.dw_co_chunk
+        n_co = len(self.co_tiles)
+        self._db([(nrows, w) for w in range(wo)])
+        if len(parts) > 1 and (self.xt_dma is None or not self.xs):
+            raise ValueError("dw_row_stack needs dw_x_stationary and dw_xt_dma (row mode)")
+        b, box_d, box_h, cd, ch, _off = parts[0]
+        for ci0, ci_sz in self.ci_tiles:
+            if self.xt_dma is None:
+                xb, ext = self._load_x(b, box_d, box_h, ci0, ci_sz)
+                xw = ext[2]
+            else:
+                xb, xw = None, self.xt_dma.xw
+            cols = max(1, bank // ci_sz)
+            t_lo, t_hi = self.span
+            pairs = [(kd, kh) for kd in range(kd_n) for kh in range(kh_n)
+                     if t_lo <= g.tap_index(kd, kh, 0) < t_hi]
+
+            def stage(pair, xb=xb, ci0=ci0, ci_sz=ci_sz, xw=xw, cols=cols, nrows=nrows, cd=cd, ch=ch,
+                      box_d=box_d, box_h=box_h):
+                kd, kh = pair
+                if self.xt_dma is not None:
+                    xt = self.xt_dma.fill(b, ci0, ci_sz, box_d[0], box_h[0], cd, ch, kd, kh)   # parts[0]: offset 0
+                    for pb, pd, ph, pcd, pch, poff in parts[1:]:   # the stacked chunk, same slot view
+                        self.xt_dma.fill_into(xt, poff, pb, ci0, ci_sz, pd[0], ph[0], pcd, pch, kd, kh)
                     return xt
+                xt = self.xt_pool.take()
+                for c0 in range(0, xw, cols):
+                    cn = min(cols, xw - c0)
+                    pt = ctx.psum_t.take()
+                    for ci_ in range(cn):
+                        view = xb[:ci_sz, band_slices(kd * ax[0].r, cd, ax[0].s),
+                                  band_slices(kh * ax[1].r, ch, ax[1].s), c0 + ci_]
+                        nisa.nc_transpose(dst=pt[:nrows, ci_ * ci_sz:(ci_ + 1) * ci_sz], data=view)
+                    ctx.evict.copy(xt[:nrows, c0:c0 + cn, :ci_sz], pt[:nrows, :cn * ci_sz])
+                return xt
 
-                nb = dw_xs_bundle(g, plan) if self.xs else 1
-                bundle_tiles = {}
+            nb = dw_xs_bundle(g, plan) if self.xs else 1
+            bundle_tiles = {}
 
-                def stage_at(k, stage=stage, pairs=pairs, nb=nb, bundle_tiles=bundle_tiles):
-                    """x-stationary: a bundle of nb pairs starts on a fresh tile of the ring."""
-                    if self.xs and k % nb == 0:
-                        self.xt_pool.align()
-                    view = stage(pairs[k])
-                    if self.xs:
-                        bundle_tiles[k // nb] = self.xt_pool.tile
-                    return view
+            def stage_at(k, stage=stage, pairs=pairs, nb=nb, bundle_tiles=bundle_tiles):
+                """x-stationary: a bundle of nb pairs starts on a fresh tile of the ring."""
+                if self.xs and k % nb == 0:
+                    self.xt_pool.align()
+                view = stage(pairs[k])
+                if self.xs:
+                    bundle_tiles[k // nb] = self.xt_pool.tile
+                return view
 
-                staged = [stage_at(0)] if pairs else []
-                for pi, (kd, kh) in enumerate(pairs):
-                    if pi + 1 < len(pairs):
-                        staged.append(stage_at(pi + 1))
-                    xt = staged[pi]
-                    staged[pi] = None
-                    if self.xs:
-                        if pi % nb == nb - 1 or pi == len(pairs) - 1:   # the bundle's x^T are all built
-                            q0 = pi - pi % nb
-                            self._xs_rows(bundle_tiles.pop(pi // nb), nrows, pairs[q0][0] * kh_n + pairs[q0][1],
-                                          pi - q0 + 1, self.ci_tiles.index((ci0, ci_sz)), ci_sz)
-                        continue
-                    for k0 in range(0, kw_n, gk):
-                        kn = min(gk, kw_n - k0)
-                        n = kn * ci_sz
-                        t0 = g.tap_index(kd, kh, k0)
-                        for c0 in range(0, n_co, chunk):
-                            cts = list(range(c0, min(n_co, c0 + chunk)))
-                            accs = [self.acc_pool.take() for _ in cts]
-                            for w in range(wo):
-                                mv = xt[:nrows, band_slices(w * ax[2].s + k0 * ax[2].r, kn, ax[2].r), :ci_sz]
-                                for a, c in enumerate(cts):
-                                    co0, co_sz = self.co_tiles[c]
-                                    nisa.nc_matmul(accs[a][:co_sz, :n], stationary=self.dyt[:nrows, w, co0:co0 + co_sz],
-                                                   moving=mv, accumulate=w > 0)
+            staged = [stage_at(0)] if pairs else []
+            for pi, (kd, kh) in enumerate(pairs):
+                if pi + 1 < len(pairs):
+                    staged.append(stage_at(pi + 1))
+                xt = staged[pi]
+                staged[pi] = None
+                if self.xs:
+                    if pi % nb == nb - 1 or pi == len(pairs) - 1:   # the bundle's x^T are all built
+                        q0 = pi - pi % nb
+                        self._xs_rows(bundle_tiles.pop(pi // nb), nrows, pairs[q0][0] * kh_n + pairs[q0][1],
+                                      pi - q0 + 1, self.ci_tiles.index((ci0, ci_sz)), ci_sz)
+                    continue
+                for k0 in range(0, kw_n, gk):
+                    kn = min(gk, kw_n - k0)
+                    n = kn * ci_sz
+                    t0 = g.tap_index(kd, kh, k0)
+                    for c0 in range(0, n_co, chunk):
+                        cts = list(range(c0, min(n_co, c0 + chunk)))
+                        accs = [self.acc_pool.take() for _ in cts]
+                        for w in range(wo):
+                            mv = xt[:nrows, band_slices(w * ax[2].s + k0 * ax[2].r, kn, ax[2].r), :ci_sz]
                             for a, c in enumerate(cts):
-                                self._fold(c, t0, kn, ci0, ci_sz, accs[a][:self.co_tiles[c][1], :n])
-            self.started = True
+                                co0, co_sz = self.co_tiles[c]
+                                nisa.nc_matmul(accs[a][:co_sz, :n], stationary=self.dyt[:nrows, w, co0:co0 + co_sz],
+                                               moving=mv, accumulate=w > 0)
+                        for a, c in enumerate(cts):
+                            self._fold(c, t0, kn, ci0, ci_sz, accs[a][:self.co_tiles[c][1], :n])
+        self.started = True
 
     def _xs_banks(self, n_units):
         """The PSUM banks of one x-stationary accumulation group of ``n_units`` chunks."""
@@ -466,6 +499,7 @@ class DwState:
     def finish(self, pid, lnc):
         """Combine the LNC partials, cast, transpose to [ci, co] and store this program's taps
         (x-stationary: ``_finish_xs``, no transposes)."""
+        self.flush_rows()
         if self.xs:
             self._finish_xs(pid, lnc)
             return
@@ -535,6 +569,7 @@ class DwState:
         """LNC2 positions split, finish deferred past dx: issue the exchange now (its DMA runs under dx's
         compute instead of stalling the in-order PE between dw and dx) and free the compute pools
         (SBUF and PSUM) for dx; ``finish`` adds, casts and stores after dx."""
+        self.flush_rows()
         if not self.started:   # no box on this program: its partials are zero
             for c, (_co0, co_sz) in enumerate(self.co_tiles):
                 nisa.memset(self.acc[c][:co_sz, :, :], 0.0, engine=nisa.engine.vector)

@@ -47,13 +47,17 @@ class RowXtDma:
         """The x^T tile (or slot view) [cd*ch rows, x columns, ci_sz] of pair (kd, kh) for output rows
         [od0, od0+cd) x [oh0, oh0+ch) of batch b, the next of the ring."""
         xt = self.ring.take()
+        self.fill_into(xt, 0, b, ci0, ci_sz, od0, oh0, cd, ch, kd, kh)
+        return xt
+
+    def fill_into(self, xt, p_off, b, ci0, ci_sz, od0, oh0, cd, ch, kd, kh):
+        """Like ``fill``, into the given tile (slot view) from partition ``p_off`` (row stacking)."""
         plan = xt_fill(self.ctx.g, od0, oh0, cd, ch, kd, kh)
         w0, wn = self.c_lo - self.ctx.g.axes[2].lo, self.c_hi - self.c_lo   # x columns of the tile
         for run in plan.zeros:   # whole rows (all columns and channel slots): one contiguous write
             n = run.rows
-            nisa.dma_copy(dst=xt[run.p0:run.p0 + n, :, :], src=self.zero[:n, :])
+            nisa.dma_copy(dst=xt[p_off + run.p0:p_off + run.p0 + n, :, :], src=self.zero[:n, :])
         for run in plan.transposes:
             src = self.x_rows[b, ci0:ci0 + ci_sz, band_slices(run.x_row, run.rows, run.step), w0:w0 + wn]
-            nisa.dma_transpose(dst=xt[run.p0:run.p0 + run.rows, self.c_lo:self.c_hi, :ci_sz],
+            nisa.dma_transpose(dst=xt[p_off + run.p0:p_off + run.p0 + run.rows, self.c_lo:self.c_hi, :ci_sz],
                                src=src.permute((0, 2, 1)))
-        return xt

@@ -18,6 +18,7 @@ from .nki_common import (
     load_padded_regions,
     packed_fill_shared,
 )
+from .nki_dx_dpairs import dpair_filters, run_dx_dpairs
 from .nki_dx_t import add_pair_filters, run_dx_t
 from .nki_filters import load_filters_block_diag, load_filters_t
 from .planner import dx_t_active, filter_group, filters_by_dma
@@ -113,6 +114,10 @@ def load_dx_filters(ctx, group):
     if plan.dx_regions > 1:
         return load_filters_block_diag(g, ctx.filters, plan.dx_regions, ctx.dtype, ctx.psum_t, ctx.evict,
                                        max(1, min(g.taps, 2048 // (PMAX * g.dtype_bytes))))
+    by_dma = filters_by_dma(g, plan)
+    if plan.dx_dphase_pairs:   # the stationary slot tiles (by DMA transposes, or from W^T)
+        return dpair_filters(ctx, None if by_dma else load_filters_t(
+            g, ctx.filters, group, ctx.dtype, ctx.psum_t, ctx.evict, filter_group(g, plan)))
     grp = filter_group(g, plan)
     w_t = load_filters_t(g, ctx.filters, group, ctx.dtype, ctx.psum_t, ctx.evict, grp,
                          by_dma=filters_by_dma(g, plan))
@@ -139,6 +144,9 @@ def run_dx(ctx, items, on_band=None, first_filters=None):
     if dx_t_active(plan):   # positions on the stationary side (nki_dx_t)
         w_t = first_filters.pop() if first_filters else load_dx_filters(ctx, dx_groups(g, plan)[0])
         return run_dx_t(ctx, items, DyBands(g, ctx.dy, plan, dtype), w_t, on_band)
+    if plan.dx_dphase_pairs:   # the two D stride phases on M (nki_dx_dpairs)
+        pair_t = first_filters.pop() if first_filters else load_dx_filters(ctx, dx_groups(g, plan)[0])
+        return run_dx_dpairs(ctx, items, DyBands(g, ctx.dy, plan, dtype), pair_t, on_band)
     ax = g.axes
     W = ax[2].n
     regions = plan.dx_regions

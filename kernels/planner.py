@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from functools import lru_cache
 
+from . import dx_dpairs as dpairs
 from . import dx_toeplitz as toeplitz
 from .costs import TARGET_FIGURES, CostSheet, TargetFigures, compose_ns
 from .dx_pairs import (
@@ -50,6 +51,7 @@ from .schedule import (
     n_tiles,
     needs_stage,
     region_fits,
+    row_stack_roles,
     tile_sizes,
 )
 from .xt_rows import (
@@ -85,6 +87,42 @@ def filters_by_dma(g: ConvGeom, p: Plan) -> bool:
 def xt_dma_legal(g: ConvGeom, p: Plan) -> bool:
     """Row-mode dw x^T may come by dma_transpose from HBM (2-byte dtypes, NC-v3+; like the filters)."""
     return p.dw_method is DwMethod.ROW_PACK and filters_by_dma(g, p)
+
+
+def dpairs_illegal(g: ConvGeom, p: Plan) -> str:
+    """'' when ``dx_dphase_pairs`` can run: phase gather, stride 2 along D, C_in <= 64 in one tile,
+    no region packing, dx^T, toeplitz or C_in-outer groups."""
+    why = dpairs.dpairs_domain(g)
+    if why:
+        return why
+    if p.dx_method is not DxMethod.PHASE_GATHER or p.dx_regions != 1 or p.dx_transposed or p.dx_ci_outer \
+            or p.dx_ci_tile < g.c_in:
+        return "needs dx:phase_gather with one C_in tile, no regions, dx^T or C_in-outer groups"
+    return ""
+
+
+def _dpair_slot_count(g: ConvGeom, p: Plan) -> int:
+    """The stationary slots of the D-phase pairs over every band of the plan's dx items."""
+    w_band = axis_bands(g.axes[2], g.axes[2].n)[0]
+    return len(dpairs.dpair_slots(g, sorted({(bd, bh, w_band) for _b, bd, bh in dx_items(g, p)},
+                                             key=lambda t: (t[0].i0, t[1].i0))))
+
+
+def row_stack_legal(p: Plan) -> bool:
+    """Row stacking (``dw_row_stack``) runs on x-stationary's bundle ring filled by ``xT dma``."""
+    return p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma
+
+
+def dw_row_chunk_rows(g: ConvGeom, p: Plan, items: list) -> list[list[int]]:
+    """Per dw item (box), the rows of its <= 128-row chunks (DwState._add_rows' order)."""
+    return [[cd * ch for _st, (cd, ch, _one) in box_blocks((0, 0, 0), (d1 - d0, h1 - h0, 1), PMAX)]
+            if d1 > d0 and h1 > h0 else [] for _b, (d0, d1), (h0, h1) in items]
+
+
+def _row_stack_useful(g: ConvGeom, p: Plan) -> bool:
+    """Some chunk of program 0 would stack (two 64-row chunks in a row)."""
+    items = dw_items(g, p) if dw_own_taps(g, p, 0) is not None else _split(dw_items(g, p), p.lnc, 0)
+    return "upper" in row_stack_roles([n for rows in dw_row_chunk_rows(g, p, items) for n in rows])
 
 
 def dw_own_taps(g: ConvGeom, p: Plan, pid: int) -> tuple[int, int] | None:
@@ -149,12 +187,13 @@ def dw_stage_rows(p: Plan, rows: tuple[int, int]) -> tuple[int, int]:
 @lru_cache(maxsize=4096)
 def dw_direct(g: ConvGeom, p: Plan) -> bool:
     """dw evicts its PSUM accumulators straight to the output dtype: one output box, one PSUM group per
-    accumulator (row mode: at most 128 rows), one program."""
+    accumulator (row mode: at most 128 rows, or two 64-row chunks in one stacked pass), one program."""
     if (p.lnc != 1 and dw_own_taps(g, p, 0) is None) or not p.compute_dw:
         return False
     items = [it for it in dw_items(g, p) if it[1][1] > it[1][0] and it[2][1] > it[2][0]]
-    if len(items) != 1:
-        return False
+    if len(items) != 1:   # row stacking: every row chunk in one stacked matmul pass folds once too
+        rows = [n for r in dw_row_chunk_rows(g, p, items) for n in r] if p.dw_row_stack else []
+        return bool(rows) and sum(1 for role in row_stack_roles(rows) if role != "lower") == 1
     _b, (d0, d1), (h0, h1) = items[0]
     if p.dw_method is DwMethod.ROW_PACK:
         return (d1 - d0) * (h1 - h0) <= PMAX
@@ -364,6 +403,8 @@ class Plan:
     dx_toeplitz: tuple[int, int] = (1, 1)   # dx:toeplitz: phase positions (U_d, U_h) stacked on M
     dx_toeplitz_pair: int = -1        # dx:toeplitz: axis (0 d, 1 h) whose offset pairs share K = 2 C_out; -1 none
     dw_xt_dma: bool = False           # row-mode dw x^T by dma_transpose from HBM (2-byte, NC-v3+)
+    dw_row_stack: bool = False        # row-mode dw: two 64-row chunks stacked on K = 128 (x-stationary, xT dma)
+    dx_dphase_pairs: bool = False     # dx:phase_gather with the two D stride phases on M (dx_dpairs)
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -399,7 +440,8 @@ class Plan:
                 "dw_ci_range": self.dw_ci_range, "dw_tap_range": self.dw_tap_range, "dx_regions": self.dx_regions,
                 "filters_first": self.filters_first, "dw_split": self.dw_split,
                 "dw_x_stationary": self.dw_x_stationary, "dx_transposed": self.dx_transposed, "dx_pair_copies": self.dx_pair_copies, "dx_toeplitz": list(self.dx_toeplitz), "dx_toeplitz_pair": self.dx_toeplitz_pair,
-                "dw_xt_dma": self.dw_xt_dma}
+                "dw_xt_dma": self.dw_xt_dma, "dw_row_stack": self.dw_row_stack,
+                "dx_dphase_pairs": self.dx_dphase_pairs}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -521,6 +563,11 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             plane, extra = _dx_t_sbuf(g, p, ext)
             parts += [("dx^T copies and tiles", extra)]
             dyb += extra
+        if p.dx_dphase_pairs and not dpairs.dpairs_domain(g):   # planes of half the D rows; the slot tiles
+            plane = 2 * ceil_div(p.dx_band[0], 2) * p.dx_band[1] * W * ds
+            extra = n_co * max(1, _dpair_slot_count(g, p)) * PMAX * ds
+            parts += [("dx D-phase pair filters", extra)]
+            filt += extra
         phase_sbuf["dx"] = filt + wstage + dyb + plane + stage + (4 * n_co * 4 if p.compute_db else 0)
         psum_dx = PSUM_DX_BANKS
     if p.compute_dw and p.dw_method is DwMethod.DMA_GEMM:
@@ -582,6 +629,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
                      else g.taps * PMAX * ds)
             if p.dx_method is DxMethod.TOEPLITZ:
                 first += toeplitz.sbuf_bytes(g, p.dx_band, p.dx_toeplitz)[0]
+            if p.dx_dphase_pairs and not dpairs.dpairs_domain(g):   # the slot tiles (and W^T when built on the PE)
+                first += n_co * max(1, _dpair_slot_count(g, p)) * PMAX * ds
             phase_sbuf["dw"] = phase_sbuf.get("dw", 0) + first
             dw_total += first
         # the store runs while every dw pool (and, per gradient, dw's dy ring) is still live
@@ -753,6 +802,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             for _b, bd, bh in items:
                 c.add(toeplitz.band_sheet(g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh, p.dx_toeplitz_pair,
                                           _dx_dy_extent(g, p.dx_band)))
+        elif p.dx_dphase_pairs:
+            _estimate_dpairs(c, g, p, hw, items)
         elif p.dx_regions == 1:
             for _b, bd, bh in items:
                 c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh))
@@ -809,23 +860,32 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                 c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dw")
                 if p.dw_xt_dma:
                     xt_dma_setup_cost(c, g, p.dw_ci_tile, dw_xs_bundle(g, p) if p.dw_x_stationary else 1)
-                for _b, (d0, d1), (h0, h1) in items:
+                # row stacking: each item's chunk roles (a "lower" chunk's matmuls run with the next chunk's)
+                chunk_rows = dw_row_chunk_rows(g, p, items) if p.dw_method is DwMethod.ROW_PACK else []
+                roles = row_stack_roles([n for r in chunk_rows for n in r]) if p.dw_row_stack else None
+                role_at = 0
+                for it, (_b, (d0, d1), (h0, h1)) in enumerate(items):
+                    item_roles = ()
+                    if roles is not None:
+                        item_roles = tuple(roles[role_at:role_at + len(chunk_rows[it])])
+                        role_at += len(chunk_rows[it])
                     rows = (d1 - d0, h1 - h0)
                     if rows[0] <= 0 or rows[1] <= 0:
                         continue
                     _x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1))
                     key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0,
-                           span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles))
+                           span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles)
                     if key not in cache:
                         cache[key] = CostSheet(hw)
                         _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks, xpad,
-                                          bank, span)
+                                          bank, span, item_roles)
                     c.add(cache[key])
                     if p.strategy is not Strategy.SHARED_DY:
                         c.dma(co_t * rows[0] * rows[1] * Wo * ds, (rows[1] * Wo if rows[1] == g.axes[1].o else Wo) * ds, n_co)
                     if db_on_dw(p) and r0 == 0 and pi == 0 and (own0 is None or dw_db_program(g, p) == pid):
                         # ones-vector matmuls per dy^T column, one add per tile (tap split: one program)
-                        cols = (ceil_div(rows[0] * rows[1], PMAX) * Wo if p.dw_method is DwMethod.ROW_PACK
+                        cols = ((len(chunk_rows[it]) - item_roles.count("lower")) * Wo
+                                if p.dw_method is DwMethod.ROW_PACK
                                 else sum(cnt for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)))
                         c.matmul(co_t, 1, fp32, cols * n_co)
                         c.compute("vector", 1, 2, 1.0, n_co, op="tensor_tensor")
@@ -1067,8 +1127,9 @@ def _fold_cost(c: CostSheet, g: ConvGeom, p: Plan, n: int, count: int) -> None:
 
 def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], oh: tuple[int, int],
                       ci_tiles: list[int], chunk: int, n_chunks: int, xpad: bool, bank: int,
-                      span: tuple[int, int]) -> None:
-    """dw of one output box (mirrors DwState.add_box), without its dy load and db fold."""
+                      span: tuple[int, int], roles: tuple[str, ...] = ()) -> None:
+    """dw of one output box (mirrors DwState.add_box), without its dy load and db fold; ``roles``:
+    its row chunks' roles under ``dw_row_stack``."""
     ds = g.dtype_bytes
     fp32 = g.dtype == "fp32"
     two = ds == 2
@@ -1077,7 +1138,7 @@ def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], o
     Wo = g.axes[2].o
     rows = (od[1] - od[0], oh[1] - oh[0])
     if p.dw_method is DwMethod.ROW_PACK:
-        _estimate_rows(c, g, p, (od, oh), ci_tiles, chunk, n_chunks, xpad, bank, span)
+        _estimate_rows(c, g, p, (od, oh), ci_tiles, chunk, n_chunks, xpad, bank, span, roles)
         return
     sizes = [(s_[0] * s_[1] * s_[2], cnt) for s_, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)]
     G = p.dw_tap_group
@@ -1213,8 +1274,9 @@ def _cost_fill(c: CostSheet, g: ConvGeom, count: int, parts: int, lo: list[int],
 
 def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int], tuple[int, int]],
                    ci_tiles: list[int], chunk: int, n_chunks: int, xpad: bool, bank: int,
-                   span: tuple[int, int]) -> None:
-    """The row-mode dw of one output box (mirrors DwState._add_rows)."""
+                   span: tuple[int, int], roles: tuple[str, ...] = ()) -> None:
+    """The row-mode dw of one output box (mirrors DwState._add_rows); ``roles`` (``dw_row_stack``): a
+    "lower" chunk's matmuls, folds and x^T latency are charged with its partner's (the "upper" one)."""
     (d_base, d_end), (h_base, h_end) = box
     rows = (d_end - d_base, h_end - h_base)
     ds = g.dtype_bytes
@@ -1227,8 +1289,9 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
     xw = dw_x_extent(g.axes[2], Wo)
     gk = p.dw_tap_group
     kgroups = [min(gk, kw_n - k) for k in range(0, kw_n, gk)]
-    for st, (cd, ch, _one) in box_blocks((0, 0, 0), (rows[0], rows[1], 1), PMAX):
+    for ck, (st, (cd, ch, _one)) in enumerate(box_blocks((0, 0, 0), (rows[0], rows[1], 1), PMAX)):
         nrows = cd * ch
+        lower = bool(roles) and roles[ck] == 'lower'
         c.transpose(co_t, nrows, fp32, Wo * n_co)
         if g.c_out <= bank:
             per_bank = bank // g.c_out
@@ -1244,7 +1307,8 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
                     bundle_pe = sum(max(min(64, nb * tn * ci), g.c_out) for _t, nb, tn in
                                     dw_xs_row_chunks(g, p, q, n)) * Wo * (4 if fp32 else 1)
                     xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch),
-                                (q * kw_n, (q + n) * kw_n), bundle_pe / c.hw.tensor_ghz, one_tile=True)
+                                (q * kw_n, (q + n) * kw_n), bundle_pe / c.hw.tensor_ghz, one_tile=True,
+                                latency=not lower)
             elif p.dw_xt_dma:   # the PE work of one tile: its matmuls (every kw group and C_out tile)
                 tile_pe = sum(max(min(64, co_t), kn * ci) for kn in kgroups) * n_co * Wo * (4 if fp32 else 1)
                 xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch), span,
@@ -1257,6 +1321,8 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
                 for c0 in range(0, xw, cols):
                     c.evict(min(cols, xw - c0) * ci, two, pairs)
             if p.dw_x_stationary:   # per bundle: stationary chunks (pairs x kw taps x ci), moving dy^T [rows, C_out]
+                if lower:
+                    continue
                 for q, n in dw_xs_bundles(g, p, (0, pairs * kw_n)):
                     bundle = dw_xs_row_chunks(g, p, q, n)
                     for _t, nb, tn in bundle:
@@ -1298,6 +1364,7 @@ def _label(p: Plan) -> str:
                      + (", ci-outer" if p.dx_ci_outer else "")
                      + (f", {p.dx_regions} regions" if p.dx_regions > 1 else "")
                      + (f", dx^T pairs x{p.dx_pair_copies}" if p.dx_transposed else "")
+                     + (", D-phase pairs" if p.dx_dphase_pairs else "")
                      + (f", U {p.dx_toeplitz[0]}x{p.dx_toeplitz[1]}" if p.dx_method is DxMethod.TOEPLITZ else "")
                      + (f", K pairs {'dh'[p.dx_toeplitz_pair]}" if p.dx_method is DxMethod.TOEPLITZ
                         and p.dx_toeplitz_pair >= 0 else "")
@@ -1309,6 +1376,7 @@ def _label(p: Plan) -> str:
         rng += f", taps/pass {p.dw_tap_range}" if p.dw_tap_range else ""
         xs = "x-stationary, " if p.dw_x_stationary else ""
         rng += ", xT dma" if p.dw_xt_dma else ""
+        rng += ", rows stacked" if p.dw_row_stack else ""
         parts.append(f"dw:{p.dw_method.value}[{xs}{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}{rng}]")
     if p.db_method:
         parts.append(f"db:{p.db_method.value}")
@@ -1325,6 +1393,10 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
     if p.dw_xt_dma and not xt_dma_legal(g, p):
         return (f"dw_xt_dma needs dw:row_pack, a 2-byte dtype and trn2/trn3 (dma_transpose), got "
                 f"{p.dw_method.value if p.dw_method else None}, {g.dtype}, {p.target}"), b
+    if p.dx_dphase_pairs and (why := dpairs_illegal(g, p)):
+        return f"dx_dphase_pairs: {why}", b
+    if p.dw_row_stack and not row_stack_legal(p):
+        return "dw_row_stack needs dw:row_pack with dw_x_stationary and dw_xt_dma", b
     if b.sbuf > hw.sbuf_usable:
         big = max(b.parts, key=lambda kv: kv[1]) if b.parts else ("?", 0)
         return (f"SBUF {b.sbuf} B per partition exceeds {hw.sbuf_usable} B usable "
@@ -1502,6 +1574,8 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         out += _lnc2_packed_bands(g, p)
     if hw is not None:
         out += _dx_t_variants(g, p, hw)
+    if p.compute_dx and not dpairs_illegal(g, q_ := replace(p, dx_dphase_pairs=True, dx_ci_tile=g.c_in)):
+        out.append(q_)
     if xt_dma_legal(g, p):   # row-mode x^T by DMA transpose (with either dw orientation): both variants stay
         out += [replace(q, dw_xt_dma=True) for q in out]
     if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
@@ -1514,6 +1588,8 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
                 else q for q in split]
     if p.lnc == 2 and p.dw_method is DwMethod.DMA_GEMM:   # C_in tiles per program, or positions
         out += [replace(q, dw_split="channels") for q in out]
+    # row stacking where a program's row chunks pair up (LNC2: a taps split keeps every batch on both)
+    out += [replace(q, dw_row_stack=True) for q in out if row_stack_legal(q) and _row_stack_useful(g, q)]
     return out
 
 
@@ -1654,6 +1730,50 @@ def _dx_t_variants(g: ConvGeom, p: Plan, hw: TargetFigures) -> list[Plan]:
         else:
             out.append(q)   # listed (and rejected with its reason)
     return out
+
+
+def _estimate_dpairs(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items: list) -> None:
+    """D-phase pairs: the slot tiles (memset, one SBUF->SBUF DMA per tap) and every band's matmuls,
+    evictions and two stores (mirrors nki_dx_dpairs.run_dx_dpairs)."""
+    ds = g.dtype_bytes
+    n_co = n_tiles(g.c_out, PMAX)
+    slots = _dpair_slot_count(g, p)
+    if g.c_in < dpairs.HALF:   # gap columns: the whole slot tiles
+        c.compute("gpsimd", slots * PMAX, 0, 1.0, n_co, op="memset")
+    else:   # the halves no tap fills
+        c.compute("gpsimd", dpairs.HALF, 0, 1.0, n_co * (2 * slots - g.taps), op="memset")
+    if not filters_by_dma(g, p):   # W^T (charged with the filters) copied into the slots; else DMA-transposed there
+        c.dma(min(PMAX, g.c_out) * g.c_in * ds, g.c_in * ds, g.taps * n_co)
+    for _b, bd, bh in items:
+        c.add(_dpair_band_sheet(g, hw.name, bd, bh))
+
+
+@lru_cache(maxsize=4096)
+def _dpair_band_sheet(g: ConvGeom, target: str, bd: AxisBand, bh: AxisBand) -> CostSheet:
+    """One band of the D-phase pairs (cached)."""
+    c = CostSheet(TARGET_FIGURES[target])
+    ds = g.dtype_bytes
+    fp32 = g.dtype == "fp32"
+    n_co = n_tiles(g.c_out, PMAX)
+    W = g.axes[2].n
+    w_band = axis_bands(g.axes[2], W)[0]
+    halves = set()
+    for grp in dpairs.dpair_groups(g, (bd, bh, w_band)):
+        ref = grp.lo if grp.lo is not None else grp.hi
+        halves |= {side for side, pw in ((0, grp.lo), (1, grp.hi)) if pw is not None}
+        if not grp.steps:
+            c.compute("gpsimd", (ref.j1[0] - ref.j0[0]) * (ref.j1[1] - ref.j0[1]) * (ref.j1[2] - ref.j0[2]), 0, 1.0,
+                      1, op="memset")
+            continue
+        m = dpairs.HALF + g.c_in if grp.hi is not None else g.c_in
+        for _st, (nd, nh, nw) in ref.blocks:
+            c.matmul(m, nd * nh * nw, fp32, len(grp.steps) * n_co)
+            c.evict(nd * nh * nw, ds == 2, 1, contiguous=(g.axes[2].s == 1))
+    nh_in = bh.i1 - bh.i0
+    rows = ceil_div(bd.i1 - bd.i0, 2)
+    run = (nh_in * W if nh_in == g.axes[1].n else W) * ds
+    c.dma(g.c_in * rows * nh_in * W * ds, run, len(halves))
+    return c
 
 
 def _estimate_dx_t(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items: list) -> None:

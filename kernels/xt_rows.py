@@ -110,7 +110,8 @@ def xt_dma_setup_cost(c: CostSheet, g: ConvGeom, ci_tile: int, slots: int = 1) -
 
 
 def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[int, int, int, int],
-                span: tuple[int, int], tile_pe_ns: float = 0.0, one_tile: bool = False) -> None:
+                span: tuple[int, int], tile_pe_ns: float = 0.0, one_tile: bool = False,
+                latency: bool = True) -> None:
     """The DMAs of the x^T tiles of one row chunk (od0, oh0, cd, ch) and C_in tile of ``ci`` channels,
     for the (kd, kh) pairs of the tap span (mirrors RowXtDma.fill).
 
@@ -119,6 +120,7 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
     engines' share), so tiles cannot go faster than (PE + L) / XT_DMA_BUFS each: the PE idles the rest
     (small layers, where L dominates); charged as TensorE time. ``one_tile``: the pairs of the span
     share one tile (x-stationary's bundle): one latency (its slowest transfer), ``tile_pe_ns`` its PE work.
+    ``latency=False``: the DMAs only (row stacking: the tile's latency is charged with the other chunk's).
     """
     ds = g.dtype_bytes
     xw, lo, hi = xt_columns(g)
@@ -138,6 +140,8 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
             c.busy["dma"] += moved / (bw * DMA_TRANSPOSE_EFFICIENCY)
             slowest = max(slowest, moved / (bw * DMA_TRANSPOSE_EFFICIENCY * _rate(run.rows)))
         c.counts["dma_transpose"] = c.counts.get("dma_transpose", 0) + len(fill.transposes)
+        if not latency:
+            continue
         if one_tile:
             worst = max(worst or 0.0, slowest) if (fill.zeros or fill.transposes) else worst
         elif fill.zeros or fill.transposes:

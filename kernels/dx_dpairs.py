@@ -1,0 +1,97 @@
+"""dx phase gather with the two D stride phases stacked on the PE's M axis (``Plan.dx_dphase_pairs``).
+
+The gather puts C_in on M: with C_in <= 64 half the array idles. At stride 2 along D, the two D phases
+(same H and W phases) read dy windows that mostly coincide: position i = 2j + phi - lo of phase phi
+reached by tap kd reads dy row j - tap_shift(kd, phi). Steps of the two phases with the same dy window
+(relative to their j box) share ONE matmul: stationary ``[W_a^T | W_b^T]`` (phase 0's tap on columns
+[0, ci), phase 1's on [64, 64 + ci), zeros elsewhere), moving the common window; PSUM partitions
+[0, 64) hold phase 0's positions, [64, 128) phase 1's. A dx band plane holds phase 0's D rows on the
+lower partitions and phase 1's on the upper ones (each with whole H x W rows, so each half stores with
+one DMA of long runs). k = 3, pad 1: 18 matmuls per block pair instead of 27 (2 D windows, not 3).
+
+Pure Python: the kernel (``nki_dx_dpairs``) and the planner walk these lists.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .geometry import ConvGeom
+from .schedule import AxisBand, PhaseWork, dx_phase_work
+
+HALF = 64   # phase 1's partition offset (the start-partition rule: <= 64 partitions may start at 64)
+
+
+@dataclass(frozen=True)
+class DpairGroup:
+    """The work of one (H, W) phase pair of a band: ``lo`` (D phase 0) and ``hi`` (D phase 1) phase
+    work (None when the band has no position of it); ``steps`` per block: (tap of lo | None, tap of
+    hi | None, (d, h, w) window offset of the step relative to the block start, in dy rows). Paired
+    when both phases have taps and equal j extents (their blocks align one to one), else each phase
+    runs alone (``steps`` then holds one side only; ``alone`` names the phase: 0 or 1)."""
+
+    lo: PhaseWork | None
+    hi: PhaseWork | None
+    steps: tuple[tuple[int | None, int | None, tuple[int, int, int]], ...]
+    alone: int = -1
+
+
+def dpairs_domain(g: ConvGeom) -> str:
+    """'' when the variant applies, else why not."""
+    if g.axes[0].s != 2:
+        return f"D stride {g.axes[0].s} (needs 2)"
+    if g.c_in > HALF:
+        return f"C_in {g.c_in} > {HALF}"
+    return ""
+
+
+def _steps(g: ConvGeom, pw: PhaseWork) -> list[tuple[tuple[int, int, int], int]]:
+    """(the dy window start of the phase's j0 position, tap index) of every tap of one phase."""
+    ax = g.axes
+    out = []
+    for kd, kh, kw in pw.taps:
+        off = tuple(pw.j0[a] - ax[a].tap_shift((kd, kh, kw)[a], pw.phases[a]) for a in range(3))
+        out.append((off, g.tap_index(kd, kh, kw)))
+    return out
+
+
+def dpair_groups(g: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand]) -> tuple[DpairGroup, ...]:
+    """The groups of one dx band, in the kernel's order (phases without taps: ``steps`` empty)."""
+    work = dx_phase_work(g, bands)
+    by_hw: dict[tuple[int, int], dict[int, PhaseWork]] = {}
+    for pw in work:
+        by_hw.setdefault(pw.phases[1:], {})[pw.phases[0]] = pw
+    out = []
+    for hw in sorted(by_hw):
+        lo, hi = by_hw[hw].get(0), by_hw[hw].get(1)
+        ext = [tuple(p.j1[a] - p.j0[a] for a in range(3)) if p is not None else None for p in (lo, hi)]
+        if lo is not None and hi is not None and lo.taps and hi.taps and ext[0] == ext[1]:
+            keyed: dict[tuple[int, int, int], list[int | None]] = {}
+            for side, pw in ((0, lo), (1, hi)):
+                for off, t in _steps(g, pw):
+                    keyed.setdefault(off, [None, None])[side] = t
+            out.append(DpairGroup(lo, hi, tuple((a, b, off) for off, (a, b) in sorted(keyed.items()))))
+            continue
+        for side, pw in ((0, lo), (1, hi)):
+            if pw is None:
+                continue
+            steps = tuple((t, None, off) if side == 0 else (None, t, off) for off, t in _steps(g, pw))
+            out.append(DpairGroup(lo if side == 0 else None, hi if side == 1 else None, steps, alone=side))
+    return tuple(out)
+
+
+def dpair_slots(g: ConvGeom, band_list: list[tuple[AxisBand, AxisBand, AxisBand]]
+                ) -> dict[tuple[int | None, int | None], int]:
+    """The stationary slots [W_a^T | W_b^T] (a tap pair, or one tap and zeros) every band needs,
+    numbered in first-use order."""
+    slots: dict[tuple[int | None, int | None], int] = {}
+    for bands in band_list:
+        for grp in dpair_groups(g, bands):
+            for a, b, _off in grp.steps:
+                slots.setdefault((a, b), len(slots))
+    return slots
+
+
+def dpair_matmuls(g: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand]) -> int:
+    """Matmuls per C_out tile of one band (for tests and explain)."""
+    return sum(len(grp.steps) * len((grp.lo or grp.hi).blocks) for grp in dpair_groups(g, bands)
+               if grp.steps)

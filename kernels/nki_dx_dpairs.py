@@ -1,0 +1,108 @@
+"""dx phase gather with the two D stride phases on the PE's M axis (``Plan.dx_dphase_pairs``; the
+loop lists and the layout are in ``dx_dpairs``).
+
+Per C_out tile a stationary tile ``[co, slots, 128]``: slot (a, b) holds W_a^T on columns [0, ci) and
+W_b^T on [64, 64 + ci), zeros elsewhere (built once: dma_transpose from HBM, or SBUF->SBUF DMAs from the resident W^T tiles). A
+paired block accumulates both phases in one PSUM bank (phase 0 on partitions [0, 64), phase 1 on
+[64, 128)) and is evicted by one copy into a plane whose lower partitions hold phase 0's D rows and
+whose upper ones hold phase 1's; each half is stored with one DMA (D rows two apart in dx).
+"""
+import nki.isa as nisa
+import nki.language as nl
+
+from .dx_dpairs import HALF, dpair_groups, dpair_slots
+from .nki_common import BANK_FP32, PMAX, Pool, band_slices
+from .planner import dx_items
+from .schedule import axis_bands, tiles
+
+
+def dpair_slot_map(g, plan):
+    """The stationary slots of every band of the plan's dx items (the planner counts the same)."""
+    w_band = axis_bands(g.axes[2], g.axes[2].n)[0]
+    return dpair_slots(g, sorted({(bd, bh, w_band) for _b, bd, bh in dx_items(g, plan)},
+                                 key=lambda t: (t[0].i0, t[1].i0)))
+
+
+def dpair_filters(ctx, w_t=None):
+    """The stationary slot tiles [co, slots, 128] per C_out tile: for 2-byte dtypes on NC-v3+ by
+    dma_transpose straight from HBM into the slots (``w_t`` None), else SBUF->SBUF DMAs from the
+    resident W^T tiles ``w_t``. Only the columns no tap fills are zeroed."""
+    g = ctx.g
+    ci = g.c_in
+    slots = dpair_slot_map(g, ctx.plan)
+    flat = ctx.filters.reshape((g.taps, g.c_in, g.c_out))
+    out = []
+    for c, (co0, co_sz) in enumerate(tiles(g.c_out, PMAX)):
+        pt = nl.ndarray((PMAX, max(1, len(slots)), PMAX), ctx.dtype, buffer=nl.sbuf, name=f"w_dpair{c}")
+        if ci < HALF:   # gap columns in every slot
+            nisa.memset(pt[:co_sz, :, :], 0.0, engine=nisa.engine.gpsimd)
+        for (a, b), s in slots.items():
+            for side, t in ((0, a), (1, b)):
+                cols = slice(side * HALF, side * HALF + ci)
+                if t is None:
+                    if ci == HALF:
+                        nisa.memset(pt[:co_sz, s, cols], 0.0, engine=nisa.engine.gpsimd)
+                elif w_t is None:
+                    nisa.dma_transpose(dst=pt[:co_sz, s, cols], src=flat[t, :, co0:co0 + co_sz])
+                else:
+                    nisa.dma_copy(dst=pt[:co_sz, s, cols], src=w_t[c][:co_sz, t, :ci])
+        out.append(pt)
+    return out
+
+
+def run_dx_dpairs(ctx, items, bands, pair_t, on_band):
+    """dx of this program's (batch, D band, H band) items with the D phases paired on M; ``pair_t``:
+    the slot tiles (``dpair_filters``)."""
+    g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
+    ax = g.axes
+    W = ax[2].n
+    ci = g.c_in
+    co_tiles = tiles(g.c_out, PMAX)
+    slots = dpair_slot_map(g, plan)
+    rows_d = -(-plan.dx_band[0] // 2)
+    plane_pool = Pool(2, (PMAX, rows_d, plan.dx_band[1], W), dtype, nl.sbuf, "dx_plane")
+    acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dx")
+    for b, bd, bh in items:
+        bufs = bands.load(b, bd, bh)
+        if on_band is not None:
+            on_band(b, bd, bh, bands.band_w, bufs)
+        nh_in = bh.i1 - bh.i0
+        plane = plane_pool.take()
+        first = {}   # D phase -> (first input row of the band, rows)
+        for grp in dpair_groups(g, (bd, bh, bands.band_w)):
+            for side, pw in ((0, grp.lo), (1, grp.hi)):
+                if pw is not None and (grp.alone < 0 or grp.alone == side):
+                    first.setdefault(side, (ax[0].i_of_j(pw.j0[0], side), pw.j1[0] - pw.j0[0]))
+            if not grp.steps:   # a phase no tap reaches: zeros
+                side, pw = (0, grp.lo) if grp.lo is not None else (1, grp.hi)
+                p0 = side * HALF
+                i_h = ax[1].i_of_j(pw.j0[1], pw.phases[1]) - bh.i0
+                i_w = ax[2].i_of_j(pw.j0[2], pw.phases[2])
+                nisa.memset(plane[p0:p0 + ci, 0:pw.j1[0] - pw.j0[0],
+                                  band_slices(i_h, pw.j1[1] - pw.j0[1], ax[1].s),
+                                  band_slices(i_w, pw.j1[2] - pw.j0[2], ax[2].s)], 0.0, engine=nisa.engine.gpsimd)
+                continue
+            ref = grp.lo if grp.lo is not None else grp.hi
+            has_hi = grp.hi is not None
+            m = HALF + ci if has_hi else ci   # the stationary columns used (phase 1 from column 64)
+            p_lo = HALF if grp.alone == 1 else 0
+            p_hi = HALF + ci if has_hi else ci
+            for (jd, jh, jw), (nd, nh, nw) in ref.blocks:
+                n = nd * nh * nw
+                rel = (jd - ref.j0[0], jh - ref.j0[1], jw - ref.j0[2])
+                ps = acc_pool.take()
+                steps = [(st, c) for st in grp.steps for c in range(len(co_tiles))]
+                for si, ((a, bt, win), c) in enumerate(steps):
+                    co_sz = co_tiles[c][1]
+                    qd = win[0] + rel[0] - bd.q0
+                    qh = win[1] + rel[1] - bh.q0
+                    qw = win[2] + rel[2] - bands.band_w.q0
+                    nisa.nc_matmul(ps[:m, :n], stationary=pair_t[c][:co_sz, slots[(a, bt)], :m],
+                                   moving=bufs[c][:co_sz, qd:qd + nd, qh:qh + nh, qw:qw + nw], accumulate=si > 0)
+                i_h = ax[1].i_of_j(jh, ref.phases[1]) - bh.i0
+                i_w = ax[2].i_of_j(jw, ref.phases[2])
+                ctx.evict.copy(plane[p_lo:p_hi, rel[0]:rel[0] + nd, band_slices(i_h, nh, ax[1].s),
+                                     band_slices(i_w, nw, ax[2].s)], ps[p_lo:p_hi, :n])
+        for side, (i_first, n_rows) in sorted(first.items()):
+            nisa.dma_copy(dst=ctx.dx[b, :, band_slices(i_first - 0, n_rows, 2), bh.i0:bh.i1, :],
+                          src=plane[side * HALF:side * HALF + ci, :n_rows, :nh_in, :W])
