@@ -10,7 +10,7 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .nki_common import PMAX, Pool, band_slices
-from .xt_rows import MEMSET_MAX, XT_DMA_BUFS, xt_columns, xt_fill
+from .xt_rows import MEMSET_MAX, XT_DMA_BUFS, xt_columns, xt_fill, zero_by_memset
 
 
 class RowXtDma:
@@ -49,9 +49,15 @@ class RowXtDma:
         xt = self.ring.take()
         plan = xt_fill(self.ctx.g, od0, oh0, cd, ch, kd, kh)
         w0, wn = self.c_lo - self.ctx.g.axes[2].lo, self.c_hi - self.c_lo   # x columns of the tile
-        for run in plan.zeros:   # whole rows (all columns and channel slots): one contiguous write
-            n = run.rows
-            nisa.dma_copy(dst=xt[run.p0:run.p0 + n, :, :], src=self.zero[:n, :])
+        if plan.zeros and zero_by_memset(self.ctx.g, xt.shape[-1]):
+            # tiny C_in: one memset of the x columns of every row (from partition 0), then the
+            # transposes overwrite the valid rows (the pad columns stay zero from the setup)
+            end = max(r.p0 + r.rows for r in plan.zeros + plan.transposes)
+            nisa.memset(xt[:end, self.c_lo:self.c_hi, :], 0.0, engine=nisa.engine.gpsimd)
+        else:
+            for run in plan.zeros:   # whole rows (all columns and channel slots): one contiguous write
+                n = run.rows
+                nisa.dma_copy(dst=xt[run.p0:run.p0 + n, :, :], src=self.zero[:n, :])
         for run in plan.transposes:
             src = self.x_rows[b, ci0:ci0 + ci_sz, band_slices(run.x_row, run.rows, run.step), w0:w0 + wn]
             nisa.dma_transpose(dst=xt[run.p0:run.p0 + run.rows, self.c_lo:self.c_hi, :ci_sz],

@@ -1377,6 +1377,7 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         out += _dx_t_variants(g, p, hw)
     if xt_dma_legal(g, p):   # row-mode x^T by DMA transpose (with either dw orientation): both variants stay
         out += [replace(q, dw_xt_dma=True) for q in out]
+        out += _xt_dma_full_rows(g, out, hw)
     if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
         out = [q2 if not _check(g, q2 := replace(q, filters_first=True), hw)[0] else q for q in out]
     if p.lnc == 2 and p.compute_dw and p.strategy is Strategy.PER_GRADIENT and g.taps >= 2 \
@@ -1387,6 +1388,29 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
                 else q for q in split]
     if p.lnc == 2 and p.dw_method is DwMethod.DMA_GEMM:   # C_in tiles per program, or positions
         out += [replace(q, dw_split="channels") for q in out]
+    return out
+
+
+def _xt_dma_full_rows(g: ConvGeom, plans: list[Plan], hw: TargetFigures | None) -> list[Plan]:
+    """Per gradient, row-mode dw with x^T by DMA holds no x band, so a dw band that had to stay small
+    for the x band (the stem's 7x7 halo: 2x32 rows, K = 64 on the PE) can grow: the variant of each
+    such ``xT dma`` plan with the largest dw band of at most 128 (d, h) rows that fits (whole H rows)."""
+    if hw is None:
+        return []
+    ho = g.axes[1].o
+    rows = [(d, ho) for d in _band_options(g.axes[0].o) if d * ho <= PMAX]
+    out = []
+    for q in plans:
+        if not (q.dw_xt_dma and q.compute_dw and q.strategy is Strategy.PER_GRADIENT and q.dw_tap_range == 0
+                and q.dw_band[1] == ho and q.dw_band[0] * ho < PMAX):
+            continue
+        for band in rows:
+            if band[0] <= q.dw_band[0]:
+                break
+            q2 = replace(q, dw_band=band)
+            if not _check(g, q2, hw)[0]:
+                out.append(q2)
+                break
     return out
 
 

@@ -21,6 +21,7 @@ from .schedule import dw_x_extent
 XT_DMA_BUFS = 3      # x^T tiles in flight: a tile's transposes run while the two before it are in use
 MEMSET_MAX = 32768   # elements per partition of one memset of the zero tile (engine access limit 64K)
 DMA_TRANSPOSE_EFFICIENCY = 0.9   # dma_transpose from HBM (trn2 arch guide; nkisim's figure)
+ZERO_MEMSET_MAX = 512   # x-column elements per partition up to which a tile's zero rows are one memset
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,16 @@ def xt_fill(g: ConvGeom, od0: int, oh0: int, cd: int, ch: int, kd: int, kh: int)
     return XtFill(transposes, tuple(XtRun(a, b - a) for a, b in zeros))
 
 
+def zero_by_memset(g: ConvGeom, ci_tile: int) -> bool:
+    """Zero rows by one GpSimd memset of the tile's x columns (all its rows, before the transposes
+    overwrite the valid ones) instead of one DMA per zero run: for tiny channel counts, where a tile
+    has many clipped runs (one per d plane and H edge: the stem's 7x7 kernel) and each DMA holds one
+    of the 16 queues for its ~1.3 us start latency, while the memset of so few elements costs
+    ~0.2 us. The memset starts at partition 0 (a compute engine cannot start at the clipped rows)."""
+    _xw, lo, hi = xt_columns(g)
+    return 0 < (hi - lo) * ci_tile <= ZERO_MEMSET_MAX
+
+
 def xt_dma_setup_cost(c: CostSheet, g: ConvGeom, ci_tile: int, slots: int = 1) -> None:
     """The memsets of one RowXtDma: each buffer's pad columns (of its ``slots`` slot views: one
     memset per buffer and side), the zero tile (GpSimd)."""
@@ -126,11 +137,14 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
     row = xw * ci_tile * ds
     bw = c.hw.dma_bytes_per_ns
     worst = None   # one_tile: the slowest transfer of the whole span
+    memset = zero_by_memset(g, ci_tile)
     for t in range(span[0], span[1], kw_n):
         kd, kh, _kw = g.tap_coords(t)
         fill = xt_fill(g, *chunk, kd, kh)
         slowest = 0.0
-        for run in fill.zeros:
+        if memset and fill.zeros:
+            c.compute("gpsimd", (hi - lo) * ci_tile, 0, 1.0, 1, op="memset")
+        for run in () if memset else fill.zeros:
             c.dma(run.rows * row, row)
             slowest = max(slowest, run.rows * row / (bw * row / (row + 256.0) * _rate(run.rows)))
         for run in fill.transposes:
