@@ -304,12 +304,19 @@ class DwState:
 
                 nb = dw_xs_bundle(g, plan) if self.xs else 1
                 bundle_tiles = {}
+                # tiny C_in, x^T by DMA: a bundle's pairs are filled together (transposes merged along kh)
+                merged = self.xs and self.xt_dma is not None and self.xt_dma.merges(ci_sz)
+                bundle_views = {}
 
-                def stage_at(k, stage=stage, pairs=pairs, nb=nb, bundle_tiles=bundle_tiles):
+                def stage_at(k, stage=stage, pairs=pairs, nb=nb, bundle_tiles=bundle_tiles, merged=merged,
+                             bundle_views=bundle_views, ci0=ci0, ci_sz=ci_sz, cd=cd, ch=ch, box_d=box_d, box_h=box_h):
                     """x-stationary: a bundle of nb pairs starts on a fresh tile of the ring."""
                     if self.xs and k % nb == 0:
                         self.xt_pool.align()
-                    view = stage(pairs[k])
+                        if merged:
+                            bundle_views[k // nb] = self.xt_dma.fill_bundle(b, ci0, ci_sz, box_d[0], box_h[0], cd, ch,
+                                                                            pairs[k:k + nb])
+                    view = bundle_views[k // nb][k % nb] if merged else stage(pairs[k])
                     if self.xs:
                         bundle_tiles[k // nb] = self.xt_pool.tile
                     return view
