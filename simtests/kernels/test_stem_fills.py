@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from kernels import nki_dw_xt, nki_filters
+from kernels import nki_dw_xt, nki_dx, nki_dx_toeplitz, nki_filters
 from kernels.geometry import validate
 from kernels.planner import DbMethod, Strategy, plan_conv3d_bwd
 from kernels.xt_rows import xt_bundle_groups, xt_fill, zero_by_memset
@@ -49,7 +49,7 @@ def test_bundle_groups_cover_every_pair_once_with_its_own_rows():
 
 
 def test_the_stem_pick_takes_the_128_row_band_and_folds_db():
-    g, (dy, x, w) = _validated(STEM)
+    _g, (dy, x, w) = _validated(STEM)
     p = plan_conv3d_bwd(dy, x, w, stride=STEM["stride"], padding=STEM["padding"], dtype="bf16", target="trn2")
     assert p.dw_xt_dma and p.dw_x_stationary and p.dw_band == (4, 32), p.label
     assert p.db_method is DbMethod.FOLD
@@ -75,11 +75,8 @@ def calls(monkeypatch):
 
     monkeypatch.setattr(nki_dw_xt.RowXtDma, "fill_bundle", counted_bundle)
     monkeypatch.setattr(nki_filters, "load_filters_t", counted_filters)
-    import kernels.nki_dx as nki_dx
-    import kernels.nki_dx_toeplitz as nki_dx_toeplitz
-    for mod in (nki_dx, nki_dx_toeplitz):
-        if hasattr(mod, "load_filters_t"):
-            monkeypatch.setattr(mod, "load_filters_t", counted_filters)
+    for mod in (nki_dx, nki_dx_toeplitz):   # the names the dx modules imported
+        monkeypatch.setattr(mod, "load_filters_t", counted_filters)
     return seen
 
 
