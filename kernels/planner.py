@@ -16,7 +16,7 @@ from enum import Enum
 from functools import lru_cache
 
 from . import dx_toeplitz as toeplitz
-from .costs import TARGET_FIGURES, CostSheet, TargetFigures
+from .costs import OVERLAP_LOSS, TARGET_FIGURES, CostSheet, TargetFigures
 from .dx_pairs import (
     BANK_FP32,
     DXT_BUFS,
@@ -357,6 +357,7 @@ class Plan:
     dx_toeplitz: tuple[int, int] = (1, 1)   # dx:toeplitz: phase positions (U_d, U_h) stacked on M
     dx_toeplitz_pair: int = -1        # dx:toeplitz: axis (0 d, 1 h) whose offset pairs share K = 2 C_out; -1 none
     dw_xt_dma: bool = False           # row-mode dw x^T by dma_transpose from HBM (2-byte, NC-v3+)
+    dw_interleave: bool = False       # per gradient: dw's boxes issued between dx's items (dx:toeplitz)
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -392,7 +393,7 @@ class Plan:
                 "dw_ci_range": self.dw_ci_range, "dw_tap_range": self.dw_tap_range, "dx_regions": self.dx_regions,
                 "filters_first": self.filters_first, "dw_split": self.dw_split,
                 "dw_x_stationary": self.dw_x_stationary, "dx_transposed": self.dx_transposed, "dx_pair_copies": self.dx_pair_copies, "dx_toeplitz": list(self.dx_toeplitz), "dx_toeplitz_pair": self.dx_toeplitz_pair,
-                "dw_xt_dma": self.dw_xt_dma}
+                "dw_xt_dma": self.dw_xt_dma, "dw_interleave": self.dw_interleave}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -579,6 +580,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             dw_total += first
         # the store runs while every dw pool (and, per gradient, dw's dy ring) is still live
         phase_sbuf["dw store"] = dw_total + store + other
+        if p.dw_interleave:   # dw's boxes run between dx's items: its pools live through dx
+            phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_total
         if dw_defer_finish(g, p):   # the accumulators and the received halves stay live through dx
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + acc + other
         psum_dw = dw_acc_banks(p.dw_co_chunk, n_co) + (1 if db_on_dw(p) else 0)
@@ -587,7 +590,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
     if p.compute_db and p.db_method is DbMethod.STANDALONE:
         phase_sbuf["db"] = 2 * min(_db_chunk(g), g.batch * Wo * g.axes[0].o * g.axes[1].o) * ds + 4 * n_co * 4
     sbuf = max(phase_sbuf.values(), default=0)
-    psum = psum_transpose_banks(p) + (psum_dx + psum_dw if p.strategy is Strategy.SHARED_DY
+    psum = psum_transpose_banks(p) + (psum_dx + psum_dw if (p.strategy is Strategy.SHARED_DY or p.dw_interleave)
                                    else max(psum_dx, psum_dw))
     return _Budget(sbuf, psum, tuple(parts))
 
@@ -828,7 +831,27 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
             c.compute("vector", 1, 1, 1.0, bs * per_b * n_co, op="tensor_tensor")
         c.dma(co_t * 4, 4, n_co)
     total = c.total_ns(fill)
+    if p.dw_interleave:
+        total -= _interleave_hidden_ns(g, p, hw, c)
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
+
+
+def dw_interleave_ok(g: ConvGeom, p: Plan) -> bool:
+    """``Plan.dw_interleave``: per gradient, dx:toeplitz with dw streaming its own dy (row or box mode)."""
+    return bool(p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
+                and p.dx_method is DxMethod.TOEPLITZ and p.dw_method is not DwMethod.DMA_GEMM)
+
+
+def _interleave_hidden_ns(g: ConvGeom, p: Plan, hw: TargetFigures, c: CostSheet) -> float:
+    """With dw's boxes issued between dx's items, dw's DMA and GpSimd work (its x^T transposes, zero
+    rows, dy loads) runs under dx's PE stream instead of stalling the PE: its share of the overlap loss
+    is not charged, when the PE is the busiest engine."""
+    if max(c.busy, key=c.busy.get) != "tensor":
+        return 0.0
+    alone = replace(p, compute_dx=False, compute_db=False, db_method=None, dw_interleave=False,
+                    filters_first=False)
+    _t, eng = _estimate(g, alone, hw)
+    return OVERLAP_LOSS * 1000.0 * (eng["dma"] + eng["gpsimd"])
 
 
 def _dw_exchange_ns(c: CostSheet, g: ConvGeom, hw: TargetFigures, co_t: int, n_co: int, half: int, width: int,
@@ -1175,6 +1198,8 @@ def _label(p: Plan) -> str:
                      + (f", K pairs {'dh'[p.dx_toeplitz_pair]}" if p.dx_method is DxMethod.TOEPLITZ
                         and p.dx_toeplitz_pair >= 0 else "")
                      + (", filters first" if p.filters_first else "") + "]")
+    if p.dw_interleave:
+        parts.append("dw-interleaved")
     if p.dw_method:
         band = "" if p.strategy is Strategy.SHARED_DY else f"band {p.dw_band[0]}x{p.dw_band[1]}, "
         band += f"{p.dw_split} split, " if (p.lnc == 2 and p.dw_split != "positions") else ""
@@ -1380,6 +1405,9 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         out += _xt_dma_full_rows(g, out, hw)
     if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
         out = [q2 if not _check(g, q2 := replace(q, filters_first=True), hw)[0] else q for q in out]
+        # dx:toeplitz with dw's boxes between its items (the fast dw variants: x-stationary, xT dma)
+        out += [q2 for q in out if dw_interleave_ok(g, q) and q.dw_x_stationary and q.dw_xt_dma
+                and not _check(g, q2 := replace(q, dw_interleave=True), hw)[0]]
     if p.lnc == 2 and p.compute_dw and p.strategy is Strategy.PER_GRADIENT and g.taps >= 2 \
             and p.dw_method is not DwMethod.DMA_GEMM:
         split = [replace(q, dw_split="taps") for q in out]

@@ -3,12 +3,13 @@ the 128-row dw band of ``xT dma`` plans. Exact against the reference under force
 from __future__ import annotations
 
 import dataclasses
+import importlib
 
 import pytest
 
 from kernels import nki_dw_xt, nki_dx, nki_dx_toeplitz, nki_filters
 from kernels.geometry import validate
-from kernels.planner import DbMethod, Strategy, plan_conv3d_bwd
+from kernels.planner import DbMethod, DxMethod, Strategy, plan_conv3d_bwd
 from kernels.xt_rows import xt_bundle_groups, xt_fill, zero_by_memset
 
 from .conftest import geom_shapes
@@ -133,3 +134,76 @@ def test_lnc2(split, calls):
 def test_fp32_keeps_the_pe_paths():
     """fp32: no dma_transpose (x^T and filters by the PE); still exact."""
     run_and_compare(**dict(GEOMS[0].values[0]), dtype="fp32")
+
+
+def _interleaved(edit=None, split=None, db=None):
+    """The cheapest dx:toeplitz candidate with dw's boxes between dx's items (and edits)."""
+    def pick(p):
+        alts = [a for a in p.feasible_candidates() if a.dw_interleave and (split is None or a.dw_split == split)
+                and (db is None or a.db_method is db)]
+        if not alts:   # fp32 (no xT dma): the planner does not list it; the kernel runs it forced
+            alts = [dataclasses.replace(a, dw_interleave=True) for a in p.feasible_candidates()
+                    if a.dx_method is DxMethod.TOEPLITZ and a.strategy is Strategy.PER_GRADIENT]
+        assert alts, p.explain()
+        return dataclasses.replace(alts[0], **(edit or {}))
+    return pick
+
+
+@pytest.fixture
+def steps(monkeypatch):
+    """Counts the dw boxes issued from dx's item loop (so a test knows the interleaving ran)."""
+    entry = importlib.import_module("kernels.conv3d_bwd")   # (the package exports the kernel by that name)
+    seen = []
+    original = entry._Steps.between
+
+    def counted(self, n_items):
+        run = original(self, n_items)
+
+        def wrapped(i):
+            before = self.done
+            run(i)
+            seen.append(self.done - before)
+        return wrapped
+
+    monkeypatch.setattr(entry._Steps, "between", counted)
+    return seen
+
+
+INTERLEAVE = [
+    # the stem's kernel and stride: dx items and dw boxes in different numbers
+    pytest.param({"batch": 2, "c_in": 3, "c_out": 8, "size": (5, 14, 13), "kernel": (3, 7, 7), "stride": (1, 2, 2),
+                  "padding": (1, 1, 3, 3, 3, 3)}, {"dw_band": (1, 7), "dx_band": (2, 14)}, id="stem-small"),
+    # C_in 1, asymmetric padding, odd sizes; dw boxes fewer than dx items
+    pytest.param({"batch": 1, "c_in": 1, "c_out": 5, "size": (6, 9, 11), "kernel": (3, 5, 3), "stride": (1, 2, 2),
+                  "padding": (2, 0, 1, 3, 0, 2)}, {"dx_band": (1, 9)}, id="cin1-asym"),
+    # C_in 8 with dilation, stride 1
+    pytest.param({"batch": 2, "c_in": 8, "c_out": 6, "size": (4, 9, 7), "kernel": (2, 3, 3), "dilation": (1, 2, 1),
+                  "padding": (1, 0, 2, 2, 1, 1)}, {}, id="cin8-dil"),
+]
+
+
+@pytest.mark.parametrize("geom, edit", INTERLEAVE)
+@pytest.mark.parametrize("db", [DbMethod.FOLD, DbMethod.STANDALONE], ids=["fold", "standalone"])
+def test_interleaved_dw_is_exact(geom, edit, db, steps):
+    run_and_compare(**geom, plan_edit=_interleaved(edit, db=db))
+    assert sum(steps) > 0
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+def test_interleaved_dw_other_dtypes(dtype, steps):
+    run_and_compare(**dict(INTERLEAVE[0].values[0]), dtype=dtype, plan_edit=_interleaved(INTERLEAVE[0].values[1]))
+    assert sum(steps) > 0
+
+
+@pytest.mark.parametrize("grads", [("dx", "dw"), ("dx", "dw", "db")], ids=lambda g: "+".join(g))
+@pytest.mark.parametrize("split", ["positions", "taps"])
+def test_interleaved_dw_lnc2(grads, split, steps):
+    run_and_compare(**dict(INTERLEAVE[0].values[0]), lnc=2, grads=grads, plan_edit=_interleaved(split=split))
+    assert sum(steps) > 0
+
+
+def test_interleaved_dw_with_tap_passes(steps):
+    """dw tap passes: the generator's boxes span every pass; dx's items pace them all."""
+    geom = dict(INTERLEAVE[0].values[0])
+    run_and_compare(**geom, plan_edit=_interleaved({"dw_tap_range": 14, "dw_band": (2, 7)}))
+    assert sum(steps) > 0
