@@ -9,7 +9,7 @@ from .errors import Conv3dBwdInputError
 from .geometry import validate
 from .nki_common import Evictor, transpose_pool
 from .nki_db import DbState
-from .nki_dw import DwState, run_dw_streaming
+from .nki_dw import DwState, dw_streaming_steps, run_dw_streaming
 from .nki_dw_gemm import run_dw_gemm_dma
 from .nki_dx import DyBands, dx_groups, load_dx_filters, run_dx
 from .nki_dx_toeplitz import load_toeplitz_filters, run_dx_toeplitz
@@ -101,10 +101,13 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         # (in a list that run_dx empties: no reference may keep them live past their group)
         first_filters = [load_toeplitz_filters(ctx) if toeplitz else load_dx_filters(ctx, dx_groups(g, plan)[0])]
     dw_deferred = None   # LNC2: dw's exchange overlaps dx, its finish runs after it
+    dw_steps = None      # dw_interleave: dw's boxes issued between dx's items
     if compute_dw and not shared:
         # dw first: its PE work hides the start of dx (the filter loads and the first dy band)
         if plan.dw_method is DwMethod.DMA_GEMM:
             run_dw_gemm_dma(ctx, pid, lnc, db_in_dw)
+        elif plan.dw_interleave and compute_dx and toeplitz:
+            dw_steps = _Steps(dw_streaming_steps(ctx, pid, lnc, db_in_dw))
         else:
             dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw)
     if compute_dx:
@@ -124,11 +127,19 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
             if dw_state is not None:
                 dw_state.add_box(b, (bd.own0, bd.own1), (bh.own0, bh.own1), views)
 
-        (run_dx_toeplitz if toeplitz else run_dx)(ctx, _split(dx_items(g, plan), lnc, pid),
-                                                   on_band if (db_in_dx or dw_state) else None, first_filters)
+        items = _split(dx_items(g, plan), lnc, pid)
+        hook = on_band if (db_in_dx or dw_state) else None
+        if toeplitz:
+            run_dx_toeplitz(ctx, items, hook, first_filters, dw_steps.between(len(items)) if dw_steps else None)
+        else:
+            run_dx(ctx, items, hook, first_filters)
         if dw_state is not None:
             dw_state.finish(pid, lnc)
-    if dw_deferred is not None:
+    if dw_steps is not None:   # the boxes dx's items did not take, then dw's finish
+        dw_deferred = dw_steps.drain()
+        if dw_deferred is not None:
+            dw_deferred.finish(pid, lnc)
+    elif dw_deferred is not None:
         dw_deferred.finish(pid, lnc)
     if compute_db:
         if not fold:
@@ -145,3 +156,35 @@ def _co_tiles(g):
 
 def _bands(g, plan, a):
     return axis_bands(g.axes[a], plan.dx_band[a])
+
+
+
+class _Steps:
+    """dw's box generator (``dw_streaming_steps``) driven from dx's item loop (``Plan.dw_interleave``)."""
+
+    def __init__(self, gen):
+        self.gen = gen
+        self.boxes = next(gen)   # the generator announces its box count first
+        self.done = 0
+        self.result = None
+
+    def _step(self):
+        try:
+            next(self.gen)
+            self.done += 1
+        except StopIteration as stop:
+            self.result = stop.value
+            self.done = self.boxes + 1
+
+    def between(self, n_items):
+        """Before dx item i: dw's boxes up to ceil((i + 1) * boxes / items)."""
+        def run(i):
+            while self.done < -(-(i + 1) * self.boxes // n_items):
+                self._step()
+        return run
+
+    def drain(self):
+        """The boxes left, then the generator's return value (the deferred finish or None)."""
+        while self.done <= self.boxes:
+            self._step()
+        return self.result

@@ -337,12 +337,19 @@ class DwState:
 
             nb = dw_xs_bundle(g, plan) if self.xs else 1
             bundle_tiles = {}
+            # tiny C_in, x^T by DMA, one chunk: a bundle's pairs are filled together (transposes merged along kh)
+            merged = self.xs and self.xt_dma is not None and len(parts) == 1 and self.xt_dma.merges(ci_sz)
+            bundle_views = {}
 
-            def stage_at(k, stage=stage, pairs=pairs, nb=nb, bundle_tiles=bundle_tiles):
+            def stage_at(k, stage=stage, pairs=pairs, nb=nb, bundle_tiles=bundle_tiles, merged=merged,
+                         bundle_views=bundle_views, ci0=ci0, ci_sz=ci_sz, cd=cd, ch=ch, box_d=box_d, box_h=box_h):
                 """x-stationary: a bundle of nb pairs starts on a fresh tile of the ring."""
                 if self.xs and k % nb == 0:
                     self.xt_pool.align()
-                view = stage(pairs[k])
+                    if merged:
+                        bundle_views[k // nb] = self.xt_dma.fill_bundle(b, ci0, ci_sz, box_d[0], box_h[0], cd, ch,
+                                                                        pairs[k:k + nb])
+                view = bundle_views[k // nb][k % nb] if merged else stage(pairs[k])
                 if self.xs:
                     bundle_tiles[k // nb] = self.xt_pool.tile
                 return view
@@ -609,6 +616,18 @@ class DwState:
 def run_dw_streaming(ctx, pid, lnc, db_state):
     """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded. Returns the state whose
     ``finish`` the caller runs after dx when the plan defers it (``dw_defer_finish``), else None."""
+    steps = dw_streaming_steps(ctx, pid, lnc, db_state)
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            return done.value
+
+
+def dw_streaming_steps(ctx, pid, lnc, db_state):
+    """``run_dw_streaming`` as a generator that yields after each dw box, so that the caller can issue
+    another section's work between the boxes (``Plan.dw_interleave``: dx's PE work covers dw's DMA
+    waits); its return value is ``run_dw_streaming``'s."""
     g, plan = ctx.g, ctx.plan
     own = dw_own_taps(g, plan, pid)
     items = dw_items(g, plan) if own is not None else _split(dw_items(g, plan), lnc, pid)
@@ -623,6 +642,7 @@ def run_dw_streaming(ctx, pid, lnc, db_state):
     ranges = [(c0, min(g.c_in, c0 + plan.dw_ci_range)) for c0 in range(0, g.c_in, plan.dw_ci_range)]
     # and, for big filters, tap passes (dy and x streamed once per pass): one pass's accumulators fit
     passes = [(ci_range, span) for ci_range in ranges for span in dw_tap_passes(g, plan, pid)]
+    yield len(passes) * len(items)   # the box count first (the caller paces the boxes by it)
     for k, (ci_range, span) in enumerate(passes):
         state = DwState(ctx, plan.dw_band, ci_range, direct=dw_direct(g, plan),
                         db_state=db_state if k == 0 else None, own_taps=own, taps=span)
@@ -634,6 +654,7 @@ def run_dw_streaming(ctx, pid, lnc, db_state):
                               src=ctx.dy[b, co0:co0 + co_sz, d0:d1, h0:h1, :])
                 views.append(buf[:co_sz, :d1 - d0, :h1 - h0, :wo])
             state.add_box(b, (d0, d1), (h0, h1), views)
+            yield
         if dw_defer_finish(g, plan):   # one pass: the exchange starts now, the rest after dx
             state.start_exchange(pid)
             return state

@@ -10,7 +10,7 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .nki_common import PMAX, Pool, band_slices
-from .xt_rows import MEMSET_MAX, XT_DMA_BUFS, xt_columns, xt_fill
+from .xt_rows import MEMSET_MAX, XT_DMA_BUFS, xt_bundle_groups, xt_columns, xt_fill, zero_by_memset
 
 
 class RowXtDma:
@@ -54,10 +54,46 @@ class RowXtDma:
         """Like ``fill``, into the given tile (slot view) from partition ``p_off`` (row stacking)."""
         plan = xt_fill(self.ctx.g, od0, oh0, cd, ch, kd, kh)
         w0, wn = self.c_lo - self.ctx.g.axes[2].lo, self.c_hi - self.c_lo   # x columns of the tile
-        for run in plan.zeros:   # whole rows (all columns and channel slots): one contiguous write
-            n = run.rows
-            nisa.dma_copy(dst=xt[p_off + run.p0:p_off + run.p0 + n, :, :], src=self.zero[:n, :])
+        if plan.zeros and zero_by_memset(self.ctx.g, xt.shape[-1]):
+            # tiny C_in: one memset of the x columns of every row (from the chunk's first partition), then
+            # the transposes overwrite the valid rows (the pad columns stay zero from the setup)
+            end = max(r.p0 + r.rows for r in plan.zeros + plan.transposes)
+            nisa.memset(xt[p_off:p_off + end, self.c_lo:self.c_hi, :], 0.0, engine=nisa.engine.gpsimd)
+        else:
+            for run in plan.zeros:   # whole rows (all columns and channel slots): one contiguous write
+                n = run.rows
+                nisa.dma_copy(dst=xt[p_off + run.p0:p_off + run.p0 + n, :, :], src=self.zero[:n, :])
         for run in plan.transposes:
             src = self.x_rows[b, ci0:ci0 + ci_sz, band_slices(run.x_row, run.rows, run.step), w0:w0 + wn]
             nisa.dma_transpose(dst=xt[p_off + run.p0:p_off + run.p0 + run.rows, self.c_lo:self.c_hi, :ci_sz],
                                src=src.permute((0, 2, 1)))
+
+    def merges(self, ci_tile):
+        """Whether a bundle's pairs are filled together (``fill_bundle``): tiny C_in (zero rows by memset)."""
+        return zero_by_memset(self.ctx.g, ci_tile)
+
+    def fill_bundle(self, b, ci0, ci_sz, od0, oh0, cd, ch, pairs):
+        """x-stationary: the slot views of one bundle tile for ``pairs`` (consecutive slots from the
+        current one), filled per group of one kd and consecutive kh with the same rows
+        (``xt_bundle_groups``): one memset of the group's slots, then one 4-D transpose per run of rows
+        (src [ci, slots, columns, rows]: x rows one dilated H step apart per slot)."""
+        g = self.ctx.g
+        views = [self.ring.take() for _ in pairs]
+        tile = self.ring.tile
+        s_first = self.ring.k % self.ring.slots - (len(pairs) - 1)
+        w0, wn = self.c_lo - g.axes[2].lo, self.c_hi - self.c_lo
+        ax = g.axes
+        plane = ax[0].n * ax[1].n * ax[2].n
+        for grp in xt_bundle_groups(g, od0, oh0, cd, ch, tuple(pairs)):
+            s0 = s_first + grp.slot0
+            fill = grp.fill
+            if fill.zeros:
+                end = max(r.p0 + r.rows for r in fill.zeros + fill.transposes)
+                nisa.memset(tile[:end, s0:s0 + grp.slots, self.c_lo:self.c_hi, :], 0.0, engine=nisa.engine.gpsimd)
+            for run in fill.transposes:
+                off = ((b * g.c_in + ci0) * ax[0].n * ax[1].n + run.x_row) * ax[2].n + w0
+                src = self.ctx.x.ap([[plane, ci_sz], [ax[1].r * ax[2].n, grp.slots], [1, wn],
+                                     [run.step * ax[2].n, run.rows]], offset=off)
+                nisa.dma_transpose(dst=tile[run.p0:run.p0 + run.rows, s0:s0 + grp.slots, self.c_lo:self.c_hi, :ci_sz],
+                                   src=src)
+        return views

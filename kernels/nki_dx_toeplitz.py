@@ -80,7 +80,7 @@ def _load(bands, g, u, pair_axis, item):
     return bufs, ten[:2 * g.c_out, :ext[0], :ext[1], :ext[2]]
 
 
-def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None):
+def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None, between=None):
     """dx for the (batch, D band, H band) ``items`` of this program (``on_band`` sees each dy band once)."""
     g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
     ax = g.axes
@@ -101,6 +101,8 @@ def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None):
     if z is None:
         z = load_toeplitz_filters(ctx)
     for idx, (b, bd, bh) in enumerate(items):
+        if between is not None:   # another section's step (dw_interleave), ahead of this item's matmuls
+            between(idx)
         bufs, both = pending if ahead else _load(bands, g, u, pk, (b, bd, bh))
         if on_band is not None:
             on_band(b, bd, bh, bands.band_w, bufs)

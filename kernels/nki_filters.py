@@ -5,6 +5,9 @@ import nki.language as nl
 from .nki_common import PMAX, Pool
 from .schedule import tiles
 
+FILTER_RUN_CI_MAX = 32   # C_in up to which the filters come by runs of taps (one DMA per run)
+FILTER_RUN_ROWS = 512    # (tap, ci) rows per such DMA
+
 
 def load_filters_t(g, filters, ci_list, dtype, psum_t, evict, group, by_dma=False):
     """Per C_out tile an SBUF tensor [co, taps, sum of ci_list sizes] holding W[tap, ci, co] at [co, tap, ci].
@@ -15,6 +18,18 @@ def load_filters_t(g, filters, ci_list, dtype, psum_t, evict, group, by_dma=Fals
     co_tiles = tiles(g.c_out, PMAX)
     width = sum(sz for _c, sz in ci_list)
     w_t = [nl.ndarray((PMAX, g.taps, width), dtype, buffer=nl.sbuf, name=f"w_t{i}") for i in range(len(co_tiles))]
+    if by_dma and len(ci_list) == 1 and ci_list[0][1] == g.c_in <= FILTER_RUN_CI_MAX:
+        # tiny C_in: W[taps, ci, co] is [(taps, ci), co] rows in HBM, so one 2-D transpose moves a run
+        # of taps (one per tap would be ~150 DMAs of 1.3 us start latency each ahead of everything)
+        rows = g.taps * g.c_in
+        flat = filters.reshape((rows, g.c_out))
+        step = max(1, FILTER_RUN_ROWS // g.c_in) * g.c_in
+        for c, (co0, co_sz) in enumerate(co_tiles):
+            dst = w_t[c].reshape((PMAX, rows))
+            for r0 in range(0, rows, step):
+                r1 = min(rows, r0 + step)
+                nisa.dma_transpose(dst=dst[:co_sz, r0:r1], src=flat[r0:r1, co0:co0 + co_sz])
+        return w_t
     if by_dma:   # 2-byte dtypes on NC-v3+: the DMA transposes each [ci, co] block, the PE stays free
         flat = filters.reshape((g.taps, g.c_in, g.c_out))
         rel = 0

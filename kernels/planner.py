@@ -405,6 +405,7 @@ class Plan:
     dw_xt_dma: bool = False           # row-mode dw x^T by dma_transpose from HBM (2-byte, NC-v3+)
     dw_row_stack: bool = False        # row-mode dw: two 64-row chunks stacked on K = 128 (x-stationary, xT dma)
     dx_dphase_pairs: bool = False     # dx:phase_gather with the two D stride phases on M (dx_dpairs)
+    dw_interleave: bool = False       # per gradient: dw's boxes issued between dx's items (dx:toeplitz)
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -441,7 +442,7 @@ class Plan:
                 "filters_first": self.filters_first, "dw_split": self.dw_split,
                 "dw_x_stationary": self.dw_x_stationary, "dx_transposed": self.dx_transposed, "dx_pair_copies": self.dx_pair_copies, "dx_toeplitz": list(self.dx_toeplitz), "dx_toeplitz_pair": self.dx_toeplitz_pair,
                 "dw_xt_dma": self.dw_xt_dma, "dw_row_stack": self.dw_row_stack,
-                "dx_dphase_pairs": self.dx_dphase_pairs}
+                "dx_dphase_pairs": self.dx_dphase_pairs, "dw_interleave": self.dw_interleave}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -635,6 +636,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             dw_total += first
         # the store runs while every dw pool (and, per gradient, dw's dy ring) is still live
         phase_sbuf["dw store"] = dw_total + store + other
+        if p.dw_interleave:   # dw's boxes run between dx's items: its pools live through dx
+            phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_total
         if dw_defer_finish(g, p):   # the accumulators and the received halves stay live through dx
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + acc + other
         psum_dw = dw_acc_banks(p.dw_co_chunk, n_co) + (1 if db_on_dw(p) else 0)
@@ -643,7 +646,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
     if p.compute_db and p.db_method is DbMethod.STANDALONE:
         phase_sbuf["db"] = 2 * min(_db_chunk(g), g.batch * Wo * g.axes[0].o * g.axes[1].o) * ds + 4 * n_co * 4
     sbuf = max(phase_sbuf.values(), default=0)
-    psum = psum_transpose_banks(p) + (psum_dx + psum_dw if p.strategy is Strategy.SHARED_DY
+    psum = psum_transpose_banks(p) + (psum_dx + psum_dw if (p.strategy is Strategy.SHARED_DY or p.dw_interleave)
                                    else max(psum_dx, psum_dw))
     return _Budget(sbuf, psum, tuple(parts))
 
@@ -700,10 +703,10 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
     """Modelled time (under LNC2 the later program's, as nkisim's makespan) and program 0's per-engine
     busy time."""
     c, fill = _estimate_sheet(g, p, hw)
-    total = compose_ns(c.section_busy(), section_order(g, p), fill, hw)
+    total = compose_ns(_sections(c, p), section_order(g, p), fill, hw)
     for pid in range(1, p.lnc):   # the split is uneven (tap units, db on one program, odd item counts)
         c1, fill1 = _estimate_sheet(g, p, hw, pid)
-        total = max(total, compose_ns(c1.section_busy(), section_order(g, p), fill1, hw))
+        total = max(total, compose_ns(_sections(c1, p), section_order(g, p), fill1, hw))
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
 
 
@@ -934,6 +937,22 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             c.compute("vector", 1, 1, 1.0, bs * per_b * n_co, op="tensor_tensor")
         c.dma(co_t * 4, 4, n_co)
     return c, fill
+
+
+def dw_interleave_ok(g: ConvGeom, p: Plan) -> bool:
+    """``Plan.dw_interleave``: per gradient, dx:toeplitz with dw streaming its own dy (row or box mode)."""
+    return bool(p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
+                and p.dx_method is DxMethod.TOEPLITZ and p.dw_method is not DwMethod.DMA_GEMM)
+
+
+def _sections(c: CostSheet, p: Plan) -> dict[str, dict[str, float]]:
+    """The busy time per section of a cost sheet; with ``dw_interleave`` dw's boxes run between dx's
+    items, so the two bodies are one section (dw's DMA and GpSimd work under dx's PE stream)."""
+    secs = c.section_busy()
+    if p.dw_interleave and "dw" in secs and "dx" in secs:
+        dw = secs.pop("dw")
+        secs["dx"] = {e: secs["dx"][e] + dw[e] for e in dw}
+    return secs
 
 
 def _dw_exchange_ns(c: CostSheet, g: ConvGeom, hw: TargetFigures, co_t: int, n_co: int, half: int, width: int,
@@ -1369,6 +1388,8 @@ def _label(p: Plan) -> str:
                      + (f", K pairs {'dh'[p.dx_toeplitz_pair]}" if p.dx_method is DxMethod.TOEPLITZ
                         and p.dx_toeplitz_pair >= 0 else "")
                      + (", filters first" if p.filters_first else "") + "]")
+    if p.dw_interleave:
+        parts.append("dw-interleaved")
     if p.dw_method:
         band = "" if p.strategy is Strategy.SHARED_DY else f"band {p.dw_band[0]}x{p.dw_band[1]}, "
         band += f"{p.dw_split} split, " if (p.lnc == 2 and p.dw_split != "positions") else ""
@@ -1578,8 +1599,12 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         out.append(q_)
     if xt_dma_legal(g, p):   # row-mode x^T by DMA transpose (with either dw orientation): both variants stay
         out += [replace(q, dw_xt_dma=True) for q in out]
+        out += _xt_dma_full_rows(g, out, hw)
     if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
         out = [q2 if not _check(g, q2 := replace(q, filters_first=True), hw)[0] else q for q in out]
+        # dx:toeplitz with dw's boxes between its items (the fast dw variants: x-stationary, xT dma)
+        out += [q2 for q in out if dw_interleave_ok(g, q) and q.dw_x_stationary and q.dw_xt_dma
+                and not _check(g, q2 := replace(q, dw_interleave=True), hw)[0]]
     if p.lnc == 2 and p.compute_dw and p.strategy is Strategy.PER_GRADIENT and g.taps >= 2 \
             and p.dw_method is not DwMethod.DMA_GEMM:
         split = [replace(q, dw_split="taps") for q in out]
@@ -1590,6 +1615,29 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         out += [replace(q, dw_split="channels") for q in out]
     # row stacking where a program's row chunks pair up (LNC2: a taps split keeps every batch on both)
     out += [replace(q, dw_row_stack=True) for q in out if row_stack_legal(q) and _row_stack_useful(g, q)]
+    return out
+
+
+def _xt_dma_full_rows(g: ConvGeom, plans: list[Plan], hw: TargetFigures | None) -> list[Plan]:
+    """Per gradient, row-mode dw with x^T by DMA holds no x band, so a dw band that had to stay small
+    for the x band (the stem's 7x7 halo: 2x32 rows, K = 64 on the PE) can grow: the variant of each
+    such ``xT dma`` plan with the largest dw band of at most 128 (d, h) rows that fits (whole H rows)."""
+    if hw is None:
+        return []
+    ho = g.axes[1].o
+    rows = [(d, ho) for d in _band_options(g.axes[0].o) if d * ho <= PMAX]
+    out = []
+    for q in plans:
+        if not (q.dw_xt_dma and q.compute_dw and q.strategy is Strategy.PER_GRADIENT and q.dw_tap_range == 0
+                and q.dw_band[1] == ho and q.dw_band[0] * ho < PMAX):
+            continue
+        for band in rows:
+            if band[0] <= q.dw_band[0]:
+                break
+            q2 = replace(q, dw_band=band)
+            if not _check(g, q2, hw)[0]:
+                out.append(q2)
+                break
     return out
 
 

@@ -21,6 +21,7 @@ from .schedule import dw_x_extent
 XT_DMA_BUFS = 3      # x^T tiles in flight: a tile's transposes run while the two before it are in use
 MEMSET_MAX = 32768   # elements per partition of one memset of the zero tile (engine access limit 64K)
 DMA_TRANSPOSE_EFFICIENCY = 0.9   # dma_transpose from HBM (trn2 arch guide; nkisim's figure)
+ZERO_MEMSET_MAX = 512   # x-column elements per partition up to which a tile's zero rows are one memset
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,52 @@ def xt_fill(g: ConvGeom, od0: int, oh0: int, cd: int, ch: int, kd: int, kh: int)
     return XtFill(transposes, tuple(XtRun(a, b - a) for a, b in zeros))
 
 
+@dataclass(frozen=True)
+class XtGroup:
+    """Consecutive slots ``slot0 .. slot0+slots`` of a bundle tile holding pairs (kd, kh), (kd, kh+1), ...
+    whose fills have the same rows: each run of ``fill`` is one 4-D transpose for all of them (src
+    ``[ci, slots, columns, rows]``, the slot dim one dilated H step of x rows apart), its zero rows one
+    memset (see ``zero_by_memset``)."""
+
+    slot0: int
+    slots: int
+    fill: XtFill
+
+
+def xt_bundle_groups(g: ConvGeom, od0: int, oh0: int, cd: int, ch: int,
+                     pairs: tuple[tuple[int, int], ...]) -> tuple[XtGroup, ...]:
+    """The groups of a bundle's pairs (in slot order) whose x^T tiles one transpose per run can fill:
+    same kd, consecutive kh, and the same transposed / zero rows (the kh of one H-padding class)."""
+    groups: list[list] = []
+    for s, (kd, kh) in enumerate(pairs):
+        fill = xt_fill(g, od0, oh0, cd, ch, kd, kh)
+        if groups:
+            s0, n, f0 = groups[-1]
+            kd0, kh0 = pairs[s0]
+            if kd == kd0 and kh == kh0 + n and _same_rows(f0, fill, n * g.axes[1].r):
+                groups[-1][1] += 1
+                continue
+        groups.append([s, 1, fill])
+    return tuple(XtGroup(s0, n, f) for s0, n, f in groups)
+
+
+def _same_rows(a: XtFill, b: XtFill, x_rows_apart: int) -> bool:
+    """``b``'s tile rows equal ``a``'s, and its x rows are ``x_rows_apart`` flattened rows further."""
+    return a.zeros == b.zeros and len(a.transposes) == len(b.transposes) and all(
+        (ra.p0, ra.rows, ra.step) == (rb.p0, rb.rows, rb.step) and rb.x_row - ra.x_row == x_rows_apart
+        for ra, rb in zip(a.transposes, b.transposes))
+
+
+def zero_by_memset(g: ConvGeom, ci_tile: int) -> bool:
+    """Zero rows by one GpSimd memset of the tile's x columns (all its rows, before the transposes
+    overwrite the valid ones) instead of one DMA per zero run: for tiny channel counts, where a tile
+    has many clipped runs (one per d plane and H edge: the stem's 7x7 kernel) and each DMA holds one
+    of the 16 queues for its ~1.3 us start latency, while the memset of so few elements costs
+    ~0.2 us. The memset starts at partition 0 (a compute engine cannot start at the clipped rows)."""
+    _xw, lo, hi = xt_columns(g)
+    return 0 < (hi - lo) * ci_tile <= ZERO_MEMSET_MAX
+
+
 def xt_dma_setup_cost(c: CostSheet, g: ConvGeom, ci_tile: int, slots: int = 1) -> None:
     """The memsets of one RowXtDma: each buffer's pad columns (of its ``slots`` slot views: one
     memset per buffer and side), the zero tile (GpSimd)."""
@@ -128,15 +175,22 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
     row = xw * ci_tile * ds
     bw = c.hw.dma_bytes_per_ns
     worst = None   # one_tile: the slowest transfer of the whole span
-    for t in range(span[0], span[1], kw_n):
-        kd, kh, _kw = g.tap_coords(t)
-        fill = xt_fill(g, *chunk, kd, kh)
+    memset = zero_by_memset(g, ci_tile)
+    pairs = tuple(g.tap_coords(t)[:2] for t in range(span[0], span[1], kw_n))
+    if one_tile and memset:   # the bundle's pairs of one H-padding class share each transpose
+        groups = xt_bundle_groups(g, *chunk, pairs)
+    else:
+        groups = tuple(XtGroup(i, 1, xt_fill(g, *chunk, kd, kh)) for i, (kd, kh) in enumerate(pairs))
+    for grp in groups:
+        fill = grp.fill
         slowest = 0.0
-        for run in fill.zeros:
+        if memset and fill.zeros:
+            c.compute("gpsimd", grp.slots * (hi - lo) * ci_tile, 0, 1.0, 1, op="memset")
+        for run in () if memset else fill.zeros:
             c.dma(run.rows * row, row)
             slowest = max(slowest, run.rows * row / (bw * row / (row + 256.0) * _rate(run.rows)))
         for run in fill.transposes:
-            moved = run.rows * (hi - lo) * ci * ds
+            moved = grp.slots * run.rows * (hi - lo) * ci * ds
             c.busy["dma"] += moved / (bw * DMA_TRANSPOSE_EFFICIENCY)
             slowest = max(slowest, moved / (bw * DMA_TRANSPOSE_EFFICIENCY * _rate(run.rows)))
         c.counts["dma_transpose"] = c.counts.get("dma_transpose", 0) + len(fill.transposes)

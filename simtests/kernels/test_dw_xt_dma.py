@@ -36,12 +36,18 @@ def fills(monkeypatch):
     """Counts the x^T tiles filled by DMA (so a test knows the path really ran)."""
     calls = []
     original = nki_dw_xt.RowXtDma.fill
+    original_bundle = nki_dw_xt.RowXtDma.fill_bundle
 
     def counted(self, *args):
         calls.append(args)
         return original(self, *args)
 
+    def counted_bundle(self, *args):   # tiny C_in, x-stationary: a bundle's pairs filled together
+        calls.append(args)
+        return original_bundle(self, *args)
+
     monkeypatch.setattr(nki_dw_xt.RowXtDma, "fill", counted)
+    monkeypatch.setattr(nki_dw_xt.RowXtDma, "fill_bundle", counted_bundle)
     return calls
 
 
