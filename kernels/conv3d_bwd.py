@@ -11,7 +11,7 @@ from .nki_common import Evictor, transpose_pool
 from .nki_db import DbState
 from .nki_dw import DwState, run_dw_streaming
 from .nki_dw_gemm import run_dw_gemm_dma
-from .nki_dx import DyBands, dx_groups, load_dx_filters, run_dx
+from .nki_dx import DxTPrefetch, DyBands, dx_groups, load_dx_filters, run_dx
 from .nki_dx_toeplitz import load_toeplitz_filters, run_dx_toeplitz
 from .planner import (
     DbMethod,
@@ -22,6 +22,7 @@ from .planner import (
     current_forced_plan,
     dw_direct,
     dx_items,
+    dx_prefetched,
     plan_conv3d_bwd,
     psum_transpose_banks,
 )
@@ -101,12 +102,15 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         # (in a list that run_dx empties: no reference may keep them live past their group)
         first_filters = [load_toeplitz_filters(ctx) if toeplitz else load_dx_filters(ctx, dx_groups(g, plan)[0])]
     dw_deferred = None   # LNC2: dw's exchange overlaps dx, its finish runs after it
+    # dx^T's first band loads during dw's last row chunk (dw calls it)
+    prefetch = DxTPrefetch(ctx, _split(dx_items(g, plan), lnc, pid)) \
+        if dx_prefetched(plan) else None
     if compute_dw and not shared:
         # dw first: its PE work hides the start of dx (the filter loads and the first dy band)
         if plan.dw_method is DwMethod.DMA_GEMM:
             run_dw_gemm_dma(ctx, pid, lnc, db_in_dw)
         else:
-            dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw)
+            dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw, prefetch)
     if compute_dx:
         dw_state = None
         if compute_dw and shared:
@@ -124,8 +128,11 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
             if dw_state is not None:
                 dw_state.add_box(b, (bd.own0, bd.own1), (bh.own0, bh.own1), views)
 
-        (run_dx_toeplitz if toeplitz else run_dx)(ctx, _split(dx_items(g, plan), lnc, pid),
-                                                   on_band if (db_in_dx or dw_state) else None, first_filters)
+        dx_band_fn = on_band if (db_in_dx or dw_state) else None
+        if toeplitz:
+            run_dx_toeplitz(ctx, _split(dx_items(g, plan), lnc, pid), dx_band_fn, first_filters)
+        else:
+            run_dx(ctx, _split(dx_items(g, plan), lnc, pid), dx_band_fn, first_filters, prefetch)
         if dw_state is not None:
             dw_state.finish(pid, lnc)
     if dw_deferred is not None:

@@ -108,6 +108,9 @@ class DwState:
                                    buffer=nl.sbuf, name=f"dw_acc{c}")
                         for c in range(len(self.co_tiles))]
         self.started = False
+        # a callable run once at the start of this state's last row chunk (dx^T's first band
+        # prefetch, ``plan.dx_prefetch``); set by run_dw_streaming on the last box
+        self.prefetch = None
         self.exchanged = ()   # (LNC2, deferred finish) the received partials, once start_exchange ran
         wo = g.axes[2].o
         xext = (dw_x_extent(g.axes[0], max_rows[0]), dw_x_extent(g.axes[1], max_rows[1]),
@@ -151,6 +154,7 @@ class DwState:
         if plan.dw_method is DwMethod.ROW_PACK:
             self._add_rows(b, od, oh, dy_views)
             return
+        self._run_prefetch()
         ptiles = box_blocks((0, 0, 0), (rows[0], rows[1], wo), PMAX)
         # dy^T once per position tile, C_out tiles packed into one PSUM bank
         for p, ((sd, sh, sw), (td, th, tw)) in enumerate(ptiles):
@@ -253,7 +257,9 @@ class DwState:
         gk = plan.dw_tap_group
         chunk = plan.dw_co_chunk
         n_co = len(self.co_tiles)
-        for (sd, sh, _z), (cd, ch, _one) in chunks:
+        for k_chunk, ((sd, sh, _z), (cd, ch, _one)) in enumerate(chunks):
+            if k_chunk == len(chunks) - 1:
+                self._run_prefetch()
             nrows = cd * ch
             # dy^T per output column w: [rows, C_out], several columns per PSUM bank
             per_bank = max(1, bank // g.c_out) if g.c_out <= bank else 0
@@ -342,6 +348,11 @@ class DwState:
                             for a, c in enumerate(cts):
                                 self._fold(c, t0, kn, ci0, ci_sz, accs[a][:self.co_tiles[c][1], :n])
             self.started = True
+
+    def _run_prefetch(self):
+        if self.prefetch is not None:
+            self.prefetch()
+            self.prefetch = None
 
     def _xs_banks(self, n_units):
         """The PSUM banks of one x-stationary accumulation group of ``n_units`` chunks."""
@@ -571,9 +582,10 @@ class DwState:
         return others if fused else None
 
 
-def run_dw_streaming(ctx, pid, lnc, db_state):
+def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None):
     """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded. Returns the state whose
-    ``finish`` the caller runs after dx when the plan defers it (``dw_defer_finish``), else None."""
+    ``finish`` the caller runs after dx when the plan defers it (``dw_defer_finish``), else None.
+    ``prefetch``: called once, at the start of the last box's last row chunk (dx^T's first band)."""
     g, plan = ctx.g, ctx.plan
     own = dw_own_taps(g, plan, pid)
     items = dw_items(g, plan) if own is not None else _split(dw_items(g, plan), lnc, pid)
@@ -591,7 +603,9 @@ def run_dw_streaming(ctx, pid, lnc, db_state):
     for k, (ci_range, span) in enumerate(passes):
         state = DwState(ctx, plan.dw_band, ci_range, direct=dw_direct(g, plan),
                         db_state=db_state if k == 0 else None, own_taps=own, taps=span)
-        for b, (d0, d1), (h0, h1) in items:
+        for i_item, (b, (d0, d1), (h0, h1)) in enumerate(items):
+            if k == len(passes) - 1 and i_item == len(items) - 1:
+                state.prefetch = prefetch
             views = []
             for c, (co0, co_sz) in enumerate(co_tiles):
                 buf = pools[c].take()
