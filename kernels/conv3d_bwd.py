@@ -23,6 +23,7 @@ from .planner import (
     dw_direct,
     dx_items,
     dx_prefetched,
+    filters_after_first_chunk,
     plan_conv3d_bwd,
     psum_transpose_banks,
 )
@@ -97,10 +98,17 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
     db_in_dw = db_state if (fold and compute_dw) else None
     first_filters = None
     toeplitz = plan.dx_method is DxMethod.TOEPLITZ
+    after_first = None
     if compute_dx and compute_dw and not shared and plan.filters_first:
-        # issued before dw: the DMA queues load them while dw computes (no head-of-line wait later)
+        # issued before dw's stores: the DMA queues load them while dw computes (no head-of-line wait later)
         # (in a list that run_dx empties: no reference may keep them live past their group)
-        first_filters = [load_toeplitz_filters(ctx) if toeplitz else load_dx_filters(ctx, dx_groups(g, plan)[0])]
+        if filters_after_first_chunk(g, plan):   # by DMA alone: behind dw's first row chunk's loads
+            first_filters = []
+
+            def after_first():
+                first_filters.append(load_dx_filters(ctx, dx_groups(g, plan)[0]))
+        else:
+            first_filters = [load_toeplitz_filters(ctx) if toeplitz else load_dx_filters(ctx, dx_groups(g, plan)[0])]
     dw_deferred = None   # LNC2: dw's exchange overlaps dx, its finish runs after it
     # dx^T's first band loads during dw's last row chunk (dw calls it)
     prefetch = DxTPrefetch(ctx, _split(dx_items(g, plan), lnc, pid)) \
@@ -110,7 +118,7 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         if plan.dw_method is DwMethod.DMA_GEMM:
             run_dw_gemm_dma(ctx, pid, lnc, db_in_dw)
         else:
-            dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw, prefetch)
+            dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw, prefetch, after_first)
     if compute_dx:
         dw_state = None
         if compute_dw and shared:

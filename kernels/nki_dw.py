@@ -111,6 +111,8 @@ class DwState:
         # a callable run once at the start of this state's last row chunk (dx^T's first band
         # prefetch, ``plan.dx_prefetch``); set by run_dw_streaming on the last box
         self.prefetch = None
+        # a callable run once when the first row chunk's loads are issued (run_dw_streaming)
+        self.after_first = None
         self.exchanged = ()   # (LNC2, deferred finish) the received partials, once start_exchange ran
         wo = g.axes[2].o
         xext = (dw_x_extent(g.axes[0], max_rows[0]), dw_x_extent(g.axes[1], max_rows[1]),
@@ -258,6 +260,8 @@ class DwState:
         chunk = plan.dw_co_chunk
         n_co = len(self.co_tiles)
         for k_chunk, ((sd, sh, _z), (cd, ch, _one)) in enumerate(chunks):
+            if k_chunk == 1:
+                self.run_after_first()
             if k_chunk == len(chunks) - 1:
                 self._run_prefetch()
             nrows = cd * ch
@@ -348,6 +352,11 @@ class DwState:
                             for a, c in enumerate(cts):
                                 self._fold(c, t0, kn, ci0, ci_sz, accs[a][:self.co_tiles[c][1], :n])
             self.started = True
+
+    def run_after_first(self):
+        if self.after_first is not None:
+            self.after_first()
+            self.after_first = None
 
     def _run_prefetch(self):
         if self.prefetch is not None:
@@ -582,10 +591,28 @@ class DwState:
         return others if fused else None
 
 
-def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None):
+def _load_dy_box(ctx, buf, co0, co_sz, b, od, oh):
+    """dw's dy box [co, rows d, rows h, W]: in row mode one DMA per row chunk, so the first chunk's dy^T
+    transposes start when it lands, not the whole box. (Two half transfers per chunk on <= 64 partitions
+    were tried: no gain on unet3d/dilated_d2, stem_k377 +2 us.)"""
+    g, plan = ctx.g, ctx.plan
+    wo = g.axes[2].o
+    nd, nh = od[1] - od[0], oh[1] - oh[0]
+    if plan.dw_method is DwMethod.ROW_PACK:
+        pieces = [((sd, sh), (cd, ch)) for (sd, sh, _z), (cd, ch, _o) in box_blocks((0, 0, 0), (nd, nh, 1), PMAX)]
+    else:
+        pieces = [((0, 0), (nd, nh))]
+    for (sd, sh), (cd, ch) in pieces:
+        nisa.dma_copy(dst=buf[:co_sz, sd:sd + cd, sh:sh + ch, :wo],
+                      src=ctx.dy[b, co0:co0 + co_sz, od[0] + sd:od[0] + sd + cd, oh[0] + sh:oh[0] + sh + ch, :])
+
+
+def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None, after_first=None):
     """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded. Returns the state whose
     ``finish`` the caller runs after dx when the plan defers it (``dw_defer_finish``), else None.
-    ``prefetch``: called once, at the start of the last box's last row chunk (dx^T's first band)."""
+    ``prefetch``: called once, at the start of the last box's last row chunk (dx^T's first band).
+    ``after_first``: called once, when the first row chunk's loads are issued (dx's filters by DMA: they
+    queue behind what the PE needs first, and still well before dw's stores)."""
     g, plan = ctx.g, ctx.plan
     own = dw_own_taps(g, plan, pid)
     items = dw_items(g, plan) if own is not None else _split(dw_items(g, plan), lnc, pid)
@@ -606,13 +633,16 @@ def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None):
         for i_item, (b, (d0, d1), (h0, h1)) in enumerate(items):
             if k == len(passes) - 1 and i_item == len(items) - 1:
                 state.prefetch = prefetch
+            if k == 0 and i_item == 0:
+                state.after_first = after_first
             views = []
             for c, (co0, co_sz) in enumerate(co_tiles):
                 buf = pools[c].take()
-                nisa.dma_copy(dst=buf[:co_sz, :d1 - d0, :h1 - h0, :wo],
-                              src=ctx.dy[b, co0:co0 + co_sz, d0:d1, h0:h1, :])
+                _load_dy_box(ctx, buf, co0, co_sz, b, (d0, d1), (h0, h1))
                 views.append(buf[:co_sz, :d1 - d0, :h1 - h0, :wo])
             state.add_box(b, (d0, d1), (h0, h1), views)
+            state.run_after_first()
+        state.run_after_first()   # (no box at all)
         if dw_defer_finish(g, plan):   # one pass: the exchange starts now, the rest after dx
             state.start_exchange(pid)
             return state

@@ -1493,6 +1493,15 @@ def dx_t_active(p: Plan) -> bool:
     return p.dx_transposed and p.dx_regions == 1 and not p.dx_ci_outer
 
 
+def filters_after_first_chunk(g: ConvGeom, p: Plan) -> bool:
+    """Per gradient with ``filters_first``: dx's filters (by DMA alone: 2-byte, NC-v3+, no region packing,
+    not dx:toeplitz's tap grids) are issued after dw's first row chunk's loads instead of before dw
+    (the first dw matmuls wait for those loads, not for filters that dx needs much later)."""
+    return (p.filters_first and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
+            and p.dw_method is not DwMethod.DMA_GEMM and filters_by_dma(g, p) and p.dx_regions == 1
+            and p.dx_method is not DxMethod.TOEPLITZ)
+
+
 def dx_prefetched(p: Plan) -> bool:
     """dx^T's first band is loaded during dw (the kernel runs ``plan.dx_prefetch`` only here)."""
     return (p.dx_prefetch and dx_t_active(p) and p.compute_dx and p.compute_dw
