@@ -11,7 +11,7 @@ from .nki_common import Evictor, transpose_pool
 from .nki_db import DbState
 from .nki_dw import DwState, dw_streaming_steps, run_dw_streaming
 from .nki_dw_gemm import run_dw_gemm_dma
-from .nki_dx import DyBands, dx_groups, load_dx_filters, run_dx
+from .nki_dx import DxTPrefetch, DyBands, dx_groups, load_dx_filters, run_dx
 from .nki_dx_toeplitz import load_toeplitz_filters, run_dx_toeplitz
 from .planner import (
     DbMethod,
@@ -22,6 +22,8 @@ from .planner import (
     current_forced_plan,
     dw_direct,
     dx_items,
+    dx_prefetched,
+    filters_after_first_chunk,
     plan_conv3d_bwd,
     psum_transpose_banks,
 )
@@ -96,12 +98,22 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
     db_in_dw = db_state if (fold and compute_dw) else None
     first_filters = None
     toeplitz = plan.dx_method is DxMethod.TOEPLITZ
+    after_first = None
     if compute_dx and compute_dw and not shared and plan.filters_first:
-        # issued before dw: the DMA queues load them while dw computes (no head-of-line wait later)
+        # issued before dw's stores: the DMA queues load them while dw computes (no head-of-line wait later)
         # (in a list that run_dx empties: no reference may keep them live past their group)
-        first_filters = [load_toeplitz_filters(ctx) if toeplitz else load_dx_filters(ctx, dx_groups(g, plan)[0])]
+        if filters_after_first_chunk(g, plan):   # by DMA alone: behind dw's first row chunk's loads
+            first_filters = []
+
+            def after_first():
+                first_filters.append(load_dx_filters(ctx, dx_groups(g, plan)[0]))
+        else:
+            first_filters = [load_toeplitz_filters(ctx) if toeplitz else load_dx_filters(ctx, dx_groups(g, plan)[0])]
     dw_deferred = None   # LNC2: dw's exchange overlaps dx, its finish runs after it
     dw_steps = None      # dw_interleave: dw's boxes issued between dx's items
+    # dx^T's first band loads during dw's last row chunk (dw calls it)
+    prefetch = DxTPrefetch(ctx, _split(dx_items(g, plan), lnc, pid)) \
+        if dx_prefetched(plan) else None
     if compute_dw and not shared:
         # dw first: its PE work hides the start of dx (the filter loads and the first dy band)
         if plan.dw_method is DwMethod.DMA_GEMM:
@@ -109,7 +121,7 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         elif plan.dw_interleave and compute_dx and toeplitz:
             dw_steps = _Steps(dw_streaming_steps(ctx, pid, lnc, db_in_dw))
         else:
-            dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw)
+            dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw, prefetch, after_first)
     if compute_dx:
         dw_state = None
         if compute_dw and shared:
@@ -132,7 +144,7 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         if toeplitz:
             run_dx_toeplitz(ctx, items, hook, first_filters, dw_steps.between(len(items)) if dw_steps else None)
         else:
-            run_dx(ctx, items, hook, first_filters)
+            run_dx(ctx, items, hook, first_filters, prefetch)
         if dw_state is not None:
             dw_state.finish(pid, lnc)
     if dw_steps is not None:   # the boxes dx's items did not take, then dw's finish

@@ -109,6 +109,11 @@ class DwState:
                         for c in range(len(self.co_tiles))]
         self.started = False
         self.pending, self.pending_rows = [], 0   # row stacking: the chunk waiting for a partner
+        # a callable run once at the start of this state's last row chunk (dx^T's first band
+        # prefetch, ``plan.dx_prefetch``); set by run_dw_streaming on the last box
+        self.prefetch = None
+        # a callable run once when the first row chunk's loads are issued (run_dw_streaming)
+        self.after_first = None
         self.exchanged = ()   # (LNC2, deferred finish) the received partials, once start_exchange ran
         wo = g.axes[2].o
         xext = (dw_x_extent(g.axes[0], max_rows[0]), dw_x_extent(g.axes[1], max_rows[1]),
@@ -152,6 +157,7 @@ class DwState:
         if plan.dw_method is DwMethod.ROW_PACK:
             self._add_rows(b, od, oh, dy_views)
             return
+        self._run_prefetch()
         ptiles = box_blocks((0, 0, 0), (rows[0], rows[1], wo), PMAX)
         # dy^T once per position tile, C_out tiles packed into one PSUM bank
         for p, ((sd, sh, sw), (td, th, tw)) in enumerate(ptiles):
@@ -253,7 +259,11 @@ class DwState:
         wo = g.axes[2].o
         bank = 2048 // g.dtype_bytes
         chunks = box_blocks((0, 0, 0), (od[1] - od[0], oh[1] - oh[0], 1), PMAX)
-        for (sd, sh, _z), (cd, ch, _one) in chunks:
+        for k_chunk, ((sd, sh, _z), (cd, ch, _one)) in enumerate(chunks):
+            if k_chunk == 1:
+                self.run_after_first()
+            if k_chunk == len(chunks) - 1:
+                self._run_prefetch()
             nrows = cd * ch
             off = row_stack_offset(self.pending_rows, nrows) if plan.dw_row_stack else 0
             if self.pending_rows and not off:   # the waiting chunk cannot stack with this one: alone
@@ -382,6 +392,16 @@ class DwState:
                         for a, c in enumerate(cts):
                             self._fold(c, t0, kn, ci0, ci_sz, accs[a][:self.co_tiles[c][1], :n])
         self.started = True
+
+    def run_after_first(self):
+        if self.after_first is not None:
+            self.after_first()
+            self.after_first = None
+
+    def _run_prefetch(self):
+        if self.prefetch is not None:
+            self.prefetch()
+            self.prefetch = None
 
     def _xs_banks(self, n_units):
         """The PSUM banks of one x-stationary accumulation group of ``n_units`` chunks."""
@@ -613,10 +633,29 @@ class DwState:
         return others if fused else None
 
 
-def run_dw_streaming(ctx, pid, lnc, db_state):
+def _load_dy_box(ctx, buf, co0, co_sz, b, od, oh):
+    """dw's dy box [co, rows d, rows h, W]: in row mode one DMA per row chunk, so the first chunk's dy^T
+    transposes start when it lands, not the whole box. (Two half transfers per chunk on <= 64 partitions
+    were tried: no gain on unet3d/dilated_d2, stem_k377 +2 us.)"""
+    g, plan = ctx.g, ctx.plan
+    wo = g.axes[2].o
+    nd, nh = od[1] - od[0], oh[1] - oh[0]
+    if plan.dw_method is DwMethod.ROW_PACK:
+        pieces = [((sd, sh), (cd, ch)) for (sd, sh, _z), (cd, ch, _o) in box_blocks((0, 0, 0), (nd, nh, 1), PMAX)]
+    else:
+        pieces = [((0, 0), (nd, nh))]
+    for (sd, sh), (cd, ch) in pieces:
+        nisa.dma_copy(dst=buf[:co_sz, sd:sd + cd, sh:sh + ch, :wo],
+                      src=ctx.dy[b, co0:co0 + co_sz, od[0] + sd:od[0] + sd + cd, oh[0] + sh:oh[0] + sh + ch, :])
+
+
+def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None, after_first=None):
     """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded. Returns the state whose
-    ``finish`` the caller runs after dx when the plan defers it (``dw_defer_finish``), else None."""
-    steps = dw_streaming_steps(ctx, pid, lnc, db_state)
+    ``finish`` the caller runs after dx when the plan defers it (``dw_defer_finish``), else None.
+    ``prefetch``: called once, at the start of the last box's last row chunk (dx^T's first band).
+    ``after_first``: called once, when the first row chunk's loads are issued (dx's filters by DMA: they
+    queue behind what the PE needs first, and still well before dw's stores)."""
+    steps = dw_streaming_steps(ctx, pid, lnc, db_state, prefetch, after_first)
     while True:
         try:
             next(steps)
@@ -624,7 +663,7 @@ def run_dw_streaming(ctx, pid, lnc, db_state):
             return done.value
 
 
-def dw_streaming_steps(ctx, pid, lnc, db_state):
+def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None):
     """``run_dw_streaming`` as a generator that yields after each dw box, so that the caller can issue
     another section's work between the boxes (``Plan.dw_interleave``: dx's PE work covers dw's DMA
     waits); its return value is ``run_dw_streaming``'s."""
@@ -646,15 +685,20 @@ def dw_streaming_steps(ctx, pid, lnc, db_state):
     for k, (ci_range, span) in enumerate(passes):
         state = DwState(ctx, plan.dw_band, ci_range, direct=dw_direct(g, plan),
                         db_state=db_state if k == 0 else None, own_taps=own, taps=span)
-        for b, (d0, d1), (h0, h1) in items:
+        for i_item, (b, (d0, d1), (h0, h1)) in enumerate(items):
+            if k == len(passes) - 1 and i_item == len(items) - 1:
+                state.prefetch = prefetch
+            if k == 0 and i_item == 0:
+                state.after_first = after_first
             views = []
             for c, (co0, co_sz) in enumerate(co_tiles):
                 buf = pools[c].take()
-                nisa.dma_copy(dst=buf[:co_sz, :d1 - d0, :h1 - h0, :wo],
-                              src=ctx.dy[b, co0:co0 + co_sz, d0:d1, h0:h1, :])
+                _load_dy_box(ctx, buf, co0, co_sz, b, (d0, d1), (h0, h1))
                 views.append(buf[:co_sz, :d1 - d0, :h1 - h0, :wo])
             state.add_box(b, (d0, d1), (h0, h1), views)
+            state.run_after_first()
             yield
+        state.run_after_first()   # (no box at all)
         if dw_defer_finish(g, plan):   # one pass: the exchange starts now, the rest after dx
             state.start_exchange(pid)
             return state

@@ -10,7 +10,15 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .nki_common import PMAX, Pool, band_slices
-from .xt_rows import MEMSET_MAX, XT_DMA_BUFS, xt_bundle_groups, xt_columns, xt_fill, zero_by_memset
+from .xt_rows import (
+    MEMSET_MAX,
+    XT_DMA_BUFS,
+    xt_bundle_groups,
+    xt_columns,
+    xt_fill,
+    zero_by_memset,
+    zero_split,
+)
 
 
 class RowXtDma:
@@ -43,6 +51,14 @@ class RowXtDma:
         """The [lo, hi) pad column ranges of a tile (left and right of x's columns)."""
         return [(a, b) for a, b in ((0, self.c_lo), (self.c_hi, self.xw)) if b > a]
 
+    def _memset_rows(self, xt, run):
+        """Zero whole rows [p0, p0+rows) of a tile on GpSimd, <= MEMSET_MAX elements per instruction."""
+        rows = xt[run.p0:run.p0 + run.rows]
+        cols, ci = rows.shape[1], rows.shape[2]
+        step = max(1, MEMSET_MAX // ci)
+        for c0 in range(0, cols, step):
+            nisa.memset(rows[:, c0:min(cols, c0 + step), :], 0.0, engine=nisa.engine.gpsimd)
+
     def fill(self, b, ci0, ci_sz, od0, oh0, cd, ch, kd, kh):
         """The x^T tile (or slot view) [cd*ch rows, x columns, ci_sz] of pair (kd, kh) for output rows
         [od0, od0+cd) x [oh0, oh0+ch) of batch b, the next of the ring."""
@@ -61,8 +77,12 @@ class RowXtDma:
             nisa.memset(xt[p_off:p_off + end, self.c_lo:self.c_hi, :], 0.0, engine=nisa.engine.gpsimd)
         else:
             for run in plan.zeros:   # whole rows (all columns and channel slots): one contiguous write
-                n = run.rows
-                nisa.dma_copy(dst=xt[p_off + run.p0:p_off + run.p0 + n, :, :], src=self.zero[:n, :])
+                by_dma, by_memset = zero_split(run, p_off)
+                if by_memset is not None:   # (GpSimd is idle in dw; the DMA queues are not)
+                    self._memset_rows(xt, by_memset)
+                if by_dma is not None:
+                    n = by_dma.rows
+                    nisa.dma_copy(dst=xt[by_dma.p0:by_dma.p0 + n, :, :], src=self.zero[:n, :])
         for run in plan.transposes:
             src = self.x_rows[b, ci0:ci0 + ci_sz, band_slices(run.x_row, run.rows, run.step), w0:w0 + wn]
             nisa.dma_transpose(dst=xt[p_off + run.p0:p_off + run.p0 + run.rows, self.c_lo:self.c_hi, :ci_sz],

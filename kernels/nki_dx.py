@@ -19,7 +19,7 @@ from .nki_common import (
     packed_fill_shared,
 )
 from .nki_dx_dpairs import dpair_filters, run_dx_dpairs
-from .nki_dx_t import add_pair_filters, run_dx_t
+from .nki_dx_t import DxTBands, add_pair_filters, run_dx_t
 from .nki_filters import load_filters_block_diag, load_filters_t
 from .planner import dx_t_active, filter_group, filters_by_dma
 from .schedule import axis_bands, dx_packs, dx_phase_work, dx_stage_elems, tiles
@@ -43,8 +43,9 @@ class DyBands:
         self.stage = Pool(2, (PMAX, dx_stage_elems(g, plan.dx_band)), dtype, nl.sbuf, "dy_stage") \
             if dx_stage_elems(g, plan.dx_band) else None
 
-    def load(self, b, bd, bh):
-        """Buffers [co, Ed, Eh, Ew] holding virtual dy rows [q0, q1) per axis (zeros outside dy)."""
+    def load(self, b, bd, bh, place_engine=None):
+        """Buffers [co, Ed, Eh, Ew] holding virtual dy rows [q0, q1) per axis (zeros outside dy);
+        ``place_engine``: the engine of a staged placement (default VectorE)."""
         bw = self.band_w
         ext = (bd.extent, bh.extent, bw.extent)
         if min(ext) <= 0:
@@ -63,7 +64,7 @@ class DyBands:
                 nisa.memset(buf[:co_sz, :ext[0], :ext[1], :ext[2]], 0.0, engine=nisa.engine.gpsimd)
                 out.append(buf[:co_sz, :ext[0], :ext[1], :ext[2]])
             else:
-                out.append(load_padded(buf, ext, lo, hi, src, self.stage))
+                out.append(load_padded(buf, ext, lo, hi, src, self.stage, engine=place_engine))
         return out
 
     def load_regions(self, pack, pitch):
@@ -134,15 +135,44 @@ def dx_groups(g, plan):
     return [ci_tiles] if not plan.dx_ci_outer else [[t] for t in ci_tiles]
 
 
-def run_dx(ctx, items, on_band=None, first_filters=None):
+class DxTPrefetch:
+    """dx^T's first band, loaded (and its shifted copies made) while dw still computes
+    (``plan.dx_prefetch``, per gradient): dw calls it at the start of its last row chunk, so the PE
+    does not wait for dx's first band between the sections. Only the band's pools are allocated then
+    (the dx planes and PSUM banks come with dx). The staged placement runs on GpSimd: on VectorE it
+    would hold dw's evictions behind the band's DMA."""
+
+    def __init__(self, ctx, items):
+        self.ctx = ctx
+        self.items = list(items)
+        self.result = None
+        self.started = False
+
+    def __call__(self):
+        if self.started:
+            return
+        self.started = True
+        if not self.items:
+            return
+        ctx = self.ctx
+        side = DxTBands(ctx, DyBands(ctx.g, ctx.dy, ctx.plan, ctx.dtype))
+        self.result = (side, side.prepare(self.items[0], place_engine=nisa.engine.gpsimd))
+
+
+def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None):
     """dx for the (batch, D band, H band) ``items`` of this program; ``on_band`` sees each dy band once.
 
     With ``plan.dx_regions`` R > 1 (C_in, C_out <= 128/R) R bands of equal structure are stacked on the
     partitions (region r at partition r*128/R) and share every matmul through block-diagonal filters.
+    ``prefetched``: a ``DxTPrefetch`` (dx^T, no ``on_band``) whose first band dw already loaded.
     """
     g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
     if dx_t_active(plan):   # positions on the stationary side (nki_dx_t)
         w_t = first_filters.pop() if first_filters else load_dx_filters(ctx, dx_groups(g, plan)[0])
+        if prefetched is not None and on_band is None:
+            prefetched()   # (a no-op when dw already ran it)
+            if prefetched.result is not None:
+                return run_dx_t(ctx, items, None, w_t, None, prepared=prefetched.result)
         return run_dx_t(ctx, items, DyBands(g, ctx.dy, plan, dtype), w_t, on_band)
     if plan.dx_dphase_pairs:   # the two D stride phases on M (nki_dx_dpairs)
         pair_t = first_filters.pop() if first_filters else load_dx_filters(ctx, dx_groups(g, plan)[0])

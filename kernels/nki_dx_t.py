@@ -70,18 +70,57 @@ def _phase_view(plane, c_sz, rows, first, box, ax):
         band_slices(first[2], box[2], ax[2].s)]
 
 
-def run_dx_t(ctx, items, bands, w_t, on_band=None):
-    """dx of the (batch, D band, H band) ``items`` with dx^T accumulation (see the module docstring)."""
+class DxTBands:
+    """The band side of dx^T: the dy band ring (``DyBands``) and the shifted copies' pools, and
+    ``prepare`` (load a band, make its copies). Built ahead of ``run_dx_t`` when dx's first band is
+    prefetched during dw (``plan.dx_prefetch``): then only these pools are live during dw."""
+
+    def __init__(self, ctx, bands, on_band=None):
+        g, plan = ctx.g, ctx.plan
+        self.ctx, self.bands, self.on_band = ctx, bands, on_band
+        self.n_copies = copies_made(g, plan.dx_pair_copies)
+        self.tile_ext = bands.pools[0].items[0].shape[1:] if bands.pools else (0, 0, 0)
+        self.extra = [Pool(plan.dy_bufs, (PMAX,) + tuple(self.tile_ext), ctx.dtype, nl.sbuf, f"dy_pair{k}_")
+                      for k in range(1, self.n_copies)]
+
+    def prepare(self, item, place_engine=None):
+        """Load a band and make its shifted copies: issued one band ahead of the band's matmuls, so
+        that its placement (VectorE, in order) and copies (DMA) do not wait behind the evictions.
+        ``place_engine``: the engine of a staged band's placement (default VectorE)."""
+        g, co, tile_ext, bands = self.ctx.g, self.ctx.g.c_out, self.tile_ext, self.bands
+        b, bd, bh = item
+        bufs = bands.load(b, bd, bh, place_engine=place_engine)
+        if self.on_band is not None:
+            self.on_band(b, bd, bh, bands.band_w, bufs)
+        tiles_k = []
+        if bufs is not None and self.n_copies:
+            # copy 0 lives in the band tile (its upper partitions); the others in their own tiles
+            band_tile = _last_taken(bands.pools[0])
+            flat_band = _flat(band_tile)
+            used = bd.extent * tile_ext[1] * tile_ext[2]
+            for k in range(self.n_copies):
+                sh = copy_shift(g, k, tuple(tile_ext))
+                t = band_tile if k == 0 else self.extra[k - 1].take()
+                if k:
+                    _copy_halves(_flat(t), 0, 0, flat_band, used, co)
+                if sh < used:
+                    _copy_halves(_flat(t), co, sh, flat_band, used - sh, co)
+                tiles_k.append(t)
+        return item, bufs, tiles_k
+
+
+def run_dx_t(ctx, items, bands, w_t, on_band=None, prepared=None):
+    """dx of the (batch, D band, H band) ``items`` with dx^T accumulation (see the module docstring).
+
+    ``prepared``: (DxTBands, the first item's ``prepare`` result) when the first band was prefetched."""
     g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
     ax = g.axes
     W = ax[2].n
     co = g.c_out
     co_tiles = tiles(g.c_out, PMAX)
     copies = plan.dx_pair_copies
-    n_copies = copies_made(g, copies)
-    tile_ext = bands.pools[0].items[0].shape[1:] if bands.pools else (0, 0, 0)
-    extra = [Pool(plan.dy_bufs, (PMAX,) + tuple(tile_ext), dtype, nl.sbuf, f"dy_pair{k}_")
-             for k in range(1, n_copies)]
+    side, first = prepared if prepared is not None else (DxTBands(ctx, bands, on_band), None)
+    bands = side.bands
     ci_t = ci_tile_t(g)
     slots = max(1, BANK_FP32 // ci_t)
     # one plane per 128-channel chunk of a C_in tile, double-buffered
@@ -95,35 +134,17 @@ def run_dx_t(ctx, items, bands, w_t, on_band=None):
                       "dx_t_stage") if strided else None
     by_dma = filters_by_dma(g, plan)
     tbank = 2048 // g.dtype_bytes   # elements of one PSUM bank in the transpose dtype
-
-    def prepare(item):
-        """Load a band and make its shifted copies: issued one band ahead of the band's matmuls, so
-        that its placement (VectorE, in order) and copies (DMA) do not wait behind the evictions."""
-        b, bd, bh = item
-        bufs = bands.load(b, bd, bh)
-        if on_band is not None:
-            on_band(b, bd, bh, bands.band_w, bufs)
-        tiles_k = []
-        if bufs is not None and n_copies:
-            # copy 0 lives in the band tile (its upper partitions); the others in their own tiles
-            band_tile = _last_taken(bands.pools[0])
-            flat_band = _flat(band_tile)
-            used = bd.extent * tile_ext[1] * tile_ext[2]
-            for k in range(n_copies):
-                sh = copy_shift(g, k, tuple(tile_ext))
-                t = band_tile if k == 0 else extra[k - 1].take()
-                if k:
-                    _copy_halves(_flat(t), 0, 0, flat_band, used, co)
-                if sh < used:
-                    _copy_halves(_flat(t), co, sh, flat_band, used - sh, co)
-                tiles_k.append(t)
-        return item, bufs, tiles_k
+    prepare = side.prepare
 
     items = list(items)
-    nxt = prepare(items[0]) if items else None
+    # one band ahead needs two buffers per ring; with one, each band is prepared when its turn comes
+    ahead = plan.dy_bufs >= 2
+    nxt = first if first is not None else (prepare(items[0]) if items else None)
     for i in range(len(items)):
+        if nxt is None:
+            nxt = prepare(items[i])
         (b, bd, bh), bufs, tiles_k = nxt
-        nxt = prepare(items[i + 1]) if i + 1 < len(items) else None
+        nxt = prepare(items[i + 1]) if ahead and i + 1 < len(items) else None
         nd_in, nh_in = bd.i1 - bd.i0, bh.i1 - bh.i0
         if bufs is None:   # no dy row reaches this band: dx is zero
             for ci0, ci_sz in tiles(g.c_in, PMAX):
@@ -134,8 +155,15 @@ def run_dx_t(ctx, items, bands, w_t, on_band=None):
             continue
         work = dx_phase_work(g, (bd, bh, bands.band_w), with_blocks=False)
         q0 = (bd.q0, bh.q0, bands.band_w.q0)
-        for ci0, ci_sz in tiles(g.c_in, ci_t):
+        ci_list = tiles(g.c_in, ci_t)
+        for ci0, ci_sz in ci_list:
             planes = [(c0, c_sz, plane_pool.take()) for c0, c_sz in tiles(ci_sz, PMAX)]
+            # the program's last plane: stored group by group as its dx^T lands (the kernel's tail
+            # is then one group's transpose and store, not the whole plane's)
+            progressive = (not strided and i == len(items) - 1 and (ci0, ci_sz) == ci_list[-1]
+                           and nh_in == ax[1].n)
+            dx_flat = ctx.dx.reshape((g.batch, g.c_in, ax[0].n * ax[1].n * W))
+            base = bd.i0 * ax[1].n * W
             for pw in work:
                 box = tuple(pw.j1[a] - pw.j0[a] for a in range(3))
                 # the phase's positions in the band plane: a (strided) view from its first input row
@@ -186,12 +214,17 @@ def run_dx_t(ctx, items, bands, w_t, on_band=None):
                                                   data=dxt[:n, k0 + k, c0:c0 + c_sz])
                             f = grp.f0 + k0 * n
                             ctx.evict.copy(tgt[:c_sz, f:f + kn * n], pt[:c_sz, :kn * n])
+                    if progressive:
+                        for c0, c_sz, tgt in targets:
+                            f0, f1 = grp.f0, grp.f0 + nb * n
+                            nisa.dma_copy(dst=dx_flat[b, ci0 + c0:ci0 + c0 + c_sz, base + f0:base + f1],
+                                          src=tgt[:c_sz, f0:f1])
                 if strided:
                     npos = box[0] * box[1] * box[2]
                     for (_c0, c_sz, plane), (_c, _s, stage) in zip(planes, targets):
                         # GpSimd: otherwise idle here; on VectorE it would queue the evictions behind it
                         nisa.tensor_copy(_phase_view(plane, c_sz, rows, first, box, ax), stage[:c_sz, :npos],
                                          engine=nisa.engine.gpsimd)
-            for c0, c_sz, plane in planes:
+            for c0, c_sz, plane in planes if not progressive else ():
                 nisa.dma_copy(dst=ctx.dx[b, ci0 + c0:ci0 + c0 + c_sz, bd.i0:bd.i1, bh.i0:bh.i1, :],
                               src=plane[:c_sz, :nd_in * nh_in * W])

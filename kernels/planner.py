@@ -400,6 +400,7 @@ class Plan:
     dw_x_stationary: bool = False     # dw with x^T stationary (taps x ci on M), dy^T moving: dw[(tap, ci), co]
     dx_transposed: bool = False       # dx^T: positions on the stationary side (nki_dx_t, stride 1)
     dx_pair_copies: int = 0           # dx^T: shifted dy copies pairing taps on K (C_out <= 64)
+    dx_prefetch: bool = False         # dx^T: the first band (and its copies) loads during dw's last row chunk
     dx_toeplitz: tuple[int, int] = (1, 1)   # dx:toeplitz: phase positions (U_d, U_h) stacked on M
     dx_toeplitz_pair: int = -1        # dx:toeplitz: axis (0 d, 1 h) whose offset pairs share K = 2 C_out; -1 none
     dw_xt_dma: bool = False           # row-mode dw x^T by dma_transpose from HBM (2-byte, NC-v3+)
@@ -440,7 +441,7 @@ class Plan:
                 "dw_tap_group": self.dw_tap_group, "dw_co_chunk": self.dw_co_chunk, "dy_bufs": self.dy_bufs,
                 "dw_ci_range": self.dw_ci_range, "dw_tap_range": self.dw_tap_range, "dx_regions": self.dx_regions,
                 "filters_first": self.filters_first, "dw_split": self.dw_split,
-                "dw_x_stationary": self.dw_x_stationary, "dx_transposed": self.dx_transposed, "dx_pair_copies": self.dx_pair_copies, "dx_toeplitz": list(self.dx_toeplitz), "dx_toeplitz_pair": self.dx_toeplitz_pair,
+                "dw_x_stationary": self.dw_x_stationary, "dx_transposed": self.dx_transposed, "dx_pair_copies": self.dx_pair_copies, "dx_prefetch": self.dx_prefetch, "dx_toeplitz": list(self.dx_toeplitz), "dx_toeplitz_pair": self.dx_toeplitz_pair,
                 "dw_xt_dma": self.dw_xt_dma, "dw_row_stack": self.dw_row_stack,
                 "dx_dphase_pairs": self.dx_dphase_pairs, "dw_interleave": self.dw_interleave}
 
@@ -634,6 +635,9 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
                 first += n_co * max(1, _dpair_slot_count(g, p)) * PMAX * ds
             phase_sbuf["dw"] = phase_sbuf.get("dw", 0) + first
             dw_total += first
+        if dx_prefetched(p):   # dx^T's first band (and its pools) arrives during dw
+            dw_total += _dx_t_prefetch_sbuf(g, p)
+            phase_sbuf["dw"] = phase_sbuf.get("dw", 0) + _dx_t_prefetch_sbuf(g, p)
         # the store runs while every dw pool (and, per gradient, dw's dy ring) is still live
         phase_sbuf["dw store"] = dw_total + store + other
         if p.dw_interleave:   # dw's boxes run between dx's items: its pools live through dx
@@ -714,7 +718,8 @@ def section_order(g: ConvGeom, p: Plan) -> list[str]:
     """The kernel's sections in issue order (conv3d_bwd.py); shared_dy runs dx and dw's boxes as one."""
     if p.strategy is Strategy.SHARED_DY:
         return ["dx_filters", "dx+dw", "dx_tail", "dw_finish", "db", "db_store"]
-    if p.filters_first and p.compute_dw:   # issued before dw: ahead of dw's first loads in the DMA queues
+    if p.filters_first and p.compute_dw and not filters_after_first_chunk(g, p):
+        # issued before dw: ahead of dw's first loads in the DMA queues
         head, dx = ["dx_filters", "dw"], ["dx", "dx_tail"]
     else:
         head, dx = ["dw"], ["dx_filters", "dx", "dx_tail"]
@@ -1384,6 +1389,7 @@ def _label(p: Plan) -> str:
                      + (f", {p.dx_regions} regions" if p.dx_regions > 1 else "")
                      + (f", dx^T pairs x{p.dx_pair_copies}" if p.dx_transposed else "")
                      + (", D-phase pairs" if p.dx_dphase_pairs else "")
+                     + (", band prefetch" if p.dx_prefetch else "")
                      + (f", U {p.dx_toeplitz[0]}x{p.dx_toeplitz[1]}" if p.dx_method is DxMethod.TOEPLITZ else "")
                      + (f", K pairs {'dh'[p.dx_toeplitz_pair]}" if p.dx_method is DxMethod.TOEPLITZ
                         and p.dx_toeplitz_pair >= 0 else "")
@@ -1602,6 +1608,9 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         out += _xt_dma_full_rows(g, out, hw)
     if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
         out = [q2 if not _check(g, q2 := replace(q, filters_first=True), hw)[0] else q for q in out]
+        # dx^T's first band loads during dw's last row chunk when its pools fit beside dw's
+        out = [q2 if dx_prefetched(q2 := replace(q, dx_prefetch=True)) and not _check(g, q2, hw)[0] else q
+               for q in out]
         # dx:toeplitz with dw's boxes between its items (the fast dw variants: x-stationary, xT dma)
         out += [q2 for q in out if dw_interleave_ok(g, q) and q.dw_x_stationary and q.dw_xt_dma
                 and not _check(g, q2 := replace(q, dw_interleave=True), hw)[0]]
@@ -1735,6 +1744,33 @@ def dx_t_active(p: Plan) -> bool:
     return p.dx_transposed and p.dx_regions == 1 and not p.dx_ci_outer
 
 
+def filters_after_first_chunk(g: ConvGeom, p: Plan) -> bool:
+    """Per gradient with ``filters_first``: dx's filters (by DMA alone: 2-byte, NC-v3+, no region packing,
+    not dx:toeplitz's tap grids) are issued after dw's first row chunk's loads instead of before dw
+    (the first dw matmuls wait for those loads, not for filters that dx needs much later)."""
+    return (p.filters_first and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
+            and p.dw_method is not DwMethod.DMA_GEMM and filters_by_dma(g, p) and p.dx_regions == 1
+            and p.dx_method is not DxMethod.TOEPLITZ)
+
+
+def dx_prefetched(p: Plan) -> bool:
+    """dx^T's first band is loaded during dw (the kernel runs ``plan.dx_prefetch`` only here)."""
+    return (p.dx_prefetch and dx_t_active(p) and p.compute_dx and p.compute_dw
+            and p.strategy is Strategy.PER_GRADIENT and p.dw_method is not DwMethod.DMA_GEMM)
+
+
+def _dx_t_prefetch_sbuf(g: ConvGeom, p: Plan) -> int:
+    """Bytes per partition of dx^T's band pools live during dw when prefetched: the dy band ring, the
+    shifted copies' pools and the band staging ring (mirrors DxTPrefetch: DyBands + DxTBands)."""
+    if not dx_prefetched(p):
+        return 0
+    ds = g.dtype_bytes
+    ext = _dx_dy_extent(g, p.dx_band)
+    ring = p.dy_bufs * n_tiles(g.c_out, PMAX) * ext[0] * ext[1] * ext[2] * ds
+    copies = max(0, _dx_t_copies(g, p) - 1) * p.dy_bufs * ext[0] * ext[1] * ext[2] * ds
+    return ring + copies + 2 * dx_stage_elems(g, p.dx_band) * ds
+
+
 def _dx_t_copies(g: ConvGeom, p: Plan) -> int:
     """Shifted dy copies the kernel makes (copies that pair no tap are not made)."""
     return copies_made(g, p.dx_pair_copies)
@@ -1840,11 +1876,18 @@ def _dx_t_fill_ns(g: ConvGeom, p: Plan, hw: TargetFigures, items: list) -> float
     one band ahead): copy bytes at the full DMA bandwidth (two half-range transfers per copy)."""
     if not items or not dx_t_active(p):
         return 0.0
-    _b, bd, _bh = items[0]
+    _b, bd, bh = items[0]
     ext = _dx_dy_extent(g, p.dx_band)
     used = bd.extent * ext[1] * ext[2]
     n_copies = _dx_t_copies(g, p)
     nbytes = sum(g.c_out * used * g.dtype_bytes * (2 if k else 1) for k in range(n_copies))
+    if dx_prefetched(p):
+        # loaded during dw's last row chunk, whose DMA queues are busy with dw's own x^T transfers
+        # (row-mode dw is DMA-heavy): the band's load and copies lengthen dw by their DMA time
+        o = g.out_size
+        rows = [max(0, min(b_.q1, o[a]) - max(b_.q0, 0)) for a, b_ in enumerate((bd, bh))]
+        load = g.c_out * rows[0] * rows[1] * g.axes[2].o * g.dtype_bytes
+        return (nbytes + load) / hw.dma_bytes_per_ns
     return nbytes / hw.dma_bytes_per_ns + (hw.dma_fixed_ns if n_copies else 0.0)
 
 

@@ -22,6 +22,7 @@ XT_DMA_BUFS = 3      # x^T tiles in flight: a tile's transposes run while the tw
 MEMSET_MAX = 32768   # elements per partition of one memset of the zero tile (engine access limit 64K)
 DMA_TRANSPOSE_EFFICIENCY = 0.9   # dma_transpose from HBM (trn2 arch guide; nkisim's figure)
 ZERO_MEMSET_MAX = 512   # x-column elements per partition up to which a tile's zero rows are one memset
+ZERO_MEMSET_MIN_ROWS = 16   # zero runs at least this long go to a GpSimd memset when its partitions allow
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,28 @@ def zero_by_memset(g: ConvGeom, ci_tile: int) -> bool:
     return 0 < (hi - lo) * ci_tile <= ZERO_MEMSET_MAX
 
 
+def _engine_partitions_ok(p0: int, n: int) -> bool:
+    """A compute engine may access partitions [p0, p0+n) (nki-api §2: n <= 32 from 0/32/64/96,
+    n <= 64 from 0/64, more from 0)."""
+    return (n <= 32 and p0 % 32 == 0) or (n <= 64 and p0 in (0, 64)) or p0 == 0
+
+
+def zero_split(run: XtRun, p_off: int = 0) -> tuple[XtRun | None, XtRun | None]:
+    """(by DMA, by GpSimd memset) parts of a zero run, in tile partitions (the run moved ``p_off`` down:
+    a stacked row chunk). A whole zero plane (D padding: >= 32 rows) by DMA
+    takes DMA bandwidth from the x^T transposes, which bound row-mode dw; GpSimd is idle there. A
+    compute engine must start at a partition its count allows, so a run that does not is cut at the
+    next multiple of 32: the head by DMA, the rest by memset (when that is allowed and long enough)."""
+    run = XtRun(run.p0 + p_off, run.rows)
+    p1 = run.p0 + run.rows
+    if run.rows >= ZERO_MEMSET_MIN_ROWS and _engine_partitions_ok(run.p0, run.rows):
+        return None, run
+    m = -(-run.p0 // 32) * 32
+    if p1 - m >= ZERO_MEMSET_MIN_ROWS and _engine_partitions_ok(m, p1 - m):
+        return XtRun(run.p0, m - run.p0), XtRun(m, p1 - m)
+    return run, None
+
+
 def xt_dma_setup_cost(c: CostSheet, g: ConvGeom, ci_tile: int, slots: int = 1) -> None:
     """The memsets of one RowXtDma: each buffer's pad columns (of its ``slots`` slot views: one
     memset per buffer and side), the zero tile (GpSimd)."""
@@ -187,8 +210,14 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
         if memset and fill.zeros:
             c.compute("gpsimd", grp.slots * (hi - lo) * ci_tile, 0, 1.0, 1, op="memset")
         for run in () if memset else fill.zeros:
-            c.dma(run.rows * row, row)
-            slowest = max(slowest, run.rows * row / (bw * row / (row + 256.0) * _rate(run.rows)))
+            by_dma, by_memset = zero_split(run)
+            if by_memset is not None:   # GpSimd, per MEMSET_MAX elements of a row
+                for z0 in range(0, xw * ci_tile, MEMSET_MAX):
+                    c.compute("gpsimd", min(MEMSET_MAX, xw * ci_tile - z0), 0, 1.0, 1, op="memset")
+            if by_dma is None:
+                continue
+            c.dma(by_dma.rows * row, row)
+            slowest = max(slowest, by_dma.rows * row / (bw * row / (row + 256.0) * _rate(by_dma.rows)))
         for run in fill.transposes:
             moved = grp.slots * run.rows * (hi - lo) * ci * ds
             c.busy["dma"] += moved / (bw * DMA_TRANSPOSE_EFFICIENCY)
