@@ -57,11 +57,12 @@ def _row_xt(xs=True, **edit):
 @pytest.mark.parametrize("xs", [True, False], ids=["xstat", "dwT"])
 @pytest.mark.parametrize("geom", [
     # D padding 1 and 2 (dilation 2): whole zero planes at the top and the bottom of the row chunks
-    {"batch": 2, "c_in": 8, "c_out": 6, "size": (4, 32, 5), "kernel": (3, 3, 3), "padding": (1,) * 6},
-    {"batch": 1, "c_in": 20, "c_out": 64, "size": (5, 16, 6), "kernel": (3, 3, 3), "padding": (2,) * 6,
+    # (x columns x C_in > xt_rows.ZERO_MEMSET_MAX: tinier tiles zero all their rows in one memset instead)
+    {"batch": 2, "c_in": 24, "c_out": 6, "size": (4, 32, 24), "kernel": (3, 3, 3), "padding": (1,) * 6},
+    {"batch": 1, "c_in": 20, "c_out": 64, "size": (5, 16, 28), "kernel": (3, 3, 3), "padding": (2,) * 6,
      "dilation": (2, 2, 2)},
     # C_in 130: a partial C_in tile (the memset zeroes every channel slot of its rows)
-    {"batch": 1, "c_in": 130, "c_out": 6, "size": (3, 32, 4), "kernel": (3, 3, 3), "padding": (1,) * 6},
+    {"batch": 1, "c_in": 130, "c_out": 6, "size": (3, 32, 6), "kernel": (3, 3, 3), "padding": (1,) * 6},
 ], ids=["p1", "dil2-p2", "cin130"])
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 def test_zero_planes_by_memset_are_exact(geom, xs, dtype, memsets):
@@ -70,7 +71,7 @@ def test_zero_planes_by_memset_are_exact(geom, xs, dtype, memsets):
 
 
 def test_zero_planes_lnc2(memsets):
-    run_and_compare(batch=2, c_in=8, c_out=6, size=(4, 32, 5), kernel=(3, 3, 3), padding=(1,) * 6, lnc=2,
+    run_and_compare(batch=2, c_in=24, c_out=6, size=(4, 32, 24), kernel=(3, 3, 3), padding=(1,) * 6, lnc=2,
                     grads=("dw", "db"), plan_edit=_row_xt())
     assert memsets
 

@@ -137,7 +137,7 @@ def test_lnc2_estimate_is_the_later_program():
         per = []
         for pid in (0, 1):
             c, fill = _estimate_sheet(g, a, TRN2, pid)
-            per.append(compose_ns(c.section_busy(), planner.section_order(g, a), fill, TRN2) / 1000)
+            per.append(compose_ns(planner._sections(c, a), planner.section_order(g, a), fill, TRN2) / 1000)
         assert _estimate(g, a, TRN2)[0] == pytest.approx(max(per))
         seen_uneven |= abs(per[0] - per[1]) > 1e-3
     assert seen_uneven
