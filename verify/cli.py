@@ -82,6 +82,7 @@ def _int_at_least(minimum: int, name: str) -> Callable[[str], int]:
 
 _positive_int = _int_at_least(1, "_positive_int")
 _seed = _int_at_least(0, "_seed")
+_non_negative_int = _int_at_least(0, "_non_negative_int")
 
 
 def _grads(text: str) -> tuple[str, ...]:
@@ -189,6 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="bench only the shapes whose name matches REGEX (re.search)")
     bench.add_argument("--jobs", type=_positive_int, default=None,
                        help="run the candidates in this many processes (default: up to 2, the cores)")
+    bench.add_argument("--top", type=_non_negative_int, default=None, metavar="K",
+                       help="run only the pick and the K other candidates with the lowest estimates "
+                            "(a quick look: pick/best is then of those, not of every candidate)")
     return parser
 
 
@@ -597,7 +601,7 @@ def cmd_bench(args) -> int:
         raise UsageError(f"the benchmark is not available: verify.bench does not import ({exc})") from None
     try:
         run_bench(set_name=args.bench_set, target=args.target, lnc=args.lnc, json_path=args.json,
-                  only=args.only, **({} if args.jobs is None else {"jobs": args.jobs}))
+                  only=args.only, top=args.top, **({} if args.jobs is None else {"jobs": args.jobs}))
     except (KeyError, ValueError) as exc:
         raise UsageError(f"bench: {exc}") from None
     return 0

@@ -94,3 +94,20 @@ def test_bench_figures_do_not_depend_on_jobs():
     assert len(one["candidates"]) == len(two["candidates"]) >= 2
     for a, b in zip(one["candidates"], two["candidates"]):
         assert (a["label"], a["modelled_us"], a["is_pick"]) == (b["label"], b["modelled_us"], b["is_pick"])
+
+
+def test_bench_top_runs_the_pick_and_the_best_estimated_others(capsys, tmp_path):
+    out = tmp_path / "top.json"
+    assert main(["bench", "--set", "smoke", "--only", "k3", "--top", "1", "--json", str(out)]) == 0
+    (r,) = json.loads(out.read_text())
+    assert r["feasible_candidates"] >= 3   # so that pruning to 1 + 1 really drops some
+    assert len(r["candidates"]) == 2 and r["candidates"][0]["is_pick"]
+    others = [c for c in r["plan"]["candidates"] if c["feasible"] and c["label"] != r["plan"]["label"]]
+    assert r["candidates"][1]["estimated_us"] == pytest.approx(min(c["estimated_us"] for c in others))
+    table = capsys.readouterr().out
+    assert f"2/{r['feasible_candidates']}" in table and "top 1" in table
+
+
+def test_bench_top_rejects_a_negative_count(capsys):
+    assert main(["bench", "--set", "smoke", "--top", "-1"]) == 2
+    assert "--top" in capsys.readouterr().err
