@@ -11,17 +11,17 @@ from .nki_common import Evictor, transpose_pool
 from .nki_db import DbState
 from .nki_dw import DwState, run_dw_streaming
 from .nki_dw_gemm import run_dw_gemm_dma
-from .nki_dx import DyBands, dx_groups, load_dx_filters, run_dx
+from .nki_dx import DyBands, dx_program_groups, load_dx_filters, load_first_band, run_dx
 from .nki_dx_toeplitz import load_toeplitz_filters, run_dx_toeplitz
 from .planner import (
     DbMethod,
     DwMethod,
     DxMethod,
     Strategy,
-    _split,
     current_forced_plan,
     dw_direct,
-    dx_items,
+    dx_band_early_on,
+    dx_program_items,
     plan_conv3d_bwd,
     psum_transpose_banks,
 )
@@ -99,14 +99,19 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
     if compute_dx and compute_dw and not shared and plan.filters_first:
         # issued before dw: the DMA queues load them while dw computes (no head-of-line wait later)
         # (in a list that run_dx empties: no reference may keep them live past their group)
-        first_filters = [load_toeplitz_filters(ctx) if toeplitz else load_dx_filters(ctx, dx_groups(g, plan)[0])]
+        first_filters = [load_toeplitz_filters(ctx) if toeplitz
+                         else load_dx_filters(ctx, dx_program_groups(g, plan, pid, lnc)[0])]
     dw_deferred = None   # LNC2: dw's exchange overlaps dx, its finish runs after it
+    # LNC2: dx's first dy band loads before dw's last finish (ahead of its stores in the DMA queues)
+    early = [] if compute_dx and compute_dw and not shared and dx_band_early_on(g, plan) else None
     if compute_dw and not shared:
         # dw first: its PE work hides the start of dx (the filter loads and the first dy band)
         if plan.dw_method is DwMethod.DMA_GEMM:
             run_dw_gemm_dma(ctx, pid, lnc, db_in_dw)
         else:
-            dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw)
+            dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw,
+                                           (lambda: early.append(load_first_band(ctx, dx_program_items(g, plan, pid))))
+                                           if early is not None else None)
     if compute_dx:
         dw_state = None
         if compute_dw and shared:
@@ -124,8 +129,12 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
             if dw_state is not None:
                 dw_state.add_box(b, (bd.own0, bd.own1), (bh.own0, bh.own1), views)
 
-        (run_dx_toeplitz if toeplitz else run_dx)(ctx, _split(dx_items(g, plan), lnc, pid),
-                                                   on_band if (db_in_dx or dw_state) else None, first_filters)
+        mine = dx_program_items(g, plan, pid)
+        if toeplitz:
+            run_dx_toeplitz(ctx, mine, on_band if (db_in_dx or dw_state) else None, first_filters)
+        else:   # under the LNC2 C_in split: every item, this program's C_in groups
+            run_dx(ctx, mine, on_band if (db_in_dx or dw_state) else None, first_filters,
+                   dx_program_groups(g, plan, pid, lnc), early.pop() if early else None)
         if dw_state is not None:
             dw_state.finish(pid, lnc)
     if dw_deferred is not None:

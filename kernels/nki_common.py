@@ -60,12 +60,12 @@ def band_slices(start, size, step):
     return slice(start, start + (size - 1) * step + 1, step)
 
 
-def load_padded(buf, ext, lo, hi, src, stage_pool, p0=0):
+def load_padded(buf, ext, lo, hi, src, stage_pool, p0=0, engine=None):
     """Fill ``buf[:p, :E0, :E1, :E2]`` with ``src`` placed at [lo, hi) per axis and zeros elsewhere.
 
     Only the border slabs are zeroed. When H or W is padded the interior is not contiguous per
     partition, so a DMA straight into it would move runs of one W row (slow descriptors): then the
-    DMA lands contiguously in a staging tile and GpSimd places it.
+    DMA lands contiguously in a staging tile and VectorE (or ``engine``) places it.
     """
     p = buf.shape[0] - p0 if src is None else src.shape[0]
     buf = buf[p0:p0 + p]     # a partition region (regions start at 0/32/64/96)
@@ -82,7 +82,7 @@ def load_padded(buf, ext, lo, hi, src, stage_pool, p0=0):
         stage = stage_pool.take()[p0:p0 + p]   # same partitions as the destination
         nisa.dma_copy(dst=stage[:p, :n[0] * n[1] * n[2]], src=src)
         # VectorE places it (2x mode for 2-byte strided copies; GpSimd would be ~3x slower)
-        nisa.tensor_copy(dst=interior, src=stage[:p, :n[0] * n[1] * n[2]], engine=nisa.engine.vector)
+        nisa.tensor_copy(dst=interior, src=stage[:p, :n[0] * n[1] * n[2]], engine=engine or nisa.engine.vector)
     return view
 
 

@@ -283,8 +283,9 @@ class DwState:
                     xb, xw = None, self.xt_dma.xw
                 cols = max(1, bank // ci_sz)
                 t_lo, t_hi = self.span
+                # the pairs with a tap in the span (a fine LNC2 split may cut one: x^T built by both)
                 pairs = [(kd, kh) for kd in range(kd_n) for kh in range(kh_n)
-                         if t_lo <= g.tap_index(kd, kh, 0) < t_hi]
+                         if g.tap_index(kd, kh, 0) < t_hi and g.tap_index(kd, kh, kw_n - 1) >= t_lo]
 
                 def stage(pair, xb=xb, ci0=ci0, ci_sz=ci_sz, xw=xw, cols=cols, nrows=nrows, cd=cd, ch=ch,
                           box_d=box_d, box_h=box_h):
@@ -364,7 +365,8 @@ class DwState:
         g = self.ctx.g
         ax = g.axes
         kw = ax[2].k
-        chunks = dw_xs_row_chunks(g, self.ctx.plan, pair0, n_pairs)
+        chunks = [ch for ch in dw_xs_row_chunks(g, self.ctx.plan, pair0, n_pairs)
+                  if self.span[0] <= ch[0] < self.span[1]]
         per = dw_xs_per_bank(g) * (len(self.acc_pool.items) - 1)
         for b0 in range(0, len(chunks), per):
             batch = chunks[b0:b0 + per]
@@ -571,9 +573,10 @@ class DwState:
         return others if fused else None
 
 
-def run_dw_streaming(ctx, pid, lnc, db_state):
+def run_dw_streaming(ctx, pid, lnc, db_state, before_last_finish=None):
     """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded. Returns the state whose
-    ``finish`` the caller runs after dx when the plan defers it (``dw_defer_finish``), else None."""
+    ``finish`` the caller runs after dx when the plan defers it (``dw_defer_finish``), else None.
+    ``before_last_finish``: called once after the last pass's matmuls, before its finish (its stores)."""
     g, plan = ctx.g, ctx.plan
     own = dw_own_taps(g, plan, pid)
     items = dw_items(g, plan) if own is not None else _split(dw_items(g, plan), lnc, pid)
@@ -602,6 +605,8 @@ def run_dw_streaming(ctx, pid, lnc, db_state):
         if dw_defer_finish(g, plan):   # one pass: the exchange starts now, the rest after dx
             state.start_exchange(pid)
             return state
+        if k == len(passes) - 1 and before_last_finish is not None:
+            before_last_finish()
         state.finish(pid, lnc)
         del state
     return None

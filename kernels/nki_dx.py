@@ -20,7 +20,7 @@ from .nki_common import (
 )
 from .nki_dx_t import add_pair_filters, run_dx_t
 from .nki_filters import load_filters_block_diag, load_filters_t
-from .planner import dx_t_active, filter_group, filters_by_dma
+from .planner import _split, dx_ci_split_on, dx_t_active, filter_group, filters_by_dma
 from .schedule import axis_bands, dx_packs, dx_phase_work, dx_stage_elems, tiles
 
 
@@ -42,8 +42,9 @@ class DyBands:
         self.stage = Pool(2, (PMAX, dx_stage_elems(g, plan.dx_band)), dtype, nl.sbuf, "dy_stage") \
             if dx_stage_elems(g, plan.dx_band) else None
 
-    def load(self, b, bd, bh):
-        """Buffers [co, Ed, Eh, Ew] holding virtual dy rows [q0, q1) per axis (zeros outside dy)."""
+    def load(self, b, bd, bh, engine=None):
+        """Buffers [co, Ed, Eh, Ew] holding virtual dy rows [q0, q1) per axis (zeros outside dy); ``engine``
+        places a staged load (default VectorE)."""
         bw = self.band_w
         ext = (bd.extent, bh.extent, bw.extent)
         if min(ext) <= 0:
@@ -62,7 +63,7 @@ class DyBands:
                 nisa.memset(buf[:co_sz, :ext[0], :ext[1], :ext[2]], 0.0, engine=nisa.engine.gpsimd)
                 out.append(buf[:co_sz, :ext[0], :ext[1], :ext[2]])
             else:
-                out.append(load_padded(buf, ext, lo, hi, src, self.stage))
+                out.append(load_padded(buf, ext, lo, hi, src, self.stage, engine=engine))
         return out
 
     def load_regions(self, pack, pitch):
@@ -129,8 +130,24 @@ def dx_groups(g, plan):
     return [ci_tiles] if not plan.dx_ci_outer else [[t] for t in ci_tiles]
 
 
-def run_dx(ctx, items, on_band=None, first_filters=None):
-    """dx for the (batch, D band, H band) ``items`` of this program; ``on_band`` sees each dy band once.
+def dx_program_groups(g, plan, pid, lnc):
+    """The C_in groups program ``pid`` runs: its contiguous half under the LNC2 C_in split, else all."""
+    groups = dx_groups(g, plan)
+    return _split(groups, lnc, pid) if dx_ci_split_on(g, plan) else groups
+
+
+def load_first_band(ctx, items):
+    """The dy band ring and the loaded bands of the first item (``run_dx(early=...)``), issued ahead of dx
+    (before dw's last stores, whose DMA bandwidth the loads would otherwise queue behind)."""
+    bands = DyBands(ctx.g, ctx.dy, ctx.plan, ctx.dtype)
+    # GpSimd places a staged band: VectorE is still busy with dw's evictions and folds
+    return bands, (bands.load(*items[0], engine=nisa.engine.gpsimd) if items else None)
+
+
+def run_dx(ctx, items, on_band=None, first_filters=None, groups=None, early=None):
+    """dx for the (batch, D band, H band) ``items`` of this program; ``on_band`` sees each dy band once;
+    ``groups``: this program's C_in groups (default: all of them); ``early``: (band ring, the first
+    item's bands) from ``load_first_band`` (unpacked gather only).
 
     With ``plan.dx_regions`` R > 1 (C_in, C_out <= 128/R) R bands of equal structure are stacked on the
     partitions (region r at partition r*128/R) and share every matmul through block-diagonal filters.
@@ -145,10 +162,11 @@ def run_dx(ctx, items, on_band=None, first_filters=None):
     pitch = PMAX // regions
     co_tiles = tiles(g.c_out, PMAX) if regions == 1 else [(0, PMAX)]
     # partitions between regions that no load writes must be finite (they meet zero weights)
-    bands = DyBands(g, ctx.dy, plan, dtype, zero=regions > 1 and g.c_out < pitch)
+    bands = early[0] if early else DyBands(g, ctx.dy, plan, dtype, zero=regions > 1 and g.c_out < pitch)
+    first_bufs = [early[1]] if early else []
     plane_pool = Pool(2, (PMAX, plan.dx_band[0], plan.dx_band[1], W), dtype, nl.sbuf, "dx_plane")
     acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dx")
-    groups = dx_groups(g, plan)
+    groups = dx_groups(g, plan) if groups is None else groups
     packs = dx_packs(g, list(items), regions)
     # the first group's filters when loaded ahead (a one-item list, emptied here so that they are
     # freed with their group: with C_in-outer groups only the current and the next group are live)
@@ -161,7 +179,7 @@ def run_dx(ctx, items, on_band=None, first_filters=None):
         for pack in packs:
             _b, bd, bh = pack[0]
             if regions == 1:
-                bufs = bands.load(*pack[0])
+                bufs = first_bufs.pop() if first_bufs else bands.load(*pack[0])
                 if on_band is not None and gi == 0:
                     on_band(*pack[0], bands.band_w, bufs)
             else:
