@@ -11,7 +11,7 @@ from .nki_common import Evictor, transpose_pool
 from .nki_db import DbState
 from .nki_dw import DwState, run_dw_streaming
 from .nki_dw_gemm import run_dw_gemm_dma
-from .nki_dx import DyBands, dx_program_groups, load_dx_filters, load_first_band, run_dx
+from .nki_dx import DyBands, dx_program_groups, load_dx_filters, load_first_band, prepare_first_dx_t, run_dx
 from .nki_dx_toeplitz import load_toeplitz_filters, run_dx_toeplitz
 from .planner import (
     DbMethod,
@@ -22,6 +22,7 @@ from .planner import (
     dw_direct,
     dx_band_early_on,
     dx_program_items,
+    dx_t_active,
     plan_conv3d_bwd,
     psum_transpose_banks,
 )
@@ -109,9 +110,13 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         if plan.dw_method is DwMethod.DMA_GEMM:
             run_dw_gemm_dma(ctx, pid, lnc, db_in_dw)
         else:
-            dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw,
-                                           (lambda: early.append(load_first_band(ctx, dx_program_items(g, plan, pid))))
-                                           if early is not None else None)
+            mine = dx_program_items(g, plan, pid) if compute_dx else []
+            if early is not None and dx_t_active(plan):   # dx^T: its first band and copies during dw's last box
+                dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw, before_last_box=lambda: early.append(
+                    prepare_first_dx_t(ctx, mine)))
+            else:
+                dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw, (lambda: early.append(
+                    load_first_band(ctx, mine))) if early is not None else None)
     if compute_dx:
         dw_state = None
         if compute_dw and shared:

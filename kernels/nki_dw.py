@@ -573,10 +573,11 @@ class DwState:
         return others if fused else None
 
 
-def run_dw_streaming(ctx, pid, lnc, db_state, before_last_finish=None):
+def run_dw_streaming(ctx, pid, lnc, db_state, before_last_finish=None, before_last_box=None):
     """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded. Returns the state whose
     ``finish`` the caller runs after dx when the plan defers it (``dw_defer_finish``), else None.
-    ``before_last_finish``: called once after the last pass's matmuls, before its finish (its stores)."""
+    ``before_last_finish``: called once after the last pass's matmuls, before its finish (its stores);
+    ``before_last_box``: called once before the last box of the last pass (before its loads)."""
     g, plan = ctx.g, ctx.plan
     own = dw_own_taps(g, plan, pid)
     items = dw_items(g, plan) if own is not None else _split(dw_items(g, plan), lnc, pid)
@@ -594,7 +595,9 @@ def run_dw_streaming(ctx, pid, lnc, db_state, before_last_finish=None):
     for k, (ci_range, span) in enumerate(passes):
         state = DwState(ctx, plan.dw_band, ci_range, direct=dw_direct(g, plan),
                         db_state=db_state if k == 0 else None, own_taps=own, taps=span)
-        for b, (d0, d1), (h0, h1) in items:
+        for ii, (b, (d0, d1), (h0, h1)) in enumerate(items):
+            if before_last_box is not None and k == len(passes) - 1 and ii == len(items) - 1:
+                before_last_box()
             views = []
             for c, (co0, co_sz) in enumerate(co_tiles):
                 buf = pools[c].take()

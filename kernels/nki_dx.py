@@ -18,7 +18,7 @@ from .nki_common import (
     load_padded_regions,
     packed_fill_shared,
 )
-from .nki_dx_t import add_pair_filters, run_dx_t
+from .nki_dx_t import add_pair_filters, make_prepare, run_dx_t
 from .nki_filters import load_filters_block_diag, load_filters_t
 from .planner import _split, dx_ci_split_on, dx_t_active, filter_group, filters_by_dma
 from .schedule import axis_bands, dx_packs, dx_phase_work, dx_stage_elems, tiles
@@ -144,10 +144,19 @@ def load_first_band(ctx, items):
     return bands, (bands.load(*items[0], engine=nisa.engine.gpsimd) if items else None)
 
 
+def prepare_first_dx_t(ctx, items):
+    """dx^T's band ring, its band loader and the first item's band with its shifted copies, made ahead
+    (LNC2 early band: during dw's last box, so the copies' DMAs are not queued behind dw's transfers)."""
+    bands = DyBands(ctx.g, ctx.dy, ctx.plan, ctx.dtype)
+    prepare = make_prepare(ctx, bands)
+    return bands, (prepare, prepare(items[0]) if items else None)
+
+
 def run_dx(ctx, items, on_band=None, first_filters=None, groups=None, early=None):
     """dx for the (batch, D band, H band) ``items`` of this program; ``on_band`` sees each dy band once;
     ``groups``: this program's C_in groups (default: all of them); ``early``: (band ring, the first
-    item's bands) from ``load_first_band`` (unpacked gather only).
+    item's bands) from ``load_first_band`` (gather), or (band ring, (loader, prepared first item)) from
+    ``prepare_first_dx_t`` (dx^T).
 
     With ``plan.dx_regions`` R > 1 (C_in, C_out <= 128/R) R bands of equal structure are stacked on the
     partitions (region r at partition r*128/R) and share every matmul through block-diagonal filters.
@@ -155,6 +164,8 @@ def run_dx(ctx, items, on_band=None, first_filters=None, groups=None, early=None
     g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
     if dx_t_active(plan):   # positions on the stationary side (nki_dx_t)
         w_t = first_filters.pop() if first_filters else load_dx_filters(ctx, dx_groups(g, plan)[0])
+        if early:
+            return run_dx_t(ctx, items, early[0], w_t, on_band, pre=early[1])
         return run_dx_t(ctx, items, DyBands(g, ctx.dy, plan, dtype), w_t, on_band)
     ax = g.axes
     W = ax[2].n

@@ -70,31 +70,14 @@ def _phase_view(plane, c_sz, rows, first, box, ax):
         band_slices(first[2], box[2], ax[2].s)]
 
 
-def run_dx_t(ctx, items, bands, w_t, on_band=None):
-    """dx of the (batch, D band, H band) ``items`` with dx^T accumulation (see the module docstring)."""
+def make_prepare(ctx, bands, on_band=None):
+    """The band loader of dx^T: ``prepare(item)`` loads a band and makes its shifted copies (pools here)."""
     g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
-    ax = g.axes
-    W = ax[2].n
     co = g.c_out
-    co_tiles = tiles(g.c_out, PMAX)
-    copies = plan.dx_pair_copies
-    n_copies = copies_made(g, copies)
+    n_copies = copies_made(g, plan.dx_pair_copies)
     tile_ext = bands.pools[0].items[0].shape[1:] if bands.pools else (0, 0, 0)
     extra = [Pool(plan.dy_bufs, (PMAX,) + tuple(tile_ext), dtype, nl.sbuf, f"dy_pair{k}_")
              for k in range(1, n_copies)]
-    ci_t = ci_tile_t(g)
-    slots = max(1, BANK_FP32 // ci_t)
-    # one plane per 128-channel chunk of a C_in tile, double-buffered
-    plane_pool = Pool(2 * len(tiles(ci_t, PMAX)), (PMAX, plan.dx_band[0] * plan.dx_band[1] * W), dtype, nl.sbuf,
-                      "dx_plane_t")
-    acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dxt")
-    dxt_pool = Pool(DXT_BUFS, (PMAX, slots, ci_t), dtype, nl.sbuf, "dx_t")
-    strided = any(a.s > 1 for a in ax)
-    # strided: dx of one phase in phase order, before its strided placement into the plane
-    stage_pool = Pool(2 * len(tiles(ci_t, PMAX)), (PMAX, phase_stage_elems(g, plan.dx_band)), dtype, nl.sbuf,
-                      "dx_t_stage") if strided else None
-    by_dma = filters_by_dma(g, plan)
-    tbank = 2048 // g.dtype_bytes   # elements of one PSUM bank in the transpose dtype
 
     def prepare(item):
         """Load a band and make its shifted copies: issued one band ahead of the band's matmuls, so
@@ -119,11 +102,43 @@ def run_dx_t(ctx, items, bands, w_t, on_band=None):
                 tiles_k.append(t)
         return item, bufs, tiles_k
 
+    return prepare
+
+
+def run_dx_t(ctx, items, bands, w_t, on_band=None, pre=None):
+    """dx of the (batch, D band, H band) ``items`` with dx^T accumulation (see the module docstring)."""
+    g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
+    ax = g.axes
+    W = ax[2].n
+    co = g.c_out
+    co_tiles = tiles(g.c_out, PMAX)
+    copies = plan.dx_pair_copies
+    # the band loader (its shifted-copy pools allocated here, as before), or the one made ahead with the
+    # first band already prepared (``pre``: LNC2 early band, during dw's last box)
+    prepare, first = pre if pre is not None else (make_prepare(ctx, bands, on_band), None)
+    ci_t = ci_tile_t(g)
+    slots = max(1, BANK_FP32 // ci_t)
+    # one plane per 128-channel chunk of a C_in tile, double-buffered
+    plane_pool = Pool(2 * len(tiles(ci_t, PMAX)), (PMAX, plan.dx_band[0] * plan.dx_band[1] * W), dtype, nl.sbuf,
+                      "dx_plane_t")
+    acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dxt")
+    dxt_pool = Pool(DXT_BUFS, (PMAX, slots, ci_t), dtype, nl.sbuf, "dx_t")
+    strided = any(a.s > 1 for a in ax)
+    # strided: dx of one phase in phase order, before its strided placement into the plane
+    stage_pool = Pool(2 * len(tiles(ci_t, PMAX)), (PMAX, phase_stage_elems(g, plan.dx_band)), dtype, nl.sbuf,
+                      "dx_t_stage") if strided else None
+    by_dma = filters_by_dma(g, plan)
+    tbank = 2048 // g.dtype_bytes   # elements of one PSUM bank in the transpose dtype
+
     items = list(items)
-    nxt = prepare(items[0]) if items else None
+    nxt = first if pre is not None else (prepare(items[0]) if items else None)
+    # one band ahead needs two ring buffers: with one, the next band would overwrite the current one
+    ahead = plan.dy_bufs >= 2
     for i in range(len(items)):
+        if nxt is None:
+            nxt = prepare(items[i])
         (b, bd, bh), bufs, tiles_k = nxt
-        nxt = prepare(items[i + 1]) if i + 1 < len(items) else None
+        nxt = prepare(items[i + 1]) if ahead and i + 1 < len(items) else None
         nd_in, nh_in = bd.i1 - bd.i0, bh.i1 - bh.i0
         if bufs is None:   # no dy row reaches this band: dx is zero
             for ci0, ci_sz in tiles(g.c_in, PMAX):
@@ -134,8 +149,20 @@ def run_dx_t(ctx, items, bands, w_t, on_band=None):
             continue
         work = dx_phase_work(g, (bd, bh, bands.band_w), with_blocks=False)
         q0 = (bd.q0, bh.q0, bands.band_w.q0)
+        # LNC2, a program's last band at stride 1: its plane is stored in D-row chunks as the (flat-ordered)
+        # blocks complete, so only the last chunk's store is exposed after the last matmul (a program often
+        # has one band: dilated_d2); elsewhere the next band's compute hides the whole-plane store
+        row = nh_in * W
+        chunk_rows = max(1, nd_in // 4) if (plan.lnc == 2 and not strided and i == len(items) - 1) else 0
+
+        def store_rows(planes, ci0, r0, r1, b=b, bd=bd, bh=bh, row=row):
+            for c0, c_sz, plane in planes:
+                nisa.dma_copy(dst=ctx.dx[b, ci0 + c0:ci0 + c0 + c_sz, bd.i0 + r0:bd.i0 + r1, bh.i0:bh.i1, :],
+                              src=plane[:c_sz, r0 * row:r1 * row])
+
         for ci0, ci_sz in tiles(g.c_in, ci_t):
             planes = [(c0, c_sz, plane_pool.take()) for c0, c_sz in tiles(ci_sz, PMAX)]
+            stored = 0   # D rows of the planes already stored (chunked stores)
             for pw in work:
                 box = tuple(pw.j1[a] - pw.j0[a] for a in range(3))
                 # the phase's positions in the band plane: a (strided) view from its first input row
@@ -186,12 +213,14 @@ def run_dx_t(ctx, items, bands, w_t, on_band=None):
                                                   data=dxt[:n, k0 + k, c0:c0 + c_sz])
                             f = grp.f0 + k0 * n
                             ctx.evict.copy(tgt[:c_sz, f:f + kn * n], pt[:c_sz, :kn * n])
+                    ready = (grp.f0 + nb * n) // row   # whole D rows of the plane now final
+                    if chunk_rows and ready - stored >= chunk_rows and ready < nd_in:
+                        store_rows(planes, ci0, stored, ready)
+                        stored = ready
                 if strided:
                     npos = box[0] * box[1] * box[2]
                     for (_c0, c_sz, plane), (_c, _s, stage) in zip(planes, targets):
                         # GpSimd: otherwise idle here; on VectorE it would queue the evictions behind it
                         nisa.tensor_copy(_phase_view(plane, c_sz, rows, first, box, ax), stage[:c_sz, :npos],
                                          engine=nisa.engine.gpsimd)
-            for c0, c_sz, plane in planes:
-                nisa.dma_copy(dst=ctx.dx[b, ci0 + c0:ci0 + c0 + c_sz, bd.i0:bd.i1, bh.i0:bh.i1, :],
-                              src=plane[:c_sz, :nd_in * nh_in * W])
+            store_rows(planes, ci0, stored, nd_in)
