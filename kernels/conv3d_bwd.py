@@ -11,18 +11,18 @@ from .nki_common import Evictor, transpose_pool
 from .nki_db import DbState
 from .nki_dw import DwState, dw_streaming_steps, run_dw_streaming
 from .nki_dw_gemm import run_dw_gemm_dma
-from .nki_dx import DxTPrefetch, DyBands, dx_groups, load_dx_filters, run_dx
+from .nki_dx import DxTPrefetch, DyBands, dx_program_groups, load_dx_filters, load_first_band, run_dx
 from .nki_dx_toeplitz import load_toeplitz_filters, run_dx_toeplitz
 from .planner import (
     DbMethod,
     DwMethod,
     DxMethod,
     Strategy,
-    _split,
     current_forced_plan,
     dw_direct,
-    dx_items,
+    dx_band_early_on,
     dx_prefetched,
+    dx_program_items,
     filters_after_first_chunk,
     plan_conv3d_bwd,
     psum_transpose_banks,
@@ -102,18 +102,21 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
     if compute_dx and compute_dw and not shared and plan.filters_first:
         # issued before dw's stores: the DMA queues load them while dw computes (no head-of-line wait later)
         # (in a list that run_dx empties: no reference may keep them live past their group)
+        first_group = dx_program_groups(g, plan, pid, lnc)[0]
         if filters_after_first_chunk(g, plan):   # by DMA alone: behind dw's first row chunk's loads
             first_filters = []
 
             def after_first():
-                first_filters.append(load_dx_filters(ctx, dx_groups(g, plan)[0]))
+                first_filters.append(load_dx_filters(ctx, first_group))
         else:
-            first_filters = [load_toeplitz_filters(ctx) if toeplitz else load_dx_filters(ctx, dx_groups(g, plan)[0])]
+            first_filters = [load_toeplitz_filters(ctx) if toeplitz else load_dx_filters(ctx, first_group)]
     dw_deferred = None   # LNC2: dw's exchange overlaps dx, its finish runs after it
     dw_steps = None      # dw_interleave: dw's boxes issued between dx's items
+    mine = dx_program_items(g, plan, pid) if compute_dx else []
     # dx^T's first band loads during dw's last row chunk (dw calls it)
-    prefetch = DxTPrefetch(ctx, _split(dx_items(g, plan), lnc, pid)) \
-        if dx_prefetched(plan) else None
+    prefetch = DxTPrefetch(ctx, mine) if dx_prefetched(plan) else None
+    # LNC2, gather: dx's first dy band loads before dw's last finish (ahead of its stores in the DMA queues)
+    early = [] if compute_dx and compute_dw and not shared and dx_band_early_on(g, plan) else None
     if compute_dw and not shared:
         # dw first: its PE work hides the start of dx (the filter loads and the first dy band)
         if plan.dw_method is DwMethod.DMA_GEMM:
@@ -121,7 +124,9 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         elif plan.dw_interleave and compute_dx and toeplitz:
             dw_steps = _Steps(dw_streaming_steps(ctx, pid, lnc, db_in_dw))
         else:
-            dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw, prefetch, after_first)
+            dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw, prefetch, after_first,
+                                           (lambda: early.append(load_first_band(ctx, mine)))
+                                           if early is not None else None)
     if compute_dx:
         dw_state = None
         if compute_dw and shared:
@@ -139,12 +144,12 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
             if dw_state is not None:
                 dw_state.add_box(b, (bd.own0, bd.own1), (bh.own0, bh.own1), views)
 
-        items = _split(dx_items(g, plan), lnc, pid)
         hook = on_band if (db_in_dx or dw_state) else None
         if toeplitz:
-            run_dx_toeplitz(ctx, items, hook, first_filters, dw_steps.between(len(items)) if dw_steps else None)
-        else:
-            run_dx(ctx, items, hook, first_filters, prefetch)
+            run_dx_toeplitz(ctx, mine, hook, first_filters, dw_steps.between(len(mine)) if dw_steps else None)
+        else:   # under the LNC2 C_in split: every item, this program's C_in groups
+            run_dx(ctx, mine, hook, first_filters, prefetch, dx_program_groups(g, plan, pid, lnc),
+                   early.pop() if early else None)
         if dw_state is not None:
             dw_state.finish(pid, lnc)
     if dw_steps is not None:   # the boxes dx's items did not take, then dw's finish

@@ -323,8 +323,9 @@ class DwState:
                 xb, xw = None, self.xt_dma.xw
             cols = max(1, bank // ci_sz)
             t_lo, t_hi = self.span
+            # the pairs with a tap in the span (a fine LNC2 split may cut one: x^T built by both)
             pairs = [(kd, kh) for kd in range(kd_n) for kh in range(kh_n)
-                     if t_lo <= g.tap_index(kd, kh, 0) < t_hi]
+                     if g.tap_index(kd, kh, 0) < t_hi and g.tap_index(kd, kh, kw_n - 1) >= t_lo]
 
             def stage(pair, xb=xb, ci0=ci0, ci_sz=ci_sz, xw=xw, cols=cols, nrows=nrows, cd=cd, ch=ch,
                       box_d=box_d, box_h=box_h):
@@ -424,7 +425,8 @@ class DwState:
         g = self.ctx.g
         ax = g.axes
         kw = ax[2].k
-        chunks = dw_xs_row_chunks(g, self.ctx.plan, pair0, n_pairs)
+        chunks = [ch for ch in dw_xs_row_chunks(g, self.ctx.plan, pair0, n_pairs)
+                  if self.span[0] <= ch[0] < self.span[1]]
         per = dw_xs_per_bank(g) * (len(self.acc_pool.items) - 1)
         for b0 in range(0, len(chunks), per):
             batch = chunks[b0:b0 + per]
@@ -649,13 +651,14 @@ def _load_dy_box(ctx, buf, co0, co_sz, b, od, oh):
                       src=ctx.dy[b, co0:co0 + co_sz, od[0] + sd:od[0] + sd + cd, oh[0] + sh:oh[0] + sh + ch, :])
 
 
-def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None, after_first=None):
+def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None):
     """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded. Returns the state whose
     ``finish`` the caller runs after dx when the plan defers it (``dw_defer_finish``), else None.
     ``prefetch``: called once, at the start of the last box's last row chunk (dx^T's first band).
     ``after_first``: called once, when the first row chunk's loads are issued (dx's filters by DMA: they
-    queue behind what the PE needs first, and still well before dw's stores)."""
-    steps = dw_streaming_steps(ctx, pid, lnc, db_state, prefetch, after_first)
+    queue behind what the PE needs first, and still well before dw's stores).
+    ``before_last_finish``: called once after the last pass's matmuls, before its finish (its stores)."""
+    steps = dw_streaming_steps(ctx, pid, lnc, db_state, prefetch, after_first, before_last_finish)
     while True:
         try:
             next(steps)
@@ -663,7 +666,7 @@ def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None, after_first=None):
             return done.value
 
 
-def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None):
+def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None):
     """``run_dw_streaming`` as a generator that yields after each dw box, so that the caller can issue
     another section's work between the boxes (``Plan.dw_interleave``: dx's PE work covers dw's DMA
     waits); its return value is ``run_dw_streaming``'s."""
@@ -702,6 +705,8 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None)
         if dw_defer_finish(g, plan):   # one pass: the exchange starts now, the rest after dx
             state.start_exchange(pid)
             return state
+        if k == len(passes) - 1 and before_last_finish is not None:
+            before_last_finish()
         state.finish(pid, lnc)
         del state
     return None

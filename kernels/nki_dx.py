@@ -21,7 +21,7 @@ from .nki_common import (
 from .nki_dx_dpairs import dpair_filters, run_dx_dpairs
 from .nki_dx_t import DxTBands, add_pair_filters, run_dx_t
 from .nki_filters import load_filters_block_diag, load_filters_t
-from .planner import dx_t_active, filter_group, filters_by_dma
+from .planner import _split, dx_ci_split_on, dx_t_active, filter_group, filters_by_dma
 from .schedule import axis_bands, dx_packs, dx_phase_work, dx_stage_elems, tiles
 
 
@@ -159,8 +159,25 @@ class DxTPrefetch:
         self.result = (side, side.prepare(self.items[0], place_engine=nisa.engine.gpsimd))
 
 
-def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None):
-    """dx for the (batch, D band, H band) ``items`` of this program; ``on_band`` sees each dy band once.
+def dx_program_groups(g, plan, pid, lnc):
+    """The C_in groups program ``pid`` runs: its contiguous half under the LNC2 C_in split, else all."""
+    groups = dx_groups(g, plan)
+    return _split(groups, lnc, pid) if dx_ci_split_on(g, plan) else groups
+
+
+def load_first_band(ctx, items):
+    """The dy band ring and the loaded bands of the first item (``run_dx(early=...)``), issued ahead of dx
+    (before dw's last stores, whose DMA bandwidth the loads would otherwise queue behind)."""
+    bands = DyBands(ctx.g, ctx.dy, ctx.plan, ctx.dtype)
+    # GpSimd places a staged band: VectorE is still busy with dw's evictions and folds
+    return bands, (bands.load(*items[0], place_engine=nisa.engine.gpsimd) if items else None)
+
+
+def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None, groups=None, early=None):
+    """dx for the (batch, D band, H band) ``items`` of this program; ``on_band`` sees each dy band once;
+    ``prefetched``: dx^T's first band made during dw (``DxTPrefetch``); ``groups``: this program's C_in
+    groups (default: all of them); ``early``: (band ring, the first item's bands) from ``load_first_band``
+    (gather).
 
     With ``plan.dx_regions`` R > 1 (C_in, C_out <= 128/R) R bands of equal structure are stacked on the
     partitions (region r at partition r*128/R) and share every matmul through block-diagonal filters.
@@ -183,10 +200,11 @@ def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None):
     pitch = PMAX // regions
     co_tiles = tiles(g.c_out, PMAX) if regions == 1 else [(0, PMAX)]
     # partitions between regions that no load writes must be finite (they meet zero weights)
-    bands = DyBands(g, ctx.dy, plan, dtype, zero=regions > 1 and g.c_out < pitch)
+    bands = early[0] if early else DyBands(g, ctx.dy, plan, dtype, zero=regions > 1 and g.c_out < pitch)
+    first_bufs = [early[1]] if early else []
     plane_pool = Pool(2, (PMAX, plan.dx_band[0], plan.dx_band[1], W), dtype, nl.sbuf, "dx_plane")
     acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dx")
-    groups = dx_groups(g, plan)
+    groups = dx_groups(g, plan) if groups is None else groups
     packs = dx_packs(g, list(items), regions)
     # the first group's filters when loaded ahead (a one-item list, emptied here so that they are
     # freed with their group: with C_in-outer groups only the current and the next group are live)
@@ -199,7 +217,7 @@ def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None):
         for pack in packs:
             _b, bd, bh = pack[0]
             if regions == 1:
-                bufs = bands.load(*pack[0])
+                bufs = first_bufs.pop() if first_bufs else bands.load(*pack[0])
                 if on_band is not None and gi == 0:
                     on_band(*pack[0], bands.band_w, bufs)
             else:

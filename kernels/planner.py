@@ -130,10 +130,69 @@ def dw_own_taps(g: ConvGeom, p: Plan, pid: int) -> tuple[int, int] | None:
     pairs in row mode, whole tap groups in box mode); None for the position split."""
     if p.dw_split != "taps" or p.lnc == 1 or p.strategy is Strategy.SHARED_DY:
         return None   # shared-dy feeds dw the bands of its own program: positions only
-    unit = dw_tap_unit(g, p)
+    unit = 1 if dw_tap_fine_on(g, p) else dw_tap_unit(g, p)
     units = ceil_div(g.taps, unit)
     per = ceil_div(units, p.lnc)
     return min(g.taps, pid * per * unit), min(g.taps, (pid + 1) * per * unit)
+
+
+def dx_ci_split_legal(g: ConvGeom, p: Plan) -> bool:
+    """LNC2 dx split by C_in groups: per gradient with dw (db folds in dw, so no dx band feeds
+    another section), C_in-outer gather dx with at least two groups. Each program runs every
+    (batch, band) item for its half of the C_in tiles: it loads only its half of the filters."""
+    return (p.lnc == 2 and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
+            and p.dx_ci_outer and p.dx_regions == 1 and p.dx_method is not DxMethod.TOEPLITZ
+            and not dx_t_active(p) and n_tiles(g.c_in, p.dx_ci_tile) >= 2)
+
+
+def dx_band_early_legal(g: ConvGeom, p: Plan) -> bool:
+    """LNC2, per gradient, gather dx after a streaming dw whose finish is not deferred: dx's first dy band
+    loads before dw's last finish, so it does not queue behind dw's stores (FIFO DMA bandwidth), and
+    GpSimd (idle during dw) places it, so the placement does not queue behind dw's evictions on VectorE:
+    the PE starts dx as soon as dw's matmuls end."""
+    return (p.lnc == 2 and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
+            and p.dw_method is not DwMethod.DMA_GEMM and not dw_defer_finish(g, p)
+            and p.dx_regions == 1 and p.dx_method is not DxMethod.TOEPLITZ and not dx_t_active(p)
+            and not p.dx_dphase_pairs)
+
+
+def dx_band_early_on(g: ConvGeom, p: Plan) -> bool:
+    return p.dx_band_early and dx_band_early_legal(g, p)
+
+
+def dx_program_items(g: ConvGeom, p: Plan, pid: int) -> list:
+    """The dx (batch, band) items program ``pid`` runs: every item under the C_in split, else its half."""
+    return dx_items(g, p) if dx_ci_split_on(g, p) else _split(dx_items(g, p), p.lnc, pid)
+
+
+def dx_ci_split_on(g: ConvGeom, p: Plan) -> bool:
+    """The plan asks for the LNC2 C_in split of dx and the geometry allows it (else the item split)."""
+    return p.dx_ci_split and dx_ci_split_legal(g, p)
+
+
+def dw_tap_fine_legal(g: ConvGeom, p: Plan) -> bool:
+    """The LNC2 taps split may cut at any tap: box mode (a program's last tap group is shorter), or row
+    mode x-stationary with one tap per stationary chunk (C_in tile 128: a (kd, kh) pair cut between the
+    programs has its x^T built by both, each running its own kw taps). Per gradient only (taps split)."""
+    if p.lnc != 2 or p.dw_split != "taps" or p.strategy is not Strategy.PER_GRADIENT:
+        return False
+    if p.dw_method in (DwMethod.TAP_GEMM, DwMethod.TAP_PACK):
+        return True
+    return p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and dw_xs_slots(g, p) == 1 \
+        and dw_xs_bundle(g, p) == 1
+
+
+def dw_tap_fine_on(g: ConvGeom, p: Plan) -> bool:
+    return p.dw_tap_fine and dw_tap_fine_legal(g, p)
+
+
+def dw_tap_fine_helps(g: ConvGeom, p: Plan) -> bool:
+    """The single-tap split balances the programs better than whole units. Offered for C_in tiles of 128
+    only: with C_in 64 (down_s2) the box-mode taps-split candidates are estimated 11-16 % low, and the
+    fine twin tied the pick's estimate while modelling 52 us against 44."""
+    unit = dw_tap_unit(g, p)
+    return (dw_tap_fine_legal(g, p) and p.dw_ci_tile >= PMAX
+            and ceil_div(ceil_div(g.taps, unit), 2) * unit > ceil_div(g.taps, 2))
 
 
 def dw_db_program(g: ConvGeom, p: Plan) -> int:
@@ -281,8 +340,9 @@ def dw_xs_chunks(g: ConvGeom, p: Plan, span: tuple[int, int]) -> list[tuple[int,
     """(first tap, blocks, taps per block) of the stationary chunks of a pass, in accumulator order:
     box mode, ``dw_xs_slots`` consecutive taps of a tap group (one block); row mode, per x^T bundle
     ``dw_xs_row_chunks``. Passes start at whole units (tap groups / pairs)."""
-    if p.dw_method is DwMethod.ROW_PACK:
-        return [ch for q, n in dw_xs_bundles(g, p, span) for ch in dw_xs_row_chunks(g, p, q, n)]
+    if p.dw_method is DwMethod.ROW_PACK:   # (a fine split's span may cut a pair: its own taps only)
+        return [ch for q, n in dw_xs_bundles(g, p, span) for ch in dw_xs_row_chunks(g, p, q, n)
+                if span[0] <= ch[0] < span[1]]
     lo, hi = span
     m = dw_xs_slots(g, p)
     out = []
@@ -407,6 +467,9 @@ class Plan:
     dw_row_stack: bool = False        # row-mode dw: two 64-row chunks stacked on K = 128 (x-stationary, xT dma)
     dx_dphase_pairs: bool = False     # dx:phase_gather with the two D stride phases on M (dx_dpairs)
     dw_interleave: bool = False       # per gradient: dw's boxes issued between dx's items (dx:toeplitz)
+    dw_tap_fine: bool = False         # LNC2 taps split at single taps (box mode), not whole tap groups
+    dx_ci_split: bool = False         # LNC2 dx split by C_in groups (ci-outer): every item, half the filters
+    dx_band_early: bool = False       # LNC2: dx's first dy band loads before dw's last finish (its stores)
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -443,7 +506,8 @@ class Plan:
                 "filters_first": self.filters_first, "dw_split": self.dw_split,
                 "dw_x_stationary": self.dw_x_stationary, "dx_transposed": self.dx_transposed, "dx_pair_copies": self.dx_pair_copies, "dx_prefetch": self.dx_prefetch, "dx_toeplitz": list(self.dx_toeplitz), "dx_toeplitz_pair": self.dx_toeplitz_pair,
                 "dw_xt_dma": self.dw_xt_dma, "dw_row_stack": self.dw_row_stack,
-                "dx_dphase_pairs": self.dx_dphase_pairs, "dw_interleave": self.dw_interleave}
+                "dx_dphase_pairs": self.dx_dphase_pairs, "dw_interleave": self.dw_interleave,
+                "dw_tap_fine": self.dw_tap_fine, "dx_ci_split": self.dx_ci_split, "dx_band_early": self.dx_band_early}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -642,6 +706,13 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         phase_sbuf["dw store"] = dw_total + store + other
         if p.dw_interleave:   # dw's boxes run between dx's items: its pools live through dx
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_total
+        if dx_band_early_on(g, p):   # dx's dy band ring (and its staging) is already loaded
+            ext = _dx_dy_extent(g, p.dx_band)
+            early = (p.dy_bufs * n_co * ext[0] * ext[1] * ext[2] + 2 * dx_stage_elems(g, p.dx_band)) * ds
+            if dx_t_active(p):   # from dw's last box on, with dx^T's shifted-copy pools
+                early += max(0, _dx_t_copies(g, p) - 1) * p.dy_bufs * ext[0] * ext[1] * ext[2] * ds
+                phase_sbuf["dw"] = phase_sbuf.get("dw", 0) + early
+            phase_sbuf["dw store"] += early
         if dw_defer_finish(g, p):   # the accumulators and the received halves stay live through dx
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + acc + other
         psum_dw = dw_acc_banks(p.dw_co_chunk, n_co) + (1 if db_on_dw(p) else 0)
@@ -747,7 +818,9 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
     if p.compute_dx:
         c.section("dx_filters")
         ci_tiles = tile_sizes(g.c_in, p.dx_ci_tile)
-        items = _split(dx_items(g, p), p.lnc, pid)
+        items = dx_program_items(g, p, pid)
+        if dx_ci_split_on(g, p):   # this program's C_in tiles
+            ci_tiles = _split(ci_tiles, p.lnc, pid)
         grp = _filter_group(g, p)
         if p.dx_regions > 1 and g.c_out < PMAX // p.dx_regions:   # dy ring zeroed once (gaps between regions)
             ext = _dx_dy_extent(g, p.dx_band)
@@ -796,11 +869,19 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                 if f is not None:
                     # a shared pack fill: its first region pays the memsets and placement
                     _cost_fill(loads, g, n_co, co_t, *f, fill_work=shared.get(i, True))
+            first_place = _first_band_placement(g, hw, fills)
+            if first_place and dx_band_early_legal(g, p) and not dx_t_active(p):
+                if p.dx_band_early:   # GpSimd places the first band (once), not VectorE
+                    c.busy["vector"] -= n_co * first_place[0]
+                    c.busy["gpsimd"] += n_co * first_place[1]
+                else:   # dw runs first: the placement queues behind dw's last evictions on VectorE, exposed
+                    fill += n_co * first_place[0]
         for _ in range(reloads):
             c.add(loads)
         if dx_t_active(p):
             _estimate_dx_t(c, g, p, hw, items)
-            fill += _dx_t_fill_ns(g, p, hw, items)
+            if not dx_band_early_on(g, p):   # (early band: the first band's copies are made during dw)
+                fill += _dx_t_fill_ns(g, p, hw, items)
         elif p.dx_method is DxMethod.TOEPLITZ:
             toeplitz.estimate_grids(c, g, p.dx_toeplitz, p.dx_toeplitz_pair)
             if items:
@@ -812,6 +893,9 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                                           _dx_dy_extent(g, p.dx_band)))
         elif p.dx_dphase_pairs:
             _estimate_dpairs(c, g, p, hw, items)
+        elif p.dx_regions == 1 and dx_ci_split_on(g, p):
+            for _b, bd, bh in items:
+                _estimate_dx_band(c, g, None, bd, bh, ci_tiles, n_co, fp32, two, W)
         elif p.dx_regions == 1:
             for _b, bd, bh in items:
                 c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh))
@@ -1271,6 +1355,38 @@ def _shared_region_fills(g: ConvGeom, p: Plan, items: list, fills: list) -> dict
     return out
 
 
+def _first_band_staged(g: ConvGeom, p: Plan) -> bool:
+    """Whether program 0's first dx band is loaded through a staging tile (placed by a compute engine)."""
+    items = dx_program_items(g, p, 0)
+    if not items:
+        return False
+    _b, bd, bh = items[0]
+    bands3 = (bd, bh, axis_bands(g.axes[2], g.axes[2].n)[0])
+    ext = [b_.extent for b_ in bands3]
+    if min(ext) <= 0:
+        return False
+    valid = [(max(b_.q0, 0), min(b_.q1, g.out_size[a])) for a, b_ in enumerate(bands3)]
+    lo = [max(v0 - b_.q0, 0) for (v0, _v), b_ in zip(valid, bands3)]
+    hi = [max(lo[a], valid[a][1] - bands3[a].q0) for a in range(3)]
+    return not any(h_ <= l_ for l_, h_ in zip(lo, hi)) and needs_stage(lo, hi, ext)
+
+
+def _first_band_placement(g: ConvGeom, hw: TargetFigures, fills: list) -> tuple[float, float] | None:
+    """The staged placement of the first dx band (one C_out tile): ns on VectorE (2x/4x copy modes) and on
+    GpSimd; None when the band is not staged."""
+    f = fills[0] if fills else None
+    if f is None:
+        return None
+    lo, hi, ext, _valid = f
+    if any(h_ <= l_ for l_, h_ in zip(lo, hi)) or not needs_stage(lo, hi, ext):
+        return None
+    elems = (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2])
+    vec, gps = CostSheet(hw), CostSheet(hw)
+    vec.compute("vector", elems, 1, vec.copy_speedup("vector", g.dtype_bytes == 2, False, True), 1, op="tensor_copy")
+    gps.compute("gpsimd", elems, 1, 1.0, 1, op="tensor_copy")
+    return vec.busy["vector"], gps.busy["gpsimd"]
+
+
 def _cost_fill(c: CostSheet, g: ConvGeom, count: int, parts: int, lo: list[int], hi: list[int], ext: list[int],
                valid: list[tuple[int, int]], x_side: bool = False, fill_work: bool = True) -> None:
     """``count`` loads of a zero-padded buffer (mirrors nki_common.load_padded); without
@@ -1347,8 +1463,9 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
             if p.dw_x_stationary:   # per bundle: stationary chunks (pairs x kw taps x ci), moving dy^T [rows, C_out]
                 if lower:
                     continue
-                for q, n in dw_xs_bundles(g, p, (0, pairs * kw_n)):
-                    bundle = dw_xs_row_chunks(g, p, q, n)
+                fine = dw_tap_fine_on(g, p)   # the span may cut a pair: the bundles of the span, its taps
+                for q, n in dw_xs_bundles(g, p, span if fine else (0, pairs * kw_n)):
+                    bundle = [ch for ch in dw_xs_row_chunks(g, p, q, n) if not fine or span[0] <= ch[0] < span[1]]
                     for _t, nb, tn in bundle:
                         c.matmul(nb * tn * ci, g.c_out, fp32, Wo)
                     for batch in _xs_row_batches(g, bundle):
@@ -1393,6 +1510,8 @@ def _label(p: Plan) -> str:
                      + (f", U {p.dx_toeplitz[0]}x{p.dx_toeplitz[1]}" if p.dx_method is DxMethod.TOEPLITZ else "")
                      + (f", K pairs {'dh'[p.dx_toeplitz_pair]}" if p.dx_method is DxMethod.TOEPLITZ
                         and p.dx_toeplitz_pair >= 0 else "")
+                     + (", ci split" if p.dx_ci_split else "")
+                     + (", early band" if p.dx_band_early else "")
                      + (", filters first" if p.filters_first else "") + "]")
     if p.dw_interleave:
         parts.append("dw-interleaved")
@@ -1402,6 +1521,7 @@ def _label(p: Plan) -> str:
         rng = f", ci-range {p.dw_ci_range}" if p.dw_ci_range < p.x_shape[1] else ""
         rng += f", taps/pass {p.dw_tap_range}" if p.dw_tap_range else ""
         xs = "x-stationary, " if p.dw_x_stationary else ""
+        band += "fine taps, " if p.dw_tap_fine else ""
         rng += ", xT dma" if p.dw_xt_dma else ""
         rng += ", rows stacked" if p.dw_row_stack else ""
         parts.append(f"dw:{p.dw_method.value}[{xs}{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}{rng}]")
@@ -1622,6 +1742,15 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
                 else q for q in split]
     if p.lnc == 2 and p.dw_method is DwMethod.DMA_GEMM:   # C_in tiles per program, or positions
         out += [replace(q, dw_split="channels") for q in out]
+    if p.lnc == 2:   # single-tap dw split where whole units split unevenly; dx split by C_in groups
+        out += [replace(q, dw_tap_fine=True) for q in out if dw_tap_fine_helps(g, q)]
+        out += [replace(q, dx_ci_split=True) for q in out if dx_ci_split_legal(g, q)]
+        # like filters first, it replaces its twin where it is legal and fits (it only moves work off
+        # the critical path); with filters first, only where the first band is staged (else no gain)
+        out = [q2 if (dx_band_early_legal(g, q) and (not q.filters_first or dx_t_active(q)
+                                                     or _first_band_staged(g, q))
+                      and hw is not None and not _check(g, q2 := replace(q, dx_band_early=True), hw)[0]) else q
+               for q in out]
     # row stacking where a program's row chunks pair up (LNC2: a taps split keeps every batch on both)
     out += [replace(q, dw_row_stack=True) for q in out if row_stack_legal(q) and _row_stack_useful(g, q)]
     return out
