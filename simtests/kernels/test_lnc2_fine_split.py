@@ -273,7 +273,7 @@ def test_early_band_estimate_hides_the_filter_load_behind_dw():
         assert _budget(g, early).sbuf >= _budget(g, late).sbuf
 
 
-# ---------------------------------------------------------------- dx^T: chunked store of a program's last band
+# ---------------------------------------------------------------- dx^T at LNC2 (its last band stored group by group)
 
 def _dx_t_lnc2(copies, **edit):
     """Edit: the first feasible dx^T candidate with ``copies`` shifted copies, edited (stride 1 here)."""
@@ -307,84 +307,14 @@ DXT_GEOMS = [   # one band per program (8 rows: chunks of 2; 3 rows: chunks of 1
 
 
 @pytest.mark.parametrize("geom, copies, edit, dtype", DXT_GEOMS)
-def test_dx_t_lnc2_chunked_store_is_exact(geom, copies, edit, dtype):
+def test_dx_t_lnc2_is_exact(geom, copies, edit, dtype):
     run_and_compare(**geom, lnc=2, dtype=dtype, grads=("dx",), plan_edit=_dx_t_lnc2(copies, **edit))
 
 
 @pytest.mark.parametrize("grads", [("dx", "dw"), ("dx", "dw", "db"), ("dx", "db")], ids=lambda g: "+".join(g))
-def test_dx_t_lnc2_chunked_store_with_other_gradients(grads):
+def test_dx_t_lnc2_with_other_gradients(grads):
     geom = {"batch": 2, "c_in": 6, "c_out": 5, "size": (6, 4, 5), "kernel": (3, 3, 3), "padding": (1,) * 6}
     run_and_compare(**geom, lnc=2, grads=grads, plan_edit=_dx_t_lnc2(1))
-
-
-def test_dx_t_lnc2_last_band_stores_in_row_chunks():
-    """One 4-row band per program, one block group (4 x 128 positions) per D row: the plane goes to HBM in
-    4 chunks of one D row, not one store."""
-    geom = {"batch": 1, "c_in": 128, "c_out": 5, "size": (8, 16, 32), "kernel": (3, 3, 3), "padding": (1,) * 6}
-    res = run_and_compare(**geom, lnc=2, grads=("dx",), plan_edit=_dx_t_lnc2(1, dx_band=(4, 16)))
-    for pid in (0, 1):
-        stores = [i for i in res.trace.for_program(pid) if i.op == "dma_copy"
-                  and any(a.write and a.buffer.endswith("hbm") for a in i.accesses)]
-        assert len(stores) == 4, [s_.accesses[-1].shape for s_ in stores]
-
-
-# ---------------------------------------------------------------- dx^T: first band and copies during dw
-
-def _dx_t_early(copies, **edit):
-    """Edit: a dx^T candidate (per gradient, dw streaming) with dx's first band made during dw's last box."""
-    def pick(plan):
-        q = _dx_t_lnc2(copies, **edit)(plan)
-        q = dataclasses.replace(q, strategy=Strategy.PER_GRADIENT, dx_band_early=True)
-        assert dx_band_early_on(q.geometry(), q), q.label
-        return q
-    return pick
-
-
-DXT_EARLY = [   # pairs x1 / x3 / none, taps or positions split, several dw boxes, tap passes, two batches
-    pytest.param({"batch": 1, "c_in": 6, "c_out": 5, "size": (8, 4, 5), "kernel": (3, 3, 3), "padding": (1,) * 6},
-                 1, {"dw_split": "taps", "dw_band": (2, 4)}, "bf16", id="x1-taps-4boxes"),
-    pytest.param({"batch": 2, "c_in": 5, "c_out": 7, "size": (3, 5, 4), "kernel": (3, 2, 3),
-                  "padding": (2, 0, 1, 0, 1, 1), "dilation": (1, 2, 1)}, 3, {"dw_split": "positions"}, "bf16",
-                 id="x3-positions-b2"),
-    pytest.param({"batch": 1, "c_in": 9, "c_out": 70, "size": (6, 3, 4), "kernel": (3, 1, 3),
-                  "padding": (1, 1, 0, 0, 1, 1)}, 0, {"dw_split": "taps", "dw_tap_range": 3}, "bf16",
-                 id="no-pairs-passes"),
-    pytest.param({"batch": 1, "c_in": 6, "c_out": 5, "size": (5, 3, 4), "kernel": (3, 3, 3), "padding": (1,) * 6},
-                 1, {"dw_split": "taps"}, "fp32", id="fp32-pe"),
-    pytest.param({"batch": 1, "c_in": 128, "c_out": 7, "size": (7, 16, 32), "kernel": (3, 3, 3),
-                  "padding": (1,) * 6}, 2, {"dx_band": (7, 16), "dw_split": "taps"}, "bf16", id="chunked-x2"),
-]
-
-
-@pytest.mark.parametrize("geom, copies, edit, dtype", DXT_EARLY)
-def test_dx_t_early_band_is_exact(geom, copies, edit, dtype):
-    run_and_compare(**geom, lnc=2, dtype=dtype, plan_edit=_dx_t_early(copies, **edit))
-
-
-@pytest.mark.parametrize("grads", [("dx", "dw"), ("dx", "dw", "db")], ids=lambda g: "+".join(g))
-def test_dx_t_early_band_gradient_subsets(grads):
-    geom = {"batch": 2, "c_in": 6, "c_out": 5, "size": (6, 4, 5), "kernel": (3, 3, 3), "padding": (1,) * 6}
-    run_and_compare(**geom, lnc=2, grads=grads, plan_edit=_dx_t_early(2, dw_split="taps"))
-
-
-def test_dx_t_early_band_budget_and_estimate():
-    """unet3d-like: the early dx^T plan is offered, its copies leave the fill, its planned SBUF bounds the
-    measured peak (trace-only)."""
-    kw = {"padding": (1,) * 6}
-    shapes = _shapes(2, 64, 64, (8, 32, 32), (3, 3, 3), **kw)
-    p = plan_conv3d_bwd(*shapes, **kw, lnc=2)
-    early = [a for a in p.feasible_candidates() if a.dx_band_early and a.dx_transposed][:2]
-    assert early
-    g = early[0].geometry()
-    for a in early:
-        late = dataclasses.replace(a, dx_band_early=False)
-        assert _estimate(g, a, TRN2)[0] < _estimate(g, late, TRN2)[0]
-        assert _budget(g, a).sbuf > _budget(g, late).sbuf
-        with forced_plan(a):
-            res = nkisim.run(conv3d_bwd, *(nkisim.TensorSpec(s, "bfloat16") for s in shapes), **kw, lnc=2,
-                             trace_only=True)
-        assert res.peak_sbuf_bytes_per_partition <= a.sbuf_bytes, a.label
-        assert res.peak_psum_banks <= a.psum_banks, a.label
 
 
 @pytest.mark.parametrize("lnc", [1, 2])
