@@ -293,9 +293,9 @@ def _dtypes() -> list[Case]:
         _c("dtype_k113", "dtypes", 1, 4, 8, (8, 8, 8), (1, 1, 3), p=(0, 0, 0, 0, 1, 1), dtype="fp16"),
         _c("dtype_k7", "dtypes", 1, 4, 4, (8, 9, 9), (7, 7, 7), dtype="fp32"),             # row_pack
         _c("dtype_k7", "dtypes", 1, 4, 4, (8, 9, 9), (7, 7, 7), dtype="fp16"),             # dx:toeplitz
-        _c("dtype_db", "dtypes", 2, 8, 8, (5, 6, 6), K3, s=(2, 1, 1), p=P1, grads=("db",),
-           dtype="fp16"),                                                                  # standalone
     ]
+    cases += [_c("dtype_db", "dtypes", 2, 8, 8, (5, 6, 6), K3, s=(2, 1, 1), p=P1, grads=("db",), dtype=dt)
+              for dt in ("fp16", "fp32")]                                                  # db:standalone
     return cases
 
 
