@@ -55,6 +55,8 @@ class CostSheet:
     sections: dict[str, dict[str, float]] = field(default_factory=dict)
     _open: str = "main"
     waits: dict[str, float] = field(default_factory=dict)
+    # pipelined steps per section (``pipeline_steps``; ``section_ns``'s few-step term)
+    steps: dict[str, int] = field(default_factory=dict)
     _mark: dict[str, float] = field(default_factory=lambda: {e: 0.0 for e in ENGINES})
 
     def section(self, name: str) -> None:
@@ -79,6 +81,11 @@ class CostSheet:
         for k, ns in self.waits.items():
             out.setdefault(k, dict.fromkeys(ENGINES, 0.0))["dma"] += ns
         return out
+
+    def pipeline_steps(self, n: int) -> None:
+        """The open section streams ``n`` more pipelined steps (dw's x^T tiles of its row passes): with few
+        steps its engines cannot overlap much (``section_ns``)."""
+        self.steps[self._open] = self.steps.get(self._open, 0) + n
 
     def exposed(self, name: str, ns: float) -> None:
         """A DMA wait of ``ns`` (a lone transfer's time, not bandwidth) as section ``name`` (a trail:
@@ -159,20 +166,30 @@ TRAIL_SECTIONS = frozenset({"dw_finish", "dx_tail", "db_store"})
 COMPUTE = ("tensor", "vector", "scalar", "gpsimd")
 
 
-def section_ns(busy: dict[str, float], loss: float = SECTION_LOSS, power: float = SECTION_POWER) -> float:
+def section_ns(busy: dict[str, float], loss: float = SECTION_LOSS, power: float = SECTION_POWER,
+               steps: int = 0) -> float:
     """One pipelined section run alone: its busiest engine, plus a stall share of every other engine that
     grows with how close that engine comes to the busiest (``loss * b * (b / top) ** power``): an engine
     that is nearly as busy as the bottleneck often holds it up (shared dependencies, PSUM banks, DMA
-    queues), one that is mostly idle rarely does."""
+    queues), one that is mostly idle rarely does.
+
+    ``steps`` (> 0: the section is a pipeline of that many steps, each through every engine): a pipeline
+    of n steps costs at least its busiest engine plus the others' time of one step (``others / n``: the
+    first step's loads before the first matmul, the last step's matmuls after the last load); with few
+    steps (down_s2's one stacked dw pass of 5 x^T bundles) that term, not the stall share, dominates."""
     top_engine = max(busy, key=busy.get)
     top = busy[top_engine]
     if top <= 0.0:
         return 0.0
-    return top + loss * sum(b * (b / top) ** power for e, b in busy.items() if e != top_engine)
+    others = [b for e, b in busy.items() if e != top_engine]
+    t = top + loss * sum(b * (b / top) ** power for b in others)
+    if steps > 0:
+        t = max(t, top + sum(others) / steps)
+    return t
 
 
 def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns: float,
-               hw: TargetFigures) -> float:
+               hw: TargetFigures, steps: dict[str, int] | None = None) -> float:
     """Modelled time of a kernel from the busy time of its sections, taken in issue order (max-plus):
 
     - a *body* section occupies the engines for ``section_ns`` of its busy time; bodies run one after the
@@ -184,7 +201,8 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
     - a *trail* section (casts and stores that end a body) runs its compute in order and its DMA in the
       next body's idle DMA time; the part that finds none (the end of the kernel) is exposed;
     - plus ``fill_ns``: latencies no busy time covers (first loads, LNC2 rendezvous).
-    A section missing from ``order`` is a body appended at the end.
+    A section missing from ``order`` is a body appended at the end. ``steps``: the pipelined steps of a
+    body (``CostSheet.steps``; ``section_ns``).
     """
     names = [n for n in order if n in sections] + [n for n in sections if n not in order]
     total = fill_ns
@@ -201,7 +219,7 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
             trail_compute.append(section_ns(compute))
             trailing.append(busy["dma"])
         else:
-            t = section_ns(busy)
+            t = section_ns(busy, steps=(steps or {}).get(name, 0))
             if t <= 0.0:
                 continue
             idle = max(0.0, t - busy["dma"])

@@ -778,10 +778,10 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
     """Modelled time (under LNC2 the later program's, as nkisim's makespan) and program 0's per-engine
     busy time."""
     c, fill = _estimate_sheet(g, p, hw)
-    total = compose_ns(_sections(c, p), section_order(g, p), fill, hw)
+    total = compose_ns(_sections(c, p), section_order(g, p), fill, hw, c.steps)
     for pid in range(1, p.lnc):   # the split is uneven (tap units, db on one program, odd item counts)
         c1, fill1 = _estimate_sheet(g, p, hw, pid)
-        total = max(total, compose_ns(_sections(c1, p), section_order(g, p), fill1, hw))
+        total = max(total, compose_ns(_sections(c1, p), section_order(g, p), fill1, hw, c1.steps))
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
 
 
@@ -945,6 +945,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         # a box's cost depends on its rows, its x fill, the C_in tiles and the number of taps in the pass
         # (not on which taps): shared by every C_in range and tap pass of the same shape
         cache: dict = {}
+        last_sheet = None   # the last item's dw work (shared_dy row stacking: flushed after dx's last band)
         for r0 in range(0, g.c_in, p.dw_ci_range):
             width = min(p.dw_ci_range, g.c_in - r0)
             ci_tiles = tile_sizes(width, p.dw_ci_tile)
@@ -972,6 +973,12 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                         _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks, xpad,
                                           bank, span, item_roles)
                     c.add(cache[key])
+                    last_sheet = cache[key]
+                    if p.dw_method is DwMethod.ROW_PACK and p.strategy is not Strategy.SHARED_DY:
+                        # the x^T tiles its row passes stream (a stacked pair is one pass): section_ns's steps
+                        tiles = (len(dw_xs_bundles(g, p, span)) if p.dw_x_stationary
+                                 else max(1, (span[1] - span[0]) // g.kernel[2]))
+                        c.pipeline_steps((len(chunk_rows[it]) - item_roles.count("lower")) * len(ci_tiles) * tiles)
                     if p.strategy is not Strategy.SHARED_DY:
                         c.dma(co_t * rows[0] * rows[1] * Wo * ds, (rows[1] * Wo if rows[1] == g.axes[1].o else Wo) * ds, n_co)
                     if db_on_dw(p) and r0 == 0 and pi == 0 and (own0 is None or dw_db_program(g, p) == pid):
@@ -982,6 +989,10 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                         c.matmul(co_t, 1, fp32, cols * n_co)
                         c.compute("vector", 1, 2, 1.0, n_co, op="tensor_tensor")
                 c.section("dw_finish")
+                if p.strategy is Strategy.SHARED_DY and p.dw_row_stack and last_sheet is not None:
+                    # the waiting chunk's pass is flushed in finish, after dx's last band: dx's last store
+                    # runs beside it (the last item's dw PE work), not after everything
+                    c.waits["dx_tail"] = max(0.0, c.waits.get("dx_tail", 0.0) - last_sheet.busy["tensor"])
                 if p.dw_x_stationary:
                     xs_fill = _estimate_xs_finish(c, g, p, hw, width, span, pid)
                     if p.strategy is Strategy.SHARED_DY:   # at the end, beside dx's last store: a trail

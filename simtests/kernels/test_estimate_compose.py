@@ -39,6 +39,16 @@ def test_a_body_is_its_busiest_engine_plus_a_stall_share():
     assert section_ns(_busy()) == 0.0
 
 
+def test_a_body_of_few_pipelined_steps_serializes_its_engines():
+    """n steps through every engine: at least the busiest engine plus one step of the others."""
+    b = _busy(dma=15.0, tensor=14.0, gpsimd=13.0)
+    assert section_ns(b, steps=5) == pytest.approx(15.0 + (14.0 + 13.0) / 5)
+    assert section_ns(b, steps=1) == pytest.approx(15.0 + 14.0 + 13.0)   # one step: fully serial
+    assert section_ns(b, steps=1000) == pytest.approx(section_ns(b))     # many: the stall share
+    assert compose_ns({"dw": b}, ["dw"], 0.0, TRN2, {"dw": 5}) == pytest.approx(section_ns(b, steps=5))
+    assert compose_ns({"dw": b}, ["dw"], 0.0, TRN2, {"dx": 5}) == pytest.approx(section_ns(b))
+
+
 def test_bodies_run_one_after_the_other():
     a, b = _busy(tensor=100.0), _busy(dma=80.0, vector=10.0)
     assert compose_ns({"dw": a, "dx": b}, ["dw", "dx"], 0.0, TRN2) == pytest.approx(section_ns(a) + section_ns(b))
@@ -122,7 +132,8 @@ def test_the_estimate_is_the_composition_of_its_sheet():
         g = a.geometry()
         c, fill = _estimate_sheet(g, a, TRN2)
         est, eng = _estimate(g, a, TRN2)
-        assert est == pytest.approx(compose_ns(c.section_busy(), planner.section_order(g, a), fill, TRN2) / 1000)
+        assert est == pytest.approx(compose_ns(c.section_busy(), planner.section_order(g, a), fill, TRN2,
+                                                 c.steps) / 1000)
         assert all(math.isclose(eng[e], c.busy[e] / 1000) for e in ENGINES)
         assert est >= max(eng.values())   # never below the busiest engine
 
@@ -137,7 +148,7 @@ def test_lnc2_estimate_is_the_later_program():
         per = []
         for pid in (0, 1):
             c, fill = _estimate_sheet(g, a, TRN2, pid)
-            per.append(compose_ns(planner._sections(c, a), planner.section_order(g, a), fill, TRN2) / 1000)
+            per.append(compose_ns(planner._sections(c, a), planner.section_order(g, a), fill, TRN2, c.steps) / 1000)
         assert _estimate(g, a, TRN2)[0] == pytest.approx(max(per))
         seen_uneven |= abs(per[0] - per[1]) > 1e-3
     assert seen_uneven
