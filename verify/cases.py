@@ -291,6 +291,7 @@ def _dtypes() -> list[Case]:
         ]
     cases += [
         _c("dtype_k113", "dtypes", 1, 4, 8, (8, 8, 8), (1, 1, 3), p=(0, 0, 0, 0, 1, 1), dtype="fp16"),
+        _c("dtype_dil", "dtypes", 1, 8, 8, (6, 8, 8), K3, p=(2,) * 6, d=(2, 2, 2), dtype="fp16"),  # row_pack
         _c("dtype_k7", "dtypes", 1, 4, 4, (8, 9, 9), (7, 7, 7), dtype="fp32"),             # row_pack
         _c("dtype_k7", "dtypes", 1, 4, 4, (8, 9, 9), (7, 7, 7), dtype="fp16"),             # dx:toeplitz
     ]
