@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
-OVERLAP_LOSS = 0.22   # (legacy whole-kernel factor, kept for reference in CostSheet.total_ns)
 # compose_ns's stall share (section_ns), fitted on every feasible candidate of 7 bench shapes at LNC1 and
 # LNC2 (stem: its 11 lowest-estimate candidates; benchmarks/estimate_rank.py; kernels/README.md "Planner
 # rules"): the results are flat between 0.1 and 0.2
@@ -133,13 +132,6 @@ class CostSheet:
         eff = run / (run + 256.0)
         self.busy["dma"] += count * nbytes / (self.hw.dma_bytes_per_ns * eff)
         self._count("dma_copy", count)
-
-    def total_ns(self, fill_ns: float) -> float:
-        """The legacy whole-kernel formula: the busiest engine, plus OVERLAP_LOSS of the others' busy time,
-        plus the fill. The planner now uses ``compose_ns`` (per section); kept to compare against."""
-        top = max(self.busy.values())
-        rest = sum(self.busy.values()) - top
-        return top + OVERLAP_LOSS * rest + fill_ns
 
     def add(self, other: CostSheet) -> None:
         """Add another sheet's busy times and counts into this one."""
