@@ -7,16 +7,15 @@ import itertools
 import numpy as np
 import pytest
 
-import nkisim
-from kernels import conv3d_bwd, nki_dw_xt
+from kernels import nki_dw_xt
 from kernels.geometry import validate
-from kernels.planner import DwMethod, Strategy, forced_plan, plan_conv3d_bwd
+from kernels.planner import DwMethod, Strategy, plan_conv3d_bwd
 from kernels.schedule import PMAX, box_blocks
 from kernels.xt_rows import valid_range, xt_columns, xt_fill
 from nkisim.errors import NkiValidationError
 
 from .conftest import geom_shapes, out_size
-from .test_kernel_dev import run_and_compare
+from .test_kernel_dev import assert_budget_bounds_peak, run_and_compare
 
 
 def _row_plan(xt_dma, strategy=Strategy.PER_GRADIENT, split=None, edit=None, xs=None):
@@ -294,8 +293,4 @@ def test_planner_budget_bounds_the_measured_peak_with_dma_xt(geom):
     alts = [a for a in plan.feasible_candidates() if a.dw_xt_dma]
     assert alts
     for alt in alts:
-        with forced_plan(alt):
-            res = nkisim.run(conv3d_bwd, *(nkisim.TensorSpec(sh, "bfloat16") for sh in shapes), **kw,
-                             trace_only=True)
-        assert res.peak_sbuf_bytes_per_partition <= alt.sbuf_bytes, alt.label
-        assert res.peak_psum_banks <= alt.psum_banks, alt.label
+        assert_budget_bounds_peak(alt, shapes, **kw)

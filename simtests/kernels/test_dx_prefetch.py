@@ -11,7 +11,7 @@ import nkisim
 from kernels import conv3d_bwd
 from kernels.planner import DwMethod, Strategy, dx_prefetched, forced_plan, plan_conv3d_bwd
 
-from .test_kernel_dev import run_and_compare
+from .test_kernel_dev import assert_budget_bounds_peak, run_and_compare
 
 
 def _prefetch(on=True, copies=None, **edit):
@@ -132,8 +132,4 @@ def test_prefetch_budget_bounds_the_measured_peak(geom):
     alts = [a for a in plan.feasible_candidates() if dx_prefetched(a)]
     assert alts
     for alt in alts[:6]:
-        with forced_plan(alt):
-            res = nkisim.run(conv3d_bwd, *(nkisim.TensorSpec(sh, "bfloat16") for sh in shapes), padding=p,
-                             dilation=d, trace_only=True)
-        assert res.peak_sbuf_bytes_per_partition <= alt.sbuf_bytes, alt.label
-        assert res.peak_psum_banks <= alt.psum_banks, alt.label
+        assert_budget_bounds_peak(alt, shapes, padding=p, dilation=d)

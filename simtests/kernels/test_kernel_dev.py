@@ -15,6 +15,14 @@ from .conftest import DTYPES, exact_inputs, oracle
 GRADS = ("dx", "dw", "db")
 
 
+def assert_budget_bounds_peak(alt, shapes, dtype="bfloat16", **kw):
+    """Run the forced plan ``alt`` trace-only: its planned SBUF and PSUM bound the measured peaks."""
+    with forced_plan(alt):
+        res = nkisim.run(conv3d_bwd, *(nkisim.TensorSpec(sh, dtype) for sh in shapes), **kw, trace_only=True)
+    assert res.peak_sbuf_bytes_per_partition <= alt.sbuf_bytes, alt.label
+    assert res.peak_psum_banks <= alt.psum_banks, alt.label
+
+
 def run_and_compare(batch, c_in, c_out, size, kernel, stride=(1, 1, 1), padding=(0,) * 6, dilation=(1, 1, 1),
                     dtype="bf16", lnc=1, grads=GRADS, plan_edit=None, seed=0):
     dy, x, w = exact_inputs(batch, c_in, c_out, size, kernel, stride, padding, dilation, dtype, seed)
@@ -198,11 +206,7 @@ def test_planner_budget_bounds_the_measured_peak(geom):
     shapes = geom_shapes(geom)
     plan = plan_conv3d_bwd(*shapes, stride=s, padding=p)
     for alt in plan.feasible_candidates():
-        with forced_plan(alt):
-            res = nkisim.run(conv3d_bwd, *(nkisim.TensorSpec(sh, "bfloat16") for sh in shapes), stride=s,
-                             padding=p, trace_only=True)
-        assert res.peak_sbuf_bytes_per_partition <= alt.sbuf_bytes, alt.label
-        assert res.peak_psum_banks <= alt.psum_banks, alt.label
+        assert_budget_bounds_peak(alt, shapes, stride=s, padding=p)
 
 
 @pytest.mark.parametrize("regions, geom", [

@@ -7,8 +7,6 @@ import math
 
 import pytest
 
-import nkisim
-from kernels import conv3d_bwd
 from kernels.costs import TARGET_FIGURES
 from kernels.planner import (
     DwMethod,
@@ -21,13 +19,12 @@ from kernels.planner import (
     dw_fused_exchange,
     dw_items,
     dx_items,
-    forced_plan,
     plan_conv3d_bwd,
 )
 from kernels.schedule import n_tiles
 
 from .test_dw_tap_passes import _shapes
-from .test_kernel_dev import GRADS, run_and_compare
+from .test_kernel_dev import GRADS, assert_budget_bounds_peak, run_and_compare
 
 TRN2 = TARGET_FIGURES["trn2"]
 
@@ -189,11 +186,7 @@ def test_lnc2_budget_bounds_the_measured_peak():
         alts = [a for a in p.feasible_candidates() if a.dw_split == "positions"][:2]
         assert alts
         for alt in alts:
-            with forced_plan(alt):
-                res = nkisim.run(conv3d_bwd, *(nkisim.TensorSpec(s, "bfloat16") for s in shapes), **kw, lnc=2,
-                                 trace_only=True)
-            assert res.peak_sbuf_bytes_per_partition <= alt.sbuf_bytes, alt.label
-            assert res.peak_psum_banks <= alt.psum_banks, alt.label
+            assert_budget_bounds_peak(alt, shapes, **kw, lnc=2)
 
 
 # ---------------------------------------------------------------- dw:dma_gemm positions split
