@@ -709,9 +709,6 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         if dx_band_early_on(g, p):   # dx's dy band ring (and its staging) is already loaded
             ext = _dx_dy_extent(g, p.dx_band)
             early = (p.dy_bufs * n_co * ext[0] * ext[1] * ext[2] + 2 * dx_stage_elems(g, p.dx_band)) * ds
-            if dx_t_active(p):   # from dw's last box on, with dx^T's shifted-copy pools
-                early += max(0, _dx_t_copies(g, p) - 1) * p.dy_bufs * ext[0] * ext[1] * ext[2] * ds
-                phase_sbuf["dw"] = phase_sbuf.get("dw", 0) + early
             phase_sbuf["dw store"] += early
         if dw_defer_finish(g, p):   # the accumulators and the received halves stay live through dx
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + acc + other
@@ -870,7 +867,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                     # a shared pack fill: its first region pays the memsets and placement
                     _cost_fill(loads, g, n_co, co_t, *f, fill_work=shared.get(i, True))
             first_place = _first_band_placement(g, hw, fills)
-            if first_place and dx_band_early_legal(g, p) and not dx_t_active(p):
+            if first_place and dx_band_early_legal(g, p):
                 if p.dx_band_early:   # GpSimd places the first band (once), not VectorE
                     c.busy["vector"] -= n_co * first_place[0]
                     c.busy["gpsimd"] += n_co * first_place[1]
@@ -880,8 +877,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             c.add(loads)
         if dx_t_active(p):
             _estimate_dx_t(c, g, p, hw, items)
-            if not dx_band_early_on(g, p):   # (early band: the first band's copies are made during dw)
-                fill += _dx_t_fill_ns(g, p, hw, items)
+            fill += _dx_t_fill_ns(g, p, hw, items)
         elif p.dx_method is DxMethod.TOEPLITZ:
             toeplitz.estimate_grids(c, g, p.dx_toeplitz, p.dx_toeplitz_pair)
             if items:
@@ -1758,8 +1754,7 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         out += [replace(q, dx_ci_split=True) for q in out if dx_ci_split_legal(g, q)]
         # like filters first, it replaces its twin where it is legal and fits (it only moves work off
         # the critical path); with filters first, only where the first band is staged (else no gain)
-        out = [q2 if (dx_band_early_legal(g, q) and (not q.filters_first or dx_t_active(q)
-                                                     or _first_band_staged(g, q))
+        out = [q2 if (dx_band_early_legal(g, q) and (not q.filters_first or _first_band_staged(g, q))
                       and hw is not None and not _check(g, q2 := replace(q, dx_band_early=True), hw)[0]) else q
                for q in out]
     # row stacking where a program's row chunks pair up (LNC2: a taps split keeps every batch on both)
