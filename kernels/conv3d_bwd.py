@@ -13,6 +13,7 @@ from .nki_dw import DwState, dw_streaming_steps, run_dw_streaming
 from .nki_dw_gemm import run_dw_gemm_dma
 from .nki_dx import DxTPrefetch, DyBands, dx_program_groups, load_dx_filters, load_first_band, run_dx
 from .nki_dx_toeplitz import load_toeplitz_filters, run_dx_toeplitz
+from .nki_pw_shared import run_pw_shared
 from .planner import (
     DbMethod,
     DwMethod,
@@ -127,7 +128,9 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
             dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw, prefetch, after_first,
                                            (lambda: early.append(load_first_band(ctx, mine)))
                                            if early is not None else None)
-    if compute_dx:
+    if shared and plan.dw_method is DwMethod.DMA_GEMM:   # 1x1x1: dx, dw and db from one dy load
+        run_pw_shared(ctx, pid, lnc, db_in_dw)
+    elif compute_dx:
         dw_state = None
         if compute_dw and shared:
             rows = [max((bb.own1 - bb.own0 for bb in _bands(g, plan, a)), default=0) for a in range(2)]

@@ -14,6 +14,7 @@ class DbState:
         self.co_tiles = tiles(ctx.g.c_out, PMAX)
         self.acc = nl.ndarray((PMAX, len(self.co_tiles)), nl.float32, buffer=nl.sbuf, name="db_acc")
         self.part = Pool(2, (PMAX, 1), nl.float32, nl.sbuf, "db_part")
+        self.finished = False   # a section may finish db early (nki_pw_shared); finish runs once
         for c, (_co0, co_sz) in enumerate(self.co_tiles):
             nisa.memset(self.acc[:co_sz, c:c + 1], 0.0, engine=nisa.engine.vector)
 
@@ -48,6 +49,9 @@ class DbState:
 
     def finish(self, pid, lnc):
         """(LNC2: exchange and add;) program 0 stores db in the output dtype (the DMA casts)."""
+        if self.finished:
+            return
+        self.finished = True
         ctx = self.ctx
         if lnc == 2:
             other = nl.ndarray((PMAX, len(self.co_tiles)), nl.float32, buffer=nl.sbuf, name="db_other")

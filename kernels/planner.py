@@ -17,6 +17,7 @@ from functools import lru_cache
 
 from . import dx_dpairs as dpairs
 from . import dx_toeplitz as toeplitz
+from . import pw_shared as pw
 from .costs import TARGET_FIGURES, CostSheet, TargetFigures, compose_ns
 from .dx_pairs import (
     BANK_FP32,
@@ -72,6 +73,12 @@ PSUM_DX_BANKS = 2          # dx accumulation banks (one block accumulates while 
 def psum_transpose_banks(p: Plan) -> int:
     """The shared PE-transpose pool: one bank less when dx and dw share the PSUM (shared-dy)."""
     return PSUM_TRANSPOSE_BANKS - (1 if p.strategy is Strategy.SHARED_DY else 0)
+
+
+def pw_shared_on(p: Plan) -> bool:
+    """shared_dy with dw:dma_gemm: the pointwise kernel of ``nki_pw_shared`` (dx, dw, db from one dy load,
+    dw's dy^T by PE transposes, x^T by DMA transposes)."""
+    return bool(p.strategy is Strategy.SHARED_DY and p.dw_method is DwMethod.DMA_GEMM and p.compute_dx)
 
 
 def db_on_dw(p: Plan) -> bool:
@@ -470,6 +477,8 @@ class Plan:
     dw_tap_fine: bool = False         # LNC2 taps split at single taps (box mode), not whole tap groups
     dx_ci_split: bool = False         # LNC2 dx split by C_in groups (ci-outer): every item, half the filters
     dx_band_early: bool = False       # LNC2: dx's first dy band loads before dw's last finish (its stores)
+    pw_db_scalar: bool = False        # shared-dy pointwise: db by ScalarE activation reduces of dy, not PE ones-matmuls
+    pw_dyt_dma: int = 0               # shared-dy pointwise: one dy^T sub-tile in N by dma_transpose (0: all on the PE)
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -507,7 +516,8 @@ class Plan:
                 "dw_x_stationary": self.dw_x_stationary, "dx_transposed": self.dx_transposed, "dx_pair_copies": self.dx_pair_copies, "dx_prefetch": self.dx_prefetch, "dx_toeplitz": list(self.dx_toeplitz), "dx_toeplitz_pair": self.dx_toeplitz_pair,
                 "dw_xt_dma": self.dw_xt_dma, "dw_row_stack": self.dw_row_stack,
                 "dx_dphase_pairs": self.dx_dphase_pairs, "dw_interleave": self.dw_interleave,
-                "dw_tap_fine": self.dw_tap_fine, "dx_ci_split": self.dx_ci_split, "dx_band_early": self.dx_band_early}
+                "dw_tap_fine": self.dw_tap_fine, "dx_ci_split": self.dx_ci_split, "dx_band_early": self.dx_band_early,
+                "pw_db_scalar": self.pw_db_scalar, "pw_dyt_dma": self.pw_dyt_dma}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -636,7 +646,13 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             filt += extra
         phase_sbuf["dx"] = filt + wstage + dyb + plane + stage + (4 * n_co * 4 if p.compute_db else 0)
         psum_dx = PSUM_DX_BANKS
-    if p.compute_dw and p.dw_method is DwMethod.DMA_GEMM:
+    if pw_shared_on(p):   # dx:gemm's pools (counted above) plus dw's rings, planes and outputs
+        extra = max(pw.sbuf_bytes(g, p.dx_band, p.lnc, [pw.chunk_of(g, it) for it in dx_program_items(g, p, q)],
+                                  p.dy_bufs) for q in range(p.lnc))
+        parts += [("shared-dy dw rings, planes, outputs", extra)]
+        phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + extra
+        psum_dw = pw.psum_banks(g, db_on_dw(p) and not p.pw_db_scalar)
+    elif p.compute_dw and p.dw_method is DwMethod.DMA_GEMM:
         by_pos = p.lnc == 2 and p.dw_split == "positions"
         mine = max(len(c_) for c_ in _gemm_dma_chunks(g, 1 if by_pos else p.lnc))
         blocks = ceil_div(g.c_out, MOVING_MAX)
@@ -831,7 +847,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             ci_tiles = []
         for i, ci in enumerate(ci_tiles):   # filters: per tap a DMA, per (co tile, tap group) transposes + evict
             # C_in-outer: later groups load while the group before them computes (part of dx)
-            c.section("dx_filters" if i == 0 or not p.dx_ci_outer else "dx")
+            # (shared-dy pointwise issues them inside its body, behind the first step's dy)
+            c.section("dx+dw" if pw_shared_on(p) else "dx_filters" if i == 0 or not p.dx_ci_outer else "dx")
             if filters_by_dma(g, p):   # dma_transpose from HBM at 90 % of the bandwidth
                 c.busy["dma"] += g.taps * ci * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9)
                 continue
@@ -860,7 +877,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                     loads.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
                     loads.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
             shared = _shared_region_fills(g, p, items, fills)
-            if fills and fills[0] is not None and (p.strategy is Strategy.SHARED_DY or not p.compute_dw):
+            if fills and fills[0] is not None and (p.strategy is Strategy.SHARED_DY or not p.compute_dw) \
+                    and not pw_shared_on(p):   # (shared-dy pointwise: its first step, below)
                 fill += _dx_head_ns(g, hw, *fills[0])   # dx runs first: its first dy band
             for i, f in enumerate(fills):
                 if f is not None:
@@ -902,11 +920,31 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                 rows = (bd.i1 - bd.i0) * (bh.i1 - bh.i0)
                 c.dma(g.c_in * rows * W * ds, (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W)
                       * ds, len(pack) - 1)
-        if items and p.dx_method is not DxMethod.TOEPLITZ:   # (toeplitz: its store_tail_ns, in the fill)
+        if items and p.dx_method is not DxMethod.TOEPLITZ and not pw_shared_on(p):
+            # (toeplitz: its store_tail_ns, in the fill; shared-dy pointwise: a step's store, below)
             c.exposed("dx_tail", _dx_store_tail_ns(g, hw, items[-1][1], items[-1][2]))
     if p.compute_dw:
         c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dw")
-    if p.compute_dw and p.dw_method is DwMethod.DMA_GEMM:
+    if pw_shared_on(p):   # dw's share of the shared-dy pointwise kernel (dx:gemm is charged above)
+        chunks = [pw.chunk_of(g, it) for it in dx_program_items(g, p, pid)]
+        fill += pw.head_ns(g, hw, chunks)
+        pw.estimate_dw(c, g, chunks, ("scalar" if p.pw_db_scalar else "pe") if db_on_dw(p) else "", p.lnc,
+                       p.pw_dyt_dma)
+        nb, run = pw.store_tail_bytes(g, chunks)
+        c.exposed("dx_tail", _lone_dma_ns(hw, nb, run, min(PMAX, g.c_in)) - hw.dma_fixed_ns if nb else 0.0)
+        if p.lnc == 2:   # the reduce-scatter of dw:dma_gemm's positions split, under the last dx steps
+            half = ceil_div(g.c_out, 2)
+            ci_t = min(PMAX, g.c_in)
+            mine = n_tiles(g.c_in, PMAX)
+            c.compute("vector", g.c_out, 1, 1.0, mine, op="tensor_copy")
+            c.dma(ci_t * half * 4, half * 4, mine)
+            c.compute("vector", half, 2, 1.0, mine, op="tensor_tensor")
+            c.dma(ci_t * (g.c_out - half) * ds, (g.c_out - half) * ds, mine)
+            # the exchange (a rendezvous) beyond the last dx steps, then the last add and store
+            ex = _lone_dma_ns(hw, ci_t * half * 4, half * 4, ci_t) * (1 if db_on_dw(p) else 0.5)
+            fill += max(0.0, ex - pw.dx_tail_pe_ns(g, hw, chunks))
+            fill += _lone_dma_ns(hw, ci_t * (g.c_out - half) * ds, (g.c_out - half) * ds, ci_t)
+    elif p.compute_dw and p.dw_method is DwMethod.DMA_GEMM:
         npos = g.axes[0].o * g.axes[1].o * Wo
         by_pos = p.lnc == 2 and p.dw_split == "positions"
         tiles_ = g.batch * ceil_div(npos, PMAX)
@@ -1531,9 +1569,10 @@ def _label(p: Plan) -> str:
         band += "fine taps, " if p.dw_tap_fine else ""
         rng += ", xT dma" if p.dw_xt_dma else ""
         rng += ", rows stacked" if p.dw_row_stack else ""
+        rng += f", dy^T 1/{p.pw_dyt_dma} dma" if p.pw_dyt_dma else ""
         parts.append(f"dw:{p.dw_method.value}[{xs}{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}{rng}]")
     if p.db_method:
-        parts.append(f"db:{p.db_method.value}")
+        parts.append(f"db:{p.db_method.value}" + ("[ScalarE]" if p.pw_db_scalar else ""))
     parts.append(f"dy x{p.dy_bufs}")
     return " ".join(parts)
 
@@ -1657,8 +1696,6 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
             dw_cfgs = _dw_tilings(g, hw, dw_bands, ranges, lambda band, r, taps, m=dw_m, gg=G: plan(
                 Strategy.PER_GRADIENT, m, gg, None, full, dw_ci, False, band, r, cdx_=False, taps=taps))
         for strat in strategies:
-            if strat is Strategy.SHARED_DY and dw_m is DwMethod.DMA_GEMM:
-                continue
             for db in dbs:
                 if strat is Strategy.SHARED_DY:
                     shared = _first_fits(lambda band, st=strat, m=dw_m, gg=G, d=db: plan(st, m, gg, d, band, dw_ci, False,
@@ -1667,7 +1704,8 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                     for band in shared:
                         p = plan(strat, dw_m, G, db, band, dw_ci, False, (g.axes[0].o, g.axes[1].o), g.c_in)
                         if db is not DbMethod.FOLD or _fold_ok(g, p):
-                            plans += _with_regions(g, p, hw)
+                            # shared-dy pointwise (nki_pw_shared) has no dx variants
+                            plans += _pw_variants(p) if pw_shared_on(p) else _with_regions(g, p, hw)
                     continue
                 for dxb, ci_tile, ci_outer in dx_cfgs:
                     for dwb, rng, taps in dw_cfgs:
@@ -1675,6 +1713,18 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                         if db is not DbMethod.FOLD or _fold_ok(g, p):
                             plans += _with_regions(g, p, hw)
     return plans
+
+
+_PW_DYT_DMA = (2, 4)
+
+
+def _pw_variants(p: Plan) -> list[Plan]:
+    """Shared-dy pointwise: db folded on the PE (ones-vector matmuls on dy^T) or by ScalarE activation reduces
+    of the natural dy tiles (the PE is the bottleneck there; the dy^T evictions move to VectorE)."""
+    out = [p]
+    if db_on_dw(p):
+        out.append(replace(p, pw_db_scalar=True))
+    return out + [replace(q, pw_dyt_dma=k) for q in out for k in _PW_DYT_DMA]
 
 
 def _dw_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ranges: list[int], make) -> list:

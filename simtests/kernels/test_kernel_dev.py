@@ -259,7 +259,9 @@ def test_pointwise_dma_gemm_dw_is_exact(batch, c_in, c_out, size, lnc, split, gr
     from kernels.planner import DwMethod
 
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.dw_method is DwMethod.DMA_GEMM and a.dw_split == split]
+        # (per gradient: the shared-dy variant has its own tests, test_pw_shared.py)
+        alts = [a for a in p.feasible_candidates() if a.dw_method is DwMethod.DMA_GEMM and a.dw_split == split
+                and a.strategy.value == "per_gradient"]
         assert alts, p.explain()
         return alts[0]
 

@@ -1,0 +1,85 @@
+"""Shared-dy pointwise (``nki_pw_shared``: shared_dy dx:gemm + dw:dma_gemm, dy^T by PE transposes): bit-exact
+forced plans over odd sizes, C not a multiple of 128, several batches, chunks and steps, C_out blocks and
+transpose banks, db on the PE or ScalarE, LNC2 (the reduce-scatter; a program with no chunk), fp16; the
+planner offers it only where it runs (2-byte dtypes on trn2/trn3, dx and dw both requested)."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from kernels.planner import DbMethod, DwMethod, Strategy, plan_conv3d_bwd, pw_shared_on
+
+from .test_kernel_dev import GRADS, assert_budget_bounds_peak, run_and_compare
+
+
+def _pw(db_scalar=None, band=None, every=0):
+    def pick(p):
+        alts = [a for a in p.feasible_candidates() if pw_shared_on(a) and a.pw_dyt_dma == every
+                and (db_scalar is None or a.pw_db_scalar == db_scalar)]
+        assert alts, p.explain()
+        alt = alts[0]
+        return dataclasses.replace(alt, dx_band=band) if band is not None else alt
+    return pick
+
+
+@pytest.mark.parametrize("batch, c_in, c_out, size, band", [
+    (2, 130, 140, (3, 5, 7), None),      # odd sizes, two C_in / C_out tiles (partial), one chunk per batch
+    (1, 20, 600, (3, 5, 47), None),      # 705 positions: a 512 step and a 193 step (partial sub-tile); 2 C_out blocks
+    (3, 7, 9, (2, 3, 40), (1, 2)),       # chunks of 2 H rows (80 positions), 3 per D row, several per batch
+    (2, 9, 1030, (1, 4, 33), (1, 1)),    # C_out > 1024: dy^T in two PSUM transpose banks; one-row chunks
+    (1, 256, 64, (2, 16, 32), (1, 16)),  # 512-position chunks of one step each
+])
+@pytest.mark.parametrize("db_scalar, every", [(False, 0), (True, 0), (True, 4), (False, 2), (False, 4)],
+                         ids=["db-pe", "db-scalar", "db-scalar-dyT-dma4", "db-pe-dyT-dma2", "db-pe-dyT-dma4"])
+def test_pw_shared_is_exact(batch, c_in, c_out, size, band, db_scalar, every):
+    run_and_compare(batch, c_in, c_out, size, (1, 1, 1), plan_edit=_pw(db_scalar, band, every))
+
+
+@pytest.mark.parametrize("batch, c_in, c_out, size, band", [
+    (3, 130, 70, (2, 4, 5), None),       # odd item count: programs of 2 and 1 batches
+    (1, 5, 9, (2, 2, 2), None),          # one chunk: program 1 has none (zero partials; db exchange still)
+    (2, 6, 600, (3, 3, 7), (1, 3)),      # two C_out blocks, several chunks per program
+])
+@pytest.mark.parametrize("db_scalar, every", [(False, 0), (True, 0), (True, 2)], ids=["db-pe", "db-scalar", "dyT-dma2"])
+def test_pw_shared_lnc2_is_exact(batch, c_in, c_out, size, band, db_scalar, every):
+    run_and_compare(batch, c_in, c_out, size, (1, 1, 1), lnc=2, plan_edit=_pw(db_scalar, band, every))
+
+
+@pytest.mark.parametrize("lnc", [1, 2])
+def test_pw_shared_without_db_and_fp16(lnc):
+    run_and_compare(2, 130, 140, (3, 5, 7), (1, 1, 1), lnc=lnc, grads=("dx", "dw"), plan_edit=_pw())
+    run_and_compare(2, 33, 70, (2, 3, 9), (1, 1, 1), lnc=lnc, dtype="fp16", plan_edit=_pw(True))
+    run_and_compare(2, 40, 300, (2, 8, 32), (1, 1, 1), lnc=lnc, dtype="fp16", plan_edit=_pw(True, every=4))
+
+
+def test_pw_shared_db_standalone():
+    def pick(p):
+        alts = [a for a in p.feasible_candidates() if pw_shared_on(a) and a.db_method is DbMethod.STANDALONE]
+        assert alts, p.explain()
+        return alts[0]
+    run_and_compare(2, 20, 30, (3, 5, 7), (1, 1, 1), plan_edit=pick)
+
+
+@pytest.mark.parametrize("dtype, target, grads", [
+    ("fp32", "trn2", GRADS), ("bf16", "trn1", GRADS), ("bf16", "trn2", ("dw", "db")), ("bf16", "trn2", ("dx", "db")),
+])
+def test_pw_shared_offered_only_where_it_runs(dtype, target, grads):
+    flags = {f"compute_{g}": g in grads for g in GRADS}
+    p = plan_conv3d_bwd((2, 20, 3, 4, 5), (2, 10, 3, 4, 5), (1, 1, 1, 10, 20), dtype=dtype, target=target, **flags)
+    assert not any(pw_shared_on(a) for a in p.feasible_candidates())
+    p = plan_conv3d_bwd((2, 20, 3, 4, 5), (2, 10, 3, 4, 5), (1, 1, 1, 10, 20))
+    shared = [a for a in p.feasible_candidates() if pw_shared_on(a)]
+    assert {a.pw_db_scalar for a in shared if a.db_method is DbMethod.FOLD} == {False, True}
+    assert {a.pw_dyt_dma for a in shared} == {0, 2, 4}
+    assert all(a.strategy is Strategy.SHARED_DY and a.dw_method is DwMethod.DMA_GEMM for a in shared)
+
+
+@pytest.mark.parametrize("lnc", [1, 2])
+def test_pw_shared_budget_bounds_the_measured_peak(lnc):
+    shapes = ((4, 512, 4, 16, 16), (4, 256, 4, 16, 16), (1, 1, 1, 256, 512))
+    p = plan_conv3d_bwd(*shapes, lnc=lnc)
+    alts = [a for a in p.feasible_candidates() if pw_shared_on(a)]
+    assert len(alts) >= 2
+    for alt in alts:
+        assert_budget_bounds_peak(alt, shapes, lnc=lnc)
