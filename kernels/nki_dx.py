@@ -120,11 +120,12 @@ def load_dx_filters(ctx, group):
         return dpair_filters(ctx, None if by_dma else load_filters_t(
             g, ctx.filters, group, ctx.dtype, ctx.psum_t, ctx.evict, filter_group(g, plan)))
     grp = filter_group(g, plan)
-    w_t = load_filters_t(g, ctx.filters, group, ctx.dtype, ctx.psum_t, ctx.evict, grp,
-                         by_dma=filters_by_dma(g, plan))
     if dx_t_active(plan):   # dx^T: tap b's filters under tap a's for every tap pair
-        return add_pair_filters(g, plan, w_t)
-    return w_t
+        return add_pair_filters(g, plan, load_filters_t(g, ctx.filters, group, ctx.dtype, ctx.psum_t, ctx.evict,
+                                                        grp, by_dma=by_dma))
+    # the gather: one tensor per C_in tile (its matmuls read one tile at a time; see CiTiledFilters)
+    return load_filters_t(g, ctx.filters, group, ctx.dtype, ctx.psum_t, ctx.evict, grp, by_dma=by_dma,
+                          split_ci=True)
 
 
 def dx_groups(g, plan):

@@ -9,15 +9,50 @@ FILTER_RUN_CI_MAX = 32   # C_in up to which the filters come by runs of taps (on
 FILTER_RUN_ROWS = 512    # (tap, ci) rows per such DMA
 
 
-def load_filters_t(g, filters, ci_list, dtype, psum_t, evict, group, by_dma=False):
-    """Per C_out tile an SBUF tensor [co, taps, sum of ci_list sizes] holding W[tap, ci, co] at [co, tap, ci].
+class CiTiledFilters:
+    """One C_out tile's W^T [co, taps, width] held as one SBUF tensor per C_in tile of the group
+    (``load_filters_t(split_ci=True)``); indexed like the single tensor, as long as a column slice stays
+    inside one C_in tile (every dx gather access does).
+
+    Why: each filter DMA is a write access of its tensor, and nkisim remembers at most 16 writes per
+    tensor, folding the older ones into one hull with the latest time. With all of a group's C_in tiles
+    in one tensor (108 DMAs for wide_c512's 4 x 27 taps per C_out tile) the hull spans every column, so
+    dx's first matmul (C_in tile 0, loaded first) waited for nearly the whole 14 MB group (a 14 us PE gap
+    at LNC2, where dw is too short to hide the load). One tensor per C_in tile keeps the hull inside the
+    tile: C_in tile 0's matmuls wait only for C_in tile 0's filters, as the data flow requires."""
+
+    def __init__(self, pieces, ci_list):
+        self.pieces = pieces
+        self.starts = []
+        rel = 0
+        for _c, sz in ci_list:
+            self.starts.append((rel, rel + sz))
+            rel += sz
+
+    def __getitem__(self, key):
+        p, t, cs = key
+        lo, hi = cs.start or 0, cs.stop
+        for piece, (r0, r1) in zip(self.pieces, self.starts):
+            if r0 <= lo and hi <= r1:
+                return piece[p, t, lo - r0:hi - r0]
+        raise ValueError(f"CiTiledFilters: column slice [{lo}, {hi}) spans C_in tiles {self.starts}")
+
+
+def load_filters_t(g, filters, ci_list, dtype, psum_t, evict, group, by_dma=False, split_ci=False):
+    """Per C_out tile an SBUF tensor [co, taps, sum of ci_list sizes] holding W[tap, ci, co] at [co, tap, ci]
+    (``split_ci`` with several C_in tiles: a ``CiTiledFilters``, one tensor per C_in tile, same indexing).
 
     ``ci_list``: (ci0, ci_size) tiles. Loaded per tap (DMA of a [ci, C_out] row block) and transposed
     on the PE ``group`` taps to one PSUM bank, then evicted in one copy.
     """
     co_tiles = tiles(g.c_out, PMAX)
     width = sum(sz for _c, sz in ci_list)
-    w_t = [nl.ndarray((PMAX, g.taps, width), dtype, buffer=nl.sbuf, name=f"w_t{i}") for i in range(len(co_tiles))]
+    if split_ci and len(ci_list) > 1:
+        w_t = [CiTiledFilters([nl.ndarray((PMAX, g.taps, sz), dtype, buffer=nl.sbuf, name=f"w_t{i}_{j}")
+                               for j, (_c, sz) in enumerate(ci_list)], ci_list) for i in range(len(co_tiles))]
+    else:
+        w_t = [nl.ndarray((PMAX, g.taps, width), dtype, buffer=nl.sbuf, name=f"w_t{i}")
+               for i in range(len(co_tiles))]
     if by_dma and len(ci_list) == 1 and ci_list[0][1] == g.c_in <= FILTER_RUN_CI_MAX:
         # tiny C_in: W[taps, ci, co] is [(taps, ci), co] rows in HBM, so one 2-D transpose moves a run
         # of taps (one per tap would be ~150 DMAs of 1.3 us start latency each ahead of everything)
