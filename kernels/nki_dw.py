@@ -262,8 +262,6 @@ class DwState:
         for k_chunk, ((sd, sh, _z), (cd, ch, _one)) in enumerate(chunks):
             if k_chunk == 1:
                 self.run_after_first()
-            if k_chunk == len(chunks) - 1:
-                self._run_prefetch()
             nrows = cd * ch
             off = row_stack_offset(self.pending_rows, nrows) if plan.dw_row_stack else 0
             if self.pending_rows and not off:   # the waiting chunk cannot stack with this one: alone
@@ -286,6 +284,10 @@ class DwState:
                         pt = ctx.psum_t.take()
                         nisa.nc_transpose(dst=pt[rs, :co_sz], data=dy_views[c][:co_sz, sd:sd + cd, sh:sh + ch, w])
                         ctx.evict.copy(self.dyt[rs, w, co0:co0 + co_sz], pt[rs, :co_sz])
+            if k_chunk == len(chunks) - 1:   # after this chunk's dy^T evictions: ScalarE is free for dw now
+                # (GpSimd still has the pass's x^T zero-row memsets to run; trn1's ScalarE cannot copy)
+                scalar = nisa.engine.scalar in ctx.evict.engines
+                self._run_prefetch(nisa.engine.scalar if scalar else nisa.engine.gpsimd)
             part = (b, (od[0] + sd, od[0] + sd + cd), (oh[0] + sh, oh[0] + sh + ch), cd, ch, off)
             self.pending.append(part)
             self.pending_rows = off + nrows
@@ -399,9 +401,9 @@ class DwState:
             self.after_first()
             self.after_first = None
 
-    def _run_prefetch(self):
+    def _run_prefetch(self, *engine):
         if self.prefetch is not None:
-            self.prefetch()
+            self.prefetch(*engine)
             self.prefetch = None
 
     def _xs_banks(self, n_units):
