@@ -41,8 +41,8 @@ class RowXtDma:
             nisa.memset(view, 0.0, engine=nisa.engine.gpsimd)
         fill = self.xw * ci_tile
         self.zero = nl.ndarray((PMAX, fill), ctx.dtype, buffer=nl.sbuf, name="dw_xt_zero")
-        for z0 in range(0, fill, MEMSET_MAX):
-            nisa.memset(self.zero[:, z0:min(fill, z0 + MEMSET_MAX)], 0.0, engine=nisa.engine.gpsimd)
+        for z0 in range(0, fill, MEMSET_MAX):   # VectorE: GpSimd has the first tiles' zero-row memsets
+            nisa.memset(self.zero[:, z0:min(fill, z0 + MEMSET_MAX)], 0.0, engine=nisa.engine.vector)
         ax = g.axes
         # x with its (D, H) rows flattened: a run of rows at one stride is one sliced dim
         self.x_rows = ctx.x.reshape((g.batch, g.c_in, ax[0].n * ax[1].n, ax[2].n))

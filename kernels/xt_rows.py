@@ -169,14 +169,15 @@ def zero_split(run: XtRun, p_off: int = 0) -> tuple[XtRun | None, XtRun | None]:
 
 def xt_dma_setup_cost(c: CostSheet, g: ConvGeom, ci_tile: int, slots: int = 1) -> None:
     """The memsets of one RowXtDma: each buffer's pad columns (of its ``slots`` slot views: one
-    memset per buffer and side), the zero tile (GpSimd)."""
+    memset per buffer and side, GpSimd), the zero tile (VectorE: idle until dw's first dy^T evictions, while
+    GpSimd's queue is what the first x^T tiles' zero-row memsets wait behind)."""
     xw, lo, hi = xt_columns(g)
     for n in (lo, xw - hi):
         if n > 0:
             c.compute("gpsimd", slots * n * ci_tile, 0, 1.0, XT_DMA_BUFS, op="memset")
     fill = xw * ci_tile
     for z0 in range(0, fill, MEMSET_MAX):
-        c.compute("gpsimd", min(MEMSET_MAX, fill - z0), 0, 1.0, 1, op="memset")
+        c.compute("vector", min(MEMSET_MAX, fill - z0), 0, 1.0, 1, op="memset")
 
 
 def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[int, int, int, int],
