@@ -19,16 +19,16 @@ from .nki_common import BANK_BYTES, BANK_FP32, PMAX, Pool, band_slices, co_bank_
 from .nki_dw_xt import RowXtDma
 from .planner import (
     DwMethod,
-    _split,
     cast_group,
     dw_acc_banks,
+    dw_columns,
     dw_db_program,
     dw_defer_finish,
     dw_direct,
     dw_fused_exchange,
-    dw_items,
     dw_out_bufs,
     dw_own_taps,
+    dw_program_items,
     dw_stage_rows,
     dw_tap_passes,
     dw_xs_bundle,
@@ -40,7 +40,7 @@ from .planner import (
     xs_store_runs,
 )
 from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, row_stack_offset, tiles
-from .xt_rows import XT_DMA_BUFS, xt_columns
+from .xt_rows import XT_DMA_BUFS, xt_columns, xt_window
 
 LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
 
@@ -70,9 +70,12 @@ class SlotRing:
 class DwState:
     """The dw accumulators and pools of one program."""
 
-    def __init__(self, ctx, max_rows, ci_range=None, direct=False, db_state=None, own_taps=None, taps=None):
+    def __init__(self, ctx, max_rows, ci_range=None, direct=False, db_state=None, own_taps=None, taps=None,
+                 cols=None):
         g, plan = ctx.g, ctx.plan
         self.ctx = ctx
+        # row mode: the W output columns [lo, hi) this program runs (LNC2 columns split: its half)
+        self.w_lo, self.w_hi = cols if cols is not None else (0, g.axes[2].o)
         # LNC2 tap split: this program computes and stores only taps [lo, hi), over every position
         self.own_taps = own_taps
         # the taps of this pass (accumulators for these only): a tap pass, else the program's own taps
@@ -128,7 +131,8 @@ class DwState:
                 # x-stationary: into the slot views of the bundle ring (RowXtDma zeroes their pad columns)
                 ring = SlotRing(XT_DMA_BUFS, dw_xs_bundle(g, plan), (PMAX, xt_columns(g)[0], plan.dw_ci_tile),
                                 ctx.dtype, "dw_xt") if self.xs else None
-                self.xt_dma = RowXtDma(ctx, plan.dw_ci_tile, ring)
+                window = xt_window(g, self.w_lo, self.w_hi) if self.w_hi - self.w_lo < wo else None
+                self.xt_dma = RowXtDma(ctx, plan.dw_ci_tile, ring, window)
                 self.xt_pool = self.xt_dma.ring
             elif self.xs:   # x^T of several (kd, kh) pairs in one tile (a stationary may span them)
                 self.xt_pool = SlotRing(2, dw_xs_bundle(g, plan), (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, "dw_xt")
@@ -256,7 +260,6 @@ class DwState:
         partitions [0, 64)) for the next chunk of <= PMAX/2 rows (any box or batch: dw sums over every
         position), whose dy^T and x^T go on partitions [64, 128): one K = 128 matmul pass serves both."""
         ctx, g, plan = self.ctx, self.ctx.g, self.ctx.plan
-        wo = g.axes[2].o
         bank = 2048 // g.dtype_bytes
         chunks = box_blocks((0, 0, 0), (od[1] - od[0], oh[1] - oh[0], 1), PMAX)
         for k_chunk, ((sd, sh, _z), (cd, ch, _one)) in enumerate(chunks):
@@ -270,8 +273,8 @@ class DwState:
             per_bank = max(1, bank // g.c_out) if g.c_out <= bank else 0
             rs = slice(off, off + nrows)
             if per_bank:
-                for w0 in range(0, wo, per_bank):
-                    wn = min(per_bank, wo - w0)
+                for w0 in range(self.w_lo, self.w_hi, per_bank):
+                    wn = min(per_bank, self.w_hi - w0)
                     pt = ctx.psum_t.take()
                     for wi in range(wn):
                         for c, (co0, co_sz) in enumerate(self.co_tiles):
@@ -279,7 +282,7 @@ class DwState:
                                               data=dy_views[c][:co_sz, sd:sd + cd, sh:sh + ch, w0 + wi])
                     ctx.evict.copy(self.dyt[rs, w0:w0 + wn, :], pt[rs, :wn * g.c_out])
             else:
-                for w in range(wo):
+                for w in range(self.w_lo, self.w_hi):
                     for c, (co0, co_sz) in enumerate(self.co_tiles):
                         pt = ctx.psum_t.take()
                         nisa.nc_transpose(dst=pt[rs, :co_sz], data=dy_views[c][:co_sz, sd:sd + cd, sh:sh + ch, w])
@@ -307,13 +310,12 @@ class DwState:
         dy^T is on partitions [0, nrows) of ``dyt``."""
         ctx, g, plan = self.ctx, self.ctx.g, self.ctx.plan
         ax = g.axes
-        wo = ax[2].o
         kd_n, kh_n, kw_n = g.kernel
         bank = 2048 // g.dtype_bytes
         gk = plan.dw_tap_group
         chunk = plan.dw_co_chunk
         n_co = len(self.co_tiles)
-        self._db([(nrows, w) for w in range(wo)])
+        self._db([(nrows, w) for w in range(self.w_lo, self.w_hi)])
         if len(parts) > 1 and (self.xt_dma is None or not self.xs):
             raise ValueError("dw_row_stack needs dw_x_stationary and dw_xt_dma (row mode)")
         b, box_d, box_h, cd, ch, _off = parts[0]
@@ -386,12 +388,12 @@ class DwState:
                     for c0 in range(0, n_co, chunk):
                         cts = list(range(c0, min(n_co, c0 + chunk)))
                         accs = [self.acc_pool.take() for _ in cts]
-                        for w in range(wo):
+                        for w in range(self.w_lo, self.w_hi):
                             mv = xt[:nrows, band_slices(w * ax[2].s + k0 * ax[2].r, kn, ax[2].r), :ci_sz]
                             for a, c in enumerate(cts):
                                 co0, co_sz = self.co_tiles[c]
                                 nisa.nc_matmul(accs[a][:co_sz, :n], stationary=self.dyt[:nrows, w, co0:co0 + co_sz],
-                                               moving=mv, accumulate=w > 0)
+                                               moving=mv, accumulate=w > self.w_lo)
                         for a, c in enumerate(cts):
                             self._fold(c, t0, kn, ci0, ci_sz, accs[a][:self.co_tiles[c][1], :n])
         self.started = True
@@ -433,11 +435,11 @@ class DwState:
         for b0 in range(0, len(chunks), per):
             batch = chunks[b0:b0 + per]
             banks = self._xs_banks(len(batch))
-            for w in range(ax[2].o):
+            for w in range(self.w_lo, self.w_hi):
                 for u, (t, nb, tn) in enumerate(batch):
                     q, k0 = t // kw - pair0, t % kw
                     st = tile[:nrows, q:q + nb, band_slices(w * ax[2].s + k0 * ax[2].r, tn, ax[2].r), :ci_sz]
-                    self._xs_matmul(banks, u, st, nb * tn * ci_sz, self.dyt[:nrows, w, :g.c_out], w > 0)
+                    self._xs_matmul(banks, u, st, nb * tn * ci_sz, self.dyt[:nrows, w, :g.c_out], w > self.w_lo)
             self._xs_fold(banks, ci, ci_sz, batch)
 
     def _xs_fold(self, banks, ci, ci_sz, chunks):
@@ -465,9 +467,8 @@ class DwState:
         if self.own_taps is None and lnc == 2:   # each program adds and stores its share of the chunks
             per = -(-n // lnc)
             lo, hi = min(n, pid * per), min(n, (pid + 1) * per)
-            other = nl.ndarray(self.xacc.shape, nl.float32, buffer=nl.sbuf, name="dw_other")
-            nisa.sendrecv(src=self.xacc[:parts, :], dst=other[:parts, :], send_to_rank=1 - pid,
-                          recv_from_rank=1 - pid, pipe_id=0)
+            # (deferred past dx: start_exchange already received the other's partial)
+            other = self.exchanged[0] if self.exchanged else self._send_xacc(pid, parts)
             if hi > lo:
                 for i in range(len(self.ci_tiles)):
                     mine = self.xacc[:parts, (i * n + lo) * co:(i * n + hi) * co]
@@ -500,6 +501,13 @@ class DwState:
                     q, k = t0 // kw, t0 % kw
                     nisa.dma_copy(dst=dw_rows[q:q + nb, k:k + tn, ci0:ci0 + ci_sz, :],
                                   src=src[:nb * tn * ci_sz, a:a + co])
+
+    def _send_xacc(self, pid, parts):
+        """x-stationary, LNC2 positions / columns split: exchange the whole fp32 accumulator."""
+        other = nl.ndarray(self.xacc.shape, nl.float32, buffer=nl.sbuf, name="dw_other")
+        nisa.sendrecv(src=self.xacc[:parts, :], dst=other[:parts, :], send_to_rank=1 - pid,
+                      recv_from_rank=1 - pid, pipe_id=0)
+        return other
 
     def _db(self, columns):
         """db += sum over the dy^T columns (npos, index) of this box: ones-vector matmuls on the PE."""
@@ -601,12 +609,20 @@ class DwState:
         compute instead of stalling the in-order PE between dw and dx) and free the compute pools
         (SBUF and PSUM) for dx; ``finish`` adds, casts and stores after dx."""
         self.flush_rows()
-        if not self.started:   # no box on this program: its partials are zero
-            for c, (_co0, co_sz) in enumerate(self.co_tiles):
-                nisa.memset(self.acc[c][:co_sz, :, :], 0.0, engine=nisa.engine.vector)
-            self.started = True
-        self.exchanged = (self._exchange_halves(pid),)
-        self.x_pool = self.xt_pool = self.x_stage = self.dyt = self.acc_pool = None
+        if self.xs:   # x-stationary (columns split): the whole accumulator, its adds and stores after dx
+            parts = min(PMAX, max(nb * tn for _t, nb, tn in self.xs_chunks) * self.ctx.plan.dw_ci_tile) \
+                if self.xs_chunks else 1
+            if not self.started:
+                nisa.memset(self.xacc[:parts, :], 0.0, engine=nisa.engine.vector)
+                self.started = True
+            self.exchanged = (self._send_xacc(pid, parts),)
+        else:
+            if not self.started:   # no box on this program: its partials are zero
+                for c, (_co0, co_sz) in enumerate(self.co_tiles):
+                    nisa.memset(self.acc[c][:co_sz, :, :], 0.0, engine=nisa.engine.vector)
+                self.started = True
+            self.exchanged = (self._exchange_halves(pid),)
+        self.x_pool = self.xt_pool = self.x_stage = self.dyt = self.acc_pool = self.xt_dma = None
         self.db_state = self.ones = self.db_ps = None
 
     def _exchange_halves(self, pid):
@@ -674,7 +690,7 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
     waits); its return value is ``run_dw_streaming``'s."""
     g, plan = ctx.g, ctx.plan
     own = dw_own_taps(g, plan, pid)
-    items = dw_items(g, plan) if own is not None else _split(dw_items(g, plan), lnc, pid)
+    items = dw_program_items(g, plan, pid)
     if own is not None and pid != dw_db_program(g, plan):
         db_state = None     # the tap split runs every position on both programs: db once, on the lighter one
     co_tiles = tiles(g.c_out, PMAX)
@@ -689,7 +705,8 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
     yield len(passes) * len(items)   # the box count first (the caller paces the boxes by it)
     for k, (ci_range, span) in enumerate(passes):
         state = DwState(ctx, plan.dw_band, ci_range, direct=dw_direct(g, plan),
-                        db_state=db_state if k == 0 else None, own_taps=own, taps=span)
+                        db_state=db_state if k == 0 else None, own_taps=own, taps=span,
+                        cols=dw_columns(g, plan, pid))
         for i_item, (b, (d0, d1), (h0, h1)) in enumerate(items):
             if k == len(passes) - 1 and i_item == len(items) - 1:
                 state.prefetch = prefetch
