@@ -115,6 +115,10 @@ class DwState:
         # a callable run once at the start of this state's last row chunk (dx^T's first band
         # prefetch, ``plan.dx_prefetch``); set by run_dw_streaming on the last box
         self.prefetch = None
+        # a callable run once in the last row pass, after its first x^T bundles are issued and before its
+        # matmuls (``plan.dx_inside_dw``: dx's PE work covers those bundles' DMA); set on the last box
+        self.inside = None
+        self._inside_now = None   # armed by the last box's last row chunk
         # a callable run once when the first row chunk's loads are issued (run_dw_streaming)
         self.after_first = None
         self.exchanged = ()   # (LNC2, deferred finish) the received partials, once start_exchange ran
@@ -287,6 +291,8 @@ class DwState:
                         pt = ctx.psum_t.take()
                         nisa.nc_transpose(dst=pt[rs, :co_sz], data=dy_views[c][:co_sz, sd:sd + cd, sh:sh + ch, w])
                         ctx.evict.copy(self.dyt[rs, w, co0:co0 + co_sz], pt[rs, :co_sz])
+            if k_chunk == len(chunks) - 1:
+                self._inside_now, self.inside = self.inside, None
             if k_chunk == len(chunks) - 1:   # after this chunk's dy^T evictions: ScalarE is free for dw now
                 # (GpSimd still has the pass's x^T zero-row memsets to run; trn1's ScalarE cannot copy)
                 scalar = nisa.engine.scalar in ctx.evict.engines
@@ -370,8 +376,15 @@ class DwState:
                 return view
 
             staged = [stage_at(0)] if pairs else []
+            if self._inside_now is not None and self.xt_dma is not None and self.xs \
+                    and (ci0, ci_sz) == self.ci_tiles[-1]:
+                # dx runs here: the ring's bundles load under its matmuls (issued first: DMA is FIFO)
+                while len(staged) < min(len(pairs), nb * XT_DMA_BUFS):
+                    staged.append(stage_at(len(staged)))
+                inside, self._inside_now = self._inside_now, None
+                inside()
             for pi, (kd, kh) in enumerate(pairs):
-                if pi + 1 < len(pairs):
+                if pi + 1 < len(pairs) and len(staged) <= pi + 1:
                     staged.append(stage_at(pi + 1))
                 xt = staged[pi]
                 staged[pi] = None
@@ -669,14 +682,15 @@ def _load_dy_box(ctx, buf, co0, co_sz, b, od, oh):
                       src=ctx.dy[b, co0:co0 + co_sz, od[0] + sd:od[0] + sd + cd, oh[0] + sh:oh[0] + sh + ch, :])
 
 
-def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None):
+def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None,
+                     inside=None):
     """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded. Returns the state whose
     ``finish`` the caller runs after dx when the plan defers it (``dw_defer_finish``), else None.
     ``prefetch``: called once, at the start of the last box's last row chunk (dx^T's first band).
     ``after_first``: called once, when the first row chunk's loads are issued (dx's filters by DMA: they
     queue behind what the PE needs first, and still well before dw's stores).
     ``before_last_finish``: called once after the last pass's matmuls, before its finish (its stores)."""
-    steps = dw_streaming_steps(ctx, pid, lnc, db_state, prefetch, after_first, before_last_finish)
+    steps = dw_streaming_steps(ctx, pid, lnc, db_state, prefetch, after_first, before_last_finish, inside)
     while True:
         try:
             next(steps)
@@ -684,7 +698,8 @@ def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None, after_first=None, b
             return done.value
 
 
-def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None):
+def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None,
+                       inside=None):
     """``run_dw_streaming`` as a generator that yields after each dw box, so that the caller can issue
     another section's work between the boxes (``Plan.dw_interleave``: dx's PE work covers dw's DMA
     waits); its return value is ``run_dw_streaming``'s."""
@@ -707,16 +722,29 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
         state = DwState(ctx, plan.dw_band, ci_range, direct=dw_direct(g, plan),
                         db_state=db_state if k == 0 else None, own_taps=own, taps=span,
                         cols=dw_columns(g, plan, pid))
+        loaded = {}   # item index -> its dy views, when loaded one box ahead
         for i_item, (b, (d0, d1), (h0, h1)) in enumerate(items):
             if k == len(passes) - 1 and i_item == len(items) - 1:
+                state.prefetch = prefetch if inside is None else None
+                state.inside = inside
+            if inside is not None and k == 0 and i_item == 0:   # dx runs inside dw: its band is needed early
                 state.prefetch = prefetch
             if k == 0 and i_item == 0:
                 state.after_first = after_first
-            views = []
-            for c, (co0, co_sz) in enumerate(co_tiles):
-                buf = pools[c].take()
-                _load_dy_box(ctx, buf, co0, co_sz, b, (d0, d1), (h0, h1))
-                views.append(buf[:co_sz, :d1 - d0, :h1 - h0, :wo])
+            def load(item):
+                bb, (e0, e1), (f0, f1) = item
+                out = []
+                for c, (co0, co_sz) in enumerate(co_tiles):
+                    buf = pools[c].take()
+                    _load_dy_box(ctx, buf, co0, co_sz, bb, (e0, e1), (f0, f1))
+                    out.append(buf[:co_sz, :e1 - e0, :f1 - f0, :wo])
+                return out
+
+            # dx inside dw: the next box's dy loads one box ahead (ahead of dx's DMA in the FIFO queues)
+            ahead = inside is not None and plan.dy_bufs >= 2
+            views = loaded.pop(i_item) if i_item in loaded else load(items[i_item])
+            if ahead and i_item + 1 < len(items):
+                loaded[i_item + 1] = load(items[i_item + 1])
             state.add_box(b, (d0, d1), (h0, h1), views)
             state.run_after_first()
             yield

@@ -513,6 +513,7 @@ class Plan:
     dw_tap_fine: bool = False         # LNC2 taps split at single taps (box mode), not whole tap groups
     dx_ci_split: bool = False         # LNC2 dx split by C_in groups (ci-outer): every item, half the filters
     dx_band_early: bool = False       # LNC2: dx's first dy band loads before dw's last finish (its stores)
+    dx_inside_dw: bool = False        # per gradient, dx^T: dx runs in dw's last row pass, under its x^T loads
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -550,7 +551,8 @@ class Plan:
                 "dw_x_stationary": self.dw_x_stationary, "dx_transposed": self.dx_transposed, "dx_pair_copies": self.dx_pair_copies, "dx_prefetch": self.dx_prefetch, "dx_toeplitz": list(self.dx_toeplitz), "dx_toeplitz_pair": self.dx_toeplitz_pair,
                 "dw_xt_dma": self.dw_xt_dma, "dw_row_stack": self.dw_row_stack,
                 "dx_dphase_pairs": self.dx_dphase_pairs, "dw_interleave": self.dw_interleave,
-                "dw_tap_fine": self.dw_tap_fine, "dx_ci_split": self.dx_ci_split, "dx_band_early": self.dx_band_early}
+                "dw_tap_fine": self.dw_tap_fine, "dx_ci_split": self.dx_ci_split, "dx_band_early": self.dx_band_early,
+                "dx_inside_dw": self.dx_inside_dw}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -726,6 +728,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         db = 4 * n_co * 4 if p.compute_db else 0
         xstage = 0 if p.dw_xt_dma else 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows)) * ds
         dw_total = dyb + dyt + xb + xt + acc + db + xstage
+        dw_pools = dw_total   # dw's own pools (not dx's first filters or prefetched band, counted with dx)
         parts += [("dw dyT", dyt), ("dw x band", xb), ("dw xT", xt), ("dw fp32 acc", acc)]
         if dyb:
             parts.append(("dw dy band", dyb))
@@ -749,6 +752,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         phase_sbuf["dw store"] = dw_total + store + other
         if p.dw_interleave:   # dw's boxes run between dx's items: its pools live through dx
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_total
+        elif dx_inside_dw_on(g, p):   # dx runs in dw's last pass: dw's own pools live through dx
+            phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_pools
         if dx_band_early_on(g, p):   # dx's dy band ring (and its staging) is already loaded
             ext = _dx_dy_extent(g, p.dx_band)
             early = (p.dy_bufs * n_co * ext[0] * ext[1] * ext[2] + 2 * dx_stage_elems(g, p.dx_band)) * ds
@@ -761,7 +766,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
     if p.compute_db and p.db_method is DbMethod.STANDALONE:
         phase_sbuf["db"] = 2 * min(_db_chunk(g), g.batch * Wo * g.axes[0].o * g.axes[1].o) * ds + 4 * n_co * 4
     sbuf = max(phase_sbuf.values(), default=0)
-    psum = psum_transpose_banks(p) + (psum_dx + psum_dw if (p.strategy is Strategy.SHARED_DY or p.dw_interleave)
+    psum = psum_transpose_banks(p) + (psum_dx + psum_dw if (p.strategy is Strategy.SHARED_DY or _dw_dx_merged(g, p))
                                    else max(psum_dx, psum_dw))
     return _Budget(sbuf, psum, tuple(parts))
 
@@ -1079,6 +1084,29 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
     return c, fill
 
 
+def dx_inside_dw_legal(g: ConvGeom, p: Plan) -> bool:
+    """``Plan.dx_inside_dw``: dx^T with its first band prefetched, after a streaming row-mode x-stationary dw
+    with x^T by DMA, one tap pass, one C_in range, no row stacking and no deferred finish. The kernel
+    runs dx in dw's last row pass, after that pass's first x^T bundles (the ring's worth) are issued and
+    before its matmuls: dw is DMA-bound on its x^T transfers and dx PE-bound, so they overlap. dx's first
+    band is then prefetched during dw's first box (not its last) and dw's dy boxes load one box ahead,
+    so that neither queues behind the other section's DMA (FIFO). One dx item per program: with more,
+    the later bands' loads and copies queue behind dw's transfers (unet3d_c64 LNC2 76.7 -> 82.7 us)."""
+    return (dx_prefetched(p) and p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma
+            and not p.dw_row_stack and not p.dw_interleave and p.dw_ci_range >= g.c_in
+            and len(dw_tap_passes(g, p, 0)) == 1 and not dw_defer_finish(g, p)
+            and all(len(dx_program_items(g, p, q)) <= 1 for q in range(p.lnc)))
+
+
+def dx_inside_dw_on(g: ConvGeom, p: Plan) -> bool:
+    return p.dx_inside_dw and dx_inside_dw_legal(g, p)
+
+
+def _dw_dx_merged(g: ConvGeom, p: Plan) -> bool:
+    """dw's and dx's pools and PSUM banks are live together (dw-interleaved, dx inside dw)."""
+    return p.dw_interleave or dx_inside_dw_on(g, p)
+
+
 def dw_interleave_ok(g: ConvGeom, p: Plan) -> bool:
     """``Plan.dw_interleave``: per gradient, dx:toeplitz with dw streaming its own dy (row or box mode)."""
     return bool(p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
@@ -1087,9 +1115,10 @@ def dw_interleave_ok(g: ConvGeom, p: Plan) -> bool:
 
 def _sections(c: CostSheet, p: Plan) -> dict[str, dict[str, float]]:
     """The busy time per section of a cost sheet; with ``dw_interleave`` dw's boxes run between dx's
-    items, so the two bodies are one section (dw's DMA and GpSimd work under dx's PE stream)."""
+    items (``dx_inside_dw``: dx runs in dw's last row pass), so the two bodies are one section (dw's DMA
+    and GpSimd work under dx's PE stream)."""
     secs = c.section_busy()
-    if p.dw_interleave and "dw" in secs and "dx" in secs:
+    if (p.dw_interleave or p.dx_inside_dw) and "dw" in secs and "dx" in secs:
         dw = secs.pop("dw")
         secs["dx"] = {e: secs["dx"][e] + dw[e] for e in dw}
     return secs
@@ -1571,6 +1600,8 @@ def _label(p: Plan) -> str:
                      + (", filters first" if p.filters_first else "") + "]")
     if p.dw_interleave:
         parts.append("dw-interleaved")
+    if p.dx_inside_dw:
+        parts.append("dx inside dw")
     if p.dw_method:
         band = "" if p.strategy is Strategy.SHARED_DY else f"band {p.dw_band[0]}x{p.dw_band[1]}, "
         band += f"{p.dw_split} split, " if (p.lnc == 2 and p.dw_split != "positions") else ""
@@ -1787,6 +1818,9 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         # dx^T's first band loads during dw's last row chunk when its pools fit beside dw's
         out = [q2 if dx_prefetched(q2 := replace(q, dx_prefetch=True)) and not _check(g, q2, hw)[0] else q
                for q in out]
+        # dx^T run inside dw's last row pass
+        out += [q2 for q in out if dx_inside_dw_legal(g, q2 := replace(q, dx_inside_dw=True))
+                and not _check(g, q2, hw)[0]]
         # dx:toeplitz with dw's boxes between its items (the fast dw variants: x-stationary, xT dma)
         out += [q2 for q in out if dw_interleave_ok(g, q) and q.dw_x_stationary and q.dw_xt_dma
                 and not _check(g, q2 := replace(q, dw_interleave=True), hw)[0]]
@@ -1813,7 +1847,8 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
     out += [replace(q, dw_row_stack=True) for q in out if row_stack_legal(q) and _row_stack_useful(g, q)]
     # the columns split exists to keep 64-row chunks stacked on K = 128: only its stacked plans stay
     # (dilated_d2, 128-row chunks: it only duplicates dy and the x^T halo, 50.2 vs 48.5 us for the taps split)
-    return [q for q in out if q.dw_split != "columns" or q.dw_row_stack]
+    return [q for q in out if (q.dw_split != "columns" or q.dw_row_stack)
+            and (not q.dx_inside_dw or dx_inside_dw_legal(g, q))]
 
 
 def _xt_dma_full_rows(g: ConvGeom, plans: list[Plan], hw: TargetFigures | None) -> list[Plan]:
