@@ -22,6 +22,7 @@ from .planner import (
     current_forced_plan,
     dw_direct,
     dx_band_early_on,
+    dx_inside_dw_on,
     dx_prefetched,
     dx_program_items,
     filters_after_first_chunk,
@@ -112,6 +113,7 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         else:
             first_filters = [load_toeplitz_filters(ctx) if toeplitz else load_dx_filters(ctx, first_group)]
     dw_deferred = None   # LNC2: dw's exchange overlaps dx, its finish runs after it
+    dx_runs = []         # dx inside dw (``plan.dx_inside_dw``): dw ran it before its last matmul pass
     dw_steps = None      # dw_interleave: dw's boxes issued between dx's items
     mine = dx_program_items(g, plan, pid) if compute_dx else []
     # dx^T's first band loads during dw's last row chunk (dw calls it)
@@ -127,7 +129,10 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         else:
             dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw, prefetch, after_first,
                                            (lambda: early.append(load_first_band(ctx, mine)))
-                                           if early is not None else None)
+                                           if early is not None else None,
+                                           (lambda: dx_runs.append(_run_gather_dx(ctx, mine, None, first_filters,
+                                                                                  prefetch, pid, lnc, early)))
+                                           if compute_dx and dx_inside_dw_on(g, plan) else None)
     if shared and plan.dw_method is DwMethod.DMA_GEMM:   # 1x1x1: dx, dw and db from one dy load
         run_pw_shared(ctx, pid, lnc, db_in_dw)
     elif compute_dx:
@@ -150,9 +155,8 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         hook = on_band if (db_in_dx or dw_state) else None
         if toeplitz:
             run_dx_toeplitz(ctx, mine, hook, first_filters, dw_steps.between(len(mine)) if dw_steps else None)
-        else:   # under the LNC2 C_in split: every item, this program's C_in groups
-            run_dx(ctx, mine, hook, first_filters, prefetch, dx_program_groups(g, plan, pid, lnc),
-                   early.pop() if early else None)
+        elif not dx_runs:   # under the LNC2 C_in split: every item, this program's C_in groups
+            _run_gather_dx(ctx, mine, hook, first_filters, prefetch, pid, lnc, early)
         if dw_state is not None:
             dw_state.finish(pid, lnc)
     if dw_steps is not None:   # the boxes dx's items did not take, then dw's finish
@@ -168,6 +172,12 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         db_state.finish(pid, lnc)
     outs = tuple(t for t in (dx, dw, db) if t is not None)
     return outs[0] if len(outs) == 1 else outs
+
+
+def _run_gather_dx(ctx, mine, hook, first_filters, prefetch, pid, lnc, early):
+    run_dx(ctx, mine, hook, first_filters, prefetch, dx_program_groups(ctx.g, ctx.plan, pid, lnc),
+           early.pop() if early else None)
+    return True
 
 
 def _co_tiles(g):

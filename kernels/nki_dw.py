@@ -19,16 +19,16 @@ from .nki_common import BANK_BYTES, BANK_FP32, PMAX, Pool, band_slices, co_bank_
 from .nki_dw_xt import RowXtDma
 from .planner import (
     DwMethod,
-    _split,
     cast_group,
     dw_acc_banks,
+    dw_columns,
     dw_db_program,
     dw_defer_finish,
     dw_direct,
     dw_fused_exchange,
-    dw_items,
     dw_out_bufs,
     dw_own_taps,
+    dw_program_items,
     dw_stage_rows,
     dw_tap_passes,
     dw_xs_bundle,
@@ -40,7 +40,7 @@ from .planner import (
     xs_store_runs,
 )
 from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, row_stack_offset, tiles
-from .xt_rows import XT_DMA_BUFS, xt_columns
+from .xt_rows import XT_DMA_BUFS, xt_columns, xt_window
 
 LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
 
@@ -70,9 +70,12 @@ class SlotRing:
 class DwState:
     """The dw accumulators and pools of one program."""
 
-    def __init__(self, ctx, max_rows, ci_range=None, direct=False, db_state=None, own_taps=None, taps=None):
+    def __init__(self, ctx, max_rows, ci_range=None, direct=False, db_state=None, own_taps=None, taps=None,
+                 cols=None):
         g, plan = ctx.g, ctx.plan
         self.ctx = ctx
+        # row mode: the W output columns [lo, hi) this program runs (LNC2 columns split: its half)
+        self.w_lo, self.w_hi = cols if cols is not None else (0, g.axes[2].o)
         # LNC2 tap split: this program computes and stores only taps [lo, hi), over every position
         self.own_taps = own_taps
         # the taps of this pass (accumulators for these only): a tap pass, else the program's own taps
@@ -112,6 +115,10 @@ class DwState:
         # a callable run once at the start of this state's last row chunk (dx^T's first band
         # prefetch, ``plan.dx_prefetch``); set by run_dw_streaming on the last box
         self.prefetch = None
+        # a callable run once in the last row pass, after its first x^T bundles are issued and before its
+        # matmuls (``plan.dx_inside_dw``: dx's PE work covers those bundles' DMA); set on the last box
+        self.inside = None
+        self._inside_now = None   # armed by the last box's last row chunk
         # a callable run once when the first row chunk's loads are issued (run_dw_streaming)
         self.after_first = None
         self.exchanged = ()   # (LNC2, deferred finish) the received partials, once start_exchange ran
@@ -128,7 +135,8 @@ class DwState:
                 # x-stationary: into the slot views of the bundle ring (RowXtDma zeroes their pad columns)
                 ring = SlotRing(XT_DMA_BUFS, dw_xs_bundle(g, plan), (PMAX, xt_columns(g)[0], plan.dw_ci_tile),
                                 ctx.dtype, "dw_xt") if self.xs else None
-                self.xt_dma = RowXtDma(ctx, plan.dw_ci_tile, ring)
+                window = xt_window(g, self.w_lo, self.w_hi) if self.w_hi - self.w_lo < wo else None
+                self.xt_dma = RowXtDma(ctx, plan.dw_ci_tile, ring, window)
                 self.xt_pool = self.xt_dma.ring
             elif self.xs:   # x^T of several (kd, kh) pairs in one tile (a stationary may span them)
                 self.xt_pool = SlotRing(2, dw_xs_bundle(g, plan), (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, "dw_xt")
@@ -256,14 +264,11 @@ class DwState:
         partitions [0, 64)) for the next chunk of <= PMAX/2 rows (any box or batch: dw sums over every
         position), whose dy^T and x^T go on partitions [64, 128): one K = 128 matmul pass serves both."""
         ctx, g, plan = self.ctx, self.ctx.g, self.ctx.plan
-        wo = g.axes[2].o
         bank = 2048 // g.dtype_bytes
         chunks = box_blocks((0, 0, 0), (od[1] - od[0], oh[1] - oh[0], 1), PMAX)
         for k_chunk, ((sd, sh, _z), (cd, ch, _one)) in enumerate(chunks):
             if k_chunk == 1:
                 self.run_after_first()
-            if k_chunk == len(chunks) - 1:
-                self._run_prefetch()
             nrows = cd * ch
             off = row_stack_offset(self.pending_rows, nrows) if plan.dw_row_stack else 0
             if self.pending_rows and not off:   # the waiting chunk cannot stack with this one: alone
@@ -272,8 +277,8 @@ class DwState:
             per_bank = max(1, bank // g.c_out) if g.c_out <= bank else 0
             rs = slice(off, off + nrows)
             if per_bank:
-                for w0 in range(0, wo, per_bank):
-                    wn = min(per_bank, wo - w0)
+                for w0 in range(self.w_lo, self.w_hi, per_bank):
+                    wn = min(per_bank, self.w_hi - w0)
                     pt = ctx.psum_t.take()
                     for wi in range(wn):
                         for c, (co0, co_sz) in enumerate(self.co_tiles):
@@ -281,11 +286,17 @@ class DwState:
                                               data=dy_views[c][:co_sz, sd:sd + cd, sh:sh + ch, w0 + wi])
                     ctx.evict.copy(self.dyt[rs, w0:w0 + wn, :], pt[rs, :wn * g.c_out])
             else:
-                for w in range(wo):
+                for w in range(self.w_lo, self.w_hi):
                     for c, (co0, co_sz) in enumerate(self.co_tiles):
                         pt = ctx.psum_t.take()
                         nisa.nc_transpose(dst=pt[rs, :co_sz], data=dy_views[c][:co_sz, sd:sd + cd, sh:sh + ch, w])
                         ctx.evict.copy(self.dyt[rs, w, co0:co0 + co_sz], pt[rs, :co_sz])
+            if k_chunk == len(chunks) - 1:
+                self._inside_now, self.inside = self.inside, None
+            if k_chunk == len(chunks) - 1:   # after this chunk's dy^T evictions: ScalarE is free for dw now
+                # (GpSimd still has the pass's x^T zero-row memsets to run; trn1's ScalarE cannot copy)
+                scalar = nisa.engine.scalar in ctx.evict.engines
+                self._run_prefetch(nisa.engine.scalar if scalar else nisa.engine.gpsimd)
             part = (b, (od[0] + sd, od[0] + sd + cd), (oh[0] + sh, oh[0] + sh + ch), cd, ch, off)
             self.pending.append(part)
             self.pending_rows = off + nrows
@@ -305,13 +316,12 @@ class DwState:
         dy^T is on partitions [0, nrows) of ``dyt``."""
         ctx, g, plan = self.ctx, self.ctx.g, self.ctx.plan
         ax = g.axes
-        wo = ax[2].o
         kd_n, kh_n, kw_n = g.kernel
         bank = 2048 // g.dtype_bytes
         gk = plan.dw_tap_group
         chunk = plan.dw_co_chunk
         n_co = len(self.co_tiles)
-        self._db([(nrows, w) for w in range(wo)])
+        self._db([(nrows, w) for w in range(self.w_lo, self.w_hi)])
         if len(parts) > 1 and (self.xt_dma is None or not self.xs):
             raise ValueError("dw_row_stack needs dw_x_stationary and dw_xt_dma (row mode)")
         b, box_d, box_h, cd, ch, _off = parts[0]
@@ -366,8 +376,15 @@ class DwState:
                 return view
 
             staged = [stage_at(0)] if pairs else []
+            if self._inside_now is not None and self.xt_dma is not None and self.xs \
+                    and (ci0, ci_sz) == self.ci_tiles[-1]:
+                # dx runs here: the ring's bundles load under its matmuls (issued first: DMA is FIFO)
+                while len(staged) < min(len(pairs), nb * XT_DMA_BUFS):
+                    staged.append(stage_at(len(staged)))
+                inside, self._inside_now = self._inside_now, None
+                inside()
             for pi, (kd, kh) in enumerate(pairs):
-                if pi + 1 < len(pairs):
+                if pi + 1 < len(pairs) and len(staged) <= pi + 1:
                     staged.append(stage_at(pi + 1))
                 xt = staged[pi]
                 staged[pi] = None
@@ -384,12 +401,12 @@ class DwState:
                     for c0 in range(0, n_co, chunk):
                         cts = list(range(c0, min(n_co, c0 + chunk)))
                         accs = [self.acc_pool.take() for _ in cts]
-                        for w in range(wo):
+                        for w in range(self.w_lo, self.w_hi):
                             mv = xt[:nrows, band_slices(w * ax[2].s + k0 * ax[2].r, kn, ax[2].r), :ci_sz]
                             for a, c in enumerate(cts):
                                 co0, co_sz = self.co_tiles[c]
                                 nisa.nc_matmul(accs[a][:co_sz, :n], stationary=self.dyt[:nrows, w, co0:co0 + co_sz],
-                                               moving=mv, accumulate=w > 0)
+                                               moving=mv, accumulate=w > self.w_lo)
                         for a, c in enumerate(cts):
                             self._fold(c, t0, kn, ci0, ci_sz, accs[a][:self.co_tiles[c][1], :n])
         self.started = True
@@ -399,9 +416,9 @@ class DwState:
             self.after_first()
             self.after_first = None
 
-    def _run_prefetch(self):
+    def _run_prefetch(self, *engine):
         if self.prefetch is not None:
-            self.prefetch()
+            self.prefetch(*engine)
             self.prefetch = None
 
     def _xs_banks(self, n_units):
@@ -431,11 +448,11 @@ class DwState:
         for b0 in range(0, len(chunks), per):
             batch = chunks[b0:b0 + per]
             banks = self._xs_banks(len(batch))
-            for w in range(ax[2].o):
+            for w in range(self.w_lo, self.w_hi):
                 for u, (t, nb, tn) in enumerate(batch):
                     q, k0 = t // kw - pair0, t % kw
                     st = tile[:nrows, q:q + nb, band_slices(w * ax[2].s + k0 * ax[2].r, tn, ax[2].r), :ci_sz]
-                    self._xs_matmul(banks, u, st, nb * tn * ci_sz, self.dyt[:nrows, w, :g.c_out], w > 0)
+                    self._xs_matmul(banks, u, st, nb * tn * ci_sz, self.dyt[:nrows, w, :g.c_out], w > self.w_lo)
             self._xs_fold(banks, ci, ci_sz, batch)
 
     def _xs_fold(self, banks, ci, ci_sz, chunks):
@@ -463,9 +480,8 @@ class DwState:
         if self.own_taps is None and lnc == 2:   # each program adds and stores its share of the chunks
             per = -(-n // lnc)
             lo, hi = min(n, pid * per), min(n, (pid + 1) * per)
-            other = nl.ndarray(self.xacc.shape, nl.float32, buffer=nl.sbuf, name="dw_other")
-            nisa.sendrecv(src=self.xacc[:parts, :], dst=other[:parts, :], send_to_rank=1 - pid,
-                          recv_from_rank=1 - pid, pipe_id=0)
+            # (deferred past dx: start_exchange already received the other's partial)
+            other = self.exchanged[0] if self.exchanged else self._send_xacc(pid, parts)
             if hi > lo:
                 for i in range(len(self.ci_tiles)):
                     mine = self.xacc[:parts, (i * n + lo) * co:(i * n + hi) * co]
@@ -498,6 +514,13 @@ class DwState:
                     q, k = t0 // kw, t0 % kw
                     nisa.dma_copy(dst=dw_rows[q:q + nb, k:k + tn, ci0:ci0 + ci_sz, :],
                                   src=src[:nb * tn * ci_sz, a:a + co])
+
+    def _send_xacc(self, pid, parts):
+        """x-stationary, LNC2 positions / columns split: exchange the whole fp32 accumulator."""
+        other = nl.ndarray(self.xacc.shape, nl.float32, buffer=nl.sbuf, name="dw_other")
+        nisa.sendrecv(src=self.xacc[:parts, :], dst=other[:parts, :], send_to_rank=1 - pid,
+                      recv_from_rank=1 - pid, pipe_id=0)
+        return other
 
     def _db(self, columns):
         """db += sum over the dy^T columns (npos, index) of this box: ones-vector matmuls on the PE."""
@@ -599,12 +622,20 @@ class DwState:
         compute instead of stalling the in-order PE between dw and dx) and free the compute pools
         (SBUF and PSUM) for dx; ``finish`` adds, casts and stores after dx."""
         self.flush_rows()
-        if not self.started:   # no box on this program: its partials are zero
-            for c, (_co0, co_sz) in enumerate(self.co_tiles):
-                nisa.memset(self.acc[c][:co_sz, :, :], 0.0, engine=nisa.engine.vector)
-            self.started = True
-        self.exchanged = (self._exchange_halves(pid),)
-        self.x_pool = self.xt_pool = self.x_stage = self.dyt = self.acc_pool = None
+        if self.xs:   # x-stationary (columns split): the whole accumulator, its adds and stores after dx
+            parts = min(PMAX, max(nb * tn for _t, nb, tn in self.xs_chunks) * self.ctx.plan.dw_ci_tile) \
+                if self.xs_chunks else 1
+            if not self.started:
+                nisa.memset(self.xacc[:parts, :], 0.0, engine=nisa.engine.vector)
+                self.started = True
+            self.exchanged = (self._send_xacc(pid, parts),)
+        else:
+            if not self.started:   # no box on this program: its partials are zero
+                for c, (_co0, co_sz) in enumerate(self.co_tiles):
+                    nisa.memset(self.acc[c][:co_sz, :, :], 0.0, engine=nisa.engine.vector)
+                self.started = True
+            self.exchanged = (self._exchange_halves(pid),)
+        self.x_pool = self.xt_pool = self.x_stage = self.dyt = self.acc_pool = self.xt_dma = None
         self.db_state = self.ones = self.db_ps = None
 
     def _exchange_halves(self, pid):
@@ -651,14 +682,15 @@ def _load_dy_box(ctx, buf, co0, co_sz, b, od, oh):
                       src=ctx.dy[b, co0:co0 + co_sz, od[0] + sd:od[0] + sd + cd, oh[0] + sh:oh[0] + sh + ch, :])
 
 
-def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None):
+def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None,
+                     inside=None):
     """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded. Returns the state whose
     ``finish`` the caller runs after dx when the plan defers it (``dw_defer_finish``), else None.
     ``prefetch``: called once, at the start of the last box's last row chunk (dx^T's first band).
     ``after_first``: called once, when the first row chunk's loads are issued (dx's filters by DMA: they
     queue behind what the PE needs first, and still well before dw's stores).
     ``before_last_finish``: called once after the last pass's matmuls, before its finish (its stores)."""
-    steps = dw_streaming_steps(ctx, pid, lnc, db_state, prefetch, after_first, before_last_finish)
+    steps = dw_streaming_steps(ctx, pid, lnc, db_state, prefetch, after_first, before_last_finish, inside)
     while True:
         try:
             next(steps)
@@ -666,13 +698,14 @@ def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None, after_first=None, b
             return done.value
 
 
-def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None):
+def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None,
+                       inside=None):
     """``run_dw_streaming`` as a generator that yields after each dw box, so that the caller can issue
     another section's work between the boxes (``Plan.dw_interleave``: dx's PE work covers dw's DMA
     waits); its return value is ``run_dw_streaming``'s."""
     g, plan = ctx.g, ctx.plan
     own = dw_own_taps(g, plan, pid)
-    items = dw_items(g, plan) if own is not None else _split(dw_items(g, plan), lnc, pid)
+    items = dw_program_items(g, plan, pid)
     if own is not None and pid != dw_db_program(g, plan):
         db_state = None     # the tap split runs every position on both programs: db once, on the lighter one
     co_tiles = tiles(g.c_out, PMAX)
@@ -687,17 +720,31 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
     yield len(passes) * len(items)   # the box count first (the caller paces the boxes by it)
     for k, (ci_range, span) in enumerate(passes):
         state = DwState(ctx, plan.dw_band, ci_range, direct=dw_direct(g, plan),
-                        db_state=db_state if k == 0 else None, own_taps=own, taps=span)
+                        db_state=db_state if k == 0 else None, own_taps=own, taps=span,
+                        cols=dw_columns(g, plan, pid))
+        loaded = {}   # item index -> its dy views, when loaded one box ahead
         for i_item, (b, (d0, d1), (h0, h1)) in enumerate(items):
             if k == len(passes) - 1 and i_item == len(items) - 1:
+                state.prefetch = prefetch if inside is None else None
+                state.inside = inside
+            if inside is not None and k == 0 and i_item == 0:   # dx runs inside dw: its band is needed early
                 state.prefetch = prefetch
             if k == 0 and i_item == 0:
                 state.after_first = after_first
-            views = []
-            for c, (co0, co_sz) in enumerate(co_tiles):
-                buf = pools[c].take()
-                _load_dy_box(ctx, buf, co0, co_sz, b, (d0, d1), (h0, h1))
-                views.append(buf[:co_sz, :d1 - d0, :h1 - h0, :wo])
+            def load(item):
+                bb, (e0, e1), (f0, f1) = item
+                out = []
+                for c, (co0, co_sz) in enumerate(co_tiles):
+                    buf = pools[c].take()
+                    _load_dy_box(ctx, buf, co0, co_sz, bb, (e0, e1), (f0, f1))
+                    out.append(buf[:co_sz, :e1 - e0, :f1 - f0, :wo])
+                return out
+
+            # dx inside dw: the next box's dy loads one box ahead (ahead of dx's DMA in the FIFO queues)
+            ahead = inside is not None and plan.dy_bufs >= 2
+            views = loaded.pop(i_item) if i_item in loaded else load(items[i_item])
+            if ahead and i_item + 1 < len(items):
+                loaded[i_item + 1] = load(items[i_item + 1])
             state.add_box(b, (d0, d1), (h0, h1), views)
             state.run_after_first()
             yield

@@ -24,13 +24,18 @@ from .xt_rows import (
 class RowXtDma:
     """The x^T tiles of row-mode dw, filled by DMA (one instance per DwState)."""
 
-    def __init__(self, ctx, ci_tile, ring=None):
+    def __init__(self, ctx, ci_tile, ring=None, window=None):
         """``ring``: where the tiles come from -- None, a ring of XT_DMA_BUFS tiles [P, columns, ci] of
         its own; else a ring of bundle tiles [P, slots, columns, ci] handed out one slot view at a time
-        (x-stationary's ``SlotRing``). Either way the pad columns of every tile are zeroed here, once."""
+        (x-stationary's ``SlotRing``). Either way the pad columns of every tile are zeroed here, once.
+        ``window``: the tile columns [a, b) to fill (``xt_window``: the LNC2 columns split reads only
+        those); default every x column."""
         g = ctx.g
         self.ctx = ctx
         self.xw, self.c_lo, self.c_hi = xt_columns(g)
+        # the columns the fills write (zero rows too); the pad columns outside stay zero from the setup
+        self.f_lo, self.f_hi = window if window is not None else (self.c_lo, self.c_hi)
+        self.windowed = window is not None
         if ring is None:
             self.ring = Pool(XT_DMA_BUFS, (PMAX, self.xw, ci_tile), ctx.dtype, nl.sbuf, "dw_xt")
             pads = [t[:, a:b, :] for t in self.ring.items for a, b in self._pads()]
@@ -41,8 +46,8 @@ class RowXtDma:
             nisa.memset(view, 0.0, engine=nisa.engine.gpsimd)
         fill = self.xw * ci_tile
         self.zero = nl.ndarray((PMAX, fill), ctx.dtype, buffer=nl.sbuf, name="dw_xt_zero")
-        for z0 in range(0, fill, MEMSET_MAX):
-            nisa.memset(self.zero[:, z0:min(fill, z0 + MEMSET_MAX)], 0.0, engine=nisa.engine.gpsimd)
+        for z0 in range(0, fill, MEMSET_MAX):   # VectorE: GpSimd has the first tiles' zero-row memsets
+            nisa.memset(self.zero[:, z0:min(fill, z0 + MEMSET_MAX)], 0.0, engine=nisa.engine.vector)
         ax = g.axes
         # x with its (D, H) rows flattened: a run of rows at one stride is one sliced dim
         self.x_rows = ctx.x.reshape((g.batch, g.c_in, ax[0].n * ax[1].n, ax[2].n))
@@ -54,9 +59,10 @@ class RowXtDma:
     def _memset_rows(self, xt, run):
         """Zero whole rows [p0, p0+rows) of a tile on GpSimd, <= MEMSET_MAX elements per instruction."""
         rows = xt[run.p0:run.p0 + run.rows]
-        cols, ci = rows.shape[1], rows.shape[2]
+        ci = rows.shape[2]
+        c_lo, cols = (self.f_lo, self.f_hi) if self.windowed else (0, rows.shape[1])
         step = max(1, MEMSET_MAX // ci)
-        for c0 in range(0, cols, step):
+        for c0 in range(c_lo, cols, step):
             nisa.memset(rows[:, c0:min(cols, c0 + step), :], 0.0, engine=nisa.engine.gpsimd)
 
     def fill(self, b, ci0, ci_sz, od0, oh0, cd, ch, kd, kh):
@@ -69,7 +75,10 @@ class RowXtDma:
     def fill_into(self, xt, p_off, b, ci0, ci_sz, od0, oh0, cd, ch, kd, kh):
         """Like ``fill``, into the given tile (slot view) from partition ``p_off`` (row stacking)."""
         plan = xt_fill(self.ctx.g, od0, oh0, cd, ch, kd, kh)
-        w0, wn = self.c_lo - self.ctx.g.axes[2].lo, self.c_hi - self.c_lo   # x columns of the tile
+        if self.f_hi <= self.f_lo:   # no x column in the window: only the zeroed pad columns are read
+            return
+        # the x columns of the window (tile column c holds x column c - lo)
+        w0, wn = self.f_lo - self.ctx.g.axes[2].lo, self.f_hi - self.f_lo
         if plan.zeros and zero_by_memset(self.ctx.g, xt.shape[-1]):
             # tiny C_in: one memset of the x columns of every row (from the chunk's first partition), then
             # the transposes overwrite the valid rows (the pad columns stay zero from the setup)
@@ -85,7 +94,7 @@ class RowXtDma:
                     nisa.dma_copy(dst=xt[by_dma.p0:by_dma.p0 + n, :, :], src=self.zero[:n, :])
         for run in plan.transposes:
             src = self.x_rows[b, ci0:ci0 + ci_sz, band_slices(run.x_row, run.rows, run.step), w0:w0 + wn]
-            nisa.dma_transpose(dst=xt[p_off + run.p0:p_off + run.p0 + run.rows, self.c_lo:self.c_hi, :ci_sz],
+            nisa.dma_transpose(dst=xt[p_off + run.p0:p_off + run.p0 + run.rows, self.f_lo:self.f_hi, :ci_sz],
                                src=src.permute((0, 2, 1)))
 
     def merges(self, ci_tile):
@@ -101,7 +110,9 @@ class RowXtDma:
         views = [self.ring.take() for _ in pairs]
         tile = self.ring.tile
         s_first = self.ring.k % self.ring.slots - (len(pairs) - 1)
-        w0, wn = self.c_lo - g.axes[2].lo, self.c_hi - self.c_lo
+        w0, wn = self.f_lo - g.axes[2].lo, self.f_hi - self.f_lo   # the window's x columns
+        if wn <= 0:
+            return views
         ax = g.axes
         plane = ax[0].n * ax[1].n * ax[2].n
         for grp in xt_bundle_groups(g, od0, oh0, cd, ch, tuple(pairs)):
@@ -109,11 +120,11 @@ class RowXtDma:
             fill = grp.fill
             if fill.zeros:
                 end = max(r.p0 + r.rows for r in fill.zeros + fill.transposes)
-                nisa.memset(tile[:end, s0:s0 + grp.slots, self.c_lo:self.c_hi, :], 0.0, engine=nisa.engine.gpsimd)
+                nisa.memset(tile[:end, s0:s0 + grp.slots, self.f_lo:self.f_hi, :], 0.0, engine=nisa.engine.gpsimd)
             for run in fill.transposes:
                 off = ((b * g.c_in + ci0) * ax[0].n * ax[1].n + run.x_row) * ax[2].n + w0
                 src = self.ctx.x.ap([[plane, ci_sz], [ax[1].r * ax[2].n, grp.slots], [1, wn],
                                      [run.step * ax[2].n, run.rows]], offset=off)
-                nisa.dma_transpose(dst=tile[run.p0:run.p0 + run.rows, s0:s0 + grp.slots, self.c_lo:self.c_hi, :ci_sz],
+                nisa.dma_transpose(dst=tile[run.p0:run.p0 + run.rows, s0:s0 + grp.slots, self.f_lo:self.f_hi, :ci_sz],
                                    src=src)
         return views

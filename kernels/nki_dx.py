@@ -149,7 +149,10 @@ class DxTPrefetch:
         self.result = None
         self.started = False
 
-    def __call__(self):
+    def __call__(self, place_engine=nisa.engine.gpsimd):
+        """``place_engine``: the staged placement's engine (row-mode dw calls this after its last
+        chunk's dy^T evictions with ScalarE: GpSimd then still has the last pass's x^T zero-row memsets
+        queued, which the in-order engine would hold behind the ~5 us placement)."""
         if self.started:
             return
         self.started = True
@@ -157,7 +160,7 @@ class DxTPrefetch:
             return
         ctx = self.ctx
         side = DxTBands(ctx, DyBands(ctx.g, ctx.dy, ctx.plan, ctx.dtype))
-        self.result = (side, side.prepare(self.items[0], place_engine=nisa.engine.gpsimd))
+        self.result = (side, side.prepare(self.items[0], place_engine=place_engine))
 
 
 def dx_program_groups(g, plan, pid, lnc):

@@ -62,6 +62,7 @@ from .xt_rows import (
     xt_dma_cost,
     xt_dma_setup_cost,
     xt_fill,
+    xt_window,
 )
 
 PSUM_BANK_BYTES = 2048
@@ -128,7 +129,7 @@ def dw_row_chunk_rows(g: ConvGeom, p: Plan, items: list) -> list[list[int]]:
 
 def _row_stack_useful(g: ConvGeom, p: Plan) -> bool:
     """Some chunk of program 0 would stack (two 64-row chunks in a row)."""
-    items = dw_items(g, p) if dw_own_taps(g, p, 0) is not None else _split(dw_items(g, p), p.lnc, 0)
+    items = dw_program_items(g, p, 0)
     return "upper" in row_stack_roles([n for rows in dw_row_chunk_rows(g, p, items) for n in rows])
 
 
@@ -141,6 +142,37 @@ def dw_own_taps(g: ConvGeom, p: Plan, pid: int) -> tuple[int, int] | None:
     units = ceil_div(g.taps, unit)
     per = ceil_div(units, p.lnc)
     return min(g.taps, pid * per * unit), min(g.taps, (pid + 1) * per * unit)
+
+
+def dw_columns_legal(g: ConvGeom, p: Plan) -> bool:
+    """LNC2 dw split by W output columns (``dw_split="columns"``): row-mode x-stationary dw with x^T by
+    DMA, per gradient. Each program runs every (d, h) row chunk -- so two 64-row chunks still stack on
+    K = 128 (down_s2: the batch split left each program one 64-row chunk, K = 64) -- for its half of the
+    W columns (matmul steps, dy^T columns, db columns), its x^T tiles filled only over the x columns
+    those read; the partials are combined like the positions split."""
+    return (p.lnc == 2 and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
+            and p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma and g.axes[2].o >= 2)
+
+
+def dw_columns_on(g: ConvGeom, p: Plan) -> bool:
+    return p.dw_split == "columns" and dw_columns_legal(g, p)
+
+
+def dw_columns(g: ConvGeom, p: Plan, pid: int) -> tuple[int, int]:
+    """The W output columns [lo, hi) program ``pid``'s dw runs: its contiguous half under the columns
+    split, else all."""
+    wo = g.axes[2].o
+    if not dw_columns_on(g, p):
+        return 0, wo
+    per = ceil_div(wo, p.lnc)
+    return min(wo, pid * per), min(wo, (pid + 1) * per)
+
+
+def dw_program_items(g: ConvGeom, p: Plan, pid: int) -> list:
+    """The dw boxes program ``pid`` runs: every box under the taps and columns splits, else its half."""
+    if dw_own_taps(g, p, pid) is not None or dw_columns_on(g, p):
+        return dw_items(g, p)
+    return _split(dw_items(g, p), p.lnc, pid)
 
 
 def dx_ci_split_legal(g: ConvGeom, p: Plan) -> bool:
@@ -168,8 +200,17 @@ def dx_band_early_on(g: ConvGeom, p: Plan) -> bool:
 
 
 def dx_program_items(g: ConvGeom, p: Plan, pid: int) -> list:
-    """The dx (batch, band) items program ``pid`` runs: every item under the C_in split, else its half."""
-    return dx_items(g, p) if dx_ci_split_on(g, p) else _split(dx_items(g, p), p.lnc, pid)
+    """The dx (batch, band) items program ``pid`` runs: every item under the C_in split, else its half.
+    D-phase pairs at LNC2: the items band-major (each program's half alternates batches), because a
+    band's two half-plane stores (64 partitions, half the DMA engines each) are ordered after every
+    earlier store of the same batch (their element spans interleave in dx); stores of two batches
+    overlap, so a program's store chain is not one batch's whole dx (down_s2: 4 x 2.9 us)."""
+    if dx_ci_split_on(g, p):
+        return dx_items(g, p)
+    items = dx_items(g, p)
+    if p.lnc == 2 and p.dx_dphase_pairs:
+        items = sorted(items, key=lambda it: (it[1].i0, it[2].i0, it[0]))
+    return _split(items, p.lnc, pid)
 
 
 def dx_ci_split_on(g: ConvGeom, p: Plan) -> bool:
@@ -219,7 +260,9 @@ def dw_defer_finish(g: ConvGeom, p: Plan) -> bool:
     return (p.lnc == 2 and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
             and p.dw_method is not DwMethod.DMA_GEMM and dw_own_taps(g, p, 0) is None
             and p.dw_ci_range >= g.c_in and len(dw_tap_passes(g, p, 0)) == 1
-            and not p.dw_x_stationary)   # x-stationary exchanges its own accumulator (_finish_xs)
+            # x-stationary exchanges its own accumulator (_finish_xs): deferred with the columns split
+            # (its adds and casts on VectorE/GpSimd would otherwise hold dx's first band placement)
+            and (not p.dw_x_stationary or dw_columns_on(g, p)))
 
 
 def dw_fused_exchange(g: ConvGeom, p: Plan) -> bool:
@@ -463,7 +506,7 @@ class Plan:
     dw_tap_range: int = 0             # taps whose fp32 accumulators live at once (0: all; dy, x streamed per pass)
     dx_regions: int = 1               # dx bands stacked on the partitions (block-diagonal filters)
     filters_first: bool = False       # dx's first filter group loads before dw runs (per-gradient)
-    dw_split: str = "positions"       # LNC2 dw split: "positions" (partials combined), "taps", "channels"
+    dw_split: str = "positions"       # LNC2 dw split: "positions" (partials combined), "taps", "channels", "columns"
     dw_x_stationary: bool = False     # dw with x^T stationary (taps x ci on M), dy^T moving: dw[(tap, ci), co]
     dx_transposed: bool = False       # dx^T: positions on the stationary side (nki_dx_t, stride 1)
     dx_pair_copies: int = 0           # dx^T: shifted dy copies pairing taps on K (C_out <= 64)
@@ -479,6 +522,7 @@ class Plan:
     dx_band_early: bool = False       # LNC2: dx's first dy band loads before dw's last finish (its stores)
     pw_db_scalar: bool = False        # shared-dy pointwise: db by ScalarE activation reduces of dy, not PE ones-matmuls
     pw_dyt_dma: int = 0               # shared-dy pointwise: one dy^T sub-tile in N by dma_transpose (0: all on the PE)
+    dx_inside_dw: bool = False        # per gradient, dx^T: dx runs in dw's last row pass, under its x^T loads
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -517,7 +561,8 @@ class Plan:
                 "dw_xt_dma": self.dw_xt_dma, "dw_row_stack": self.dw_row_stack,
                 "dx_dphase_pairs": self.dx_dphase_pairs, "dw_interleave": self.dw_interleave,
                 "dw_tap_fine": self.dw_tap_fine, "dx_ci_split": self.dx_ci_split, "dx_band_early": self.dx_band_early,
-                "pw_db_scalar": self.pw_db_scalar, "pw_dyt_dma": self.pw_dyt_dma}
+                "pw_db_scalar": self.pw_db_scalar, "pw_dyt_dma": self.pw_dyt_dma,
+                "dx_inside_dw": self.dx_inside_dw}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -699,6 +744,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         db = 4 * n_co * 4 if p.compute_db else 0
         xstage = 0 if p.dw_xt_dma else 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows)) * ds
         dw_total = dyb + dyt + xb + xt + acc + db + xstage
+        dw_pools = dw_total   # dw's own pools (not dx's first filters or prefetched band, counted with dx)
         parts += [("dw dyT", dyt), ("dw x band", xb), ("dw xT", xt), ("dw fp32 acc", acc)]
         if dyb:
             parts.append(("dw dy band", dyb))
@@ -722,6 +768,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         phase_sbuf["dw store"] = dw_total + store + other
         if p.dw_interleave:   # dw's boxes run between dx's items: its pools live through dx
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_total
+        elif dx_inside_dw_on(g, p):   # dx runs in dw's last pass: dw's own pools live through dx
+            phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_pools
         if dx_band_early_on(g, p):   # dx's dy band ring (and its staging) is already loaded
             ext = _dx_dy_extent(g, p.dx_band)
             early = (p.dy_bufs * n_co * ext[0] * ext[1] * ext[2] + 2 * dx_stage_elems(g, p.dx_band)) * ds
@@ -734,7 +782,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
     if p.compute_db and p.db_method is DbMethod.STANDALONE:
         phase_sbuf["db"] = 2 * min(_db_chunk(g), g.batch * Wo * g.axes[0].o * g.axes[1].o) * ds + 4 * n_co * 4
     sbuf = max(phase_sbuf.values(), default=0)
-    psum = psum_transpose_banks(p) + (psum_dx + psum_dw if (p.strategy is Strategy.SHARED_DY or p.dw_interleave)
+    psum = psum_transpose_banks(p) + (psum_dx + psum_dw if (p.strategy is Strategy.SHARED_DY or _dw_dx_merged(g, p))
                                    else max(psum_dx, psum_dw))
     return _Budget(sbuf, psum, tuple(parts))
 
@@ -970,7 +1018,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             c.evict(sum(blocks), two, mine)
             c.dma(min(PMAX, g.c_in) * g.c_out * ds, g.c_out * ds, mine)
     elif p.compute_dw:
-        items = dw_items(g, p) if p.dw_split == "taps" else _split(dw_items(g, p), p.lnc, pid)
+        items = dw_items(g, p) if p.dw_split == "taps" else dw_program_items(g, p, pid)
+        wcols = dw_columns(g, p, pid)   # W output columns of this program (LNC2 columns split: its half)
         own0 = dw_own_taps(g, p, pid)
         chunk = min(p.dw_co_chunk, n_co)
         n_chunks = ceil_div(n_co, chunk)
@@ -1001,11 +1050,11 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                         continue
                     _x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1))
                     key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0,
-                           span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles)
+                           span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles, wcols)
                     if key not in cache:
                         cache[key] = CostSheet(hw)
                         _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks, xpad,
-                                          bank, span, item_roles)
+                                          bank, span, item_roles, wcols)
                     c.add(cache[key])
                     last_sheet = cache[key]
                     if p.dw_method is DwMethod.ROW_PACK and p.strategy is not Strategy.SHARED_DY:
@@ -1017,7 +1066,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                         c.dma(co_t * rows[0] * rows[1] * Wo * ds, (rows[1] * Wo if rows[1] == g.axes[1].o else Wo) * ds, n_co)
                     if db_on_dw(p) and r0 == 0 and pi == 0 and (own0 is None or dw_db_program(g, p) == pid):
                         # ones-vector matmuls per dy^T column, one add per tile (tap split: one program)
-                        cols = ((len(chunk_rows[it]) - item_roles.count("lower")) * Wo
+                        cols = ((len(chunk_rows[it]) - item_roles.count("lower")) * (wcols[1] - wcols[0])
                                 if p.dw_method is DwMethod.ROW_PACK
                                 else sum(cnt for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)))
                         c.matmul(co_t, 1, fp32, cols * n_co)
@@ -1073,6 +1122,29 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
     return c, fill
 
 
+def dx_inside_dw_legal(g: ConvGeom, p: Plan) -> bool:
+    """``Plan.dx_inside_dw``: dx^T with its first band prefetched, after a streaming row-mode x-stationary dw
+    with x^T by DMA, one tap pass, one C_in range, no row stacking and no deferred finish. The kernel
+    runs dx in dw's last row pass, after that pass's first x^T bundles (the ring's worth) are issued and
+    before its matmuls: dw is DMA-bound on its x^T transfers and dx PE-bound, so they overlap. dx's first
+    band is then prefetched during dw's first box (not its last) and dw's dy boxes load one box ahead,
+    so that neither queues behind the other section's DMA (FIFO). One dx item per program: with more,
+    the later bands' loads and copies queue behind dw's transfers (unet3d_c64 LNC2 76.7 -> 82.7 us)."""
+    return (dx_prefetched(p) and p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma
+            and not p.dw_row_stack and not p.dw_interleave and p.dw_ci_range >= g.c_in
+            and len(dw_tap_passes(g, p, 0)) == 1 and not dw_defer_finish(g, p)
+            and all(len(dx_program_items(g, p, q)) <= 1 for q in range(p.lnc)))
+
+
+def dx_inside_dw_on(g: ConvGeom, p: Plan) -> bool:
+    return p.dx_inside_dw and dx_inside_dw_legal(g, p)
+
+
+def _dw_dx_merged(g: ConvGeom, p: Plan) -> bool:
+    """dw's and dx's pools and PSUM banks are live together (dw-interleaved, dx inside dw)."""
+    return p.dw_interleave or dx_inside_dw_on(g, p)
+
+
 def dw_interleave_ok(g: ConvGeom, p: Plan) -> bool:
     """``Plan.dw_interleave``: per gradient, dx:toeplitz with dw streaming its own dy (row or box mode)."""
     return bool(p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
@@ -1081,9 +1153,10 @@ def dw_interleave_ok(g: ConvGeom, p: Plan) -> bool:
 
 def _sections(c: CostSheet, p: Plan) -> dict[str, dict[str, float]]:
     """The busy time per section of a cost sheet; with ``dw_interleave`` dw's boxes run between dx's
-    items, so the two bodies are one section (dw's DMA and GpSimd work under dx's PE stream)."""
+    items (``dx_inside_dw``: dx runs in dw's last row pass), so the two bodies are one section (dw's DMA
+    and GpSimd work under dx's PE stream)."""
     secs = c.section_busy()
-    if p.dw_interleave and "dw" in secs and "dx" in secs:
+    if (p.dw_interleave or p.dx_inside_dw) and "dw" in secs and "dx" in secs:
         dw = secs.pop("dw")
         secs["dx"] = {e: secs["dx"][e] + dw[e] for e in dw}
     return secs
@@ -1164,8 +1237,7 @@ def _dw_head_ns(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> float:
 
 
 def _dw_first_box(g: ConvGeom, p: Plan, pid: int = 0) -> tuple[tuple[int, int], tuple[int, int]] | None:
-    items = dw_items(g, p) if dw_own_taps(g, p, pid) is not None else _split(dw_items(g, p), p.lnc, pid)
-    items = [it for it in items if it[1][1] > it[1][0] and it[2][1] > it[2][0]]
+    items = [it for it in dw_program_items(g, p, pid) if it[1][1] > it[1][0] and it[2][1] > it[2][0]]
     return (items[0][1], items[0][2]) if items else None
 
 
@@ -1280,9 +1352,10 @@ def _fold_cost(c: CostSheet, g: ConvGeom, p: Plan, n: int, count: int) -> None:
 
 def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], oh: tuple[int, int],
                       ci_tiles: list[int], chunk: int, n_chunks: int, xpad: bool, bank: int,
-                      span: tuple[int, int], roles: tuple[str, ...] = ()) -> None:
+                      span: tuple[int, int], roles: tuple[str, ...] = (),
+                      wcols: tuple[int, int] | None = None) -> None:
     """dw of one output box (mirrors DwState.add_box), without its dy load and db fold; ``roles``:
-    its row chunks' roles under ``dw_row_stack``."""
+    its row chunks' roles under ``dw_row_stack``; ``wcols``: the W output columns run (row mode)."""
     ds = g.dtype_bytes
     fp32 = g.dtype == "fp32"
     two = ds == 2
@@ -1291,7 +1364,7 @@ def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], o
     Wo = g.axes[2].o
     rows = (od[1] - od[0], oh[1] - oh[0])
     if p.dw_method is DwMethod.ROW_PACK:
-        _estimate_rows(c, g, p, (od, oh), ci_tiles, chunk, n_chunks, xpad, bank, span, roles)
+        _estimate_rows(c, g, p, (od, oh), ci_tiles, chunk, n_chunks, xpad, bank, span, roles, wcols)
         return
     sizes = [(s_[0] * s_[1] * s_[2], cnt) for s_, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)]
     G = p.dw_tap_group
@@ -1349,8 +1422,9 @@ def _estimate_xs_finish(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, w
         nbytes = len(cis) * len(chunks) * g.c_out * 4 * PMAX
         c.dma(nbytes, len(cis) * len(chunks) * g.c_out * 4, 1)
         c.compute("vector", len(mine) * g.c_out, 2, 1.0, len(cis), op="tensor_tensor")
-        fill += 2 * hw.dma_fixed_ns + nbytes / hw.dma_bytes_per_ns \
-            + len(cis) * (len(mine) * g.c_out * 2 + 60) / hw.vector_ghz
+        add = len(cis) * (len(mine) * g.c_out * 2 + 60) / hw.vector_ghz
+        # deferred past dx (``dw_defer_finish``): the exchange runs under dx, the adds after it
+        fill += add if dw_defer_finish(g, p) else 2 * hw.dma_fixed_ns + nbytes / hw.dma_bytes_per_ns + add
     for ci in cis:
         if not dw_direct(g, p):
             c.compute("vector", len(mine) * g.c_out, 1, 1.0, 1, op="tensor_copy")
@@ -1459,9 +1533,11 @@ def _cost_fill(c: CostSheet, g: ConvGeom, count: int, parts: int, lo: list[int],
 
 def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int], tuple[int, int]],
                    ci_tiles: list[int], chunk: int, n_chunks: int, xpad: bool, bank: int,
-                   span: tuple[int, int], roles: tuple[str, ...] = ()) -> None:
+                   span: tuple[int, int], roles: tuple[str, ...] = (),
+                   wcols: tuple[int, int] | None = None) -> None:
     """The row-mode dw of one output box (mirrors DwState._add_rows); ``roles`` (``dw_row_stack``): a
-    "lower" chunk's matmuls, folds and x^T latency are charged with its partner's (the "upper" one)."""
+    "lower" chunk's matmuls, folds and x^T latency are charged with its partner's (the "upper" one);
+    ``wcols``: the W output columns [lo, hi) run (LNC2 columns split), default all."""
     (d_base, d_end), (h_base, h_end) = box
     rows = (d_end - d_base, h_end - h_base)
     ds = g.dtype_bytes
@@ -1469,9 +1545,11 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
     two = ds == 2
     n_co = n_tiles(g.c_out, PMAX)
     co_t = min(PMAX, g.c_out)
-    Wo = g.axes[2].o
+    w_lo, w_hi = wcols or (0, g.axes[2].o)
+    Wo = w_hi - w_lo   # matmul steps, dy^T columns
+    xwin = xt_window(g, w_lo, w_hi) if Wo < g.axes[2].o else None   # the x^T columns filled
     kw_n = g.kernel[2]
-    xw = dw_x_extent(g.axes[2], Wo)
+    xw = dw_x_extent(g.axes[2], g.axes[2].o)
     gk = p.dw_tap_group
     kgroups = [min(gk, kw_n - k) for k in range(0, kw_n, gk)]
     for ck, (st, (cd, ch, _one)) in enumerate(box_blocks((0, 0, 0), (rows[0], rows[1], 1), PMAX)):
@@ -1493,7 +1571,7 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
                                     dw_xs_row_chunks(g, p, q, n)) * Wo * (4 if fp32 else 1)
                     xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch),
                                 (q * kw_n, (q + n) * kw_n), bundle_pe / c.hw.tensor_ghz, one_tile=True,
-                                latency=not lower)
+                                latency=not lower, window=xwin)
             elif p.dw_xt_dma:   # the PE work of one tile: its matmuls (every kw group and C_out tile)
                 tile_pe = sum(max(min(64, co_t), kn * ci) for kn in kgroups) * n_co * Wo * (4 if fp32 else 1)
                 xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch), span,
@@ -1560,6 +1638,8 @@ def _label(p: Plan) -> str:
                      + (", filters first" if p.filters_first else "") + "]")
     if p.dw_interleave:
         parts.append("dw-interleaved")
+    if p.dx_inside_dw:
+        parts.append("dx inside dw")
     if p.dw_method:
         band = "" if p.strategy is Strategy.SHARED_DY else f"band {p.dw_band[0]}x{p.dw_band[1]}, "
         band += f"{p.dw_split} split, " if (p.lnc == 2 and p.dw_split != "positions") else ""
@@ -1788,6 +1868,9 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         # dx^T's first band loads during dw's last row chunk when its pools fit beside dw's
         out = [q2 if dx_prefetched(q2 := replace(q, dx_prefetch=True)) and not _check(g, q2, hw)[0] else q
                for q in out]
+        # dx^T run inside dw's last row pass
+        out += [q2 for q in out if dx_inside_dw_legal(g, q2 := replace(q, dx_inside_dw=True))
+                and not _check(g, q2, hw)[0]]
         # dx:toeplitz with dw's boxes between its items (the fast dw variants: x-stationary, xT dma)
         out += [q2 for q in out if dw_interleave_ok(g, q) and q.dw_x_stationary and q.dw_xt_dma
                 and not _check(g, q2 := replace(q, dw_interleave=True), hw)[0]]
@@ -1797,6 +1880,9 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         # a program's own taps may fit in one pass where the whole filter needed tap passes
         out += [q1 if q.dw_tap_range and hw is not None and not _check(g, q1 := replace(q, dw_tap_range=0), hw)[0]
                 else q for q in split]
+    if p.lnc == 2:   # dw split by W columns: every row chunk on both programs (they stack), half the columns
+        out += [q2 for q in out if q.dw_split == "positions"
+                and dw_columns_legal(g, q2 := replace(q, dw_split="columns"))]
     if p.lnc == 2 and p.dw_method is DwMethod.DMA_GEMM:   # C_in tiles per program, or positions
         out += [replace(q, dw_split="channels") for q in out]
     if p.lnc == 2:   # single-tap dw split where whole units split unevenly; dx split by C_in groups
@@ -1809,7 +1895,10 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
                for q in out]
     # row stacking where a program's row chunks pair up (LNC2: a taps split keeps every batch on both)
     out += [replace(q, dw_row_stack=True) for q in out if row_stack_legal(q) and _row_stack_useful(g, q)]
-    return out
+    # the columns split exists to keep 64-row chunks stacked on K = 128: only its stacked plans stay
+    # (dilated_d2, 128-row chunks: it only duplicates dy and the x^T halo, 50.2 vs 48.5 us for the taps split)
+    return [q for q in out if (q.dw_split != "columns" or q.dw_row_stack)
+            and (not q.dx_inside_dw or dx_inside_dw_legal(g, q))]
 
 
 def _xt_dma_full_rows(g: ConvGeom, plans: list[Plan], hw: TargetFigures | None) -> list[Plan]:

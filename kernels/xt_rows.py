@@ -61,6 +61,18 @@ def xt_columns(g: ConvGeom) -> tuple[int, int, int]:
     return xw, lo, hi
 
 
+def xt_window(g: ConvGeom, w_lo: int, w_hi: int) -> tuple[int, int]:
+    """The tile columns [a, b) holding x columns that output columns [w_lo, w_hi) read (any kw tap),
+    within the x columns of the tile (the pad columns are zeroed once): what a fill must write."""
+    ax: Axis = g.axes[2]
+    _xw, lo, hi = xt_columns(g)
+    if w_hi <= w_lo:
+        return lo, lo
+    a = max(lo, w_lo * ax.s)
+    b = min(hi, (w_hi - 1) * ax.s + (ax.k - 1) * ax.r + 1)
+    return (a, b) if b > a else (lo, lo)
+
+
 @lru_cache(maxsize=65536)
 def xt_fill(g: ConvGeom, od0: int, oh0: int, cd: int, ch: int, kd: int, kh: int) -> XtFill:
     """The transposes and zero rows of the x^T tile of tap pair (kd, kh) for output rows
@@ -169,19 +181,20 @@ def zero_split(run: XtRun, p_off: int = 0) -> tuple[XtRun | None, XtRun | None]:
 
 def xt_dma_setup_cost(c: CostSheet, g: ConvGeom, ci_tile: int, slots: int = 1) -> None:
     """The memsets of one RowXtDma: each buffer's pad columns (of its ``slots`` slot views: one
-    memset per buffer and side), the zero tile (GpSimd)."""
+    memset per buffer and side, GpSimd), the zero tile (VectorE: idle until dw's first dy^T evictions, while
+    GpSimd's queue is what the first x^T tiles' zero-row memsets wait behind)."""
     xw, lo, hi = xt_columns(g)
     for n in (lo, xw - hi):
         if n > 0:
             c.compute("gpsimd", slots * n * ci_tile, 0, 1.0, XT_DMA_BUFS, op="memset")
     fill = xw * ci_tile
     for z0 in range(0, fill, MEMSET_MAX):
-        c.compute("gpsimd", min(MEMSET_MAX, fill - z0), 0, 1.0, 1, op="memset")
+        c.compute("vector", min(MEMSET_MAX, fill - z0), 0, 1.0, 1, op="memset")
 
 
 def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[int, int, int, int],
                 span: tuple[int, int], tile_pe_ns: float = 0.0, one_tile: bool = False,
-                latency: bool = True) -> None:
+                latency: bool = True, window: tuple[int, int] | None = None) -> None:
     """The DMAs of the x^T tiles of one row chunk (od0, oh0, cd, ch) and C_in tile of ``ci`` channels,
     for the (kd, kh) pairs of the tap span (mirrors RowXtDma.fill).
 
@@ -191,9 +204,14 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
     (small layers, where L dominates); charged as TensorE time. ``one_tile``: the pairs of the span
     share one tile (x-stationary's bundle): one latency (its slowest transfer), ``tile_pe_ns`` its PE work.
     ``latency=False``: the DMAs only (row stacking: the tile's latency is charged with the other chunk's).
+    ``window``: the tile columns filled (``xt_window``; LNC2 columns split), default every x column.
     """
     ds = g.dtype_bytes
     xw, lo, hi = xt_columns(g)
+    zw = xw   # columns of a zero-row memset: the whole row, or only the window
+    if window is not None:
+        lo, hi = window
+        zw = hi - lo
     kw_n = g.kernel[2]
     row = xw * ci_tile * ds
     bw = c.hw.dma_bytes_per_ns
@@ -212,8 +230,8 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
         for run in () if memset else fill.zeros:
             by_dma, by_memset = zero_split(run)
             if by_memset is not None:   # GpSimd, per MEMSET_MAX elements of a row
-                for z0 in range(0, xw * ci_tile, MEMSET_MAX):
-                    c.compute("gpsimd", min(MEMSET_MAX, xw * ci_tile - z0), 0, 1.0, 1, op="memset")
+                for z0 in range(0, zw * ci_tile, MEMSET_MAX):
+                    c.compute("gpsimd", min(MEMSET_MAX, zw * ci_tile - z0), 0, 1.0, 1, op="memset")
             if by_dma is None:
                 continue
             c.dma(by_dma.rows * row, row)
