@@ -32,15 +32,26 @@ from .schedule import MOVING_MAX, PMAX, AxisBand, axis_bands, box_block_sizes, n
 MAX_OPTIONS = 1   # (U_d, U_h) choices the planner estimates per base plan (best by the PE-cycle proxy)
 
 
+Merge = tuple[bool, bool]
+NO_MERGE: Merge = (False, False)
+
+
 @dataclass(frozen=True)
 class TapLine:
-    """The taps of one axis phase as a line of tap shifts t = t_min + z_step * i (i < count)."""
+    """The taps of one track as a line of positions e = t_min + z_step * i (i < count) on its grid line.
+
+    Phase mode (one stride phase of the axis, ``z_mul`` 1, ``phi`` 0): e is the tap shift t and the
+    entry at (position u, offset delta) is the tap with ``t = u - delta``. Merged mode (every phase of
+    the axis on M, ``z_mul`` = s): e = k r (the dilated kernel index) and the entry at (u, delta) is
+    the tap with ``k r = phi + u - s delta`` (phi: the stride phase of the track's first position)."""
 
     t_min: int
     z_step: int
     count: int
-    first_k: int     # the phase's first kernel tap and the kernel-index step between its taps
+    first_k: int     # the line's first kernel tap and the kernel-index step between its taps
     k_step: int
+    z_mul: int = 1   # grid rows the stationary window moves per dy row offset
+    phi: int = 0
 
     @property
     def span(self) -> int:
@@ -62,24 +73,48 @@ def tap_line(ax: Axis, ph: int) -> TapLine | None:
 
 
 @lru_cache(maxsize=4096)
-def z_extent(ax: Axis, u: int) -> int:
-    """Length of the zero-padded tap line of the axis (the longest phase's span + 2 (U - 1))."""
+def merged_line(ax: Axis, phi: int) -> TapLine:
+    """Every tap of the axis (positions k r on the line) for a merged track starting at phase ``phi``."""
+    return TapLine(0, ax.r, ax.k, 0, 1, ax.s, phi)
+
+
+def merged_ok(ax: Axis, u: int) -> bool:
+    """The axis' phases can share M with groups of ``u`` positions (a multiple of the stride, > 1 phase)."""
+    return ax.s > 1 and u % ax.s == 0
+
+
+def line_keys(ax: Axis, merged: bool) -> int:
+    """Grid lines of the axis: one per stride phase, or one when the phases are merged."""
+    return 1 if merged else ax.s
+
+
+@lru_cache(maxsize=4096)
+def z_extent(ax: Axis, u: int, merged: bool = False) -> int:
+    """Length of the zero-padded tap line of the axis (the longest line's span + 2 (U - 1))."""
+    if merged:
+        return merged_line(ax, 0).span + 2 * (u - 1)
     spans = [ln.span for ph in range(ax.s) if (ln := tap_line(ax, ph)) is not None]
     return max(spans) + 2 * (u - 1)
 
 
 @lru_cache(maxsize=4096)
 def deltas(line: TapLine, u: int) -> tuple[int, ...]:
-    """The dy row offsets delta = u' - t (u' < u) whose stationary window holds at least one tap."""
-    return tuple(sorted({uu - t for uu in range(u) for t in line.shifts}))
+    """The dy row offsets delta whose stationary window holds at least one tap (positions u' < u)."""
+    out = set()
+    for uu in range(u):
+        for e in line.shifts:
+            num = uu + line.phi - e
+            if num % line.z_mul == 0:
+                out.add(num // line.z_mul)
+    return tuple(sorted(out))
 
 
 def offsets(lines: tuple[TapLine, TapLine], u: tuple[int, int], pair_axis: int
             ) -> tuple[tuple[int, int, bool], ...]:
     """The (delta_d, delta_h, paired) matmuls of a sub-box with group sizes ``u``. With ``pair_axis``
     0 (d) or 1 (h), consecutive offsets delta, delta + 1 along that axis share one matmul: the dy
-    band's copy on partitions C_out..2 C_out is shifted by one row along the axis, and so is the tap
-    grid's copy, so that K = 2 C_out serves both offsets."""
+    band's copy on partitions C_out..2 C_out is shifted by one row along the axis, and the tap grid's
+    copy by ``z_mul`` grid rows, so that K = 2 C_out serves both offsets."""
     dd, dh = deltas(lines[0], u[0]), deltas(lines[1], u[1])
     if pair_axis < 0:
         return tuple((a, b, False) for a in dd for b in dh)
@@ -100,17 +135,50 @@ def pair_fits(g: ConvGeom) -> bool:
     return 2 * g.c_out <= PMAX
 
 
-def pair_shifts(g: ConvGeom, u: tuple[int, int], pool_ext: tuple[int, int, int], pair_axis: int) -> tuple[int, int]:
-    """Flat element shifts (dy band buffer, tap grid) of one row along the pairing axis."""
-    zs = z_shape(g, u)
+def pair_shifts(g: ConvGeom, u: tuple[int, int], pool_ext: tuple[int, int, int], pair_axis: int,
+                merge: Merge = NO_MERGE) -> tuple[int, int]:
+    """Flat element shifts (dy band buffer: one row, tap grid: z_mul rows) along the pairing axis."""
+    zs = z_shape(g, u, merge)
+    mul = g.axes[pair_axis].s if merge[pair_axis] else 1
     if pair_axis == 0:
-        return pool_ext[1] * pool_ext[2], zs[2] * zs[3]
-    return pool_ext[2], zs[3]
+        return pool_ext[1] * pool_ext[2], mul * zs[2] * zs[3]
+    return pool_ext[2], mul * zs[3]
 
 
 def z_start(line: TapLine, u_full: int, delta: int) -> int:
     """First index of the stationary window for offset ``delta`` in the line padded by U - 1."""
-    return u_full - 1 - delta - line.t_min
+    return u_full - 1 + line.phi - line.z_mul * delta - line.t_min
+
+
+@dataclass(frozen=True)
+class Track:
+    """The positions of one Toeplitz axis that share one grid line: one stride phase (phase mode) or
+    every phase (merged). Position p is input row ``i0 + i_step p``; group m's offset-0 dy row is
+    ``q0 + q_step(U) m``."""
+
+    key: int         # the grid line (the phase; 0 when merged)
+    i0: int
+    i_step: int
+    q0: int
+    n: int
+    line: TapLine | None   # None: no tap reaches the track (zeros)
+
+    def q_step(self, u: int) -> int:
+        return u // self.line.z_mul if self.line is not None else u
+
+
+@lru_cache(maxsize=4096)
+def axis_tracks(ax: Axis, band: AxisBand, merged: bool) -> tuple[Track, ...]:
+    """The tracks of one axis band."""
+    if merged:
+        phi = (band.i0 + ax.lo) % ax.s
+        return (Track(0, band.i0, 1, (band.i0 + ax.lo - phi) // ax.s, band.i1 - band.i0, merged_line(ax, phi)),)
+    out = []
+    for ph in range(ax.s):
+        j0, j1 = ax.phase_j_range(ph, band.i0, band.i1)
+        if j1 > j0:
+            out.append(Track(ph, ax.i_of_j(j0, ph), ax.s, j0, j1 - j0, tap_line(ax, ph)))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -146,50 +214,72 @@ class WPhase:
 
 @dataclass(frozen=True)
 class PairWork:
-    """One (d, h) stride phase pair of one band: its positions, tap lines, sub-boxes and w phases."""
+    """One (d, h) track pair of one band: its positions, tap lines, sub-boxes and w phases."""
 
-    phases: tuple[int, int]
-    j0: tuple[int, int]
-    n: tuple[int, int]
-    lines: tuple[TapLine, TapLine] | None     # None: no tap reaches the pair (zeros)
+    tracks: tuple[Track, Track]
     subs: tuple[SubBox, ...]
     wphases: tuple[WPhase, ...]
 
+    @property
+    def lines(self) -> tuple[TapLine, TapLine] | None:
+        """None: no tap reaches the pair (zeros)."""
+        ld, lh = self.tracks[0].line, self.tracks[1].line
+        return (ld, lh) if ld is not None and lh is not None else None
+
+    @property
+    def n(self) -> tuple[int, int]:
+        return self.tracks[0].n, self.tracks[1].n
+
+    def z_line(self, g: ConvGeom, merge: Merge) -> int:
+        """The pair's first grid line index (times K_w: the kw taps follow)."""
+        return (self.tracks[0].key * line_keys(g.axes[1], merge[1]) + self.tracks[1].key) * g.axes[2].k
+
 
 @lru_cache(maxsize=4096)
-def toeplitz_work(g: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand], u: tuple[int, int]
-                  ) -> tuple[PairWork, ...]:
-    """The phase pairs of one band (D band, H band, full W)."""
+def toeplitz_work(g: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand], u: tuple[int, int],
+                  merge: Merge = NO_MERGE) -> tuple[PairWork, ...]:
+    """The track pairs of one band (D band, H band, full W)."""
     ax = g.axes
+    for a in range(2):
+        if merge[a] and not merged_ok(ax[a], u[a]):
+            raise ValueError(f"dx:toeplitz U={u}, merge={merge}: axis {'DH'[a]} merges its phases, so U must be a "
+                             f"multiple of its stride {ax[a].s} (> 1)")
     wph = []
     for pw in range(ax[2].s):
         j0, j1 = ax[2].phase_j_range(pw, bands[2].i0, bands[2].i1)
         if j1 > j0:
             wph.append(WPhase(pw, j0, j1, ax[2].phase_taps(pw)))
+    if not wph:
+        return ()
     out = []
-    for pd in range(ax[0].s):
-        for ph in range(ax[1].s):
-            rd = ax[0].phase_j_range(pd, bands[0].i0, bands[0].i1)
-            rh = ax[1].phase_j_range(ph, bands[1].i0, bands[1].i1)
-            n = (rd[1] - rd[0], rh[1] - rh[0])
-            if min(n) <= 0 or not wph:
+    for td in axis_tracks(ax[0], bands[0], merge[0]):
+        for th in axis_tracks(ax[1], bands[1], merge[1]):
+            if min(td.n, th.n) <= 0:
                 continue
-            ld, lh = tap_line(ax[0], pd), tap_line(ax[1], ph)
-            lines = (ld, lh) if ld is not None and lh is not None else None
             subs = tuple(SubBox((pd_[0], ph_[0]), (pd_[1], ph_[1]), (pd_[2], ph_[2]))
-                         for pd_ in axis_parts(n[0], u[0]) for ph_ in axis_parts(n[1], u[1]))
-            out.append(PairWork((pd, ph), (rd[0], rh[0]), n, lines, subs, tuple(wph)))
+                         for pd_ in axis_parts(td.n, u[0]) for ph_ in axis_parts(th.n, u[1]))
+            out.append(PairWork((td, th), subs, tuple(wph)))
     return tuple(out)
 
 
-def plane_groups(g: ConvGeom, band: tuple[int, int], u: tuple[int, int]) -> tuple[int, int]:
-    """Groups per Toeplitz axis of the dx plane (the largest phase of a band of ``band`` rows)."""
-    return tuple(ceil_div(ceil_div(band[a], g.axes[a].s), u[a]) for a in range(2))  # type: ignore[return-value]
+def sub_offsets(pair: PairWork, sub: SubBox, pair_axis: int) -> tuple[tuple[int, int, bool], ...]:
+    """The matmul offsets of a sub-box (empty: no tap reaches it; its plane region is zeroed)."""
+    lines = pair.lines
+    return offsets(lines, sub.u, pair_axis) if lines is not None else ()
 
 
-def z_shape(g: ConvGeom, u: tuple[int, int]) -> tuple[int, int, int, int]:
-    """Free shape of one C_out tile's tap grids: [phase pairs x K_w, Z_d, Z_h, C_in]."""
-    return (g.axes[0].s * g.axes[1].s * g.axes[2].k, z_extent(g.axes[0], u[0]), z_extent(g.axes[1], u[1]), g.c_in)
+def plane_groups(g: ConvGeom, band: tuple[int, int], u: tuple[int, int], merge: Merge = NO_MERGE
+                 ) -> tuple[int, int]:
+    """Groups per Toeplitz axis of the dx plane (the largest track of a band of ``band`` rows)."""
+    return tuple(ceil_div(band[a] if merge[a] else ceil_div(band[a], g.axes[a].s), u[a])  # type: ignore[return-value]
+                 for a in range(2))
+
+
+def z_shape(g: ConvGeom, u: tuple[int, int], merge: Merge = NO_MERGE) -> tuple[int, int, int, int]:
+    """Free shape of one C_out tile's tap grids: [track lines x K_w, Z_d, Z_h, C_in]."""
+    ax = g.axes
+    return (line_keys(ax[0], merge[0]) * line_keys(ax[1], merge[1]) * ax[2].k, z_extent(ax[0], u[0], merge[0]),
+            z_extent(ax[1], u[1], merge[1]), g.c_in)
 
 
 def contiguous_run(free: list[tuple[int, int]]) -> int:
@@ -211,15 +301,18 @@ def ci_major(g: ConvGeom, sub: SubBox) -> bool:
     return g.c_in <= sub.u[0]
 
 
-def store_pattern(g: ConvGeom, u: tuple[int, int], sub: SubBox) -> list[list[int]]:
+def store_pattern(g: ConvGeom, u: tuple[int, int], sub: SubBox, steps: tuple[int, int] | None = None
+                  ) -> list[list[int]]:
     """The dx (HBM) access pattern of one store DMA, outer to inner: (u_d, u_h, m_d, m_h, w) for one
-    channel (ci-major), or (u_h, ci, m_d, m_h, w) for one u_d (u-major)."""
+    channel (ci-major), or (u_h, ci, m_d, m_h, w) for one u_d (u-major). ``steps``: input rows between
+    consecutive positions per axis (the tracks' i_step; default: the strides, phase mode)."""
     ax = g.axes
     W, H, D = ax[2].n, ax[1].n, ax[0].n
-    rows = [[u[0] * ax[0].s * H * W, sub.groups[0]], [u[1] * ax[1].s * W, sub.groups[1]], [1, W]]
+    sd, sh = steps if steps is not None else (ax[0].s, ax[1].s)
+    rows = [[u[0] * sd * H * W, sub.groups[0]], [u[1] * sh * W, sub.groups[1]], [1, W]]
     if ci_major(g, sub):
-        return [[ax[0].s * H * W, sub.u[0]], [ax[1].s * W, sub.u[1]]] + rows
-    return [[ax[1].s * W, sub.u[1]], [D * H * W, g.c_in]] + rows
+        return [[sd * H * W, sub.u[0]], [sh * W, sub.u[1]]] + rows
+    return [[sh * W, sub.u[1]], [D * H * W, g.c_in]] + rows
 
 
 def store_dmas(g: ConvGeom, sub: SubBox) -> int:
@@ -227,12 +320,17 @@ def store_dmas(g: ConvGeom, sub: SubBox) -> int:
     return g.c_in if ci_major(g, sub) else sub.u[0]
 
 
-def store_run(g: ConvGeom, u: tuple[int, int], plane_g: tuple[int, int], sub: SubBox) -> int:
+def store_run(g: ConvGeom, u: tuple[int, int], plane_g: tuple[int, int], sub: SubBox,
+              steps: tuple[int, int] | None = None) -> int:
     """Contiguous elements per descriptor of one store: the shorter of the plane and dx runs."""
     W = g.axes[2].n
     src = [(plane_g[1] * W, sub.groups[0]), (W, sub.groups[1]), (1, W)]
-    dst = [(s, c) for s, c in store_pattern(g, u, sub)]
+    dst = [(s, c) for s, c in store_pattern(g, u, sub, steps)]
     return min(contiguous_run(src), contiguous_run(dst))
+
+
+def pair_steps(pair: PairWork) -> tuple[int, int]:
+    return pair.tracks[0].i_step, pair.tracks[1].i_step
 
 
 def toeplitz_domain(g: ConvGeom) -> str:
@@ -245,51 +343,59 @@ def toeplitz_domain(g: ConvGeom) -> str:
     return ""
 
 
-def _axis_cost(ax: Axis, n: int, u: int) -> float:
-    """Sum over groups of the stationary windows per group (the matmul count factor of one axis),
-    averaged over the axis' phases that have taps."""
-    tot, cnt = 0, 0
+def _axis_cost(ax: Axis, n: int, u: int, merged: bool = False) -> float:
+    """Sum over the axis' tracks and their groups of the stationary windows per group (the matmul count
+    factor of one axis) for a band of ``n`` rows."""
+    if merged:
+        line = merged_line(ax, ax.lo % ax.s)
+        return sum(groups * len(deltas(line, uu)) for _g0, groups, uu in axis_parts(n, u))
+    tot = 0
     for ph in range(ax.s):
         line = tap_line(ax, ph)
         if line is None:
             continue
-        cnt += 1
-        tot += sum(groups * len(deltas(line, uu)) for _g0, groups, uu in axis_parts(n, u))
-    return tot / max(cnt, 1)
+        tot += sum(groups * len(deltas(line, uu)) for _g0, groups, uu in axis_parts(ceil_div(n, ax.s), u))
+    return tot
 
 
 @lru_cache(maxsize=1024)
-def toeplitz_options(g: ConvGeom, band: tuple[int, int]) -> tuple[tuple[int, int], ...]:
-    """The (U_d, U_h) choices worth estimating for bands of ``band`` rows: U_d * U_h * C_in <= 128
-    and > 1 position, ranked by matmul count x moving size (the PE cycles up to a constant);
-    the best ``MAX_OPTIONS``."""
+def toeplitz_options(g: ConvGeom, band: tuple[int, int]) -> tuple[tuple[tuple[int, int], Merge], ...]:
+    """The ((U_d, U_h), merge) choices worth estimating for bands of ``band`` rows: U_d * U_h * C_in
+    <= 128 and > 1 position (U a multiple of the stride on a merged axis), ranked by matmul count x
+    moving size (the PE cycles up to a constant); the best ``MAX_OPTIONS``."""
     if toeplitz_domain(g):
         return ()
     mmax = PMAX // g.c_in
-    n = [ceil_div(band[a], g.axes[a].s) for a in range(2)]
     ranked = []
-    for ud in range(1, min(mmax, n[0]) + 1):
-        for uh in range(1, min(mmax // ud, n[1]) + 1):
-            if ud * uh < 2:
+    for md in (False, True):
+        for mh in (False, True):
+            if (md and g.axes[0].s == 1) or (mh and g.axes[1].s == 1):
                 continue
-            # PE cycles ~ (sum over d groups of their windows) x (same for h) x the w positions;
-            # a matmul costs at least 64 cycles, which small groups-x-W moving sizes do not reach
-            groups = ceil_div(n[0], ud) * ceil_div(n[1], uh) * g.axes[2].n // g.axes[2].s
-            floor = 64 / max(1, min(512, groups))
-            cyc = _axis_cost(g.axes[0], n[0], ud) * _axis_cost(g.axes[1], n[1], uh) * max(1.0, floor)
-            ranked.append((cyc, -ud * uh, ud, uh))
+            n = [band[a] if (md, mh)[a] else ceil_div(band[a], g.axes[a].s) for a in range(2)]
+            for ud in range(1, min(mmax, n[0]) + 1):
+                for uh in range(1, min(mmax // ud, n[1]) + 1):
+                    if ud * uh < 2 or (md and not merged_ok(g.axes[0], ud)) or (mh and not merged_ok(g.axes[1], uh)):
+                        continue
+                    # PE cycles ~ (sum over d groups of their windows) x (same for h) x the w positions;
+                    # a matmul costs at least 64 cycles, which small groups-x-W moving sizes do not reach
+                    groups = ceil_div(n[0], ud) * ceil_div(n[1], uh) * g.axes[2].n // g.axes[2].s
+                    floor = 64 / max(1, min(512, groups))
+                    cyc = (_axis_cost(g.axes[0], band[0], ud, md) * _axis_cost(g.axes[1], band[1], uh, mh)
+                           * max(1.0, floor))
+                    ranked.append((cyc, -ud * uh, md + mh, ud, uh, (md, mh)))
     ranked.sort()
-    return tuple((ud, uh) for _c, _m, ud, uh in ranked[:MAX_OPTIONS])
+    return tuple(((ud, uh), m) for _c, _n, _k, ud, uh, m in ranked[:MAX_OPTIONS])
 
 
 # ------------------------------------------------------------------------------- planner side
 
 
-def sbuf_bytes(g: ConvGeom, band: tuple[int, int], u: tuple[int, int]) -> tuple[int, int]:
+def sbuf_bytes(g: ConvGeom, band: tuple[int, int], u: tuple[int, int], merge: Merge = NO_MERGE, uw: int = 0
+               ) -> tuple[int, int]:
     """(tap grids of every C_out tile, the two dx planes) in bytes per partition."""
-    zs = z_shape(g, u)
+    zs = zq_shape(g, u, merge, uw) if uw else z_shape(g, u, merge)
     grids = n_tiles(g.c_out, PMAX) * zs[0] * zs[1] * zs[2] * zs[3] * g.dtype_bytes
-    pg = plane_groups(g, band, u)
+    pg = plane_groups(g, band, u, merge)
     return grids, 2 * pg[0] * pg[1] * g.axes[2].n * g.dtype_bytes
 
 
@@ -300,62 +406,74 @@ def shifted_elems(pool_ext: tuple[int, int, int], ext: tuple[int, int, int], shi
 
 
 def first_copy_ns(g: ConvGeom, hw: TargetFigures, u: tuple[int, int], pair_axis: int,
-                  pool_ext: tuple[int, int, int], bd: AxisBand, bh: AxisBand) -> float:
+                  pool_ext: tuple[int, int, int], bd: AxisBand, bh: AxisBand, merge: Merge = NO_MERGE) -> float:
     """The exposed start of the first band's shifted copy (K pairs): it waits for the band's placement
     and the first paired matmul waits for it (fixed latency + bytes at the rate of C_out partitions)."""
     if pair_axis < 0 or min(bd.extent, bh.extent) <= 0:
         return 0.0
     ext = (bd.extent, bh.extent, axis_bands(g.axes[2], g.axes[2].n)[0].extent)
-    n = shifted_elems(pool_ext, ext, pair_shifts(g, u, pool_ext, pair_axis)[0])
+    n = shifted_elems(pool_ext, ext, dy_pair_shift(pool_ext, pair_axis))
     rate = min(16, ceil_div(g.c_out * 16, PMAX)) / 16
     return hw.dma_fixed_ns + g.c_out * n * g.dtype_bytes / (hw.dma_bytes_per_ns * rate)
 
 
 def store_tail_ns(g: ConvGeom, hw: TargetFigures, u: tuple[int, int], band: tuple[int, int], bd: AxisBand,
-                  bh: AxisBand) -> float:
-    """The stores of a band's last phase pair after its last eviction, beyond one DMA latency: they
+                  bh: AxisBand, merge: Merge = NO_MERGE) -> float:
+    """The stores of a band's last track pair after its last eviction, beyond one DMA latency: they
     write interleaved rows of dx, so nkisim orders them (write after write) one after the other."""
-    pairs = toeplitz_work(g, (bd, bh, axis_bands(g.axes[2], g.axes[2].n)[0]), u)
+    pairs = toeplitz_work(g, (bd, bh, axis_bands(g.axes[2], g.axes[2].n)[0]), u, merge)
     if not pairs:
         return 0.0
-    pg = plane_groups(g, band, u)
+    pg = plane_groups(g, band, u, merge)
     total, count = 0.0, 0
     for sub in pairs[-1].subs:
         n = store_dmas(g, sub)
         nbytes = sub.m(g.c_in) // n * sub.groups[0] * sub.groups[1] * g.axes[2].n * g.dtype_bytes
-        run = store_run(g, u, pg, sub) * g.dtype_bytes
+        run = store_run(g, u, pg, sub, pair_steps(pairs[-1])) * g.dtype_bytes
         rate = min(16, ceil_div(sub.m(g.c_in) // n * 16, PMAX)) / 16
         total += n * (hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * run / (run + 256.0) * rate))
         count += n
     return max(0.0, total - hw.dma_fixed_ns)
 
 
-def estimate_grids(c: CostSheet, g: ConvGeom, u: tuple[int, int], pair_axis: int = -1) -> None:
-    """Building the tap grids from W^T (mirrors nki_dx_toeplitz.load_toeplitz_filters after the
-    transposed filters are loaded): a memset per C_out tile, one GpSimd copy per (phase pair, kw)."""
+def grid_lines(g: ConvGeom, merge: Merge) -> tuple[tuple[int, TapLine, TapLine], ...]:
+    """(first grid line index, d line, h line) of every track pair with taps (the grid's content)."""
     ax = g.axes
-    zs = z_shape(g, u)
+    out = []
+    for kd in range(line_keys(ax[0], merge[0])):
+        for kh in range(line_keys(ax[1], merge[1])):
+            ld = merged_line(ax[0], 0) if merge[0] else tap_line(ax[0], kd)
+            lh = merged_line(ax[1], 0) if merge[1] else tap_line(ax[1], kh)
+            if ld is not None and lh is not None:
+                out.append(((kd * line_keys(ax[1], merge[1]) + kh) * ax[2].k, ld, lh))
+    return tuple(out)
+
+
+def estimate_grids(c: CostSheet, g: ConvGeom, u: tuple[int, int], pair_axis: int = -1,
+                   merge: Merge = NO_MERGE) -> None:
+    """Building the tap grids from W^T (mirrors nki_dx_toeplitz.load_toeplitz_filters after the
+    transposed filters are loaded): a memset per C_out tile, one GpSimd copy per (track pair, kw)."""
+    ax = g.axes
+    zs = z_shape(g, u, merge)
     n_co = n_tiles(g.c_out, PMAX)
     c.compute("gpsimd", zs[0] * zs[1] * zs[2] * zs[3], 0, 1.0, n_co, op="memset")
-    for pd in range(ax[0].s):
-        for ph in range(ax[1].s):
-            ld, lh = tap_line(ax[0], pd), tap_line(ax[1], ph)
-            if ld is not None and lh is not None:
-                c.compute("gpsimd", ld.count * lh.count * g.c_in, 1, 1.0, ax[2].k * n_co, op="tensor_copy")
+    for _z, ld, lh in grid_lines(g, merge):
+        c.compute("gpsimd", ld.count * lh.count * g.c_in, 1, 1.0, ax[2].k * n_co, op="tensor_copy")
     if pair_axis >= 0:   # the shifted copy of the grids on partitions C_out..2 C_out
-        n = zs[0] * zs[1] * zs[2] * zs[3] - pair_shifts(g, u, (1, 1, 1), pair_axis)[1]
+        n = zs[0] * zs[1] * zs[2] * zs[3] - pair_shifts(g, u, (1, 1, 1), pair_axis, merge)[1]
         c.dma(g.c_out * n * g.dtype_bytes, n * g.dtype_bytes)
 
 
 @lru_cache(maxsize=8192)
 def band_sheet(g: ConvGeom, target: str, u: tuple[int, int], band: tuple[int, int], bd: AxisBand, bh: AxisBand,
-               pair_axis: int = -1, pool_ext: tuple[int, int, int] = (0, 0, 0)) -> CostSheet:
+               pair_axis: int = -1, pool_ext: tuple[int, int, int] = (0, 0, 0), merge: Merge = NO_MERGE
+               ) -> CostSheet:
     """The dx compute and stores of one band of a plan with bands of ``band`` rows (mirrors
     nki_dx_toeplitz.run_dx_toeplitz's loops); ``pool_ext``: the dy band buffers' extents."""
     c = CostSheet(TARGET_FIGURES[target])
     if pair_axis >= 0 and min(b.extent for b in (bd, bh)) > 0:   # the shifted copy of the band
         n = shifted_elems(pool_ext, (bd.extent, bh.extent, axis_bands(g.axes[2], g.axes[2].n)[0].extent),
-                          pair_shifts(g, u, pool_ext, pair_axis)[0])
+                          pair_shifts(g, u, pool_ext, pair_axis, merge)[0])
         c.dma(g.c_out * n * g.dtype_bytes, n * g.dtype_bytes)
     ax = g.axes
     W = ax[2].n
@@ -363,15 +481,15 @@ def band_sheet(g: ConvGeom, target: str, u: tuple[int, int], band: tuple[int, in
     two = g.dtype_bytes == 2
     n_co = n_tiles(g.c_out, PMAX)
     bw = axis_bands(ax[2], W)[0]
-    pg = plane_groups(g, band, u)
-    for pair in toeplitz_work(g, (bd, bh, bw), u):
+    pg = plane_groups(g, band, u, merge)
+    for pair in toeplitz_work(g, (bd, bh, bw), u, merge):
         for sub in pair.subs:
             m = sub.m(g.c_in)
             gd, gh = sub.groups
-            if pair.lines is None:
+            offs = len(sub_offsets(pair, sub, pair_axis))
+            if not offs:
                 c.compute("gpsimd", gd * gh * W, 0, 1.0, 1, op="memset")
                 continue
-            offs = len(offsets(pair.lines, sub.u, pair_axis))
             for wp in pair.wphases:
                 if not wp.taps:
                     c.compute("gpsimd", gd * gh * (wp.j1 - wp.j0), 0, 1.0, 1, op="memset")
@@ -382,24 +500,179 @@ def band_sheet(g: ConvGeom, target: str, u: tuple[int, int], band: tuple[int, in
                     c.evict(n, two, count, contiguous=(ax[2].s == 1))
         for sub in pair.subs:
             gd, gh = sub.groups
-            run = store_run(g, u, pg, sub)
+            run = store_run(g, u, pg, sub, pair_steps(pair))
             n = store_dmas(g, sub)
             c.dma(sub.m(g.c_in) // n * gd * gh * W * g.dtype_bytes, run * g.dtype_bytes, n)
     return c
 
 
-def pair_axis(g: ConvGeom, u: tuple[int, int]) -> int:
+def pair_axis(g: ConvGeom, u: tuple[int, int], merge: Merge = NO_MERGE) -> int:
     """The axis whose offset pairs save the most matmuls when two band copies fit K (-1: none)."""
     if not pair_fits(g):
         return -1
     best, axis = None, -1
+    lines = grid_lines(g, merge)
     for a in (-1, 0, 1):
-        count = 0
-        for pd in range(g.axes[0].s):
-            for ph in range(g.axes[1].s):
-                ld, lh = tap_line(g.axes[0], pd), tap_line(g.axes[1], ph)
-                if ld is not None and lh is not None:
-                    count += len(offsets((ld, lh), u, a))
+        count = sum(len(offsets((ld, lh), u, a)) for _z, ld, lh in lines)
         if best is None or count < best:   # ties keep the earlier: no pairing before d before h
             best, axis = count, a
     return axis
+
+
+# ------------------------------------------------------------------- W on M (PSUM quadrants)
+# With U_d = 1 and U_h C_in <= 32, U_w <= 4 consecutive w positions go on M too, one PSUM quadrant
+# (32 partitions) each: M = (u_w, r) with r = (u_h, ci) < 32. The stationary is a window
+# [u_w (step: one grid z_w row), 32 contiguous (z_h, ci) elements] of grids laid out z_w-outermost
+# ``Zq[co, line, z_w, z_d, z_h * C_in]`` (rows r >= U_h C_in read the next taps: never evicted). A
+# quadrant's rows are then evicted to partitions 0..U_h C_in of the plane (Vector/Scalar move data
+# between quadrants), w positions strided by U_w: the plane keeps whole W rows per partition.
+
+QUADRANT = 32
+
+
+def w_track(ax: Axis, uw: int) -> Track:
+    """The merged w track of the whole W (one band): every phase on M."""
+    return Track(0, 0, 1, ax.lo // ax.s, ax.n, merged_line(ax, ax.lo % ax.s))
+
+
+def w_mode_ok(g: ConvGeom, u: tuple[int, int], uw: int) -> bool:
+    """U_w positions of W on M: U_d 1, U_h C_in within a quadrant, U_w quadrants, a multiple of s_w."""
+    return (u[0] == 1 and u[1] * g.c_in <= QUADRANT and 2 <= uw <= PMAX // QUADRANT
+            and uw % g.axes[2].s == 0 and uw <= g.axes[2].n)
+
+
+def zq_shape(g: ConvGeom, u: tuple[int, int], merge: Merge, uw: int) -> tuple[int, int, int, int]:
+    """Free shape of one C_out tile's W-mode grids: [d x h lines, Z_w, Z_d, Z_h' C_in] (Z_h padded so
+    that the 32-element windows stay inside)."""
+    ax = g.axes
+    zh = z_extent(ax[1], u[1], merge[1]) + ceil_div(QUADRANT, g.c_in)
+    return (line_keys(ax[0], merge[0]) * line_keys(ax[1], merge[1]), z_extent(ax[2], uw, True),
+            z_extent(ax[0], u[0], merge[0]), zh * g.c_in)
+
+
+def offsets3(lines: tuple[TapLine, TapLine, TapLine], u: tuple[int, int, int], pair_axis: int
+             ) -> tuple[tuple[int, int, int, bool], ...]:
+    """``offsets`` over d, h and w: (delta_d, delta_h, delta_w, paired), pairs along ``pair_axis``."""
+    per = [deltas(lines[a], u[a]) for a in range(3)]
+    firsts: list[list[tuple[int, bool]]] = [[(x, False) for x in p] for p in per]
+    if pair_axis >= 0:
+        seq, out, i = per[pair_axis], [], 0
+        while i < len(seq):
+            paired = i + 1 < len(seq) and seq[i + 1] == seq[i] + 1
+            out.append((seq[i], paired))
+            i += 2 if paired else 1
+        firsts[pair_axis] = out
+    return tuple((a, b, c, pa or pb or pc) for a, pa in firsts[0] for b, pb in firsts[1] for c, pc in firsts[2])
+
+
+def zq_pair_shift(g: ConvGeom, u: tuple[int, int], merge: Merge, uw: int, pair_axis: int) -> int:
+    """Flat element shift of the W-mode grid copy: z_mul rows along the pairing axis."""
+    zs = zq_shape(g, u, merge, uw)
+    if pair_axis == 2:
+        return g.axes[2].s * zs[2] * zs[3]
+    mul = g.axes[pair_axis].s if merge[pair_axis] else 1
+    return mul * (zs[3] if pair_axis == 0 else g.c_in)
+
+
+def dy_pair_shift(pool_ext: tuple[int, int, int], pair_axis: int) -> int:
+    """Flat element shift of the dy band copy: one row along the pairing axis (d, h or w)."""
+    return (pool_ext[1] * pool_ext[2], pool_ext[2], 1)[pair_axis]
+
+
+def w_mode_parts(g: ConvGeom, uw: int) -> tuple[tuple[int, int, int], ...]:
+    return axis_parts(g.axes[2].n, uw)
+
+
+def estimate_grids_w(c: CostSheet, g: ConvGeom, u: tuple[int, int], merge: Merge, uw: int,
+                     pair_axis: int) -> None:
+    """Building the W-mode grids (mirrors nki_dx_toeplitz.load_toeplitz_filters with U_w)."""
+    zs = zq_shape(g, u, merge, uw)
+    n_co = n_tiles(g.c_out, PMAX)
+    c.compute("gpsimd", zs[0] * zs[1] * zs[2] * zs[3], 0, 1.0, n_co, op="memset")
+    for _z, ld, lh in grid_lines(g, merge):
+        c.compute("gpsimd", ld.count * lh.count * g.c_in, 1, 1.0, g.axes[2].k * n_co, op="tensor_copy")
+    if pair_axis >= 0:
+        n = zs[0] * zs[1] * zs[2] * zs[3] - zq_pair_shift(g, u, merge, uw, pair_axis)
+        c.dma(g.c_out * n * g.dtype_bytes, n * g.dtype_bytes)
+
+
+@lru_cache(maxsize=8192)
+def band_sheet_w(g: ConvGeom, target: str, u: tuple[int, int], band: tuple[int, int], bd: AxisBand,
+                 bh: AxisBand, pair_axis: int, pool_ext: tuple[int, int, int], merge: Merge, uw: int) -> CostSheet:
+    """``band_sheet`` of the W mode (mirrors nki_dx_toeplitz.run_dx_toeplitz with U_w)."""
+    c = CostSheet(TARGET_FIGURES[target])
+    ax = g.axes
+    bw = axis_bands(ax[2], ax[2].n)[0]
+    if pair_axis >= 0 and min(b.extent for b in (bd, bh)) > 0:
+        n = shifted_elems(pool_ext, (bd.extent, bh.extent, bw.extent), dy_pair_shift(pool_ext, pair_axis))
+        c.dma(g.c_out * n * g.dtype_bytes, n * g.dtype_bytes)
+    W = ax[2].n
+    fp32 = g.dtype == "fp32"
+    two = g.dtype_bytes == 2
+    n_co = n_tiles(g.c_out, PMAX)
+    pg = plane_groups(g, band, u, merge)
+    tw = w_track(ax[2], uw)
+    for pair in toeplitz_work(g, (bd, bh, bw), u, merge):
+        for sub in pair.subs:
+            gd, gh = sub.groups
+            for _w0, gw, wu in w_mode_parts(g, uw):
+                lines = pair.lines
+                offs = len(offsets3(lines + (tw.line,), sub.u + (wu,), pair_axis)) if lines is not None else 0
+                if not offs:
+                    c.compute("gpsimd", gd * gh * gw * wu, 0, 1.0, 1, op="memset")
+                    continue
+                for (nd, nh, nw), count in box_block_sizes((0, 0, 0), (gd, gh, gw), MOVING_MAX):
+                    n = nd * nh * nw
+                    c.matmul(QUADRANT * wu, n, fp32, offs * n_co * count)
+                    c.evict(n, two, count * wu, contiguous=False)
+        for sub in pair.subs:
+            gd, gh = sub.groups
+            run = store_run(g, u, pg, sub, pair_steps(pair))
+            n = store_dmas(g, sub)
+            c.dma(sub.m(g.c_in) // n * gd * gh * W * g.dtype_bytes, run * g.dtype_bytes, n)
+    return c
+
+
+def pair_axis_w(g: ConvGeom, u: tuple[int, int], merge: Merge, uw: int) -> int:
+    """``pair_axis`` of the W mode (d, h or w)."""
+    if not pair_fits(g):
+        return -1
+    lw = merged_line(g.axes[2], g.axes[2].lo % g.axes[2].s)
+    best, axis = None, -1
+    for a in (-1, 0, 1, 2):
+        count = sum(len(offsets3((ld, lh, lw), (u[0], u[1], uw), a)) for _z, ld, lh in grid_lines(g, merge))
+        if best is None or count < best:
+            best, axis = count, a
+    return axis
+
+
+@lru_cache(maxsize=1024)
+def toeplitz_w_options(g: ConvGeom, band: tuple[int, int]) -> tuple[tuple[tuple[int, int], Merge, int], ...]:
+    """The ((1, U_h), merge, U_w) W-mode choices for bands of ``band`` rows, ranked like
+    ``toeplitz_options`` (matmul count x moving size, with K pairs); the best ``MAX_OPTIONS``."""
+    if toeplitz_domain(g) or g.c_in > QUADRANT // 2:
+        return ()
+    ax = g.axes
+    ranked = []
+    for mh in ((False, True) if ax[1].s > 1 else (False,)):
+        merge = (False, mh)
+        nh = band[1] if mh else ceil_div(band[1], ax[1].s)
+        for uh in range(1, min(QUADRANT // g.c_in, nh) + 1):
+            if mh and not merged_ok(ax[1], uh):
+                continue
+            for uw in range(2, PMAX // QUADRANT + 1):
+                if not w_mode_ok(g, (1, uh), uw):
+                    continue
+                pk = pair_axis_w(g, (1, uh), merge, uw)
+                lw = merged_line(ax[2], ax[2].lo % ax[2].s)
+                cyc = 0.0
+                for _z, ld, lh in grid_lines(g, merge):
+                    for _g0d, gd, ud in axis_parts(band[0] if merge[0] else ceil_div(band[0], ax[0].s), 1):
+                        for _g0h, gh, uhh in axis_parts(nh, uh):
+                            for _g0w, gw, uww in axis_parts(ax[2].n, uw):
+                                n = gd * gh * gw
+                                cyc += len(offsets3((ld, lh, lw), (ud, uhh, uww), pk)) * max(64, min(n, 512)) \
+                                    * ceil_div(n, 512)
+                ranked.append((cyc, -uh * uw, (1, uh), merge, uw))
+    ranked.sort()
+    return tuple((u, m, uw) for _c, _n, u, m, uw in ranked[:MAX_OPTIONS])

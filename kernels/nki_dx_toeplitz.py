@@ -9,17 +9,26 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .dx_toeplitz import (
+    QUADRANT,
     ci_major,
-    offsets,
+    dy_pair_shift,
+    grid_lines,
+    offsets3,
     pair_shifts,
+    pair_steps,
     plane_groups,
     shifted_elems,
     store_dmas,
     store_pattern,
-    tap_line,
+    sub_offsets,
     toeplitz_work,
+    w_mode_ok,
+    w_mode_parts,
+    w_track,
     z_shape,
     z_start,
+    zq_pair_shift,
+    zq_shape,
 )
 from .nki_common import BANK_FP32, PMAX, Pool, band_slices
 from .nki_dx import DyBands
@@ -32,37 +41,40 @@ def load_toeplitz_filters(ctx):
     """Per C_out tile the tap grids Z [co, s_d*s_h*K_w, Z_d, Z_h, C_in] (zeros between and around taps)."""
     g, plan = ctx.g, ctx.plan
     ax = g.axes
-    u = plan.dx_toeplitz
+    u, merge = plan.dx_toeplitz, plan.dx_toeplitz_merge
     w_t = load_filters_t(g, ctx.filters, [(0, g.c_in)], ctx.dtype, ctx.psum_t, ctx.evict, filter_group(g, plan),
                          by_dma=filters_by_dma(g, plan))
-    shape = z_shape(g, u)
+    uw = plan.dx_toeplitz_w
+    shape = zq_shape(g, u, merge, uw) if uw else z_shape(g, u, merge)
     out = []
     for c, (_co0, co_sz) in enumerate(tiles(g.c_out, PMAX)):
         z = nl.ndarray((PMAX,) + shape, ctx.dtype, buffer=nl.sbuf, name=f"w_z{c}")
         # with K pairing the shifted copy lands on partitions C_out..2 C_out: zero them all
         nisa.memset(z[:PMAX if plan.dx_toeplitz_pair >= 0 else co_sz], 0.0, engine=nisa.engine.gpsimd)
         w5 = w_t[c].reshape((PMAX, ax[0].k, ax[1].k, ax[2].k, g.c_in))
-        for pd in range(ax[0].s):
-            for ph in range(ax[1].s):
-                ld, lh = tap_line(ax[0], pd), tap_line(ax[1], ph)
-                if ld is None or lh is None:
-                    continue
-                for kw in range(ax[2].k):
-                    src = w5[:co_sz, band_slices(ld.first_k, ld.count, ld.k_step),
-                             band_slices(lh.first_k, lh.count, lh.k_step), kw, :]
-                    dst = z[:co_sz, (pd * ax[1].s + ph) * ax[2].k + kw,
-                            band_slices(u[0] - 1, ld.count, ld.z_step), band_slices(u[1] - 1, lh.count, lh.z_step), :]
-                    nisa.tensor_copy(dst, src, engine=nisa.engine.gpsimd)
+        zq = z.reshape((PMAX,) + shape[:3] + (shape[3] // g.c_in, g.c_in)) if uw else None
+        for z0, ld, lh in grid_lines(g, merge):
+            for kw in range(ax[2].k):
+                src = w5[:co_sz, band_slices(ld.first_k, ld.count, ld.k_step),
+                         band_slices(lh.first_k, lh.count, lh.k_step), kw, :]
+                if uw:   # W mode: [line, z_w, z_d, z_h, ci]; the w taps on the merged w line
+                    dst = zq[:co_sz, z0 // ax[2].k, uw - 1 + kw * ax[2].r,
+                             band_slices(u[0] - 1, ld.count, ld.z_step), band_slices(u[1] - 1, lh.count, lh.z_step), :]
+                else:
+                    dst = z[:co_sz, z0 + kw, band_slices(u[0] - 1, ld.count, ld.z_step),
+                            band_slices(u[1] - 1, lh.count, lh.z_step), :]
+                nisa.tensor_copy(dst, src, engine=nisa.engine.gpsimd)
         out.append(z)
     if plan.dx_toeplitz_pair >= 0:   # one C_out tile: its grids again, one row further along the axis
         row = shape[0] * shape[1] * shape[2] * shape[3]
-        sh = pair_shifts(g, u, (1, 1, 1), plan.dx_toeplitz_pair)[1]
+        sh = (zq_pair_shift(g, u, merge, uw, plan.dx_toeplitz_pair) if uw
+              else pair_shifts(g, u, (1, 1, 1), plan.dx_toeplitz_pair, merge)[1])
         nisa.dma_copy(dst=out[0].ap([[row, g.c_out], [1, row - sh]], offset=g.c_out * row + sh),
                       src=out[0].ap([[row, g.c_out], [1, row - sh]], offset=0))
     return out
 
 
-def _load(bands, g, u, pair_axis, item):
+def _load(bands, g, u, merge, pair_axis, item):
     """The dy band of ``item`` (one view per C_out tile) and, with K pairing, the view of both copies
     ([2 C_out, ...]: the copy on partitions C_out.. is shifted by one row along the pairing axis)."""
     bufs = bands.load(*item)
@@ -72,7 +84,7 @@ def _load(bands, g, u, pair_axis, item):
     ten = pool.items[(pool.next - 1) % len(pool.items)]   # the buffer bands.load just took
     ext = tuple(bufs[0].shape[1:])
     row = bands.ext[0] * bands.ext[1] * bands.ext[2]
-    sh = pair_shifts(g, u, bands.ext, pair_axis)[0]
+    sh = dy_pair_shift(bands.ext, pair_axis)
     n = shifted_elems(bands.ext, ext, sh)
     if n > 0:
         nisa.dma_copy(dst=ten.ap([[row, g.c_out], [1, n]], offset=g.c_out * row),
@@ -85,10 +97,10 @@ def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None, between=None):
     g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
     ax = g.axes
     W = ax[2].n
-    u = plan.dx_toeplitz
+    u, merge = plan.dx_toeplitz, plan.dx_toeplitz_merge
     co_tiles = tiles(g.c_out, PMAX)
     bands = DyBands(g, ctx.dy, plan, dtype)
-    pg = plane_groups(g, plan.dx_band, u)
+    pg = plane_groups(g, plan.dx_band, u, merge)
     plane_pool = Pool(2, (PMAX, pg[0], pg[1], W), dtype, nl.sbuf, "dx_tplane")
     acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dxt")
     z = first_filters.pop() if first_filters else None
@@ -97,30 +109,34 @@ def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None, between=None):
     # is issued before the filters, whose many small DMAs would otherwise queue ahead of it.
     ahead = plan.dy_bufs >= 2
     pk = plan.dx_toeplitz_pair
-    pending = _load(bands, g, u, pk, items[0]) if (ahead and items) else None
+    pending = _load(bands, g, u, merge, pk, items[0]) if (ahead and items) else None
     if z is None:
         z = load_toeplitz_filters(ctx)
     for idx, (b, bd, bh) in enumerate(items):
         if between is not None:   # another section's step (dw_interleave), ahead of this item's matmuls
             between(idx)
-        bufs, both = pending if ahead else _load(bands, g, u, pk, (b, bd, bh))
+        bufs, both = pending if ahead else _load(bands, g, u, merge, pk, (b, bd, bh))
         if on_band is not None:
             on_band(b, bd, bh, bands.band_w, bufs)
         if ahead and idx + 1 < len(items):   # after dw's share of this band (shared-dy), before dx's
-            pending = _load(bands, g, u, pk, items[idx + 1])
+            pending = _load(bands, g, u, merge, pk, items[idx + 1])
         bw = bands.band_w
-        for pair in toeplitz_work(g, (bd, bh, bw), u):
+        for pair in toeplitz_work(g, (bd, bh, bw), u, merge):
             plane = plane_pool.take()
-            pd, ph = pair.phases
+            if plan.dx_toeplitz_w:
+                _pair_w_mode(ctx, pair, plane, z, bufs, both, bd, bh, bw, acc_pool)
+                _store_pair(ctx, g, u, b, pair, plane)
+                continue
+            td, th = pair.tracks
             for sub in pair.subs:
                 m = sub.m(g.c_in)
                 (g0d, g0h), (gd, gh), (ud, uh) = sub.g0, sub.groups, sub.u
                 region = (slice(g0d, g0d + gd), slice(g0h, g0h + gh))
-                if pair.lines is None:
+                offs = sub_offsets(pair, sub, pk)
+                if not offs:
                     nisa.memset(plane[:m, region[0], region[1], :W], 0.0, engine=nisa.engine.gpsimd)
                     continue
                 ld, lh = pair.lines
-                offs = offsets(pair.lines, sub.u, pk)
                 cmaj = ci_major(g, sub)
                 for wp in pair.wphases:
                     iw0 = ax[2].i_of_j(wp.j0, wp.pw)
@@ -128,7 +144,7 @@ def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None, between=None):
                         nisa.memset(plane[:m, region[0], region[1], band_slices(iw0, wp.j1 - wp.j0, ax[2].s)], 0.0,
                                     engine=nisa.engine.gpsimd)
                         continue
-                    pair_z = (pd * ax[1].s + ph) * ax[2].k
+                    pair_z = pair.z_line(g, merge)
                     for (md, mh, jw), (nd, nh, nw) in box_blocks((0, 0, wp.j0), (gd, gh, wp.j1), BANK_FP32):
                         n = nd * nh * nw
                         ps = acc_pool.take()
@@ -139,13 +155,14 @@ def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None, between=None):
                             k = 2 * g.c_out if pr else co_tiles[c][1]
                             mov = both if pr else bufs[c]
                             zd, zh = z_start(ld, u[0], dd), z_start(lh, u[1], dh)
-                            qd = pair.j0[0] + u[0] * (g0d + md) + dd - bd.q0
-                            qh = pair.j0[1] + u[1] * (g0h + mh) + dh - bh.q0
+                            qd = td.q0 + td.q_step(u[0]) * (g0d + md) + dd - bd.q0
+                            qh = th.q0 + th.q_step(u[1]) * (g0h + mh) + dh - bh.q0
                             qw = jw - ax[2].tap_shift(kw, wp.pw) - bw.q0
                             nisa.nc_matmul(ps[:m, :n],
                                            stationary=z[c][:k, pair_z + kw, zd:zd + ud, zh:zh + uh, :]
                                            .permute((0, 3, 1, 2) if cmaj else (0, 1, 2, 3)),
-                                           moving=mov[:k, band_slices(qd, nd, u[0]), band_slices(qh, nh, u[1]),
+                                           moving=mov[:k, band_slices(qd, nd, td.q_step(u[0])),
+                                                      band_slices(qh, nh, th.q_step(u[1])),
                                                       qw:qw + nw],
                                            accumulate=si > 0)
                         ctx.evict.copy(plane[:m, g0d + md:g0d + md + nd, g0h + mh:g0h + mh + nh,
@@ -154,21 +171,71 @@ def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None, between=None):
 
 
 def _store_pair(ctx, g, u, b, pair, plane):
-    """The plane of one phase pair to dx: per sub-box one DMA per channel (ci-major partitions) or per
+    """The plane of one track pair to dx: per sub-box one DMA per channel (ci-major partitions) or per
     u_d (u-major), to the strided rows of dx (an HBM pattern in the partitions' row-major order)."""
     ax = g.axes
     W, H, D = ax[2].n, ax[1].n, ax[0].n
-    pd, ph = pair.phases
+    td, th = pair.tracks
+    steps = pair_steps(pair)
     for sub in pair.subs:
         (g0d, g0h), (gd, gh), (ud, uh) = sub.g0, sub.groups, sub.u
-        i_d = ax[0].i_of_j(pair.j0[0] + u[0] * g0d, pd)
-        i_h = ax[1].i_of_j(pair.j0[1] + u[1] * g0h, ph)
-        pattern = store_pattern(g, u, sub)
+        i_d = td.i0 + td.i_step * u[0] * g0d
+        i_h = th.i0 + th.i_step * u[1] * g0h
+        pattern = store_pattern(g, u, sub, steps)
         for k in range(store_dmas(g, sub)):
             if ci_major(g, sub):   # channel k: partitions [k U_d' U_h', (k+1) U_d' U_h')
                 p0, parts, offset = k * ud * uh, ud * uh, (((b * g.c_in + k) * D + i_d) * H + i_h) * W
             else:                  # u_d = k: partitions [k U_h' C, (k+1) U_h' C)
                 p0, parts = k * uh * g.c_in, uh * g.c_in
-                offset = ((b * g.c_in * D + i_d + k * ax[0].s) * H + i_h) * W
+                offset = ((b * g.c_in * D + i_d + k * td.i_step) * H + i_h) * W
             nisa.dma_copy(dst=ctx.dx.ap(pattern, offset=offset),
                           src=plane[p0:p0 + parts, g0d:g0d + gd, g0h:g0h + gh, :W])
+
+
+def _pair_w_mode(ctx, pair, plane, z, bufs, both, bd, bh, bw, acc_pool):
+    """One track pair with U_w w positions on M, one PSUM quadrant each (``dx_toeplitz_w``): per block
+    the matmuls of every (delta_d, delta_h, delta_w) window, then one eviction per quadrant to the
+    plane's partitions 0..U_h C_in, w positions strided by U_w."""
+    g, plan = ctx.g, ctx.plan
+    ax = g.axes
+    u, uw, pk = plan.dx_toeplitz, plan.dx_toeplitz_w, plan.dx_toeplitz_pair
+    if not w_mode_ok(g, u, uw):
+        raise ValueError(f"dx:toeplitz U={u}, U_w={uw}: W on M needs U_d 1, U_h C_in <= {QUADRANT}, "
+                         f"2 <= U_w <= {PMAX // QUADRANT} and U_w a multiple of the W stride {ax[2].s}")
+    co_tiles = tiles(g.c_out, PMAX)
+    td, th = pair.tracks
+    tw = w_track(ax[2], uw)
+    zs = zq_shape(g, u, plan.dx_toeplitz_merge, uw)
+    row = zs[0] * zs[1] * zs[2] * zs[3]
+    line = pair.z_line(g, plan.dx_toeplitz_merge) // ax[2].k
+    for sub in pair.subs:
+        (g0d, g0h), (gd, gh), (ud, uh) = sub.g0, sub.groups, sub.u
+        r = uh * g.c_in
+        for w_g0, gw, wu in w_mode_parts(g, uw):
+            offs = offsets3(pair.lines + (tw.line,), (ud, uh, wu), pk) if pair.lines is not None else ()
+            if not offs:
+                nisa.memset(plane[:r, g0d:g0d + gd, g0h:g0h + gh, uw * w_g0:uw * w_g0 + gw * wu], 0.0,
+                            engine=nisa.engine.gpsimd)
+                continue
+            ld, lh = pair.lines
+            for (md, mh, mw), (nd, nh, nw) in box_blocks((0, 0, 0), (gd, gh, gw), BANK_FP32):
+                n = nd * nh * nw
+                ps = acc_pool.take()
+                steps = [(dd, dh, dw, pr, c) for dd, dh, dw, pr in offs for c in range(len(co_tiles))]
+                for si, (dd, dh, dw, pr, c) in enumerate(steps):
+                    k = 2 * g.c_out if pr else co_tiles[c][1]
+                    mov = both if pr else bufs[c]
+                    zd, zh, zw = z_start(ld, u[0], dd), z_start(lh, u[1], dh), z_start(tw.line, uw, dw)
+                    qd = td.q0 + td.q_step(u[0]) * (g0d + md) + dd - bd.q0
+                    qh = th.q0 + th.q_step(u[1]) * (g0h + mh) + dh - bh.q0
+                    qw = tw.q0 + tw.q_step(uw) * (w_g0 + mw) + dw - bw.q0
+                    off = ((line * zs[1] + zw) * zs[2] + zd) * zs[3] + zh * g.c_in
+                    nisa.nc_matmul(ps[:QUADRANT * wu, :n],
+                                   stationary=z[c].ap([[row, k], [zs[2] * zs[3], wu], [1, QUADRANT]], offset=off),
+                                   moving=mov[:k, band_slices(qd, nd, td.q_step(u[0])),
+                                              band_slices(qh, nh, th.q_step(u[1])), band_slices(qw, nw, tw.q_step(uw))],
+                                   accumulate=si > 0)
+                w0 = uw * (w_g0 + mw)
+                for j in range(wu):   # quadrant j: w positions w0 + j + U_w m
+                    ctx.evict.copy(plane[:r, g0d + md:g0d + md + nd, g0h + mh:g0h + mh + nh, band_slices(w0 + j, nw, uw)],
+                                   ps[QUADRANT * j:QUADRANT * j + r, :n])

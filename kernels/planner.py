@@ -513,6 +513,8 @@ class Plan:
     dx_prefetch: bool = False         # dx^T: the first band (and its copies) loads during dw's last row chunk
     dx_toeplitz: tuple[int, int] = (1, 1)   # dx:toeplitz: phase positions (U_d, U_h) stacked on M
     dx_toeplitz_pair: int = -1        # dx:toeplitz: axis (0 d, 1 h) whose offset pairs share K = 2 C_out; -1 none
+    dx_toeplitz_merge: tuple[bool, bool] = (False, False)   # dx:toeplitz: the axis' stride phases share M
+    dx_toeplitz_w: int = 0            # dx:toeplitz: U_w w positions on M, one PSUM quadrant each (0: none)
     dw_xt_dma: bool = False           # row-mode dw x^T by dma_transpose from HBM (2-byte, NC-v3+)
     dw_row_stack: bool = False        # row-mode dw: two 64-row chunks stacked on K = 128 (x-stationary, xT dma)
     dx_dphase_pairs: bool = False     # dx:phase_gather with the two D stride phases on M (dx_dpairs)
@@ -558,6 +560,7 @@ class Plan:
                 "dw_ci_range": self.dw_ci_range, "dw_tap_range": self.dw_tap_range, "dx_regions": self.dx_regions,
                 "filters_first": self.filters_first, "dw_split": self.dw_split,
                 "dw_x_stationary": self.dw_x_stationary, "dx_transposed": self.dx_transposed, "dx_pair_copies": self.dx_pair_copies, "dx_prefetch": self.dx_prefetch, "dx_toeplitz": list(self.dx_toeplitz), "dx_toeplitz_pair": self.dx_toeplitz_pair,
+                "dx_toeplitz_merge": list(self.dx_toeplitz_merge), "dx_toeplitz_w": self.dx_toeplitz_w,
                 "dw_xt_dma": self.dw_xt_dma, "dw_row_stack": self.dw_row_stack,
                 "dx_dphase_pairs": self.dx_dphase_pairs, "dw_interleave": self.dw_interleave,
                 "dw_tap_fine": self.dw_tap_fine, "dx_ci_split": self.dx_ci_split, "dx_band_early": self.dx_band_early,
@@ -671,7 +674,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         dyb = p.dy_bufs * n_co * ext[0] * ext[1] * ext[2] * ds
         plane = 2 * p.dx_band[0] * p.dx_band[1] * W * ds
         if p.dx_method is DxMethod.TOEPLITZ:   # W^T plus its tap grids; planes of (u, ci) partitions
-            grids, plane = toeplitz.sbuf_bytes(g, p.dx_band, p.dx_toeplitz)
+            grids, plane = toeplitz.sbuf_bytes(g, p.dx_band, p.dx_toeplitz, p.dx_toeplitz_merge, p.dx_toeplitz_w)
             filt += grids
         parts += [("filters", filt), ("dx dy band", dyb), ("dx plane", plane)]
         stage = 2 * dx_stage_elems(g, p.dx_band) * ds
@@ -756,7 +759,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             first = (n_co * g.taps * (p.dx_ci_tile if p.dx_ci_outer else g.c_in) * ds if p.dx_regions == 1
                      else g.taps * PMAX * ds)
             if p.dx_method is DxMethod.TOEPLITZ:
-                first += toeplitz.sbuf_bytes(g, p.dx_band, p.dx_toeplitz)[0]
+                first += toeplitz.sbuf_bytes(g, p.dx_band, p.dx_toeplitz, p.dx_toeplitz_merge, p.dx_toeplitz_w)[0]
             if p.dx_dphase_pairs and not dpairs.dpairs_domain(g):   # the slot tiles (and W^T when built on the PE)
                 first += n_co * max(1, _dpair_slot_count(g, p)) * PMAX * ds
             phase_sbuf["dw"] = phase_sbuf.get("dw", 0) + first
@@ -945,14 +948,22 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             _estimate_dx_t(c, g, p, hw, items)
             fill += _dx_t_fill_ns(g, p, hw, items)
         elif p.dx_method is DxMethod.TOEPLITZ:
-            toeplitz.estimate_grids(c, g, p.dx_toeplitz, p.dx_toeplitz_pair)
+            tzm = p.dx_toeplitz_merge
+            if p.dx_toeplitz_w:
+                toeplitz.estimate_grids_w(c, g, p.dx_toeplitz, tzm, p.dx_toeplitz_w, p.dx_toeplitz_pair)
+            else:
+                toeplitz.estimate_grids(c, g, p.dx_toeplitz, p.dx_toeplitz_pair, tzm)
             if items:
                 fill += toeplitz.first_copy_ns(g, hw, p.dx_toeplitz, p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band),
-                                               items[0][1], items[0][2])
-                fill += toeplitz.store_tail_ns(g, hw, p.dx_toeplitz, p.dx_band, items[-1][1], items[-1][2])
+                                               items[0][1], items[0][2], tzm)
+                fill += toeplitz.store_tail_ns(g, hw, p.dx_toeplitz, p.dx_band, items[-1][1], items[-1][2], tzm)
             for _b, bd, bh in items:
-                c.add(toeplitz.band_sheet(g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh, p.dx_toeplitz_pair,
-                                          _dx_dy_extent(g, p.dx_band)))
+                if p.dx_toeplitz_w:
+                    c.add(toeplitz.band_sheet_w(g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh, p.dx_toeplitz_pair,
+                                                _dx_dy_extent(g, p.dx_band), tzm, p.dx_toeplitz_w))
+                else:
+                    c.add(toeplitz.band_sheet(g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh, p.dx_toeplitz_pair,
+                                              _dx_dy_extent(g, p.dx_band), tzm))
         elif p.dx_dphase_pairs:
             _estimate_dpairs(c, g, p, hw, items)
         elif p.dx_regions == 1 and dx_ci_split_on(g, p):
@@ -1631,7 +1642,10 @@ def _label(p: Plan) -> str:
                      + (", D-phase pairs" if p.dx_dphase_pairs else "")
                      + (", band prefetch" if p.dx_prefetch else "")
                      + (f", U {p.dx_toeplitz[0]}x{p.dx_toeplitz[1]}" if p.dx_method is DxMethod.TOEPLITZ else "")
-                     + (f", K pairs {'dh'[p.dx_toeplitz_pair]}" if p.dx_method is DxMethod.TOEPLITZ
+                     + (f", {''.join(a for a, m in zip('dh', p.dx_toeplitz_merge) if m)} phases on M"
+                        if p.dx_method is DxMethod.TOEPLITZ and any(p.dx_toeplitz_merge) else "")
+                     + (f", W {p.dx_toeplitz_w} on M" if p.dx_method is DxMethod.TOEPLITZ and p.dx_toeplitz_w else "")
+                     + (f", K pairs {'dhw'[p.dx_toeplitz_pair]}" if p.dx_method is DxMethod.TOEPLITZ
                         and p.dx_toeplitz_pair >= 0 else "")
                      + (", ci split" if p.dx_ci_split else "")
                      + (", early band" if p.dx_band_early else "")
@@ -1842,10 +1856,20 @@ def _toeplitz_variants(g: ConvGeom, p: Plan, hw: TargetFigures | None) -> list[P
     bands = [(d, g.axes[1].n) for d in _band_options(g.axes[0].n)] + \
         [(1, h) for h in _band_options(g.axes[1].n)[1:]]
     bands = bands[:bands.index(p.dx_band)] if p.dx_band in bands else []
-    larger = [b for b in bands if hw is not None and toeplitz.toeplitz_options(g, b) and not _check(g, replace(
-        p, dx_method=DxMethod.TOEPLITZ, dx_band=b, dx_toeplitz=toeplitz.toeplitz_options(g, b)[0]), hw)[0]]
-    return [replace(p, dx_method=DxMethod.TOEPLITZ, dx_band=b, dx_toeplitz=u, dx_toeplitz_pair=toeplitz.pair_axis(g, u))
-            for b in larger[:1] + [p.dx_band] for u in toeplitz.toeplitz_options(g, b)]
+    def variant(b: tuple[int, int], u: tuple[int, int], m: tuple[bool, bool]) -> Plan:
+        return replace(p, dx_method=DxMethod.TOEPLITZ, dx_band=b, dx_toeplitz=u, dx_toeplitz_merge=m,
+                       dx_toeplitz_pair=toeplitz.pair_axis(g, u, m))
+    larger = [b for b in bands if hw is not None and toeplitz.toeplitz_options(g, b)
+              and not _check(g, variant(b, *toeplitz.toeplitz_options(g, b)[0]), hw)[0]]
+    out = [variant(b, u, m) for b in larger[:1] + [p.dx_band] for u, m in toeplitz.toeplitz_options(g, b)]
+    # W positions on M too (PSUM quadrants), with the same bands
+    for b in larger[:1] + [p.dx_band]:
+        for u, m, uw in toeplitz.toeplitz_w_options(g, b):
+            q = replace(p, dx_method=DxMethod.TOEPLITZ, dx_band=b, dx_toeplitz=u, dx_toeplitz_merge=m, dx_toeplitz_w=uw,
+                        dx_toeplitz_pair=toeplitz.pair_axis_w(g, u, m, uw))
+            if hw is None or not _check(g, q, hw)[0]:
+                out.append(q)
+    return out
 
 
 def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list[Plan]:

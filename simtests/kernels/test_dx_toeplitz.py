@@ -13,7 +13,9 @@ from .test_kernel_dev import assert_budget_bounds_peak, run_and_compare
 
 
 def toeplitz(u, pair=-1, **more):
-    """A plan edit forcing dx:toeplitz with groups ``u`` = (U_d, U_h) and K pairing along ``pair``."""
+    """A plan edit forcing dx:toeplitz with groups ``u`` = (U_d, U_h) and K pairing along ``pair``
+    (phase mode, W on the free axis, unless ``more`` says otherwise)."""
+    more = {"dx_toeplitz_merge": (False, False), "dx_toeplitz_w": 0} | more
     def edit(p):
         return dataclasses.replace(p, dx_method=DxMethod.TOEPLITZ, dx_toeplitz=u, dx_toeplitz_pair=pair,
                                    dx_regions=1, **more)
@@ -128,3 +130,96 @@ def test_toeplitz_budget_bounds_the_measured_peak():
         assert alts
         for alt in alts[:6]:
             assert_budget_bounds_peak(alt, shapes, stride=g["stride"], padding=g["padding"], lnc=lnc)
+
+
+def merged(u, merge, pair=-1, **more):
+    """``toeplitz`` with the stride phases of the ``merge`` axes sharing M (U a multiple of the stride)."""
+    return toeplitz(u, pair, dx_toeplitz_merge=merge, **more)
+
+
+@pytest.mark.parametrize("name, u, merge, pair", [
+    ("stem-like", (2, 4), (False, True), 0),     # the stem's choice: h phases on M, K pairs d; h tail
+    ("stem-like", (3, 2), (False, True), 1),     # pairs along the merged axis (grid copy shifted by s rows)
+    ("stem-like", (1, 6), (False, True), -1),
+    ("c2-s3-dil", (3, 2), (True, False), 0),     # d merged (stride 3: U 3), pairs along it; h dilated
+    ("c2-s3-dil", (3, 1), (True, False), -1),
+    ("c5-k6x4x3", (2, 3), (True, True), 1),      # both merged (strides 2 and 3), tails on both
+    ("c8-k2x3x7", (1, 4), (False, True), 0),     # d dilated, h stride 2 merged
+    ("c1-k1x5x2", (2, 3), (False, False), 1),    # stride 1 everywhere: the phase mode (nothing to merge)
+], ids=["stem-2x4h-pd", "stem-3x2h-ph", "stem-1x6h", "s3-3x2d-pd", "s3-3x1d", "c5-2x3dh-ph", "c8-1x4h-pd",
+        "c1-plain"])
+def test_toeplitz_merged_phases_are_exact(name, u, merge, pair):
+    run_and_compare(**GEOMS[name], grads=("dx",), plan_edit=merged(u, merge, pair))
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+def test_toeplitz_merged_other_dtypes(dtype):
+    run_and_compare(**GEOMS["stem-like"], dtype=dtype, grads=("dx", "db"), plan_edit=merged((2, 4), (False, True), 0))
+
+
+@pytest.mark.parametrize("grads", [("dx",), ("dx", "dw"), ("dx", "db"), ("dx", "dw", "db")],
+                         ids=lambda g: "+".join(g))
+def test_toeplitz_merged_with_every_gradient_subset(grads):
+    run_and_compare(**GEOMS["c5-k6x4x3"], grads=grads, plan_edit=merged((2, 3), (True, True), 0))
+
+
+@pytest.mark.parametrize("lnc, edit", [(1, {"dx_band": (2, 9)}), (1, {"dx_band": (1, 4), "dy_bufs": 1}),
+                                       (2, {"dx_band": (2, 10)}), (2, {})],
+                         ids=["d-bands", "dh-bands-one-buffer", "lnc2-bands", "lnc2"])
+def test_toeplitz_merged_bands_and_lnc2(lnc, edit):
+    """Bands starting at either H phase (phi 0 and 1), several batches, both programs."""
+    run_and_compare(**GEOMS["stem-like"], lnc=lnc, plan_edit=merged((2, 4), (False, True), 0, **edit))
+
+
+@pytest.mark.parametrize("c_in, u, merge, pair", [(64, (1, 2), (False, True), 0), (21, (2, 2), (False, True), 1),
+                                                  (3, (1, 6), (False, True), 1)],
+                         ids=["c64-1x2h", "c21-2x2h-ph", "c3-1x6h-ph"])
+def test_toeplitz_merged_wide_c_in(c_in, u, merge, pair):
+    """u-major partitions with merged W-stride-2 H phases (stride (1, 2, 2)), tails and pairs."""
+    run_and_compare(batch=2, c_in=c_in, c_out=48, size=(4, 7, 5), kernel=(3, 3, 3), stride=(1, 2, 2),
+                    padding=(1, 1, 1, 1, 1, 0), grads=("dx",), plan_edit=merged(u, merge, pair))
+
+
+def w_mode(u, merge, uw, pair=-1, **more):
+    """``merged`` with U_w w positions on M (one PSUM quadrant each)."""
+    return toeplitz(u, pair, dx_toeplitz_merge=merge, dx_toeplitz_w=uw, **more)
+
+
+@pytest.mark.parametrize("name, u, merge, uw, pair", [
+    ("stem-like", (1, 10), (False, True), 4, 1),    # the stem's choice: W 4 (W 9: a w tail of 1), K pairs h
+    ("stem-like", (1, 4), (False, True), 2, 2),     # K pairs along w (grid copy shifted by s_w z_w rows)
+    ("stem-like", (1, 6), (False, True), 4, 0),     # K pairs along d; h tail
+    ("stem-like", (1, 3), (False, False), 2, -1),   # h in phase mode
+    ("c2-s3-dil", (1, 4), (False, False), 2, 1),    # d stride 3 (U_d 1), h dilated, w stride 2
+    ("c1-k1x5x2", (1, 8), (False, False), 3, 2),    # stride 1 everywhere: W 3 of 6, pairs along w
+    ("c8-k2x3x7", (1, 4), (False, False), 3, 1),    # C_in 8 (R 32), w stride 3
+], ids=["stem-1x10-w4-ph", "stem-1x4-w2-pw", "stem-1x6-w4-pd", "stem-phase-h", "s3-w2", "c1-w3-pw", "c8-w3"])
+def test_toeplitz_w_on_m_is_exact(name, u, merge, uw, pair):
+    run_and_compare(**GEOMS[name], grads=("dx",), plan_edit=w_mode(u, merge, uw, pair))
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+def test_toeplitz_w_on_m_other_dtypes(dtype):
+    run_and_compare(**GEOMS["stem-like"], dtype=dtype, grads=("dx", "db"), plan_edit=w_mode((1, 4), (False, True), 4, 1))
+
+
+@pytest.mark.parametrize("grads", [("dx",), ("dx", "dw"), ("dx", "db"), ("dx", "dw", "db")],
+                         ids=lambda g: "+".join(g))
+@pytest.mark.parametrize("strategy", [Strategy.PER_GRADIENT, Strategy.SHARED_DY], ids=["per-gradient", "shared"])
+def test_toeplitz_w_on_m_with_every_gradient_subset(grads, strategy):
+    if strategy is Strategy.SHARED_DY and "dw" not in grads:
+        strategy = Strategy.PER_GRADIENT   # shared-dy exists only with dx and dw
+    run_and_compare(**GEOMS["c5-k6x4x3"], grads=grads, plan_edit=w_mode((1, 6), (False, True), 2, 0, strategy=strategy))
+
+
+@pytest.mark.parametrize("lnc, edit", [(1, {"dx_band": (2, 9)}), (1, {"dx_band": (1, 4), "dy_bufs": 1}),
+                                       (2, {"dx_band": (2, 10)}), (2, {})],
+                         ids=["d-bands", "dh-bands-one-buffer", "lnc2-bands", "lnc2"])
+def test_toeplitz_w_on_m_bands_and_lnc2(lnc, edit):
+    run_and_compare(**GEOMS["stem-like"], lnc=lnc, plan_edit=w_mode((1, 6), (False, True), 4, 1, **edit))
+
+
+def test_toeplitz_w_on_m_two_c_out_tiles():
+    """C_out > 128: both C_out tiles' matmuls accumulate in one bank (no K pairing)."""
+    geom = dict(GEOMS["stem-like"], c_out=130)
+    run_and_compare(**geom, grads=("dx",), plan_edit=w_mode((1, 4), (False, True), 2))
