@@ -1737,6 +1737,8 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
     dw_opts.append((DwMethod.ROW_PACK, max(1, min(g.axes[2].k, MOVING_MAX // dw_ci))))
     if g.pointwise and g.dtype_bytes == 2 and hw.name != "trn1":   # dma_transpose: 2-byte, NC-v3+
         dw_opts.append((DwMethod.DMA_GEMM, 1))
+    elif not pw.shared_gemm_domain(g) and g.dtype_bytes == 2 and hw.name != "trn1" and base["lnc"] == 1 and cdx:
+        dw_opts.append((DwMethod.DMA_GEMM, 1))   # K_d x 1 x 1: the shared-dy GEMM kernel only (LNC1)
     dw_opts = [(m, G_, False) for m, G_ in dw_opts]
     if not g.pointwise and dw_xs_fits(g):   # x^T stationary: box mode (tap groups) and row mode
         slots = max(1, PMAX // dw_ci)
@@ -1790,11 +1792,15 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
             dw_cfgs = _dw_tilings(g, hw, dw_bands, ranges, lambda band, r, taps, m=dw_m, gg=G: plan(
                 Strategy.PER_GRADIENT, m, gg, None, full, dw_ci, False, band, r, cdx_=False, taps=taps))
         for strat in strategies:
+            if dw_m is DwMethod.DMA_GEMM and not g.pointwise and strat is not Strategy.SHARED_DY:
+                continue   # (nki_dw_gemm is 1x1x1 only)
             for db in dbs:
                 if strat is Strategy.SHARED_DY:
+                    # the shared-dy GEMM kernel with a D kernel: one chunk per batch (the taps cross D planes)
+                    bands = [full] if dw_m is DwMethod.DMA_GEMM and not g.pointwise else dx_bands
                     shared = _first_fits(lambda band, st=strat, m=dw_m, gg=G, d=db: plan(st, m, gg, d, band, dw_ci, False,
                                                            (g.axes[0].o, g.axes[1].o), g.c_in),
-                                         dx_bands, hw, g)
+                                         bands, hw, g)
                     for band in shared:
                         p = plan(strat, dw_m, G, db, band, dw_ci, False, (g.axes[0].o, g.axes[1].o), g.c_in)
                         if db is not DbMethod.FOLD or _fold_ok(g, p):

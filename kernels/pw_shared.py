@@ -1,65 +1,134 @@
-"""Loop lists of the shared-dy pointwise kernel (``nki_pw_shared``): pure Python, shared by the kernel and
-the planner.
+"""Loop lists of the shared-dy GEMM kernel (``nki_pw_shared``): pure Python, shared by the kernel and the
+planner.
 
-1x1x1, unit stride, no padding (``g.pointwise``): dx and dw read the same dy, positions for positions.
-The kernel loads each position chunk of dy once (C_out on partitions, as dx:gemm needs it) and makes dw's
-dy^T from it on the PE, so dy crosses HBM once instead of twice (dx's dy and dw:dma_gemm's dy^T).
+Its domain (``shared_gemm_domain``): 1x1x1 (``g.pointwise``), and D-only kernels (K_d x 1 x 1, stride 1,
+padding on D only, any D dilation) whose H x W planes are whole 128-position sub-tiles. There a tap kd is a
+shift of the flat (d, h, w) positions by ``s = (kd * r_d - pad_d) * H * W``: dx[ci, p] = sum over kd of
+W_kd^T dy[:, p - s] and dw_kd = sum over p of x[:, p + s] dy[:, p]^T -- per tap a pointwise GEMM, and since
+s is a whole number of sub-tiles, one x^T sub-tile serves every tap. The kernel loads each position chunk of
+dy once (C_out on partitions, as dx needs it) and makes dw's dy^T from it on the PE, so dy crosses HBM once
+(dx's dy and dw:dma_gemm's dy^T read it twice) and x^T once (row-mode dw reads it once per tap).
+Positions below are flat within a batch; a chunk is (batch, first x position, x positions).
 """
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 PMAX = 128
 BLOCK = 512   # positions per dx matmul (moving free size) and per pipeline step
 DX_LAG = 2    # the last steps whose dx runs after the last dw: dw's finish overlaps them
+LOAD_AHEAD = 2   # a load is issued this many steps before the step that needs it
 
 
-def npos_of(g) -> int:
+@dataclass(frozen=True)
+class Lay:
+    """The flat position layout: x and dy positions per batch, the taps' shifts, whole-batch chunks."""
+
+    hw: int                      # H x W positions per D plane
+    nx: int                      # x positions per batch
+    ny: int                      # dy positions per batch
+    shifts: tuple[int, ...]      # per tap kd: dy position p pairs with x position p + s
+    whole: bool                  # one chunk per batch (D kernels: the taps cross planes)
+
+    @property
+    def lead(self) -> int:
+        """dy buffer positions before the chunk's first dy position (zeros: dx's taps reach below 0)."""
+        return max(0, max(self.shifts))
+
+    def ext(self, nx_c: int, ny_c: int) -> int:
+        """dy buffer length of a chunk: what dx's taps read (zeros beyond the chunk's dy)."""
+        return self.lead + max(ny_c, nx_c - min(self.shifts))
+
+
+def shared_gemm_domain(g) -> str:
+    """'' when the shared-dy GEMM kernel serves ``g``, else why not."""
+    if g.pointwise:
+        return ""
+    k = g.kernel
+    if k[1] != 1 or k[2] != 1 or k[0] < 2:
+        return f"kernel {k}: needs 1x1x1 or K_d x 1 x 1"
+    if any(a.s != 1 for a in g.axes) or any(g.axes[a].lo or g.axes[a].hi for a in (1, 2)):
+        return "needs unit stride and padding on D only"
+    hw = g.axes[1].n * g.axes[2].n
+    if hw % PMAX:
+        return f"H x W = {hw}: a D plane must be whole 128-position sub-tiles"
+    return ""
+
+
+def lay_of(g) -> Lay:
+    hw = g.axes[1].n * g.axes[2].n
     o = g.out_size
-    return o[0] * o[1] * o[2]
+    if g.pointwise:
+        return Lay(hw, g.axes[0].n * hw, o[0] * o[1] * o[2], (0,), False)
+    a = g.axes[0]
+    return Lay(hw, a.n * hw, o[0] * o[1] * o[2], tuple((kd * a.r - a.lo) * hw for kd in range(a.k)), True)
 
 
 def chunk_of(g, item) -> tuple[int, int, int]:
-    """(batch, first flat position, positions) of a dx (batch, D band, H band) item; a band is whole W rows
-    and either whole H planes or one D row, so its positions are one contiguous run of the flat volume."""
+    """(batch, first flat x position, x positions) of a dx (batch, D band, H band) item; a band is whole W
+    rows and either whole H planes or one D row, so its positions are one contiguous run of the flat volume
+    (D kernels: the whole volume)."""
     b, bd, bh = item
     H, W = g.axes[1].n, g.axes[2].n
     nd, nh = bd.i1 - bd.i0, bh.i1 - bh.i0
     if nh != H and nd > 1:
-        raise ValueError(f"pointwise shared dy: band {nd}x{nh} of H={H} is not one contiguous position run")
+        raise ValueError(f"shared-dy GEMM: band {nd}x{nh} of H={H} is not one contiguous position run")
+    if lay_of(g).whole and (nd != g.axes[0].n or nh != H):
+        raise ValueError(f"shared-dy GEMM with a {g.kernel} kernel: the band must be the whole volume")
     return b, (bd.i0 * H + bh.i0) * W, nd * nh * W
 
 
-def steps_of(chunks: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
-    """The pipeline steps: (chunk index, offset in the chunk, positions <= BLOCK) in order."""
-    return [(i, o, min(BLOCK, n - o)) for i, (_b, _q, n) in enumerate(chunks) for o in range(0, n, BLOCK)]
+def dy_size(lay: Lay, chunk: tuple[int, int, int]) -> int:
+    """dy positions of a chunk (from its first x position's dy position)."""
+    return lay.ny if lay.whole else chunk[2]
 
 
-LOAD_AHEAD = 2   # a load is issued this many steps before the step that needs it
+def steps_of(lay: Lay, chunks: list[tuple[int, int, int]]) -> list[tuple[int, int, int, int]]:
+    """The pipeline steps: (chunk index, offset in the chunk, x positions (dx), dy positions (T, dw)),
+    each <= BLOCK (one may be 0 where x and dy sizes differ)."""
+    out = []
+    for i, c in enumerate(chunks):
+        n, ny = c[2], dy_size(lay, c)
+        for o in range(0, max(n, ny), BLOCK):
+            out.append((i, o, max(0, min(BLOCK, n - o)), max(0, min(BLOCK, ny - o))))
+    return out
 
 
-def load_events(chunks: list[tuple[int, int, int]]) -> list[tuple[int, str, int, int, int]]:
+def load_events(lay: Lay, chunks: list[tuple[int, int, int]]) -> list[tuple[int, str, int, int, int]]:
     """The kernel's loads in issue order: (issued before step, kind, chunk, offset, positions). The first
     chunk loads per step, later chunks whole. Kinds, by the step that needs them first: "dy" (step f's
-    transposes), "w" (the filters: the first dx, after the first step's transposes), "x" (x^T and the DMA-made
-    dy^T: step f's dw, issued after step f + 1's transposes and dx). Issued LOAD_AHEAD steps ahead."""
-    steps = steps_of(chunks)
+    transposes; dx's taps read up to -min(shift) positions further), "w" (the filters: the first dx, after
+    the first step's transposes), "x" (x^T: step f's dw, issued after step f + 1's transposes and dx; dw's
+    taps read up to max(shift) x positions further), "yt" (the DMA-made dy^T sub-tiles of step f's dy, for
+    its dw). Issued LOAD_AHEAD steps ahead."""
+    steps = steps_of(lay, chunks)
     first = {}
-    for j, (i, o, _m) in enumerate(steps):
+    for j, (i, o, _n, _ny) in enumerate(steps):
         first.setdefault((i, o), j)
-    units = [(i, o, m) for (i, o, m) in steps if i == 0] + [(i, 0, n) for i, (_b, _q, n) in enumerate(chunks) if i]
-    keyed = [(first[(i, o)], 0, "dy", i, o, m) for i, o, m in units]
-    keyed += [(first[(i, o)] + 1.5, 1, "x", i, o, m) for i, o, m in units]
+    dy_early = -(-max(0, -min(lay.shifts)) // BLOCK)
+    x_early = -(-max(0, max(lay.shifts)) // BLOCK)
+    keyed = []
+    for i, c in enumerate(chunks):
+        runs = [(o, n, ny) for (i_, o, n, ny) in steps if i_ == i] if i == 0 else [(0, c[2], dy_size(lay, c))]
+        for o, n, ny in runs:
+            if ny:
+                keyed.append((first[(i, o)] - dy_early, 0, "dy", i, o, ny))
+            if n:
+                keyed.append((first[(i, o)] + 1.5 - x_early, 1, "x", i, o, n))
+            if ny:
+                keyed.append((first[(i, o)] + 1.5, 1, "yt", i, o, ny))
     if chunks:
         keyed.append((0.5, 0, "w", 0, 0, 0))
     keyed.sort(key=lambda e: (e[0], e[1]))
     return [(max(0, int(k) - LOAD_AHEAD), kind, i, o, m) for k, _t, kind, i, o, m in keyed]
 
 
-def ring_depth(chunks: list[tuple[int, int, int]]) -> int:
+def ring_depth(lay: Lay, chunks: list[tuple[int, int, int]]) -> int:
     """Chunk buffers (dy, x^T, dy^T) live at once: a load issued before step s writes chunk i while the
     chunk of step s - 1 (its dw runs after the loads) is still read."""
-    steps = steps_of(chunks)
+    steps = steps_of(lay, chunks)
     depth = 1
-    for s, _kind, i, _o, _m in load_events(chunks):
+    for s, _kind, i, _o, _m in load_events(lay, chunks):
         oldest = steps[max(0, s - 1)][0] if steps else 0
         depth = max(depth, i - oldest + 1)
     return depth
@@ -68,6 +137,11 @@ def ring_depth(chunks: list[tuple[int, int, int]]) -> int:
 def subtiles(off: int, n: int) -> list[tuple[int, int]]:
     """The 128-position sub-tiles (offset in the chunk, positions) of a step."""
     return [(off + s, min(PMAX, n - s)) for s in range(0, n, PMAX)]
+
+
+def dw_pairs(lay: Lay, s: int, ns: int, nx_c: int) -> list[tuple[int, int]]:
+    """(tap, x position in the chunk) of the taps a dy sub-tile meets (its x sub-tile lies in the chunk)."""
+    return [(kd, s + sh) for kd, sh in enumerate(lay.shifts) if 0 <= s + sh and s + sh + ns <= nx_c]
 
 
 def dyt_by_dma(s: int, ns: int, every: int) -> bool:
@@ -89,42 +163,63 @@ def dyt_groups(subs: list[tuple[int, int]], c_out: int, bank_elems: int) -> list
     return out
 
 
+def acc_slots(taps: int, c_in: int, c_out: int) -> list[tuple[int, int, int, int, int]]:
+    """dw's PSUM accumulators, (tap, C_in tile, C_out block, bank, first column), packed in order into banks
+    of BLOCK fp32 columns."""
+    blocks = [(c0, min(BLOCK, c_out - c0)) for c0 in range(0, c_out, BLOCK)]
+    out, bank, col = [], 0, 0
+    for kd in range(taps):
+        for k in range(-(-c_in // PMAX)):
+            for jb, (_c0, cn) in enumerate(blocks):
+                if col + cn > BLOCK:
+                    bank, col = bank + 1, 0
+                out.append((kd, k, jb, bank, col))
+                col += cn
+    return out
+
+
 def chunk_positions(g, band: tuple[int, int]) -> int:
-    """Positions of the largest chunk of a dx band (D rows x H rows x W)."""
+    """x positions of the largest chunk of a dx band (D rows x H rows x W)."""
     return min(band[0], g.axes[0].n) * min(band[1], g.axes[1].n) * g.axes[2].n
 
 
 def sbuf_bytes(g, band: tuple[int, int], lnc: int, chunks: list[tuple[int, int, int]], dy_bufs: int) -> int:
-    """The kernel's pools beyond what dx:gemm's budget already counts (``dy_bufs`` dy chunks, two planes,
-    the filters, db): the deeper dy ring, the dy^T and x^T rings (``ring_depth`` chunks each), the other
-    planes (two per C_in tile), db's scratch tile and ones column, and the dw output tiles (LNC2 per C_in
-    tile: the fp32 partial, the received half and the output half)."""
+    """The kernel's pools beyond what dx's budget counts (two planes, the filters, db; its ``dy_bufs`` dy
+    band buffers are counted again here, whole): the dy ring (``ring_depth`` chunk buffers of ``Lay.ext``
+    positions), the dy^T and x^T rings, the other planes (two per C_in tile), db's scratch tile and ones
+    column, and the dw output tiles (LNC2 per C_in tile: the fp32 partial, the received half and the output
+    half)."""
     ds = g.dtype_bytes
+    lay = lay_of(g)
     big = chunk_positions(g, band)
-    n_sub = -(-big // PMAX)
+    ybig = max([dy_size(lay, c) for c in chunks] + [1])
+    n_sub, n_suby = -(-big // PMAX), -(-ybig // PMAX)
     n_ci = -(-g.c_in // PMAX)
-    out = min(2, n_ci) * g.c_out * ds
+    n_co = -(-g.c_out // PMAX)
+    out = min(2, n_ci * len(lay.shifts)) * g.c_out * ds
     if lnc == 2:
         half = -(-g.c_out // 2)
         out = n_ci * (g.c_out * 4 + half * (4 + ds))
-    depth = ring_depth(chunks)
-    n_co = -(-g.c_out // PMAX)
-    return (max(0, depth - dy_bufs) * n_co * big * ds + depth * n_sub * g.c_out * ds
-            + depth * n_sub * n_ci * PMAX * ds + (2 * n_ci - 2) * big * ds + big * ds + ds + out)
+    depth = ring_depth(lay, chunks)
+    ext = max([lay.ext(c[2], dy_size(lay, c)) for c in chunks] + [1])
+    return (depth * n_co * ext * ds + depth * n_suby * g.c_out * ds + depth * n_sub * n_ci * PMAX * ds
+            + (2 * n_ci - 2) * big * ds + ybig * ds + ds + out)
 
 
 def psum_banks(g, db: bool) -> int:
-    """dw's accumulators (C_in tiles x C_out blocks of 512) and db's bank (the transpose and dx banks are
-    counted with them by the planner)."""
-    return -(-g.c_in // PMAX) * -(-g.c_out // BLOCK) + (1 if db else 0)
+    """dw's accumulator banks (``acc_slots``) and db's bank (the transpose and dx banks are counted with
+    them by the planner)."""
+    slots = acc_slots(len(lay_of(g).shifts), g.c_in, g.c_out)
+    return slots[-1][3] + 1 + (1 if db else 0)
 
 
 def estimate_dw(c, g, chunks: list[tuple[int, int, int]], db: str, lnc: int, every: int = 0) -> None:
-    """dw's (and db's) share of the kernel beyond dx:gemm's (mirrors ``nki_pw_shared``): the dy^T PE
-    transposes and their evictions, the x^T transposes from HBM, the dw matmuls, db (``db``: "pe" ones-vector
-    matmuls, "scalar" activation reduces of the dy chunks, "" none); at LNC1 the final eviction and store (LNC2: the
-    planner charges the reduce-scatter)."""
+    """dw's (and db's) share of the kernel beyond dx's (mirrors ``nki_pw_shared``): the dy^T PE transposes
+    and their evictions (or DMA transposes), the x^T transposes from HBM, the dw matmuls of every tap a
+    sub-tile meets, db (``db``: "pe" ones-vector matmuls, "scalar" activation reduces of the dy chunks, ""
+    none); at LNC1 the final evictions and stores (LNC2: the planner charges the reduce-scatter)."""
     hw = c.hw
+    lay = lay_of(g)
     ds = g.dtype_bytes
     fp32, two = g.dtype == "fp32", ds == 2
     co_t = min(PMAX, g.c_out)
@@ -134,8 +229,8 @@ def estimate_dw(c, g, chunks: list[tuple[int, int, int]], db: str, lnc: int, eve
     bank = 2048 // ds
     width = min(g.c_out, bank)
     packs = -(-g.c_out // bank) if g.c_out > bank else 1
-    for (i, off, n) in steps_of(chunks):
-        subs = subtiles(off, n)
+    for (i, off, _n, ny) in steps_of(lay, chunks):
+        subs = subtiles(off, ny)
         for _s, ns in subs:
             if dyt_by_dma(_s, ns, every):   # dma_transpose from HBM
                 c.busy["dma"] += ns * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9)
@@ -147,37 +242,40 @@ def estimate_dw(c, g, chunks: list[tuple[int, int, int]], db: str, lnc: int, eve
                 c.compute("vector", len(grp) * width, 1, c.copy_speedup("vector", two, True, True), packs)
             else:
                 c.evict(len(grp) * width, two, packs)
-        for _s, ns in subtiles(off, n):
-            for ci in ci_sizes:
-                for cn in blocks:
-                    c.matmul(ci, cn, fp32)
+        for _s, ns in subs:
+            for _kd in dw_pairs(lay, _s, ns, chunks[i][2]):
+                for ci in ci_sizes:
+                    for cn in blocks:
+                        c.matmul(ci, cn, fp32)
             if db == "pe":
                 c.matmul(co_t, 1, fp32, n_co)
-        if db == "scalar" and (i == 0 or off == 0):   # per step in the first chunk, per chunk after
-            m = n if i == 0 else chunks[i][2]
+        if db == "scalar" and ny and (i == 0 or off == 0):   # per step in the first chunk, per chunk after
+            m = ny if i == 0 else dy_size(lay, chunks[i])
             c.compute("scalar", m, 1, 1.0, n_co, op="activation")
     total = sum(n for _b, _q, n in chunks)
     c.busy["dma"] += total * g.c_in * ds / (hw.dma_bytes_per_ns * 0.9)   # dma_transpose from HBM
     c._count("dma_transpose", len(chunks) * len(ci_sizes))
     if lnc == 1:
-        c.evict(sum(blocks), two, len(ci_sizes))
-        c.dma(min(PMAX, g.c_in) * g.c_out * ds, g.c_out * ds, len(ci_sizes))
+        c.evict(sum(blocks), two, len(ci_sizes) * len(lay.shifts))
+        c.dma(min(PMAX, g.c_in) * g.c_out * ds, g.c_out * ds, len(ci_sizes) * len(lay.shifts))
 
 
 def dx_tail_pe_ns(g, hw, chunks: list[tuple[int, int, int]]) -> float:
     """The PE time of the last DX_LAG dx steps (what dw's finish runs under)."""
-    st = steps_of(chunks)[-DX_LAG:]
+    lay = lay_of(g)
+    st = steps_of(lay, chunks)[-DX_LAG:]
     n_ci = -(-g.c_in // PMAX)
     n_co = -(-g.c_out // PMAX)
     mult = 4 if g.dtype == "fp32" else 1
-    return sum(max(64, n) * mult * n_ci * n_co for _i, _o, n in st) / hw.tensor_ghz
+    return sum(max(64, n) * mult * n_ci * n_co * len(lay.shifts) for _i, _o, n, _y in st if n) / hw.tensor_ghz
 
 
 def store_tail_bytes(g, chunks: list[tuple[int, int, int]]) -> tuple[int, int]:
     """(bytes, run bytes) of one C_in tile's store of the last step (the last chunk stores per step)."""
-    if not chunks:
+    steps = [s for s in steps_of(lay_of(g), chunks) if s[2]]
+    if not steps:
         return 0, 0
-    n = steps_of(chunks)[-1][2]
+    n = steps[-1][2]
     return min(PMAX, g.c_in) * n * g.dtype_bytes, n * g.dtype_bytes
 
 
@@ -186,6 +284,6 @@ def head_ns(g, hw, chunks: list[tuple[int, int, int]]) -> float:
     C_out tile (the first chunk loads per step, one DMA per C_out tile sharing the bandwidth)."""
     if not chunks:
         return 0.0
-    n = min(BLOCK, chunks[0][2])
+    n = min(BLOCK, dy_size(lay_of(g), chunks[0]))
     run = n * g.dtype_bytes
     return min(PMAX, g.c_out) * n * g.dtype_bytes / (hw.dma_bytes_per_ns * run / (run + 256.0))

@@ -83,3 +83,58 @@ def test_pw_shared_budget_bounds_the_measured_peak(lnc):
     assert len(alts) >= 2
     for alt in alts:
         assert_budget_bounds_peak(alt, shapes, lnc=lnc)
+
+
+# ---------------------------------------------------------------- D kernels (K_d x 1 x 1): taps shift whole planes
+
+D_KERNELS = [
+    pytest.param(2, 130, 140, (5, 8, 16), (3, 1, 1), (1, 1, 0, 0, 0, 0), (1, 1, 1), id="k311-odd-D-C-partial"),
+    pytest.param(1, 20, 600, (3, 4, 32), (2, 1, 1), (0, 1, 0, 0, 0, 0), (1, 1, 1), id="k211-asym-pad-2-blocks"),
+    pytest.param(2, 9, 70, (6, 16, 16), (3, 1, 1), (2, 2, 0, 0, 0, 0), (2, 1, 1), id="k311-dil2"),
+    pytest.param(1, 7, 9, (4, 2, 64), (3, 1, 1), (0, 0, 0, 0, 0, 0), (1, 1, 1), id="no-pad-fewer-dy"),
+    pytest.param(1, 5, 6, (1, 8, 16), (3, 1, 1), (4, 4, 0, 0, 0, 0), (3, 1, 1), id="more-dy-a-tap-meets-no-x"),
+    pytest.param(3, 33, 200, (8, 8, 16), (5, 1, 1), (2, 2, 0, 0, 0, 0), (1, 1, 1), id="k511-3-batches"),
+]
+
+
+@pytest.mark.parametrize("batch, c_in, c_out, size, kernel, padding, dilation", D_KERNELS)
+@pytest.mark.parametrize("db_scalar, every", [(False, 0), (True, 0), (True, 2), (False, 4)],
+                         ids=["db-pe", "db-scalar", "db-scalar-dyT-dma2", "db-pe-dyT-dma4"])
+def test_shared_gemm_d_kernels_are_exact(batch, c_in, c_out, size, kernel, padding, dilation, db_scalar, every):
+    run_and_compare(batch, c_in, c_out, size, kernel, padding=padding, dilation=dilation,
+                    plan_edit=_pw(db_scalar, None, every))
+
+
+@pytest.mark.parametrize("grads", [("dx", "dw"), GRADS], ids=lambda g: "+".join(g))
+def test_shared_gemm_d_kernel_subsets_and_fp16(grads):
+    def standalone(p):
+        alts = [a for a in p.feasible_candidates() if pw_shared_on(a) and a.db_method is not DbMethod.FOLD]
+        assert alts, p.explain()
+        return alts[0]
+    pad = (1, 1, 0, 0, 0, 0)
+    run_and_compare(2, 40, 50, (3, 4, 32), (3, 1, 1), padding=pad, grads=grads, dtype="fp16", plan_edit=_pw())
+    if "db" in grads:
+        run_and_compare(2, 40, 50, (3, 4, 32), (3, 1, 1), padding=pad, plan_edit=standalone)
+
+
+def test_shared_gemm_d_kernels_offered_only_where_they_run():
+    shapes = ((1, 64, 4, 8, 16), (1, 32, 4, 8, 16), (3, 1, 1, 32, 64))
+    kw = {"padding": (1, 1, 0, 0, 0, 0)}
+    assert any(pw_shared_on(a) for a in plan_conv3d_bwd(*shapes, **kw).feasible_candidates())
+    for extra in ({"lnc": 2}, {"dtype": "fp32"}, {"target": "trn1"}, {"compute_dx": False}):
+        assert not any(pw_shared_on(a) for a in plan_conv3d_bwd(*shapes, **kw, **extra).feasible_candidates())
+    # H x W = 120: a plane is not whole sub-tiles
+    odd = ((1, 64, 4, 8, 15), (1, 32, 4, 8, 15), (3, 1, 1, 32, 64))
+    assert not any(pw_shared_on(a) for a in plan_conv3d_bwd(*odd, **kw).feasible_candidates())
+    # H padding or a 3x3x3 kernel: not a D kernel
+    assert not any(pw_shared_on(a) for a in plan_conv3d_bwd(
+        (1, 64, 4, 8, 16), (1, 32, 4, 8, 16), (3, 3, 3, 32, 64), padding=(1,) * 6).feasible_candidates())
+
+
+def test_shared_gemm_d_kernel_budget_bounds_the_measured_peak():
+    shapes = ((1, 256, 16, 16, 16), (1, 256, 16, 16, 16), (3, 1, 1, 256, 256))
+    kw = {"padding": (1, 1, 0, 0, 0, 0)}
+    alts = [a for a in plan_conv3d_bwd(*shapes, **kw).feasible_candidates() if pw_shared_on(a)]
+    assert len(alts) >= 2
+    for alt in alts:
+        assert_budget_bounds_peak(alt, shapes, **kw)
