@@ -56,6 +56,8 @@ class CostSheet:
     waits: dict[str, float] = field(default_factory=dict)
     # pipelined steps per section (``pipeline_steps``; ``section_ns``'s few-step term)
     steps: dict[str, int] = field(default_factory=dict)
+    # per section: the wait for its first step's loads already charged in the fill (``pipeline_head``)
+    steps_head: dict[str, float] = field(default_factory=dict)
     _mark: dict[str, float] = field(default_factory=lambda: {e: 0.0 for e in ENGINES})
 
     def section(self, name: str) -> None:
@@ -85,6 +87,11 @@ class CostSheet:
         """The open section streams ``n`` more pipelined steps (dw's x^T tiles of its row passes): with few
         steps its engines cannot overlap much (``section_ns``)."""
         self.steps[self._open] = self.steps.get(self._open, 0) + n
+
+    def pipeline_head(self, ns: float) -> None:
+        """The open section's first step waits ``ns`` for its loads, charged in the fill (dw's head):
+        ``section_ns``'s few-step term does not count that part of the first step again."""
+        self.steps_head[self._open] = max(self.steps_head.get(self._open, 0.0), ns)
 
     def exposed(self, name: str, ns: float) -> None:
         """A DMA wait of ``ns`` (a lone transfer's time, not bandwidth) as section ``name`` (a trail:
@@ -159,7 +166,7 @@ COMPUTE = ("tensor", "vector", "scalar", "gpsimd")
 
 
 def section_ns(busy: dict[str, float], loss: float = SECTION_LOSS, power: float = SECTION_POWER,
-               steps: int = 0) -> float:
+               steps: int = 0, head_ns: float = 0.0) -> float:
     """One pipelined section run alone: its busiest engine, plus a stall share of every other engine that
     grows with how close that engine comes to the busiest (``loss * b * (b / top) ** power``): an engine
     that is nearly as busy as the bottleneck often holds it up (shared dependencies, PSUM banks, DMA
@@ -168,7 +175,8 @@ def section_ns(busy: dict[str, float], loss: float = SECTION_LOSS, power: float 
     ``steps`` (> 0: the section is a pipeline of that many steps, each through every engine): a pipeline
     of n steps costs at least its busiest engine plus the others' time of one step (``others / n``: the
     first step's loads before the first matmul, the last step's matmuls after the last load); with few
-    steps (down_s2's one stacked dw pass of 5 x^T bundles) that term, not the stall share, dominates."""
+    steps (down_s2's one stacked dw pass of 5 x^T bundles) that term, not the stall share, dominates.
+    ``head_ns``: the part of the first step's loads the caller charges elsewhere (the fill's head)."""
     top_engine = max(busy, key=busy.get)
     top = busy[top_engine]
     if top <= 0.0:
@@ -176,12 +184,13 @@ def section_ns(busy: dict[str, float], loss: float = SECTION_LOSS, power: float 
     others = [b for e, b in busy.items() if e != top_engine]
     t = top + loss * sum(b * (b / top) ** power for b in others)
     if steps > 0:
-        t = max(t, top + sum(others) / steps)
+        t = max(t, top + max(0.0, sum(others) / steps - head_ns))
     return t
 
 
 def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns: float,
-               hw: TargetFigures, steps: dict[str, int] | None = None) -> float:
+               hw: TargetFigures, steps: dict[str, int] | None = None,
+               steps_head: dict[str, float] | None = None) -> float:
     """Modelled time of a kernel from the busy time of its sections, taken in issue order (max-plus):
 
     - a *body* section occupies the engines for ``section_ns`` of its busy time; bodies run one after the
@@ -200,7 +209,8 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
     total = fill_ns
     credit = 0.0        # idle DMA time of the bodies so far, usable by a lead
     trailing: list[float] = []      # trail DMA still to place into the next body's idle DMA time
-    trail_compute: list[float] = []  # the trails' compute (casts, dw^T transposes) before that body
+    trail_compute: list[float] = []  # the trails' compute with PE work (casts -> dw^T transposes) before that body
+    trail_free: dict[str, float] = dict.fromkeys(COMPUTE, 0.0)   # the trails' compute without PE work
     for name in names:
         busy = sections[name]
         compute = {e: busy[e] for e in COMPUTE}
@@ -208,18 +218,28 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
             total += section_ns(compute) + max(0.0, busy["dma"] - credit)
             credit = max(0.0, credit - busy["dma"])
         elif name in TRAIL_SECTIONS:
-            trail_compute.append(section_ns(compute))
+            if compute["tensor"] > 0.0:
+                trail_compute.append(section_ns(compute))
+            else:
+                for e in COMPUTE:
+                    trail_free[e] += compute[e]
             trailing.append(busy["dma"])
         else:
-            t = section_ns(busy, steps=(steps or {}).get(name, 0))
+            # a trail without PE work (x-stationary dw's casts) does not hold the in-order PE: its engines
+            # take it in order ahead of the body's own work on them, inside the body
+            busy = {e: busy[e] + trail_free.get(e, 0.0) for e in busy}
+            t = section_ns(busy, steps=(steps or {}).get(name, 0), head_ns=(steps_head or {}).get(name, 0.0))
             if t <= 0.0:
                 continue
             idle = max(0.0, t - busy["dma"])
             hidden = min(idle, sum(trailing))
-            # the trails' compute runs in order before the body's; their DMA in its idle DMA time
+            # the trails' PE chains run in order before the body's; their DMA in its idle DMA time
             total += sum(trail_compute) + t + _exposed(trailing, hidden)
             trailing, trail_compute = [], []
+            trail_free = dict.fromkeys(COMPUTE, 0.0)
             credit += idle - hidden
+    if any(trail_free.values()):
+        trail_compute.append(section_ns(trail_free))
     # at the end, the last trails' DMA and compute run side by side (nothing follows on any engine)
     return total + _exposed(trailing + trail_compute, 0.0)
 

@@ -842,10 +842,10 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
     """Modelled time (under LNC2 the later program's, as nkisim's makespan) and program 0's per-engine
     busy time."""
     c, fill = _estimate_sheet(g, p, hw)
-    total = compose_ns(_sections(c, p), section_order(g, p), fill, hw, c.steps)
+    total = compose_ns(_sections(c, p), section_order(g, p), fill, hw, c.steps, c.steps_head)
     for pid in range(1, p.lnc):   # the split is uneven (tap units, db on one program, odd item counts)
         c1, fill1 = _estimate_sheet(g, p, hw, pid)
-        total = max(total, compose_ns(_sections(c1, p), section_order(g, p), fill1, hw, c1.steps))
+        total = max(total, compose_ns(_sections(c1, p), section_order(g, p), fill1, hw, c1.steps, c1.steps_head))
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
 
 
@@ -874,9 +874,11 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
     co_t = min(PMAX, g.c_out)
     W, Wo = g.axes[2].n, g.axes[2].o
     fill = 2 * hw.dma_fixed_ns
+    dw_head = 0.0
     if p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dw_method is not DwMethod.DMA_GEMM:
         # dw runs first: the PE waits for its first dy box and x (band or x^T tile)
-        fill += _dw_head_ns(g, p, hw, pid)
+        dw_head = _dw_head_ns(g, p, hw, pid)
+        fill += dw_head
     # (dx's first filter group is the "dx_filters" lead section: compose_ns charges what the sections
     # before it do not hide; with dx first -- shared_dy, dx only -- all of it)
     if p.compute_dx:
@@ -1073,6 +1075,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                         tiles = (len(dw_xs_bundles(g, p, span)) if p.dw_x_stationary
                                  else max(1, (span[1] - span[0]) // g.kernel[2]))
                         c.pipeline_steps((len(chunk_rows[it]) - item_roles.count("lower")) * len(ci_tiles) * tiles)
+                        c.pipeline_head(dw_head)
                     if p.strategy is not Strategy.SHARED_DY:
                         c.dma(co_t * rows[0] * rows[1] * Wo * ds, (rows[1] * Wo if rows[1] == g.axes[1].o else Wo) * ds, n_co)
                     if db_on_dw(p) and r0 == 0 and pi == 0 and (own0 is None or dw_db_program(g, p) == pid):
@@ -1089,7 +1092,10 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                     c.waits["dx_tail"] = max(0.0, c.waits.get("dx_tail", 0.0) - last_sheet.busy["tensor"])
                 if p.dw_x_stationary:
                     xs_fill = _estimate_xs_finish(c, g, p, hw, width, span, pid)
-                    if p.strategy is Strategy.SHARED_DY:   # at the end, beside dx's last store: a trail
+                    if p.strategy is Strategy.SHARED_DY or p.compute_dx:
+                        # a trail: shared_dy at the end, beside dx's last store; per gradient, the finish has
+                        # no PE work, so the in-order PE goes on with dx while the LNC2 exchange, the adds and
+                        # the stores run (unet3d LNC2: dx's matmuls start right after dw's last one)
                         c.exposed("dw_finish", xs_fill)
                     else:
                         fill += xs_fill

@@ -45,6 +45,11 @@ def test_a_body_of_few_pipelined_steps_serializes_its_engines():
     assert section_ns(b, steps=5) == pytest.approx(15.0 + (14.0 + 13.0) / 5)
     assert section_ns(b, steps=1) == pytest.approx(15.0 + 14.0 + 13.0)   # one step: fully serial
     assert section_ns(b, steps=1000) == pytest.approx(section_ns(b))     # many: the stall share
+    # the first step's loads already charged in the fill (dw's head) are not counted again
+    assert section_ns(b, steps=5, head_ns=2.0) == pytest.approx(15.0 + (14.0 + 13.0) / 5 - 2.0)
+    assert section_ns(b, steps=5, head_ns=50.0) == pytest.approx(section_ns(b))
+    assert compose_ns({"dw": b}, ["dw"], 0.0, TRN2, {"dw": 5}, {"dw": 2.0}) == \
+        pytest.approx(section_ns(b, steps=5, head_ns=2.0))
     assert compose_ns({"dw": b}, ["dw"], 0.0, TRN2, {"dw": 5}) == pytest.approx(section_ns(b, steps=5))
     assert compose_ns({"dw": b}, ["dw"], 0.0, TRN2, {"dx": 5}) == pytest.approx(section_ns(b))
 
@@ -72,8 +77,14 @@ def test_a_trail_hides_in_the_next_body_or_is_exposed_at_the_end():
     body = _busy(tensor=100.0, dma=20.0)
     trail = _busy(dma=30.0, vector=5.0)
     t_trail = section_ns(_busy(vector=5.0))
+    # no PE work (x-stationary dw's cast and stores): the in-order PE goes on with the body; the trail's
+    # compute goes ahead of the body's on its engines, its DMA in the body's idle DMA time
     hidden = compose_ns({"dw_finish": trail, "dx": body}, ["dw_finish", "dx"], 0.0, TRN2)
-    assert hidden == pytest.approx(t_trail + section_ns(body))
+    assert hidden == pytest.approx(section_ns(_busy(tensor=100.0, dma=20.0, vector=5.0)))
+    # with PE work (cast -> dw^T transposes -> stores): its compute chain runs before the body's
+    pe_trail = _busy(dma=30.0, vector=5.0, tensor=3.0)
+    serial = compose_ns({"dw_finish": pe_trail, "dx": body}, ["dw_finish", "dx"], 0.0, TRN2)
+    assert serial == pytest.approx(section_ns(_busy(vector=5.0, tensor=3.0)) + section_ns(body))
     # at the end its DMA and its compute run side by side (like the engines of one section)
     exposed = compose_ns({"dx": body, "dx_tail": trail}, ["dx", "dx_tail"], 0.0, TRN2)
     side_by_side = 30.0 + SECTION_LOSS * t_trail * (t_trail / 30.0) ** SECTION_POWER
@@ -133,7 +144,7 @@ def test_the_estimate_is_the_composition_of_its_sheet():
         c, fill = _estimate_sheet(g, a, TRN2)
         est, eng = _estimate(g, a, TRN2)
         assert est == pytest.approx(compose_ns(c.section_busy(), planner.section_order(g, a), fill, TRN2,
-                                                 c.steps) / 1000)
+                                                 c.steps, c.steps_head) / 1000)
         assert all(math.isclose(eng[e], c.busy[e] / 1000) for e in ENGINES)
         assert est >= max(eng.values())   # never below the busiest engine
 
@@ -148,7 +159,8 @@ def test_lnc2_estimate_is_the_later_program():
         per = []
         for pid in (0, 1):
             c, fill = _estimate_sheet(g, a, TRN2, pid)
-            per.append(compose_ns(planner._sections(c, a), planner.section_order(g, a), fill, TRN2, c.steps) / 1000)
+            per.append(compose_ns(planner._sections(c, a), planner.section_order(g, a), fill, TRN2, c.steps,
+                                  c.steps_head) / 1000)
         assert _estimate(g, a, TRN2)[0] == pytest.approx(max(per))
         seen_uneven |= abs(per[0] - per[1]) > 1e-3
     assert seen_uneven
