@@ -95,3 +95,29 @@ def dpair_matmuls(g: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand]) -> in
     """Matmuls per C_out tile of one band (for tests and explain)."""
     return sum(len(grp.steps) * len((grp.lo or grp.hi).blocks) for grp in dpair_groups(g, bands)
                if grp.steps)
+
+
+def band_halves(g: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand]) -> dict[int, tuple[int, int]]:
+    """Per D phase (0: the plane's lower partitions, 1: its upper ones) of one band: (its first input D row,
+    its rows), the rows two apart in dx (mirrors the kernel's plane)."""
+    first: dict[int, tuple[int, int]] = {}
+    for grp in dpair_groups(g, bands):
+        for side, pw in ((0, grp.lo), (1, grp.hi)):
+            if pw is not None and (grp.alone < 0 or grp.alone == side):
+                first.setdefault(side, (g.axes[0].i_of_j(pw.j0[0], side), pw.j1[0] - pw.j0[0]))
+    return first
+
+
+STRIDE_MAX = 32767   # an access-pattern stride is an int16 (nki-api.md, access patterns)
+
+
+def one_store(g: ConvGeom, halves: dict[int, tuple[int, int]]) -> bool:
+    """Whether a band plane stores with ONE 128-partition DMA: C_in = 64 (the halves meet at partition 64,
+    no gap), both phases with the same rows, phase 1's rows one D row before or after phase 0's. Its dx
+    pattern is [phase (+-1 D row), ci, rows (two D rows), (h, w)]; two 64-partition stores would each get
+    half the DMA engines and, their dx spans interleaving, run one after the other."""
+    if g.c_in != HALF or sorted(halves) != [0, 1]:
+        return False
+    (i0, n0), (i1, n1) = halves[0], halves[1]
+    plane = g.axes[0].n * g.axes[1].n * g.axes[2].n   # the ci stride
+    return n0 == n1 and abs(i1 - i0) == 1 and plane <= STRIDE_MAX

@@ -477,12 +477,15 @@ class DwState:
         if not self.started:
             nisa.memset(self.xacc[:parts, :], 0.0, engine=nisa.engine.vector)
         lo, hi = 0, n
+        fused = None   # deferred past dx: the add of the other's partial is the cast (VectorE and GpSimd halves)
         if self.own_taps is None and lnc == 2:   # each program adds and stores its share of the chunks
             per = -(-n // lnc)
             lo, hi = min(n, pid * per), min(n, (pid + 1) * per)
             # (deferred past dx: start_exchange already received the other's partial)
             other = self.exchanged[0] if self.exchanged else self._send_xacc(pid, parts)
-            if hi > lo:
+            if self.exchanged and not self.direct:
+                fused = other
+            elif hi > lo:
                 for i in range(len(self.ci_tiles)):
                     mine = self.xacc[:parts, (i * n + lo) * co:(i * n + hi) * co]
                     nisa.tensor_tensor(dst=mine, data1=mine, data2=other[:parts, (i * n + lo) * co:(i * n + hi) * co],
@@ -498,7 +501,16 @@ class DwState:
         for i, (ci0, ci_sz) in enumerate(self.ci_tiles):
             src = self.xacc
             c0 = (i * n + lo) * co
-            if cast_pool is not None:   # one cast copy of this C_in tile's chunks to the output dtype
+            if cast_pool is not None and fused is not None:   # sum into the output dtype, in two halves
+                src = cast_pool.take()
+                width = (hi - lo) * co
+                half = -(-width // 2)
+                for e, (a0, a1) in zip(cast_engines, ((0, half), (half, width))):
+                    if a1 > a0:
+                        nisa.tensor_tensor(dst=src[:parts, a0:a1], data1=self.xacc[:parts, c0 + a0:c0 + a1],
+                                           data2=fused[:parts, c0 + a0:c0 + a1], op=nl.add, engine=e)
+                c0 = 0
+            elif cast_pool is not None:   # one cast copy of this C_in tile's chunks to the output dtype
                 src = cast_pool.take()
                 nisa.tensor_copy(dst=src[:parts, :(hi - lo) * co], src=self.xacc[:parts, c0:c0 + (hi - lo) * co],
                                  engine=cast_engines[i % 2])

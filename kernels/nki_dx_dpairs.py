@@ -10,7 +10,7 @@ whose upper ones hold phase 1's; each half is stored with one DMA (D rows two ap
 import nki.isa as nisa
 import nki.language as nl
 
-from .dx_dpairs import HALF, dpair_groups, dpair_slots
+from .dx_dpairs import HALF, dpair_groups, dpair_slots, one_store
 from .nki_common import BANK_FP32, PMAX, Pool, band_slices
 from .planner import dx_items
 from .schedule import axis_bands, tiles
@@ -103,6 +103,14 @@ def run_dx_dpairs(ctx, items, bands, pair_t, on_band):
                 i_w = ax[2].i_of_j(jw, ref.phases[2])
                 ctx.evict.copy(plane[p_lo:p_hi, rel[0]:rel[0] + nd, band_slices(i_h, nh, ax[1].s),
                                      band_slices(i_w, nw, ax[2].s)], ps[p_lo:p_hi, :n])
+        if one_store(g, first):   # [phase, ci, rows, (h, w)] in dx: all 128 partitions in one DMA
+            (i_first, n_rows), (i_up, _n) = first[0], first[1]
+            D, H = ax[0].n, ax[1].n
+            off = ((b * ci) * D + i_first) * H * W + bh.i0 * W
+            dst = ctx.dx.ap([[(i_up - i_first) * H * W, 2], [D * H * W, ci], [2 * H * W, n_rows], [1, nh_in * W]],
+                            offset=off)
+            nisa.dma_copy(dst=dst, src=plane[:2 * HALF, :n_rows, :nh_in, :W])
+            continue
         for side, (i_first, n_rows) in sorted(first.items()):
             nisa.dma_copy(dst=ctx.dx[b, :, band_slices(i_first - 0, n_rows, 2), bh.i0:bh.i1, :],
                           src=plane[side * HALF:side * HALF + ci, :n_rows, :nh_in, :W])

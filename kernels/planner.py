@@ -983,7 +983,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                       * ds, len(pack) - 1)
         if items and p.dx_method is not DxMethod.TOEPLITZ and not pw_shared_on(p):
             # (toeplitz: its store_tail_ns, in the fill; shared-dy pointwise: a step's store, below)
-            c.exposed("dx_tail", _dx_store_tail_ns(g, hw, items[-1][1], items[-1][2]))
+            c.exposed("dx_tail", _dx_store_tail_ns(g, hw, items[-1][1], items[-1][2],
+                                                   2 * g.c_in if _dpair_one_store(g, p, items[-1]) else 0))
     if p.compute_dw:
         c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dw")
     if pw_shared_on(p):   # dw's share of the shared-dy pointwise kernel (dx:gemm is charged above)
@@ -1206,7 +1207,15 @@ def _lone_dma_ns(hw: TargetFigures, nbytes: float, run_bytes: float, partitions:
     return hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * run / (run + 256.0)) / rate
 
 
-def _dx_store_tail_ns(g: ConvGeom, hw: TargetFigures, bd: AxisBand, bh: AxisBand) -> float:
+def _dpair_one_store(g: ConvGeom, p: Plan, item: tuple) -> bool:
+    """D-phase pairs: the band plane of ``item`` stores with one 128-partition DMA (``dx_dpairs.one_store``)."""
+    if not p.dx_dphase_pairs:
+        return False
+    _b, bd, bh = item
+    return dpairs.one_store(g, dpairs.band_halves(g, (bd, bh, axis_bands(g.axes[2], g.axes[2].n)[0])))
+
+
+def _dx_store_tail_ns(g: ConvGeom, hw: TargetFigures, bd: AxisBand, bh: AxisBand, partitions: int = 0) -> float:
     """The last dx band's store after its last eviction, beyond the fill's DMA latency: one DMA per
     C_in tile (<= 128 partitions) sharing the bandwidth, each at its partitions' share of the DMA
     engines (down_s2: a 64-channel plane of 1 MB on half the engines, ~6 us after the PE is done)."""
@@ -1217,6 +1226,8 @@ def _dx_store_tail_ns(g: ConvGeom, hw: TargetFigures, bd: AxisBand, bh: AxisBand
     tiles = tile_sizes(g.c_in, PMAX)
     eff = run / (run + 256.0)
     total = g.c_in * rows * W * ds / (hw.dma_bytes_per_ns * eff)
+    if partitions:   # one store of every channel on ``partitions`` partitions (D-phase pairs' one store)
+        return _lone_dma_ns(hw, g.c_in * rows * W * ds, run, partitions) - hw.dma_fixed_ns
     slowest = max(_lone_dma_ns(hw, ci * rows * W * ds, run, ci) for ci in tiles) - hw.dma_fixed_ns
     return max(total, slowest)
 
@@ -1440,10 +1451,15 @@ def _estimate_xs_finish(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, w
         c.dma(nbytes, len(cis) * len(chunks) * g.c_out * 4, 1)
         c.compute("vector", len(mine) * g.c_out, 2, 1.0, len(cis), op="tensor_tensor")
         add = len(cis) * (len(mine) * g.c_out * 2 + 60) / hw.vector_ghz
-        # deferred past dx (``dw_defer_finish``): the exchange runs under dx, the adds after it
-        fill += add if dw_defer_finish(g, p) else 2 * hw.dma_fixed_ns + nbytes / hw.dma_bytes_per_ns + add
+        if dw_defer_finish(g, p):
+            # deferred past dx: the exchange runs under dx; the add is the cast, in VectorE / GpSimd halves
+            c.busy["vector"] -= len(cis) * (len(mine) * g.c_out * 2 + 60) / hw.vector_ghz / 2
+            c.compute("gpsimd", ceil_div(len(mine) * g.c_out, 2), 2, 1.0, len(cis), op="tensor_tensor")
+            fill += add / 2
+        else:
+            fill += 2 * hw.dma_fixed_ns + nbytes / hw.dma_bytes_per_ns + add
     for ci in cis:
-        if not dw_direct(g, p):
+        if not dw_direct(g, p) and not (p.lnc == 2 and own is None and dw_defer_finish(g, p)):
             c.compute("vector", len(mine) * g.c_out, 1, 1.0, 1, op="tensor_copy")
         for n_taps, count in _xs_stores(g, p, mine):
             c.dma(n_taps * ci * g.c_out * ds, g.c_out * ds, count)
@@ -2166,7 +2182,8 @@ def _dpair_band_sheet(g: ConvGeom, target: str, bd: AxisBand, bh: AxisBand) -> C
     nh_in = bh.i1 - bh.i0
     rows = ceil_div(bd.i1 - bd.i0, 2)
     run = (nh_in * W if nh_in == g.axes[1].n else W) * ds
-    c.dma(g.c_in * rows * nh_in * W * ds, run, len(halves))
+    one = dpairs.one_store(g, dpairs.band_halves(g, (bd, bh, w_band)))
+    c.dma(g.c_in * rows * nh_in * W * ds * (2 if one else 1), run, 1 if one else len(halves))
     return c
 
 

@@ -42,3 +42,32 @@ def test_dphase_pairs_lnc2_items_alternate_batches():
     assert sorted(mine[0] + mine[1], key=str) == sorted(dx_items(g, a), key=str)   # each item once
     for items in mine:   # two D bands of two batches: each program holds one band of each batch
         assert [b for b, _bd, _bh in items] == [0, 1]
+
+
+ONE_STORE = [   # C_in 64: each band plane stores with one 128-partition DMA (phase 1 one D row after / before)
+    pytest.param({"batch": 1, "c_in": 64, "c_out": 20, "size": (8, 6, 5), "kernel": (3, 3, 3), "stride": (2, 2, 1),
+                  "padding": (0, 1, 1, 1, 1, 1)}, 1, id="phase1-after"),
+    pytest.param({"batch": 2, "c_in": 64, "c_out": 20, "size": (8, 6, 5), "kernel": (3, 3, 3), "stride": (2, 1, 2),
+                  "padding": (1, 1, 1, 0, 1, 1)}, -1, id="phase1-before"),
+    pytest.param({"batch": 1, "c_in": 64, "c_out": 20, "size": (7, 6, 5), "kernel": (3, 3, 3), "stride": (2, 2, 2),
+                  "padding": (1,) * 6}, 0, id="odd-D-two-stores"),
+]
+
+
+@pytest.mark.parametrize("lnc", [1, 2])
+@pytest.mark.parametrize("geom, delta", ONE_STORE)
+def test_dphase_pairs_one_store_is_exact(geom, delta, lnc):
+    from kernels.dx_dpairs import band_halves, one_store
+    from kernels.schedule import axis_bands
+    kw = {k: geom[k] for k in ("stride", "padding") if k in geom}
+    shapes = _shapes(geom["batch"], geom["c_in"], geom["c_out"], geom["size"], geom["kernel"], **kw)
+    g = validate(*shapes, **kw)
+    plan = plan_conv3d_bwd(*shapes, **kw, lnc=lnc)
+    a = min((a for a in plan.feasible_candidates() if a.dx_dphase_pairs), key=lambda a: a.estimated_us)
+    wb = axis_bands(g.axes[2], g.axes[2].n)[0]
+    halves = [band_halves(g, (bd, bh, wb)) for _b, bd, bh in dx_items(g, a)]
+    if delta:
+        assert all(one_store(g, h) and h[1][0] - h[0][0] == delta for h in halves)
+    else:
+        assert not all(one_store(g, h) for h in halves)
+    run_and_compare(**geom, lnc=lnc, plan_edit=lambda p: a)
