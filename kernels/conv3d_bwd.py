@@ -209,7 +209,7 @@ class _Steps:
     def between(self, n_items):
         """Before dx item i: dw's boxes up to ceil((i + 1) * boxes / items)."""
         def run(i):
-            while self.done < -(-(i + 1) * self.boxes // n_items):
+            while self.done < -(-i * self.boxes // n_items):
                 self._step()
         return run
 

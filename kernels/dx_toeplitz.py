@@ -399,6 +399,30 @@ def sbuf_bytes(g: ConvGeom, band: tuple[int, int], u: tuple[int, int], merge: Me
     return grids, 2 * pg[0] * pg[1] * g.axes[2].n * g.dtype_bytes
 
 
+ENGINE_FREE_MAX = 65536   # elements per partition of one Vector/Scalar/GpSimd SBUF access
+
+
+def pair_copy_on_vector(g: ConvGeom, n: int) -> bool:
+    """The shifted copy (partitions 0..C_out -> C_out..2 C_out, ``n`` elements each) by one VectorE
+    tensor_copy: the compute engines move data between partition halves (C_out 64: start 64) and
+    quadrants (C_out 32: start 32) (nki-api.md, "Partition rules"); other C_out: an SBUF->SBUF DMA."""
+    return g.c_out in (32, 64) and 0 < n <= ENGINE_FREE_MAX
+
+
+def pair_copy_cost(c: CostSheet, g: ConvGeom, n: int) -> None:
+    """The cost of one shifted copy of ``n`` elements per partition (VectorE, else DMA)."""
+    if pair_copy_on_vector(g, n):
+        c.compute("vector", n, 1, c.copy_speedup("vector", g.dtype_bytes == 2, False, True), 1)
+    elif n > 0:
+        c.dma(g.c_out * n * g.dtype_bytes, n * g.dtype_bytes)
+
+
+def grid_memset_split(free: int) -> int:
+    """Elements per partition of the grid memset on GpSimd (1.2 GHz); VectorE (0.96 GHz) zeroes the
+    rest at the same time."""
+    return free * 5 // 9
+
+
 def shifted_elems(pool_ext: tuple[int, int, int], ext: tuple[int, int, int], shift: int) -> int:
     """Elements per partition the shifted copy of a band moves: up to the band's last element."""
     last = ((ext[0] - 1) * pool_ext[1] + ext[1] - 1) * pool_ext[2] + ext[2]
@@ -413,6 +437,10 @@ def first_copy_ns(g: ConvGeom, hw: TargetFigures, u: tuple[int, int], pair_axis:
         return 0.0
     ext = (bd.extent, bh.extent, axis_bands(g.axes[2], g.axes[2].n)[0].extent)
     n = shifted_elems(pool_ext, ext, dy_pair_shift(pool_ext, pair_axis))
+    if pair_copy_on_vector(g, n):
+        c = CostSheet(hw)
+        pair_copy_cost(c, g, n)
+        return c.busy["vector"]
     rate = min(16, ceil_div(g.c_out * 16, PMAX)) / 16
     return hw.dma_fixed_ns + g.c_out * n * g.dtype_bytes / (hw.dma_bytes_per_ns * rate)
 
@@ -456,12 +484,13 @@ def estimate_grids(c: CostSheet, g: ConvGeom, u: tuple[int, int], pair_axis: int
     ax = g.axes
     zs = z_shape(g, u, merge)
     n_co = n_tiles(g.c_out, PMAX)
-    c.compute("gpsimd", zs[0] * zs[1] * zs[2] * zs[3], 0, 1.0, n_co, op="memset")
+    free = zs[0] * zs[1] * zs[2] * zs[3]
+    c.compute("gpsimd", grid_memset_split(free), 0, 1.0, n_co, op="memset")
+    c.compute("vector", free - grid_memset_split(free), 0, 1.0, n_co, op="memset")
     for _z, ld, lh in grid_lines(g, merge):
         c.compute("gpsimd", ld.count * lh.count * g.c_in, 1, 1.0, ax[2].k * n_co, op="tensor_copy")
     if pair_axis >= 0:   # the shifted copy of the grids on partitions C_out..2 C_out
-        n = zs[0] * zs[1] * zs[2] * zs[3] - pair_shifts(g, u, (1, 1, 1), pair_axis, merge)[1]
-        c.dma(g.c_out * n * g.dtype_bytes, n * g.dtype_bytes)
+        pair_copy_cost(c, g, free - pair_shifts(g, u, (1, 1, 1), pair_axis, merge)[1])
 
 
 @lru_cache(maxsize=8192)
@@ -474,7 +503,7 @@ def band_sheet(g: ConvGeom, target: str, u: tuple[int, int], band: tuple[int, in
     if pair_axis >= 0 and min(b.extent for b in (bd, bh)) > 0:   # the shifted copy of the band
         n = shifted_elems(pool_ext, (bd.extent, bh.extent, axis_bands(g.axes[2], g.axes[2].n)[0].extent),
                           pair_shifts(g, u, pool_ext, pair_axis, merge)[0])
-        c.dma(g.c_out * n * g.dtype_bytes, n * g.dtype_bytes)
+        pair_copy_cost(c, g, n)
     ax = g.axes
     W = ax[2].n
     fp32 = g.dtype == "fp32"
@@ -545,7 +574,9 @@ def zq_shape(g: ConvGeom, u: tuple[int, int], merge: Merge, uw: int) -> tuple[in
     """Free shape of one C_out tile's W-mode grids: [d x h lines, Z_w, Z_d, Z_h' C_in] (Z_h padded so
     that the 32-element windows stay inside)."""
     ax = g.axes
-    zh = z_extent(ax[1], u[1], merge[1]) + ceil_div(QUADRANT, g.c_in)
+    # a window starts at z_h <= Z_h - U_h (any tail too) and reads ceil(32 / C_in) rows
+    zh = z_extent(ax[1], u[1], merge[1])
+    zh = max(zh, zh - u[1] + ceil_div(QUADRANT, g.c_in))
     return (line_keys(ax[0], merge[0]) * line_keys(ax[1], merge[1]), z_extent(ax[2], uw, True),
             z_extent(ax[0], u[0], merge[0]), zh * g.c_in)
 
@@ -588,12 +619,13 @@ def estimate_grids_w(c: CostSheet, g: ConvGeom, u: tuple[int, int], merge: Merge
     """Building the W-mode grids (mirrors nki_dx_toeplitz.load_toeplitz_filters with U_w)."""
     zs = zq_shape(g, u, merge, uw)
     n_co = n_tiles(g.c_out, PMAX)
-    c.compute("gpsimd", zs[0] * zs[1] * zs[2] * zs[3], 0, 1.0, n_co, op="memset")
+    free = zs[0] * zs[1] * zs[2] * zs[3]
+    c.compute("gpsimd", grid_memset_split(free), 0, 1.0, n_co, op="memset")
+    c.compute("vector", free - grid_memset_split(free), 0, 1.0, n_co, op="memset")
     for _z, ld, lh in grid_lines(g, merge):
         c.compute("gpsimd", ld.count * lh.count * g.c_in, 1, 1.0, g.axes[2].k * n_co, op="tensor_copy")
     if pair_axis >= 0:
-        n = zs[0] * zs[1] * zs[2] * zs[3] - zq_pair_shift(g, u, merge, uw, pair_axis)
-        c.dma(g.c_out * n * g.dtype_bytes, n * g.dtype_bytes)
+        pair_copy_cost(c, g, free - zq_pair_shift(g, u, merge, uw, pair_axis))
 
 
 @lru_cache(maxsize=8192)
@@ -604,8 +636,8 @@ def band_sheet_w(g: ConvGeom, target: str, u: tuple[int, int], band: tuple[int, 
     ax = g.axes
     bw = axis_bands(ax[2], ax[2].n)[0]
     if pair_axis >= 0 and min(b.extent for b in (bd, bh)) > 0:
-        n = shifted_elems(pool_ext, (bd.extent, bh.extent, bw.extent), dy_pair_shift(pool_ext, pair_axis))
-        c.dma(g.c_out * n * g.dtype_bytes, n * g.dtype_bytes)
+        pair_copy_cost(c, g, shifted_elems(pool_ext, (bd.extent, bh.extent, bw.extent),
+                                           dy_pair_shift(pool_ext, pair_axis)))
     W = ax[2].n
     fp32 = g.dtype == "fp32"
     two = g.dtype_bytes == 2

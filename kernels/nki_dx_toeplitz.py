@@ -13,7 +13,9 @@ from .dx_toeplitz import (
     ci_major,
     dy_pair_shift,
     grid_lines,
+    grid_memset_split,
     offsets3,
+    pair_copy_on_vector,
     pair_shifts,
     pair_steps,
     plane_groups,
@@ -49,8 +51,13 @@ def load_toeplitz_filters(ctx):
     out = []
     for c, (_co0, co_sz) in enumerate(tiles(g.c_out, PMAX)):
         z = nl.ndarray((PMAX,) + shape, ctx.dtype, buffer=nl.sbuf, name=f"w_z{c}")
-        # with K pairing the shifted copy lands on partitions C_out..2 C_out: zero them all
-        nisa.memset(z[:PMAX if plan.dx_toeplitz_pair >= 0 else co_sz], 0.0, engine=nisa.engine.gpsimd)
+        # with K pairing the shifted copy lands on partitions C_out..2 C_out: zero them all (GpSimd and
+        # VectorE each zero a part of the free axis)
+        parts = PMAX if plan.dx_toeplitz_pair >= 0 else co_sz
+        free = shape[0] * shape[1] * shape[2] * shape[3]
+        f1 = grid_memset_split(free)
+        nisa.memset(z.ap([[free, parts], [1, f1]], offset=0), 0.0, engine=nisa.engine.gpsimd)
+        nisa.memset(z.ap([[free, parts], [1, free - f1]], offset=f1), 0.0, engine=nisa.engine.vector)
         w5 = w_t[c].reshape((PMAX, ax[0].k, ax[1].k, ax[2].k, g.c_in))
         zq = z.reshape((PMAX,) + shape[:3] + (shape[3] // g.c_in, g.c_in)) if uw else None
         for z0, ld, lh in grid_lines(g, merge):
@@ -69,9 +76,18 @@ def load_toeplitz_filters(ctx):
         row = shape[0] * shape[1] * shape[2] * shape[3]
         sh = (zq_pair_shift(g, u, merge, uw, plan.dx_toeplitz_pair) if uw
               else pair_shifts(g, u, (1, 1, 1), plan.dx_toeplitz_pair, merge)[1])
-        nisa.dma_copy(dst=out[0].ap([[row, g.c_out], [1, row - sh]], offset=g.c_out * row + sh),
-                      src=out[0].ap([[row, g.c_out], [1, row - sh]], offset=0))
+        _pair_copy(g, out[0].ap([[row, g.c_out], [1, row - sh]], offset=g.c_out * row + sh),
+                   out[0].ap([[row, g.c_out], [1, row - sh]], offset=0), row - sh)
     return out
+
+
+def _pair_copy(g, dst, src, n):
+    """A copy from partitions 0..C_out to C_out..2 C_out: VectorE across halves / quadrants where the
+    start-partition rules allow it, else an SBUF->SBUF DMA."""
+    if pair_copy_on_vector(g, n):
+        nisa.tensor_copy(dst, src, engine=nisa.engine.vector)
+    else:
+        nisa.dma_copy(dst=dst, src=src)
 
 
 def _load(bands, g, u, merge, pair_axis, item):
@@ -87,8 +103,7 @@ def _load(bands, g, u, merge, pair_axis, item):
     sh = dy_pair_shift(bands.ext, pair_axis)
     n = shifted_elems(bands.ext, ext, sh)
     if n > 0:
-        nisa.dma_copy(dst=ten.ap([[row, g.c_out], [1, n]], offset=g.c_out * row),
-                      src=ten.ap([[row, g.c_out], [1, n]], offset=sh))
+        _pair_copy(g, ten.ap([[row, g.c_out], [1, n]], offset=g.c_out * row), ten.ap([[row, g.c_out], [1, n]], offset=sh), n)
     return bufs, ten[:2 * g.c_out, :ext[0], :ext[1], :ext[2]]
 
 
@@ -148,8 +163,9 @@ def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None, between=None):
                     for (md, mh, jw), (nd, nh, nw) in box_blocks((0, 0, wp.j0), (gd, gh, wp.j1), BANK_FP32):
                         n = nd * nh * nw
                         ps = acc_pool.take()
-                        steps = [(dd, dh, pr, kw, c) for dd, dh, pr in offs for kw in wp.taps
-                                 for c in range(len(co_tiles))]
+                        # unpaired offsets first: they do not wait for the band's shifted copy
+                        steps = [(dd, dh, pr, kw, c) for dd, dh, pr in sorted(offs, key=lambda o: o[-1])
+                                 for kw in wp.taps for c in range(len(co_tiles))]
                         for si, (dd, dh, pr, kw, c) in enumerate(steps):
                             # a pair: both band copies and both grid copies (K = 2 C_out)
                             k = 2 * g.c_out if pr else co_tiles[c][1]
@@ -221,7 +237,9 @@ def _pair_w_mode(ctx, pair, plane, z, bufs, both, bd, bh, bw, acc_pool):
             for (md, mh, mw), (nd, nh, nw) in box_blocks((0, 0, 0), (gd, gh, gw), BANK_FP32):
                 n = nd * nh * nw
                 ps = acc_pool.take()
-                steps = [(dd, dh, dw, pr, c) for dd, dh, dw, pr in offs for c in range(len(co_tiles))]
+                # unpaired offsets first: they do not wait for the band's shifted copy
+                steps = [(dd, dh, dw, pr, c) for dd, dh, dw, pr in sorted(offs, key=lambda o: o[-1])
+                         for c in range(len(co_tiles))]
                 for si, (dd, dh, dw, pr, c) in enumerate(steps):
                     k = 2 * g.c_out if pr else co_tiles[c][1]
                     mov = both if pr else bufs[c]
