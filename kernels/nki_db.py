@@ -48,11 +48,14 @@ class DbState:
                     self.add(c, t[:co_sz, :n])
 
     def finish(self, pid, lnc):
-        """(LNC2: exchange and add;) program 0 stores db in the output dtype (the DMA casts)."""
+        """(LNC2: exchange and add;) program 0 stores db in the output dtype (the DMA casts).
+        Nothing with ``plan.db_ones``: dw's x-stationary accumulator holds db and dw stores it."""
         if self.finished:
             return
         self.finished = True
         ctx = self.ctx
+        if ctx.plan.db_ones:
+            return
         if lnc == 2:
             other = nl.ndarray((PMAX, len(self.co_tiles)), nl.float32, buffer=nl.sbuf, name="db_other")
             for c, (_co0, co_sz) in enumerate(self.co_tiles):

@@ -18,8 +18,10 @@ import nki.language as nl
 from .nki_common import BANK_BYTES, BANK_FP32, PMAX, Pool, band_slices, co_bank_packs, load_padded
 from .nki_dw_xt import RowXtDma
 from .planner import (
+    DYT_DMA_BUFS,
     DwMethod,
     cast_group,
+    db_ones_chunk,
     dw_acc_banks,
     dw_columns,
     dw_db_program,
@@ -40,7 +42,7 @@ from .planner import (
     xs_store_runs,
 )
 from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, row_stack_offset, tiles
-from .xt_rows import XT_DMA_BUFS, xt_columns, xt_window
+from .xt_rows import XT_DMA_BUFS, dyt_runs, xt_columns, xt_window
 
 LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
 
@@ -81,9 +83,14 @@ class DwState:
         # the taps of this pass (accumulators for these only): a tap pass, else the program's own taps
         self.span = taps or own_taps or (0, g.taps)
         self.n_span = self.span[1] - self.span[0]
-        # db folded on the PE: the dy^T tiles dw builds anyway times a ones vector, summed in PSUM
+        # db folded on the PE: the dy^T tiles dw builds anyway times a ones vector, summed in PSUM;
+        # or (plan.db_ones) inside dw's own x-stationary matmuls: one chunk's stationary also takes
+        # the bundle tile's ones slot, so PSUM row ``ones_row`` of that chunk is sum_pos dy^T (db)
         self.db_state = db_state
-        if db_state is not None:
+        self.ones_chunk = db_ones_chunk(g, plan, self.span) if (db_state is not None and plan.db_ones) else None
+        if db_state is not None and plan.db_ones and self.ones_chunk is None:
+            raise ValueError(f"db_ones: no stationary chunk of taps {self.span} has room for the ones slot")
+        if db_state is not None and self.ones_chunk is None:
             self.ones = nl.ndarray((PMAX, 1), ctx.dtype, buffer=nl.sbuf, name="dw_ones")
             nisa.memset(self.ones, 1.0, engine=nisa.engine.gpsimd)
             self.db_ps = nl.ndarray((PMAX, BANK_FP32), nl.float32, buffer=nl.psum, name="ps_db")
@@ -130,21 +137,31 @@ class DwState:
             # rows chunks are at most 128 (d, h) rows: the x band of one chunk
             rows_cap = [min(max_rows[0], PMAX), min(max_rows[1], PMAX)]
             xext = (dw_x_extent(g.axes[0], rows_cap[0]), dw_x_extent(g.axes[1], rows_cap[1]), xext[2])
-            self.dyt = nl.ndarray((PMAX, wo, g.c_out), ctx.dtype, buffer=nl.sbuf, name="dw_dyt")
+            # dw_dyt_dma: a ring of dy^T tiles (a chunk's transfers land while the pass before reads the other)
+            self.dyt_ring = [nl.ndarray((PMAX, wo, g.c_out), ctx.dtype, buffer=nl.sbuf, name=f"dw_dyt{i}")
+                             for i in range(DYT_DMA_BUFS if plan.dw_dyt_dma else 1)]
+            self.dyt = self.dyt_ring[0]
+            if plan.dw_dyt_dma:   # dy with its (D, H) output rows flattened: a run of rows is one sliced dim
+                self.dy_rows = ctx.dy.reshape((g.batch, g.c_out, g.out_size[0] * g.out_size[1], wo))
+            slots = dw_xs_bundle(g, plan) + (1 if self.ones_chunk is not None else 0)   # (+ the ones slot)
             if plan.dw_xt_dma:   # x^T by dma_transpose from HBM: no x band, no PE transposes
                 # x-stationary: into the slot views of the bundle ring (RowXtDma zeroes their pad columns)
-                ring = SlotRing(XT_DMA_BUFS, dw_xs_bundle(g, plan), (PMAX, xt_columns(g)[0], plan.dw_ci_tile),
+                ring = SlotRing(XT_DMA_BUFS, slots, (PMAX, xt_columns(g)[0], plan.dw_ci_tile),
                                 ctx.dtype, "dw_xt") if self.xs else None
                 window = xt_window(g, self.w_lo, self.w_hi) if self.w_hi - self.w_lo < wo else None
                 self.xt_dma = RowXtDma(ctx, plan.dw_ci_tile, ring, window)
                 self.xt_pool = self.xt_dma.ring
             elif self.xs:   # x^T of several (kd, kh) pairs in one tile (a stationary may span them)
-                self.xt_pool = SlotRing(2, dw_xs_bundle(g, plan), (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, "dw_xt")
+                self.xt_pool = SlotRing(2, slots, (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, "dw_xt")
             else:
                 self.xt_pool = Pool(2, (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, nl.sbuf, "dw_xt")
+            if self.ones_chunk is not None:   # the last slot of every bundle tile: ones, never handed out
+                for t in self.xt_pool.tiles:   # (after RowXtDma's pad-column memsets of every slot)
+                    nisa.memset(t[:, slots - 1], 1.0, engine=nisa.engine.gpsimd)
         else:
             n_pt = len(box_blocks((0, 0, 0), (max_rows[0], max_rows[1], wo), PMAX)) if min(max_rows) > 0 else 0
             self.dyt = nl.ndarray((PMAX, max(1, n_pt), g.c_out), ctx.dtype, buffer=nl.sbuf, name="dw_dyt")
+            self.dyt_ring = [self.dyt]
             self.xt_pool = Pool(LOOKAHEAD + 2, (PMAX, plan.dw_tap_group * plan.dw_ci_tile), ctx.dtype, nl.sbuf,
                                 "dw_xt")
         if self.xt_dma is None:
@@ -276,7 +293,9 @@ class DwState:
             # dy^T per output column w: [rows, C_out] on partitions [off, off + rows), several columns per bank
             per_bank = max(1, bank // g.c_out) if g.c_out <= bank else 0
             rs = slice(off, off + nrows)
-            if per_bank:
+            if plan.dw_dyt_dma:
+                self._dyt_by_dma(b, od[0] + sd, oh[0] + sh, cd, ch, off)
+            elif per_bank:
                 for w0 in range(self.w_lo, self.w_hi, per_bank):
                     wn = min(per_bank, self.w_hi - w0)
                     pt = ctx.psum_t.take()
@@ -304,12 +323,26 @@ class DwState:
                 continue
             self.flush_rows()
 
+    def _dyt_by_dma(self, b, d0, h0, cd, ch, off):
+        """``dw_dyt_dma``: the dy^T [rows, W, C_out] of row chunk (d0, h0, cd, ch) of batch b onto partitions
+        [off, off + cd*ch) straight from dy in HBM (src [co, W, rows] -> dst [rows, W, co]), per C_out tile and
+        run of consecutive flattened rows (``xt_rows.dyt_runs``)."""
+        wo = self.ctx.g.axes[2].o
+        for co0, co_sz in self.co_tiles:
+            for p0, r0, n in dyt_runs(self.ctx.g.out_size[1], d0, h0, cd, ch):
+                src = self.dy_rows[b, co0:co0 + co_sz, r0:r0 + n, :]
+                nisa.dma_transpose(dst=self.dyt[off + p0:off + p0 + n, :wo, co0:co0 + co_sz],
+                                   src=src.permute((0, 2, 1)))
+
     def flush_rows(self):
         """The matmul pass of the waiting row chunks (one, or two stacked on K)."""
         parts, nrows = self.pending, self.pending_rows
         self.pending, self.pending_rows = [], 0
         if parts:
             self._rows_pass(parts, nrows)
+            # the next chunk's dy^T goes to the next tile of the ring (dw_dyt_dma: its DMA overlaps this pass)
+            self.dyt_ring.append(self.dyt_ring.pop(0))
+            self.dyt = self.dyt_ring[0]
 
     def _rows_pass(self, parts, nrows):
         """Row mode, the x^T and matmuls of ``parts`` [(b, box_d, box_h, cd, ch, partition offset)] whose
@@ -367,6 +400,9 @@ class DwState:
                 """x-stationary: a bundle of nb pairs starts on a fresh tile of the ring."""
                 if self.xs and k % nb == 0:
                     self.xt_pool.align()
+                    # db_ones: the bundle of the ones chunk ends at the slot before the ones slot
+                    self.xt_pool.k += self._ones_shift(self.ci_tiles.index((ci0, ci_sz)),
+                                                       pairs[k][0] * kh_n + pairs[k][1], len(pairs[k:k + nb]))
                     if merged:
                         bundle_views[k // nb] = self.xt_dma.fill_bundle(b, ci0, ci_sz, box_d[0], box_h[0], cd, ch,
                                                                         pairs[k:k + nb])
@@ -434,37 +470,52 @@ class DwState:
         nisa.nc_matmul(banks[u // per][:m, off:off + co], stationary=stationary, moving=moving,
                        accumulate=accumulate)
 
+    def _ones_shift(self, ci, pair0, n_pairs):
+        """db_ones: the slots a bundle of ``n_pairs`` pairs from flat pair ``pair0`` starts into its tile,
+        so that its last pair sits just before the ones slot: for the ones chunk's bundle of C_in tile 0
+        (a full bundle needs none), else 0."""
+        if self.ones_chunk is None or ci != 0:
+            return 0
+        pair = self.ones_chunk[0] // self.ctx.g.axes[2].k
+        return dw_xs_bundle(self.ctx.g, self.ctx.plan) - n_pairs if pair0 <= pair < pair0 + n_pairs else 0
+
     def _xs_rows(self, tile, nrows, pair0, n_pairs, ci, ci_sz):
         """Row mode, x-stationary, one bundle of (kd, kh) pairs whose x^T [rows, pairs, cols, ci] share
         ``tile``: the kw taps of output column w are adjacent x^T columns and the pairs a uniform stride
         apart, so a chunk x^T[rows, pairs, kw columns, ci] is one stationary (M = pairs x taps x ci);
-        moving dy^T[rows, w, C_out]; accumulated over every column w in PSUM."""
+        moving dy^T[rows, w, C_out]; accumulated over every column w in PSUM. db_ones: the ones chunk's
+        stationary spans one slot more (the ones slot), its PSUM rows after its own hold db."""
         g = self.ctx.g
         ax = g.axes
         kw = ax[2].k
         chunks = [ch for ch in dw_xs_row_chunks(g, self.ctx.plan, pair0, n_pairs)
                   if self.span[0] <= ch[0] < self.span[1]]
+        shift = self._ones_shift(ci, pair0, n_pairs)
+        ones_t = self.ones_chunk[0] if self.ones_chunk is not None and ci == 0 else None
         per = dw_xs_per_bank(g) * (len(self.acc_pool.items) - 1)
         for b0 in range(0, len(chunks), per):
             batch = chunks[b0:b0 + per]
             banks = self._xs_banks(len(batch))
             for w in range(self.w_lo, self.w_hi):
                 for u, (t, nb, tn) in enumerate(batch):
-                    q, k0 = t // kw - pair0, t % kw
-                    st = tile[:nrows, q:q + nb, band_slices(w * ax[2].s + k0 * ax[2].r, tn, ax[2].r), :ci_sz]
-                    self._xs_matmul(banks, u, st, nb * tn * ci_sz, self.dyt[:nrows, w, :g.c_out], w > self.w_lo)
-            self._xs_fold(banks, ci, ci_sz, batch)
+                    q, k0 = t // kw - pair0 + shift, t % kw
+                    nq = nb + (1 if t == ones_t else 0)
+                    st = tile[:nrows, q:q + nq, band_slices(w * ax[2].s + k0 * ax[2].r, tn, ax[2].r), :ci_sz]
+                    self._xs_matmul(banks, u, st, nq * tn * ci_sz, self.dyt[:nrows, w, :g.c_out], w > self.w_lo)
+            self._xs_fold(banks, ci, ci_sz, batch, ones_t)
 
-    def _xs_fold(self, banks, ci, ci_sz, chunks):
+    def _xs_fold(self, banks, ci, ci_sz, chunks, ones_t=None):
         """Fold a group's PSUM accumulators into the x-stationary accumulator: per bank, consecutive
-        chunks with the same tap count in one instruction."""
+        chunks with the same tap count in one instruction (the db_ones chunk alone, with its db row)."""
         co = self.ctx.g.c_out
         base = ci * len(self.xs_chunks)
-        for b, u0, k, taps in dw_xs_fold_runs(chunks, dw_xs_per_bank(self.ctx.g)):
+        alone = next((u for u, ch in enumerate(chunks) if ch[0] == ones_t), None)
+        for b, u0, k, taps in dw_xs_fold_runs(chunks, dw_xs_per_bank(self.ctx.g), alone):
             a = base + self.xs_index[chunks[u0][0]]
             off = (u0 - b * dw_xs_per_bank(self.ctx.g)) * co
-            dst = self.xacc[:taps * ci_sz, a * co:(a + k) * co]
-            ps = banks[b][:taps * ci_sz, off:off + k * co]
+            rows = taps * ci_sz + (1 if u0 == alone else 0)
+            dst = self.xacc[:rows, a * co:(a + k) * co]
+            ps = banks[b][:rows, off:off + k * co]
             self._accumulate(dst, ps)
 
     def _finish_xs(self, pid, lnc):
@@ -474,6 +525,10 @@ class DwState:
         co = g.c_out
         n = len(self.xs_chunks)
         parts = min(PMAX, max(nb * tn for _t, nb, tn in self.xs_chunks) * self.ctx.plan.dw_ci_tile) if n else 1
+        ones_row = None   # db_ones: db's row of the ones chunk's accumulator (C_in tile 0)
+        if self.ones_chunk is not None:
+            ones_row = self.ones_chunk[1] * self.ones_chunk[2] * self.ci_tiles[0][1]
+            parts = max(parts, ones_row + 1)
         if not self.started:
             nisa.memset(self.xacc[:parts, :], 0.0, engine=nisa.engine.vector)
         lo, hi = 0, n
@@ -492,6 +547,14 @@ class DwState:
                                        op=nl.add, engine=nisa.engine.vector)
         if hi <= lo:
             return
+        if ones_row is not None and lo <= self.xs_index[self.ones_chunk[0]] < hi:
+            # db = that row (this program's sum, LNC2: plus the other's, added above), cast by the DMA
+            a = self.xs_index[self.ones_chunk[0]] * co
+            row = self.xacc[ones_row:ones_row + 1, a:a + co]
+            if fused is not None:   # (deferred: the other's partial is added in the casts below, not in xacc)
+                nisa.tensor_tensor(dst=row, data1=row, data2=fused[ones_row:ones_row + 1, a:a + co], op=nl.add,
+                                   engine=nisa.engine.vector)
+            nisa.dma_copy(dst=ctx.db.reshape((1, co)), src=row)
         runs = xs_store_runs(self.xs_chunks[lo:hi])
         dw_flat = ctx.dw.reshape((g.taps, g.c_in, co))
         kw = g.axes[2].k
@@ -535,8 +598,9 @@ class DwState:
         return other
 
     def _db(self, columns):
-        """db += sum over the dy^T columns (npos, index) of this box: ones-vector matmuls on the PE."""
-        if self.db_state is None:
+        """db += sum over the dy^T columns (npos, index) of this box: ones-vector matmuls on the PE
+        (not with db_ones: dw's own matmuls sum them)."""
+        if self.db_state is None or self.ones_chunk is not None:
             return
         for c, (co0, co_sz) in enumerate(self.co_tiles):
             for i, (npos, idx) in enumerate(columns):
@@ -722,8 +786,9 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
         db_state = None     # the tap split runs every position on both programs: db once, on the lighter one
     co_tiles = tiles(g.c_out, PMAX)
     wo = g.axes[2].o
+    # (dw_dyt_dma: no dy box; the row chunks' dy^T come straight from HBM)
     pools = [Pool(plan.dy_bufs, (PMAX, plan.dw_band[0], plan.dw_band[1], wo), ctx.dtype, nl.sbuf, f"dw_dy{c}_")
-             for c in range(len(co_tiles))]
+             for c in range(0 if plan.dw_dyt_dma else len(co_tiles))]
     # C_in ranges processed one after the other (dy streamed once per range) so the fp32
     # accumulators of one range fit SBUF
     ranges = [(c0, min(g.c_in, c0 + plan.dw_ci_range)) for c0 in range(0, g.c_in, plan.dw_ci_range)]
@@ -746,7 +811,7 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
             def load(item):
                 bb, (e0, e1), (f0, f1) = item
                 out = []
-                for c, (co0, co_sz) in enumerate(co_tiles):
+                for c, (co0, co_sz) in enumerate(co_tiles if pools else ()):   # (dyT dma: no dy box)
                     buf = pools[c].take()
                     _load_dy_box(ctx, buf, co0, co_sz, bb, (e0, e1), (f0, f1))
                     out.append(buf[:co_sz, :e1 - e0, :f1 - f0, :wo])

@@ -58,6 +58,7 @@ from .schedule import (
 from .xt_rows import (
     DMA_TRANSPOSE_EFFICIENCY,
     XT_DMA_BUFS,
+    dyt_runs,
     xt_columns,
     xt_dma_cost,
     xt_dma_setup_cost,
@@ -84,7 +85,17 @@ def pw_shared_on(p: Plan) -> bool:
 
 def db_on_dw(p: Plan) -> bool:
     """db folds on the dy^T tiles of dw (ones-vector matmuls; one PSUM bank)."""
-    return bool(p.compute_db and p.compute_dw and p.db_method is DbMethod.FOLD)
+    return bool(p.compute_db and p.compute_dw and p.db_method is DbMethod.FOLD and not p.db_ones)
+
+
+def dyt_dma_legal(g: ConvGeom, p: Plan) -> bool:
+    """Row-mode dw streaming its own dy (per gradient) may take dy^T by dma_transpose from HBM (2-byte
+    dtypes, NC-v3+): no dy box, no PE transposes, no evictions (``Plan.dw_dyt_dma``)."""
+    return bool(p.compute_dw and p.dw_method is DwMethod.ROW_PACK and p.strategy is Strategy.PER_GRADIENT
+                and filters_by_dma(g, p))
+
+
+DYT_DMA_BUFS = 2   # dy^T tiles of dw_dyt_dma: a chunk's transfer runs while the one before is in use
 
 
 def filters_by_dma(g: ConvGeom, p: Plan) -> bool:
@@ -412,18 +423,48 @@ def dw_xs_group_banks(g: ConvGeom, p: Plan) -> int:
     return min(XS_MAX_BANKS, ceil_div(units, dw_xs_per_bank(g)))
 
 
-def dw_xs_fold_runs(chunks: list[tuple[int, int, int]], per_bank: int) -> list[tuple[int, int, int, int]]:
+def dw_xs_fold_runs(chunks: list[tuple[int, int, int]], per_bank: int,
+                    alone: int | None = None) -> list[tuple[int, int, int, int]]:
     """(bank, first unit, units, taps per unit) of the fold copies of one accumulation group: the
-    consecutive units of one bank with the same tap count fold in one instruction."""
+    consecutive units of one bank with the same tap count fold in one instruction (unit ``alone``, the
+    db ones chunk whose fold takes one more partition, in its own)."""
     runs: list[tuple[int, int, int, int]] = []
     for u, (_t, nb, tn) in enumerate(chunks):
         b = u // per_bank
-        if runs and runs[-1][0] == b and runs[-1][3] == nb * tn:
+        if runs and runs[-1][0] == b and runs[-1][3] == nb * tn and alone not in (u, runs[-1][1] + runs[-1][2] - 1):
             bb, u0, k, taps = runs[-1]
             runs[-1] = (bb, u0, k + 1, taps)
         else:
             runs.append((b, u, 1, nb * tn))
     return runs
+
+
+def db_ones_chunk(g: ConvGeom, p: Plan, span: tuple[int, int]) -> tuple[int, int, int] | None:
+    """``Plan.db_ones``: the stationary chunk (first tap, pairs, kw taps) of the pass ``span`` that also
+    takes the bundle tile's ones slot (the slot after the bundle's last pair, all ones), so its matmuls
+    put ``sum over positions of dy^T`` (= db's partial) on the M rows after its own: the last chunk that
+    ends at its bundle's last pair with room for one more pair's ``taps x ci`` rows on M. None: no room
+    (row-mode x-stationary only)."""
+    if p.dw_method is not DwMethod.ROW_PACK or not p.dw_x_stationary:
+        return None
+    kw = g.axes[2].k
+    out = None
+    for q, n in dw_xs_bundles(g, p, span):
+        for t, nb, tn in dw_xs_row_chunks(g, p, q, n):
+            if span[0] <= t < span[1] and t // kw + nb == q + n and (nb + 1) * tn * p.dw_ci_tile <= PMAX:
+                out = (t, nb, tn)
+    return out
+
+
+def db_ones_span(g: ConvGeom, p: Plan) -> tuple[int, int]:
+    """The tap pass whose DwState folds db (the first pass of the program that folds db)."""
+    return dw_tap_passes(g, p, dw_db_program(g, p))[0]
+
+
+def db_ones_legal(g: ConvGeom, p: Plan) -> bool:
+    """db:fold with dw (row-mode x-stationary) and a chunk with room for the ones slot."""
+    return bool(p.compute_db and p.compute_dw and p.db_method is DbMethod.FOLD
+                and db_ones_chunk(g, p, db_ones_span(g, p)) is not None)
 
 
 class Strategy(str, Enum):
@@ -519,6 +560,8 @@ class Plan:
     dw_row_stack: bool = False        # row-mode dw: two 64-row chunks stacked on K = 128 (x-stationary, xT dma)
     dx_dphase_pairs: bool = False     # dx:phase_gather with the two D stride phases on M (dx_dpairs)
     dw_interleave: bool = False       # per gradient: dw's boxes issued between dx's items (dx:toeplitz)
+    db_ones: bool = False             # db:fold inside dw's x-stationary matmuls (a ones slot on M; db_ones_chunk)
+    dw_dyt_dma: bool = False          # row-mode per-gradient dw: dy^T by dma_transpose from HBM (no dy box, no PE)
     dw_tap_fine: bool = False         # LNC2 taps split at single taps (box mode), not whole tap groups
     dx_ci_split: bool = False         # LNC2 dx split by C_in groups (ci-outer): every item, half the filters
     dx_band_early: bool = False       # LNC2: dx's first dy band loads before dw's last finish (its stores)
@@ -565,7 +608,8 @@ class Plan:
                 "dx_dphase_pairs": self.dx_dphase_pairs, "dw_interleave": self.dw_interleave,
                 "dw_tap_fine": self.dw_tap_fine, "dx_ci_split": self.dx_ci_split, "dx_band_early": self.dx_band_early,
                 "pw_db_scalar": self.pw_db_scalar, "pw_dyt_dma": self.pw_dyt_dma,
-                "dx_inside_dw": self.dx_inside_dw}
+                "dx_inside_dw": self.dx_inside_dw,
+                "db_ones": self.db_ones, "dw_dyt_dma": self.dw_dyt_dma}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -716,13 +760,14 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             dyb = 0
         else:
             rows = p.dw_band
-            dyb = p.dy_bufs * n_co * rows[0] * rows[1] * Wo * ds
+            dyb = 0 if p.dw_dyt_dma else p.dy_bufs * n_co * rows[0] * rows[1] * Wo * ds
         xw = dw_x_extent(g.axes[2], Wo)
         if p.dw_method is DwMethod.ROW_PACK:
             cap = (min(rows[0], PMAX), min(rows[1], PMAX))
-            dyt = Wo * g.c_out * ds
+            dyt = (DYT_DMA_BUFS if p.dw_dyt_dma else 1) * Wo * g.c_out * ds
             xb = 2 * dw_x_extent(g.axes[0], cap[0]) * dw_x_extent(g.axes[1], cap[1]) * xw * ds
             slots = dw_xs_bundle(g, p) if p.dw_x_stationary else 1   # x-stationary: a ring of bundle tiles
+            slots += 1 if p.db_ones else 0   # (db_ones: each bundle tile's ones slot)
             xt = 2 * slots * xw * p.dw_ci_tile * ds
             if p.dw_xt_dma:   # no x band; the x^T ring (XT_DMA_BUFS tiles) and its zero-row source
                 xb, xt = 0, (XT_DMA_BUFS * slots + 1) * xw * p.dw_ci_tile * ds
@@ -1050,6 +1095,17 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                 c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dw")
                 if p.dw_xt_dma:
                     xt_dma_setup_cost(c, g, p.dw_ci_tile, dw_xs_bundle(g, p) if p.dw_x_stationary else 1)
+                # db_ones: the chunk whose stationary takes the ones slot (the db program's first pass)
+                ones = (db_ones_chunk(g, p, span) if p.db_ones and r0 == 0 and pi == 0
+                        and (own0 is None or dw_db_program(g, p) == pid) else None)
+                if ones is not None:   # the ones slot of every bundle tile, once, when dw's state is made:
+                    # ahead of dw's first x^T zero-row memsets on GpSimd, so exposed at dw's start (dilated_d2,
+                    # C_in 64: 3 x 4.4k elements, head 8.9 -> 15.4 us; the stem's 3 x 207 elements: ~0.3 us)
+                    ones_sheet = CostSheet(hw)
+                    ones_sheet.compute("gpsimd", dw_x_extent(g.axes[2], Wo) * p.dw_ci_tile, 0, 1.0,
+                                       XT_DMA_BUFS if p.dw_xt_dma else 2, op="memset")
+                    c.add(ones_sheet)
+                    fill += ones_sheet.busy["gpsimd"]
                 # row stacking: each item's chunk roles (a "lower" chunk's matmuls run with the next chunk's)
                 chunk_rows = dw_row_chunk_rows(g, p, items) if p.dw_method is DwMethod.ROW_PACK else []
                 roles = row_stack_roles([n for r in chunk_rows for n in r]) if p.dw_row_stack else None
@@ -1064,11 +1120,11 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                         continue
                     _x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1))
                     key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0,
-                           span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles, wcols)
+                           span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles, wcols, ones)
                     if key not in cache:
                         cache[key] = CostSheet(hw)
                         _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks, xpad,
-                                          bank, span, item_roles, wcols)
+                                          bank, span, item_roles, wcols, ones)
                     c.add(cache[key])
                     last_sheet = cache[key]
                     if p.dw_method is DwMethod.ROW_PACK and p.strategy is not Strategy.SHARED_DY:
@@ -1077,7 +1133,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                                  else max(1, (span[1] - span[0]) // g.kernel[2]))
                         c.pipeline_steps((len(chunk_rows[it]) - item_roles.count("lower")) * len(ci_tiles) * tiles)
                         c.pipeline_head(dw_head)
-                    if p.strategy is not Strategy.SHARED_DY:
+                    if p.strategy is not Strategy.SHARED_DY and not p.dw_dyt_dma:
                         c.dma(co_t * rows[0] * rows[1] * Wo * ds, (rows[1] * Wo if rows[1] == g.axes[1].o else Wo) * ds, n_co)
                     if db_on_dw(p) and r0 == 0 and pi == 0 and (own0 is None or dw_db_program(g, p) == pid):
                         # ones-vector matmuls per dy^T column, one add per tile (tap split: one program)
@@ -1136,7 +1192,10 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             c.dma(co_t * min(chunk, npos) * ds, min(chunk, npos) * ds, bs * per_b * n_co)
             c.compute("vector", min(chunk, npos), 1, 1.0, bs * per_b * n_co, op="tensor_reduce")
             c.compute("vector", 1, 1, 1.0, bs * per_b * n_co, op="tensor_tensor")
-        c.dma(co_t * 4, 4, n_co)
+        if p.db_ones:   # one row [1, C_out] of dw's accumulator
+            c.dma(g.c_out * 4, g.c_out * 4, 1)
+        else:
+            c.dma(co_t * 4, 4, n_co)
     return c, fill
 
 
@@ -1261,7 +1320,20 @@ def _dw_head_ns(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> float:
     first = _dw_first_box(g, p, pid)
     if first is None:
         return 0.0
-    return max(0.0, _dw_first_dy_ns(g, hw, first) - hw.dma_fixed_ns) + _dw_first_x_wait_ns(g, p, hw, pid)
+    dy_ns = _dw_first_dyt_dma_ns(g, hw, first) if p.dw_dyt_dma else _dw_first_dy_ns(g, hw, first)
+    return max(0.0, dy_ns - hw.dma_fixed_ns) + _dw_first_x_wait_ns(g, p, hw, pid)
+
+
+def _dw_first_dyt_dma_ns(g: ConvGeom, hw: TargetFigures, box: tuple[tuple[int, int], tuple[int, int]]) -> float:
+    """``dw_dyt_dma``: the first row chunk's dy^T (C_out tile 0) by dma_transpose, alone on the queues
+    (its rows' share of the DMA engines, the slowest run)."""
+    (d0, d1), (h0, h1) = box
+    (_sd, _sh, _z), (cd, ch, _one) = box_blocks((0, 0, 0), (d1 - d0, h1 - h0, 1), PMAX)[0]
+    row = g.axes[2].o * min(PMAX, g.c_out) * g.dtype_bytes
+    bw = hw.dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY
+    runs = dyt_runs(g.axes[1].o, d0, h0, cd, ch)
+    slowest = max(n * row / (bw * min(16, ceil_div(n * 16, PMAX)) / 16) for _p, _r, n in runs)
+    return hw.dma_fixed_ns + max(cd * ch * row / bw, slowest)
 
 
 def _dw_first_box(g: ConvGeom, p: Plan, pid: int = 0) -> tuple[tuple[int, int], tuple[int, int]] | None:
@@ -1293,12 +1365,13 @@ def _dw_first_x_wait_ns(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -
     wo = g.axes[2].o
     n_co = n_tiles(g.c_out, PMAX)
     co_t = min(PMAX, g.c_out)
-    dy_ns = _dw_first_dy_ns(g, hw, first)
+    dy_ns = _dw_first_dyt_dma_ns(g, hw, first) if p.dw_dyt_dma else _dw_first_dy_ns(g, hw, first)
     pe = CostSheet(hw)   # the dy^T transposes of the first box (row mode: its first <= 128-row chunk)
     ci = min(p.dw_ci_tile, p.dw_ci_range, g.c_in)
     if p.dw_method is DwMethod.ROW_PACK:
         (_sd, _sh, _z), (cd, ch, _one) = box_blocks((0, 0, 0), (d1 - d0, h1 - h0, 1), PMAX)[0]
-        pe.transpose(co_t, cd * ch, g.dtype == "fp32", wo * n_co)
+        if not p.dw_dyt_dma:
+            pe.transpose(co_t, cd * ch, g.dtype == "fp32", wo * n_co)
         d1, h1 = d0 + cd, h0 + ch
     else:
         for (nd, nh, nw), cnt in box_block_sizes((0, 0, 0), (d1 - d0, h1 - h0, wo), PMAX):
@@ -1381,9 +1454,10 @@ def _fold_cost(c: CostSheet, g: ConvGeom, p: Plan, n: int, count: int) -> None:
 def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], oh: tuple[int, int],
                       ci_tiles: list[int], chunk: int, n_chunks: int, xpad: bool, bank: int,
                       span: tuple[int, int], roles: tuple[str, ...] = (),
-                      wcols: tuple[int, int] | None = None) -> None:
+                      wcols: tuple[int, int] | None = None, ones: tuple[int, int, int] | None = None) -> None:
     """dw of one output box (mirrors DwState.add_box), without its dy load and db fold; ``roles``:
-    its row chunks' roles under ``dw_row_stack``; ``wcols``: the W output columns run (row mode)."""
+    its row chunks' roles under ``dw_row_stack``; ``wcols``: the W output columns run (row mode);
+    ``ones``: the db_ones chunk (row mode)."""
     ds = g.dtype_bytes
     fp32 = g.dtype == "fp32"
     two = ds == 2
@@ -1392,7 +1466,7 @@ def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], o
     Wo = g.axes[2].o
     rows = (od[1] - od[0], oh[1] - oh[0])
     if p.dw_method is DwMethod.ROW_PACK:
-        _estimate_rows(c, g, p, (od, oh), ci_tiles, chunk, n_chunks, xpad, bank, span, roles, wcols)
+        _estimate_rows(c, g, p, (od, oh), ci_tiles, chunk, n_chunks, xpad, bank, span, roles, wcols, ones)
         return
     sizes = [(s_[0] * s_[1] * s_[2], cnt) for s_, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)]
     G = p.dw_tap_group
@@ -1567,10 +1641,11 @@ def _cost_fill(c: CostSheet, g: ConvGeom, count: int, parts: int, lo: list[int],
 def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int], tuple[int, int]],
                    ci_tiles: list[int], chunk: int, n_chunks: int, xpad: bool, bank: int,
                    span: tuple[int, int], roles: tuple[str, ...] = (),
-                   wcols: tuple[int, int] | None = None) -> None:
+                   wcols: tuple[int, int] | None = None, ones: tuple[int, int, int] | None = None) -> None:
     """The row-mode dw of one output box (mirrors DwState._add_rows); ``roles`` (``dw_row_stack``): a
     "lower" chunk's matmuls, folds and x^T latency are charged with its partner's (the "upper" one);
-    ``wcols``: the W output columns [lo, hi) run (LNC2 columns split), default all."""
+    ``wcols``: the W output columns [lo, hi) run (LNC2 columns split), default all; ``ones``: the db_ones
+    chunk (C_in tile 0: one more pair's rows on M, folded alone)."""
     (d_base, d_end), (h_base, h_end) = box
     rows = (d_end - d_base, h_end - h_base)
     ds = g.dtype_bytes
@@ -1588,19 +1663,31 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
     for ck, (st, (cd, ch, _one)) in enumerate(box_blocks((0, 0, 0), (rows[0], rows[1], 1), PMAX)):
         nrows = cd * ch
         lower = bool(roles) and roles[ck] == 'lower'
-        c.transpose(co_t, nrows, fp32, Wo * n_co)
-        if g.c_out <= bank:
+        if p.dw_dyt_dma:   # dy^T by dma_transpose from HBM, per C_out tile and run of rows
+            runs = len(dyt_runs(g.axes[1].o, d_base + st[0], h_base + st[1], cd, ch))
+            c.busy["dma"] += nrows * Wo * g.c_out * ds / (c.hw.dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY)
+            c.counts["dma_transpose"] = c.counts.get("dma_transpose", 0) + runs * n_co
+        else:
+            c.transpose(co_t, nrows, fp32, Wo * n_co)
+        if p.dw_dyt_dma:   # (no evictions)
+            pass
+        elif g.c_out <= bank:
             per_bank = bank // g.c_out
             for w0 in range(0, Wo, per_bank):
                 c.evict(min(per_bank, Wo - w0) * g.c_out, two, 1)
         else:
             c.evict(co_t, two, Wo * n_co)
         x0, xext, xlo, xhi = dw_x_fill(g, (d_base + st[0], d_base + st[0] + cd), (h_base + st[1], h_base + st[1] + ch))
-        for ci in ci_tiles:
+        for i_ci, ci in enumerate(ci_tiles):
             pairs = (span[1] - span[0]) // kw_n   # whole (kd, kh) pairs per pass
+            one = ones if i_ci == 0 else None
+
+            def m_of(t, nb, tn, one=one, ci=ci):   # M of a chunk (the ones chunk: one more pair's rows)
+                return (nb + (1 if one is not None and t == one[0] else 0)) * tn * ci
+
             if p.dw_xt_dma and p.dw_x_stationary:   # one ring tile per bundle: its DMAs, its matmuls' PE time
                 for q, n in dw_xs_bundles(g, p, span):
-                    bundle_pe = sum(max(min(64, nb * tn * ci), g.c_out) for _t, nb, tn in
+                    bundle_pe = sum(max(min(64, m_of(t, nb, tn)), g.c_out) for t, nb, tn in
                                     dw_xs_row_chunks(g, p, q, n)) * Wo * (4 if fp32 else 1)
                     xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch),
                                 (q * kw_n, (q + n) * kw_n), bundle_pe / c.hw.tensor_ghz, one_tile=True,
@@ -1622,10 +1709,11 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
                 fine = dw_tap_fine_on(g, p)   # the span may cut a pair: the bundles of the span, its taps
                 for q, n in dw_xs_bundles(g, p, span if fine else (0, pairs * kw_n)):
                     bundle = [ch for ch in dw_xs_row_chunks(g, p, q, n) if not fine or span[0] <= ch[0] < span[1]]
-                    for _t, nb, tn in bundle:
-                        c.matmul(nb * tn * ci, g.c_out, fp32, Wo)
+                    for t, nb, tn in bundle:
+                        c.matmul(m_of(t, nb, tn), g.c_out, fp32, Wo)
                     for batch in _xs_row_batches(g, bundle):
-                        for _b, _u0, k, _tn in dw_xs_fold_runs(batch, dw_xs_per_bank(g)):
+                        alone = next((u for u, ch in enumerate(batch) if one is not None and ch[0] == one[0]), None)
+                        for _b, _u0, k, _tn in dw_xs_fold_runs(batch, dw_xs_per_bank(g), alone):
                             _fold_cost(c, g, p, k * g.c_out, 1)
                 continue
             for kn in kgroups:
@@ -1684,11 +1772,13 @@ def _label(p: Plan) -> str:
         xs = "x-stationary, " if p.dw_x_stationary else ""
         band += "fine taps, " if p.dw_tap_fine else ""
         rng += ", xT dma" if p.dw_xt_dma else ""
+        rng += ", dyT dma" if p.dw_dyt_dma else ""
         rng += ", rows stacked" if p.dw_row_stack else ""
         rng += f", dy^T 1/{p.pw_dyt_dma} dma" if p.pw_dyt_dma else ""
         parts.append(f"dw:{p.dw_method.value}[{xs}{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}{rng}]")
     if p.db_method:
-        parts.append(f"db:{p.db_method.value}" + ("[ScalarE]" if p.pw_db_scalar else ""))
+        parts.append(f"db:{p.db_method.value}" + ("[ScalarE]" if p.pw_db_scalar else "")
+                     + ("[ones row]" if p.db_ones else ""))
     parts.append(f"dy x{p.dy_bufs}")
     return " ".join(parts)
 
@@ -1706,6 +1796,10 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
         return f"dx_dphase_pairs: {why}", b
     if p.dw_row_stack and not row_stack_legal(p):
         return "dw_row_stack needs dw:row_pack with dw_x_stationary and dw_xt_dma", b
+    if p.dw_dyt_dma and not dyt_dma_legal(g, p):
+        return "dw_dyt_dma needs per-gradient dw:row_pack, a 2-byte dtype and trn2/trn3 (dma_transpose)", b
+    if p.db_ones and not db_ones_legal(g, p):
+        return "db_ones needs db:fold with row-mode x-stationary dw and a stationary chunk with room on M", b
     if b.sbuf > hw.sbuf_usable:
         big = max(b.parts, key=lambda kv: kv[1]) if b.parts else ("?", 0)
         return (f"SBUF {b.sbuf} B per partition exceeds {hw.sbuf_usable} B usable "
@@ -1915,6 +2009,9 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
     if xt_dma_legal(g, p):   # row-mode x^T by DMA transpose (with either dw orientation): both variants stay
         out += [replace(q, dw_xt_dma=True) for q in out]
         out += _xt_dma_full_rows(g, out, hw)
+        # and dy^T by DMA too (per gradient): no dy box, no dy^T PE transposes or evictions
+        out += [q2 for q in out if q.dw_xt_dma and dyt_dma_legal(g, q)
+                and (hw is None or not _check(g, q2 := replace(q, dw_dyt_dma=True), hw)[0])]
     if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
         out = [q2 if not _check(g, q2 := replace(q, filters_first=True), hw)[0] else q for q in out]
         # dx^T's first band loads during dw's last row chunk when its pools fit beside dw's
@@ -1946,7 +2043,15 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
                       and hw is not None and not _check(g, q2 := replace(q, dx_band_early=True), hw)[0]) else q
                for q in out]
     # row stacking where a program's row chunks pair up (LNC2: a taps split keeps every batch on both)
-    out += [replace(q, dw_row_stack=True) for q in out if row_stack_legal(q) and _row_stack_useful(g, q)]
+    # (not with dyT dma: vae3d LNC2's stacked 2x32 twin modelled 65.9 us against 58.6 for the unstacked
+    # 4x32 one at the same estimate, the stacked chunks' dy^T transposes it saves being off the critical path)
+    out += [replace(q, dw_row_stack=True) for q in out
+            if row_stack_legal(q) and _row_stack_useful(g, q) and not q.dw_dyt_dma]
+    # db inside dw's x-stationary matmuls where a stationary chunk has room for the ones slot
+    # (not under the columns split: its exchange does not carry db's row)
+    if hw is not None:
+        out += [q2 for q in out if db_ones_legal(g, q) and q.dw_split != "columns"
+                and not _check(g, q2 := replace(q, db_ones=True), hw)[0]]
     # the columns split exists to keep 64-row chunks stacked on K = 128: only its stacked plans stay
     # (dilated_d2, 128-row chunks: it only duplicates dy and the x^T halo, 50.2 vs 48.5 us for the taps split)
     return [q for q in out if (q.dw_split != "columns" or q.dw_row_stack)

@@ -260,3 +260,13 @@ def _charge_latency(c: CostSheet, tile_pe_ns: float, slowest: float) -> None:
 def _rate(partitions: int) -> float:
     """The share of the 16 DMA engines a transfer with ``partitions`` SBUF partitions uses (nkisim)."""
     return min(16, -(-partitions * 16 // 128)) / 16
+
+
+def dyt_runs(ho: int, d0: int, h0: int, cd: int, ch: int) -> tuple[tuple[int, int, int], ...]:
+    """(first partition, first (D_out x H_out)-flattened dy row, rows) of the ``dma_transpose`` transfers
+    of a row chunk's dy^T ``[cd*ch rows, W_out, C_out]`` (``Plan.dw_dyt_dma``): the chunk's rows are
+    consecutive flattened rows when it holds whole H rows (or one d plane), else one transfer per plane."""
+    if ch == ho or cd == 1:
+        return ((0, d0 * ho + h0, cd * ch),)
+    return tuple((i * ch, (d0 + i) * ho + h0, ch) for i in range(cd))
+
