@@ -550,11 +550,7 @@ class DwState:
         if ones_row is not None and lo <= self.xs_index[self.ones_chunk[0]] < hi:
             # db = that row (this program's sum, LNC2: plus the other's, added above), cast by the DMA
             a = self.xs_index[self.ones_chunk[0]] * co
-            row = self.xacc[ones_row:ones_row + 1, a:a + co]
-            if fused is not None:   # (deferred: the other's partial is added in the casts below, not in xacc)
-                nisa.tensor_tensor(dst=row, data1=row, data2=fused[ones_row:ones_row + 1, a:a + co], op=nl.add,
-                                   engine=nisa.engine.vector)
-            nisa.dma_copy(dst=ctx.db.reshape((1, co)), src=row)
+            nisa.dma_copy(dst=ctx.db.reshape((1, co)), src=self.xacc[ones_row:ones_row + 1, a:a + co])
         runs = xs_store_runs(self.xs_chunks[lo:hi])
         dw_flat = ctx.dw.reshape((g.taps, g.c_in, co))
         kw = g.axes[2].k

@@ -462,8 +462,9 @@ def db_ones_span(g: ConvGeom, p: Plan) -> tuple[int, int]:
 
 
 def db_ones_legal(g: ConvGeom, p: Plan) -> bool:
-    """db:fold with dw (row-mode x-stationary) and a chunk with room for the ones slot."""
-    return bool(p.compute_db and p.compute_dw and p.db_method is DbMethod.FOLD
+    """db:fold with dw (row-mode x-stationary) and a chunk with room for the ones slot; not under the LNC2
+    columns split (its deferred finish adds the other program's partial in the casts, past db's row)."""
+    return bool(p.compute_db and p.compute_dw and p.db_method is DbMethod.FOLD and not dw_columns_on(g, p)
                 and db_ones_chunk(g, p, db_ones_span(g, p)) is not None)
 
 
@@ -2048,10 +2049,8 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
     out += [replace(q, dw_row_stack=True) for q in out
             if row_stack_legal(q) and _row_stack_useful(g, q) and not q.dw_dyt_dma]
     # db inside dw's x-stationary matmuls where a stationary chunk has room for the ones slot
-    # (not under the columns split: its exchange does not carry db's row)
     if hw is not None:
-        out += [q2 for q in out if db_ones_legal(g, q) and q.dw_split != "columns"
-                and not _check(g, q2 := replace(q, db_ones=True), hw)[0]]
+        out += [q2 for q in out if db_ones_legal(g, q) and not _check(g, q2 := replace(q, db_ones=True), hw)[0]]
     # the columns split exists to keep 64-row chunks stacked on K = 128: only its stacked plans stay
     # (dilated_d2, 128-row chunks: it only duplicates dy and the x^T halo, 50.2 vs 48.5 us for the taps split)
     return [q for q in out if (q.dw_split != "columns" or q.dw_row_stack)
