@@ -1,0 +1,32 @@
+"""Session-4 variants from different branches, combined: dx inside dw (``dx_inside_dw``) with dw's dy^T
+by DMA (``dw_dyt_dma``) and with db in dw's ones row (``db_ones``), bit-exact under forced plans."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from kernels.geometry import validate
+from kernels.planner import db_ones_legal, dx_inside_dw_on, dyt_dma_legal
+
+from .test_dx_inside_dw import GEOMS, _inside
+from .test_kernel_dev import run_and_compare
+
+
+def _with(**flags):
+    """The dx-inside-dw pick of ``_inside`` with ``flags`` forced on (each one legal for it)."""
+    def pick(p):
+        q = dataclasses.replace(_inside()(p), **flags)
+        g = validate(p.dy_shape, p.x_shape, p.w_shape, p.stride, p.padding, p.dilation, p.dtype)
+        assert dx_inside_dw_on(g, q)
+        assert not flags.get("dw_dyt_dma") or dyt_dma_legal(g, q)
+        assert not flags.get("db_ones") or db_ones_legal(g, q)
+        return q
+    return pick
+
+
+@pytest.mark.parametrize("lnc", [1, 2])
+@pytest.mark.parametrize("flags", [{"dw_dyt_dma": True}, {"db_ones": True}, {"dw_dyt_dma": True, "db_ones": True}],
+                         ids=lambda f: "+".join(f))
+def test_dx_inside_dw_with_dw_db_variants(flags, lnc):
+    run_and_compare(**GEOMS[0].values[0], lnc=lnc, plan_edit=_with(**flags))
