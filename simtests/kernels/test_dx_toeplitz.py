@@ -255,3 +255,13 @@ def test_first_block_expansion_splits_pairs_on_the_stem():
     assert 0 < e and n == 384 and copy_ns > 2 * (e - 1) * n / 2.4
     offs = ((0, 0, 0, True), (0, 2, 0, True), (1, 5, 0, False))
     assert expand_offsets(offs, 1, 1) == [(1, 5, 0, False), (0, 0, 0, False), (0, 1, 0, False), (0, 2, 0, True)]
+
+
+def test_toeplitz_w_on_m_unreached_phase():
+    """H stride 3 with a 2-tap kernel: one H phase no tap reaches (its plane rows zeroed), in phase mode and
+    merged, with W on M; and merged phases with every gradient."""
+    geom = {"batch": 2, "c_in": 2, "c_out": 5, "size": (3, 8, 7), "kernel": (2, 2, 3), "stride": (1, 3, 2),
+            "padding": (0, 1, 1, 0, 1, 1)}
+    run_and_compare(**geom, grads=("dx",), plan_edit=w_mode((1, 4), (False, False), 2, -1))
+    run_and_compare(**geom, grads=("dx",), plan_edit=w_mode((1, 3), (False, True), 2, 1))
+    run_and_compare(**geom, grads=("dx", "dw", "db"), plan_edit=merged((2, 3), (False, True), 0))
