@@ -708,3 +708,41 @@ def toeplitz_w_options(g: ConvGeom, band: tuple[int, int]) -> tuple[tuple[tuple[
                 ranked.append((cyc, -uh * uw, (1, uh), merge, uw))
     ranked.sort()
     return tuple((u, m, uw) for _c, _n, u, m, uw in ranked[:MAX_OPTIONS])
+
+
+def expand_offsets(offs: tuple[tuple[int, int, int, bool], ...], pair_axis: int, count: int
+                   ) -> list[tuple[int, int, int, bool]]:
+    """Unpaired offsets first, then the first ``count`` pairs as two unpaired offsets each (K = C_out:
+    they do not read the shifted copies), then the other pairs."""
+    out = [o for o in offs if not o[-1]]
+    paired = [o for o in offs if o[-1]]
+    for o in paired[:count]:
+        nxt = list(o[:3])
+        nxt[pair_axis] += 1
+        out += [o[:3] + (False,), tuple(nxt) + (False,)]
+    return out + paired[count:]
+
+
+def first_block_expansion(g: ConvGeom, target: str, u: tuple[int, int], merge: Merge, uw: int, pair_axis: int,
+                          pool_ext: tuple[int, int, int], bd: AxisBand, bh: AxisBand) -> tuple[int, int, float]:
+    """W mode: (pairs of a program's first block run unpaired, that block's N, the shifted copy's ns).
+    Enough pairs to cover the first band's VectorE copy with the PE (each pair so split costs one more
+    matmul); none when the copy is a DMA or there is no pairing."""
+    hw = TARGET_FIGURES[target]
+    bw = axis_bands(g.axes[2], g.axes[2].n)[0]
+    pairs = toeplitz_work(g, (bd, bh, bw), u, merge)
+    if pair_axis < 0 or not pairs or pairs[0].lines is None or min(bd.extent, bh.extent) <= 0:
+        return 0, 0, 0.0
+    n = shifted_elems(pool_ext, (bd.extent, bh.extent, bw.extent), dy_pair_shift(pool_ext, pair_axis))
+    if not pair_copy_on_vector(g, n):
+        return 0, 0, 0.0
+    c = CostSheet(hw)
+    pair_copy_cost(c, g, n)
+    copy_ns = c.busy["vector"]
+    sub, (_w0, gw, wu) = pairs[0].subs[0], w_mode_parts(g, uw)[0]
+    (nd, nh, nw), _count = box_block_sizes((0, 0, 0), (sub.groups[0], sub.groups[1], gw), MOVING_MAX)[0]
+    nb = nd * nh * nw
+    offs = offsets3(pairs[0].lines + (w_track(g.axes[2], uw).line,), sub.u + (wu,), pair_axis)
+    paired = sum(1 for o in offs if o[-1])
+    mm_ns = max(64, nb) / hw.tensor_ghz
+    return min(paired, ceil_div(int(copy_ns), int(2 * mm_ns) or 1)), nb, copy_ns

@@ -12,6 +12,8 @@ from .dx_toeplitz import (
     QUADRANT,
     ci_major,
     dy_pair_shift,
+    expand_offsets,
+    first_block_expansion,
     grid_lines,
     grid_memset_split,
     offsets3,
@@ -136,10 +138,14 @@ def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None, between=None):
         if ahead and idx + 1 < len(items):   # after dw's share of this band (shared-dy), before dx's
             pending = _load(bands, g, u, merge, pk, items[idx + 1])
         bw = bands.band_w
-        for pair in toeplitz_work(g, (bd, bh, bw), u, merge):
+        work = toeplitz_work(g, (bd, bh, bw), u, merge)
+        first_pair = work[0] if work else None
+        for pair in work:
             plane = plane_pool.take()
             if plan.dx_toeplitz_w:
-                _pair_w_mode(ctx, pair, plane, z, bufs, both, bd, bh, bw, acc_pool)
+                expand = first_block_expansion(g, plan.target, u, merge, plan.dx_toeplitz_w, pk, bands.ext, bd, bh)[0] \
+                    if idx == 0 and pair is first_pair else 0
+                _pair_w_mode(ctx, pair, plane, z, bufs, both, bd, bh, bw, acc_pool, expand)
                 _store_pair(ctx, g, u, b, pair, plane)
                 continue
             td, th = pair.tracks
@@ -208,10 +214,11 @@ def _store_pair(ctx, g, u, b, pair, plane):
                           src=plane[p0:p0 + parts, g0d:g0d + gd, g0h:g0h + gh, :W])
 
 
-def _pair_w_mode(ctx, pair, plane, z, bufs, both, bd, bh, bw, acc_pool):
+def _pair_w_mode(ctx, pair, plane, z, bufs, both, bd, bh, bw, acc_pool, expand=0):
     """One track pair with U_w w positions on M, one PSUM quadrant each (``dx_toeplitz_w``): per block
     the matmuls of every (delta_d, delta_h, delta_w) window, then one eviction per quadrant to the
-    plane's partitions 0..U_h C_in, w positions strided by U_w."""
+    plane's partitions 0..U_h C_in, w positions strided by U_w. The first block splits ``expand`` of
+    its pairs into unpaired matmuls (the program's first band: they run during its shifted copy)."""
     g, plan = ctx.g, ctx.plan
     ax = g.axes
     u, uw, pk = plan.dx_toeplitz, plan.dx_toeplitz_w, plan.dx_toeplitz_pair
@@ -238,8 +245,9 @@ def _pair_w_mode(ctx, pair, plane, z, bufs, both, bd, bh, bw, acc_pool):
                 n = nd * nh * nw
                 ps = acc_pool.take()
                 # unpaired offsets first: they do not wait for the band's shifted copy
-                steps = [(dd, dh, dw, pr, c) for dd, dh, dw, pr in sorted(offs, key=lambda o: o[-1])
+                steps = [(dd, dh, dw, pr, c) for dd, dh, dw, pr in expand_offsets(offs, pk, expand)
                          for c in range(len(co_tiles))]
+                expand = 0
                 for si, (dd, dh, dw, pr, c) in enumerate(steps):
                     k = 2 * g.c_out if pr else co_tiles[c][1]
                     mov = both if pr else bufs[c]

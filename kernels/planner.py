@@ -1001,7 +1001,15 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                 toeplitz.estimate_grids_w(c, g, p.dx_toeplitz, tzm, p.dx_toeplitz_w, p.dx_toeplitz_pair)
             else:
                 toeplitz.estimate_grids(c, g, p.dx_toeplitz, p.dx_toeplitz_pair, tzm)
-            if items:
+            if items and p.dx_toeplitz_w:   # the first block's split pairs run during the first copy
+                e, nb, _copy = toeplitz.first_block_expansion(g, hw.name, p.dx_toeplitz, tzm, p.dx_toeplitz_w,
+                                                                p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band),
+                                                                items[0][1], items[0][2])
+                c.matmul(PMAX, nb, g.dtype == "fp32", e)
+                fill += max(0.0, toeplitz.first_copy_ns(g, hw, p.dx_toeplitz, p.dx_toeplitz_pair,
+                                                        _dx_dy_extent(g, p.dx_band), items[0][1], items[0][2], tzm)
+                            - 2 * e * max(64, nb) / hw.tensor_ghz)
+            elif items:
                 fill += toeplitz.first_copy_ns(g, hw, p.dx_toeplitz, p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band),
                                                items[0][1], items[0][2], tzm)
                 fill += toeplitz.store_tail_ns(g, hw, p.dx_toeplitz, p.dx_band, items[-1][1], items[-1][2], tzm)

@@ -223,3 +223,45 @@ def test_toeplitz_w_on_m_two_c_out_tiles():
     """C_out > 128: both C_out tiles' matmuls accumulate in one bank (no K pairing)."""
     geom = dict(GEOMS["stem-like"], c_out=130)
     run_and_compare(**geom, grads=("dx",), plan_edit=w_mode((1, 4), (False, True), 2))
+
+
+@pytest.mark.parametrize("c_out, edit", [
+    (64, w_mode((1, 10), (False, True), 4, 1)),    # the stem's plan: VectorE copies, the first block's pairs split
+    (64, w_mode((1, 4), (False, True), 2, 2)),     # pairs along w
+    (32, w_mode((1, 6), (False, True), 4, 0)),     # C_out 32: the copies cross quadrants; pairs along d
+    (64, merged((2, 4), (False, True), 0)),        # merged phases without W on M
+    (32, toeplitz((2, 3), 1)),                     # phase mode
+], ids=["c64-w4-ph", "c64-w2-pw", "c32-w4-pd", "c64-merged-pd", "c32-phase-ph"])
+def test_toeplitz_vector_pair_copies(c_out, edit):
+    """C_out 32 / 64: the K-pair shifted copies (band and grids) are VectorE copies across partition
+    halves / quadrants, and a program's first W-mode block runs some pairs unpaired (two items, LNC2 too)."""
+    geom = dict(GEOMS["stem-like"], c_out=c_out)
+    run_and_compare(**geom, grads=("dx",), plan_edit=edit)
+    run_and_compare(**geom, grads=("dx", "dw"), lnc=2, plan_edit=edit)
+
+
+def test_first_block_expansion_splits_pairs_on_the_stem():
+    """The stem's pick splits some of its first block's pairs (its shifted copy is a VectorE copy)."""
+    from kernels.dx_toeplitz import expand_offsets, first_block_expansion
+    from kernels.schedule import axis_bands
+    shapes = ((2, 64, 16, 32, 32), (2, 3, 16, 64, 64), (3, 7, 7, 3, 64))   # dy, x, filters
+    plan = plan_conv3d_bwd(*shapes, stride=(1, 2, 2), padding=(1, 1, 3, 3, 3, 3))
+    assert plan.dx_toeplitz_w == 4 and plan.dx_toeplitz_pair == 1
+    g = plan.geometry()
+    bd, bh = axis_bands(g.axes[0], plan.dx_band[0])[0], axis_bands(g.axes[1], plan.dx_band[1])[0]
+    ext = (max(b.extent for b in axis_bands(g.axes[0], plan.dx_band[0])), bh.extent,
+           axis_bands(g.axes[2], g.axes[2].n)[0].extent)
+    e, n, copy_ns = first_block_expansion(g, "trn2", plan.dx_toeplitz, plan.dx_toeplitz_merge, 4, 1, ext, bd, bh)
+    assert 0 < e and n == 384 and copy_ns > 2 * (e - 1) * n / 2.4
+    offs = ((0, 0, 0, True), (0, 2, 0, True), (1, 5, 0, False))
+    assert expand_offsets(offs, 1, 1) == [(1, 5, 0, False), (0, 0, 0, False), (0, 1, 0, False), (0, 2, 0, True)]
+
+
+def test_toeplitz_w_on_m_unreached_phase():
+    """H stride 3 with a 2-tap kernel: one H phase no tap reaches (its plane rows zeroed), in phase mode and
+    merged, with W on M; and merged phases with every gradient."""
+    geom = {"batch": 2, "c_in": 2, "c_out": 5, "size": (3, 8, 7), "kernel": (2, 2, 3), "stride": (1, 3, 2),
+            "padding": (0, 1, 1, 0, 1, 1)}
+    run_and_compare(**geom, grads=("dx",), plan_edit=w_mode((1, 4), (False, False), 2, -1))
+    run_and_compare(**geom, grads=("dx",), plan_edit=w_mode((1, 3), (False, True), 2, 1))
+    run_and_compare(**geom, grads=("dx", "dw", "db"), plan_edit=merged((2, 3), (False, True), 0))
