@@ -15,7 +15,7 @@ tap's shift reaches outside the batch) and walked in steps of <= 512 positions. 
   PSUM bank per C_in tile, evicted into a dx plane stored once per chunk and C_in tile (the last chunk: per
   step).
 Issue order: step j's T, its dx, then step j-1's dw (its dy^T evictions had a whole dx step to land);
-the dx of the last DX_LAG steps is held back until after the last dw, so dw's finish (the evictions and
+the dx of the last ``dx_lag`` steps (<= 2) is held back until after the last dw, so dw's finish (the evictions and
 stores; at LNC2 the reduce-scatter of the fp32 partials by C_out halves and db's exchange) runs under those
 dx steps instead of after everything.
 """
@@ -27,10 +27,10 @@ from .nki_dw_gemm import gemm_dma_halves
 from .nki_filters import load_filters_t
 from .planner import dx_program_items, filters_by_dma
 from .pw_shared import (
-    DX_LAG,
     acc_slots,
     chunk_of,
     dw_pairs,
+    dx_lag,
     dy_size,
     dyt_by_dma,
     dyt_groups,
@@ -222,7 +222,7 @@ def run_pw_shared(ctx, pid, lnc, db_state):
             else:
                 load_dyt(i, o, m)
 
-    tail = list(range(max(0, len(steps) - DX_LAG), len(steps)))
+    tail = list(range(len(steps) - dx_lag(len(steps)), len(steps)))
     for j in range(len(steps)):
         issue_loads(j)
         transposes(j)

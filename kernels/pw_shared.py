@@ -16,7 +16,13 @@ from dataclasses import dataclass
 
 PMAX = 128
 BLOCK = 512   # positions per dx matmul (moving free size) and per pipeline step
-DX_LAG = 2    # the last steps whose dx runs after the last dw: dw's finish overlaps them
+DX_LAG = 2    # at most this many last steps run their dx after the last dw: dw's finish overlaps them
+
+
+def dx_lag(n_steps: int) -> int:
+    """The last steps whose dx is held back (DX_LAG, fewer when the program has few steps: with 2 steps
+    holding both back serialised dw and dx, 20.1 us against 16.6 with none on a 512 -> 256 layer)."""
+    return min(DX_LAG, n_steps // 4)
 LOAD_AHEAD = 2   # a load is issued this many steps before the step that needs it
 
 
@@ -261,9 +267,11 @@ def estimate_dw(c, g, chunks: list[tuple[int, int, int]], db: str, lnc: int, eve
 
 
 def dx_tail_pe_ns(g, hw, chunks: list[tuple[int, int, int]]) -> float:
-    """The PE time of the last DX_LAG dx steps (what dw's finish runs under)."""
+    """The PE time of the last ``dx_lag`` dx steps (what dw's finish runs under)."""
     lay = lay_of(g)
-    st = steps_of(lay, chunks)[-DX_LAG:]
+    steps = steps_of(lay, chunks)
+    lag = dx_lag(len(steps))
+    st = steps[len(steps) - lag:] if lag else []
     n_ci = -(-g.c_in // PMAX)
     n_co = -(-g.c_out // PMAX)
     mult = 4 if g.dtype == "fp32" else 1
