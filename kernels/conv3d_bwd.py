@@ -207,9 +207,10 @@ class _Steps:
             self.done = self.boxes + 1
 
     def between(self, n_items):
-        """Before dx item i: dw's boxes up to ceil((i + 1) * boxes / items)."""
+        """Before dx item i: dw's boxes up to ceil(i * boxes / items) (dx's first item goes first: dw's
+        first x^T loads would hold the PE), with one item: every box before it."""
         def run(i):
-            while self.done < -(-i * self.boxes // n_items):
+            while self.done < -(-(i if n_items > 1 else i + 1) * self.boxes // n_items):
                 self._step()
         return run
 
