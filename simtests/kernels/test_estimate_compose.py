@@ -143,15 +143,9 @@ def test_the_estimate_is_the_composition_of_its_sheet():
         g = a.geometry()
         c, fill = _estimate_sheet(g, a, TRN2)
         est, eng = _estimate(g, a, TRN2)
-<<<<<<< HEAD
         # (the sections as the planner composes them: dw-interleaved / dx inside dw merge dw's and dx's bodies)
         assert est == pytest.approx(compose_ns(planner._sections(c, a), planner.section_order(g, a), fill, TRN2,
                                                  c.steps, c.steps_head) / 1000)
-=======
-        # the sections _estimate composes (dw-interleaved plans run dw's boxes inside dx's section)
-        assert est == pytest.approx(compose_ns(planner._sections(c, a), planner.section_order(g, a), fill, TRN2,
-                                                 c.steps) / 1000)
->>>>>>> s4-stem
         assert all(math.isclose(eng[e], c.busy[e] / 1000) for e in ENGINES)
         assert est >= max(eng.values())   # never below the busiest engine
 
