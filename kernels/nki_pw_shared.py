@@ -108,14 +108,20 @@ def run_pw_shared(ctx, pid, lnc, db_state):
                 if z1 > z0:
                     nisa.memset(dy_ring[i][c][:co_sz, z0:z1], 0.0, engine=nisa.engine.gpsimd)
 
-    def load_halos(i):   # the LNC2 plane split: dy planes of the batch beyond the window (dx's taps), x^T
-        b = chunks[i][0]   # halo planes (dw's taps)
+    def load_dy_halos(i, below):
+        """The LNC2 plane split: the batch's dy planes below (or above) the chunk's window that dx's taps
+        read, loaded beside the window's first (last) run."""
+        b = chunks[i][0]
         for u0, u1 in dy_halos(lay, chunks[i]):
-            for c, (co0, co_sz) in enumerate(co_tiles):
-                nisa.dma_copy(dst=dy_ring[i][c][:co_sz, lead + u0:lead + u1],
-                              src=dy_flat[b, co0:co0 + co_sz, y0(i) + u0:y0(i) + u1])
+            if (u1 <= 0) == below:
+                for c, (co0, co_sz) in enumerate(co_tiles):
+                    nisa.dma_copy(dst=dy_ring[i][c][:co_sz, lead + u0:lead + u1],
+                                  src=dy_flat[b, co0:co0 + co_sz, y0(i) + u0:y0(i) + u1])
+
+    def load_x_halos(i, below):   # the x^T halo planes dw's taps pair the window with, beside the own x
         for u0, u1 in x_halos(lay, chunks[i]):
-            load_xt(i, u0, u1 - u0)
+            if (u1 <= 0) == below:
+                load_xt(i, u0, u1 - u0)
 
     def load_xt(i, o, m):
         b, q0, _n = chunks[i]
@@ -231,15 +237,25 @@ def run_pw_shared(ctx, pid, lnc, db_state):
                 xt_ring[i] = xt_pool.take()
                 dyt_of[i] = dyt_pool.take()
                 zero_halo(i)
-                load_halos(i)
+                if not dy_size(lay, chunks[i]):   # no dy window (so no dy load to go beside)
+                    load_dy_halos(i, True)
+                    load_dy_halos(i, False)
             if kind == "dy":
                 load_dy(i, o, m)
+                if o == 0:
+                    load_dy_halos(i, True)
+                if o + m == dy_size(lay, chunks[i]):
+                    load_dy_halos(i, False)
             elif kind == "x":
+                if o == 0:
+                    load_x_halos(i, True)
                 load_xt(i, o, m)
+                if o + m == chunks[i][2]:
+                    load_x_halos(i, False)
             else:
                 load_dyt(i, o, m)
 
-    tail = list(range(len(steps) - dx_lag(len(steps)), len(steps)))
+    tail = list(range(len(steps) - dx_lag(len(steps), taps), len(steps)))
     for j in range(len(steps)):
         issue_loads(j)
         transposes(j)

@@ -19,10 +19,12 @@ BLOCK = 512   # positions per dx matmul (moving free size) and per pipeline step
 DX_LAG = 2    # at most this many last steps run their dx after the last dw: dw's finish overlaps them
 
 
-def dx_lag(n_steps: int) -> int:
+def dx_lag(n_steps: int, taps: int = 1) -> int:
     """The last steps whose dx is held back (DX_LAG, fewer when the program has few steps: with 2 steps
-    holding both back serialised dw and dx, 20.1 us against 16.6 with none on a 512 -> 256 layer)."""
-    return min(DX_LAG, n_steps // 4)
+    holding both back serialised dw and dx, 20.1 us against 16.6 with none on a 512 -> 256 layer). D kernels
+    (several taps: a finish per tap) hold back up to half the steps (temporal LNC2, 4 steps per program:
+    27.3 us with one held back, 26.7 with two)."""
+    return min(DX_LAG, n_steps // (4 if taps == 1 else 2))
 LOAD_AHEAD = 2   # a load is issued this many steps before the step that needs it
 
 
@@ -100,7 +102,7 @@ def x_span(lay: Lay, chunk: tuple[int, int, int]) -> tuple[int, int]:
     """The chunk-local x positions [lo, hi) its x^T buffer holds: its own x positions and, for D kernels
     split by planes, the halo planes dw's taps pair its dy window with (within the batch)."""
     q0, n = chunk[1], chunk[2]
-    if not lay.whole:
+    if not lay.whole or not dy_size(lay, chunk):
         return 0, n
     lo = max(-q0, min(0, min(lay.shifts)))
     hi = min(lay.nx - q0, max(n, dy_size(lay, chunk) + max(lay.shifts)))
@@ -314,7 +316,7 @@ def dx_tail_pe_ns(g, hw, chunks: list[tuple[int, int, int]]) -> float:
     """The PE time of the last ``dx_lag`` dx steps (what dw's finish runs under)."""
     lay = lay_of(g)
     steps = steps_of(lay, chunks)
-    lag = dx_lag(len(steps))
+    lag = dx_lag(len(steps), len(lay.shifts))
     st = steps[len(steps) - lag:] if lag else []
     n_ci = -(-g.c_in // PMAX)
     n_co = -(-g.c_out // PMAX)
