@@ -31,6 +31,7 @@ from .pw_shared import (
     chunk_of,
     dw_pairs,
     dx_lag,
+    dy_halos,
     dy_size,
     dyt_by_dma,
     dyt_groups,
@@ -39,6 +40,8 @@ from .pw_shared import (
     ring_depth,
     steps_of,
     subtiles,
+    x_halos,
+    x_span,
 )
 from .schedule import tiles
 
@@ -56,14 +59,16 @@ def run_pw_shared(ctx, pid, lnc, db_state):
     co_blocks = tiles(g.c_out, BANK_FP32)
     taps = len(lay.shifts)
     big = max((n for _b, _q, n in chunks), default=PMAX)
-    ybig = max((dy_size(lay, c) for c in chunks), default=PMAX)
+    ybig = max(1, max((dy_size(lay, c) for c in chunks), default=PMAX))   # (a chunk may own no dy)
     ext = max((lay.ext(c[2], dy_size(lay, c)) for c in chunks), default=PMAX)
     lead = lay.lead
     # rings of chunk buffers deep enough for loads issued LOAD_AHEAD steps ahead (``ring_depth``)
     depth = ring_depth(lay, chunks)
     dyn_pools = [Pool(depth, (PMAX, ext), dtype, nl.sbuf, f"pw_dy{c}_") for c in range(len(co_tiles))]
     dyt_pool = Pool(depth, (PMAX, -(-ybig // PMAX), g.c_out), dtype, nl.sbuf, "pw_dyt")
-    xt_pool = Pool(depth, (PMAX, -(-big // PMAX), len(ci_tiles) * PMAX), dtype, nl.sbuf, "pw_xt")
+    spans = [x_span(lay, c) for c in chunks]   # (the LNC2 plane split: halo planes beside a chunk's own x)
+    xslots = max([-(-(hi - lo) // PMAX) for lo, hi in spans] + [-(-big // PMAX)])
+    xt_pool = Pool(depth, (PMAX, xslots, len(ci_tiles) * PMAX), dtype, nl.sbuf, "pw_xt")
     every = plan.pw_dyt_dma
     plane_pool = Pool(2 * len(ci_tiles), (PMAX, big), dtype, nl.sbuf, "pw_plane")
     dx_ps = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_pwdx")
@@ -85,8 +90,8 @@ def run_pw_shared(ctx, pid, lnc, db_state):
     bank_elems = BANK_BYTES // g.dtype_bytes
     packs = co_bank_packs(co_tiles, bank_elems)
 
-    def y0(i):   # the chunk's first dy position (pointwise: its x positions; D kernels: 0)
-        return 0 if lay.whole else chunks[i][1]
+    def y0(i):   # the chunk's first dy position: its first x position (D kernels: a plane boundary)
+        return chunks[i][1]
 
     def load_dy(i, o, m):
         b = chunks[i][0]
@@ -94,25 +99,42 @@ def run_pw_shared(ctx, pid, lnc, db_state):
             nisa.dma_copy(dst=dy_ring[i][c][:co_sz, lead + o:lead + o + m],
                           src=dy_flat[b, co0:co0 + co_sz, y0(i) + o:y0(i) + o + m])
 
-    def zero_halo(i):   # buffer positions outside the chunk's dy: dx's shifted taps read zeros there
+    def zero_halo(i):   # buffer positions outside the batch's dy: dx's shifted taps read zeros there
         ny_c = dy_size(lay, chunks[i])
         e = lay.ext(chunks[i][2], ny_c)
+        q0 = y0(i)
         for c, (_co0, co_sz) in enumerate(co_tiles):
-            for z0, z1 in ((0, lead), (lead + ny_c, e)):
+            for z0, z1 in ((0, min(e, lead - q0)), (max(0, lead + lay.ny - q0), e)):
                 if z1 > z0:
                     nisa.memset(dy_ring[i][c][:co_sz, z0:z1], 0.0, engine=nisa.engine.gpsimd)
+
+    def load_dy_halos(i, below):
+        """The LNC2 plane split: the batch's dy planes below (or above) the chunk's window that dx's taps
+        read, loaded beside the window's first (last) run."""
+        b = chunks[i][0]
+        for u0, u1 in dy_halos(lay, chunks[i]):
+            if (u1 <= 0) == below:
+                for c, (co0, co_sz) in enumerate(co_tiles):
+                    nisa.dma_copy(dst=dy_ring[i][c][:co_sz, lead + u0:lead + u1],
+                                  src=dy_flat[b, co0:co0 + co_sz, y0(i) + u0:y0(i) + u1])
+
+    def load_x_halos(i, below):   # the x^T halo planes dw's taps pair the window with, beside the own x
+        for u0, u1 in x_halos(lay, chunks[i]):
+            if (u1 <= 0) == below:
+                load_xt(i, u0, u1 - u0)
 
     def load_xt(i, o, m):
         b, q0, _n = chunks[i]
         xt = xt_ring[i]
         full, rest = m // PMAX, m % PMAX
+        t0 = (o - spans[i][0]) // PMAX   # the buffer's first sub-tile (x_span's lo: a whole sub-tile)
         for k, (ci0, ci_sz) in enumerate(ci_tiles):
             base = (b * g.c_in + ci0) * lay.nx + q0 + o
             if full:   # x[ci, sub-tiles, 128] -> [128, sub-tiles, ci]: one 3-D transpose
-                nisa.dma_transpose(dst=xt[:PMAX, o // PMAX:o // PMAX + full, k * PMAX:k * PMAX + ci_sz],
+                nisa.dma_transpose(dst=xt[:PMAX, t0:t0 + full, k * PMAX:k * PMAX + ci_sz],
                                    src=ctx.x.ap([[lay.nx, ci_sz], [PMAX, full], [1, PMAX]], offset=base))
             if rest:
-                nisa.dma_transpose(dst=xt[:rest, o // PMAX + full, k * PMAX:k * PMAX + ci_sz],
+                nisa.dma_transpose(dst=xt[:rest, t0 + full, k * PMAX:k * PMAX + ci_sz],
                                    src=ctx.x.ap([[lay.nx, ci_sz], [1, rest]], offset=base + full * PMAX))
 
     def load_dyt(i, o, m):
@@ -158,12 +180,12 @@ def run_pw_shared(ctx, pid, lnc, db_state):
         dyt, xt = dyt_of[i], xt_ring[i]
         for s, ns in subtiles(off, ny):
             p = s // PMAX
-            for kd, xs in dw_pairs(lay, s, ns, chunks[i][2]):
+            for kd, xs in dw_pairs(lay, s, ns, spans[i]):
                 for k, (_ci0, ci_sz) in enumerate(ci_tiles):
                     for jb, (c0, cn) in enumerate(co_blocks):
                         key = (kd, k, jb)
                         nisa.nc_matmul(accs[key][:ci_sz, :cn],
-                                       stationary=xt[:ns, xs // PMAX, k * PMAX:k * PMAX + ci_sz],
+                                       stationary=xt[:ns, (xs - spans[i][0]) // PMAX, k * PMAX:k * PMAX + ci_sz],
                                        moving=dyt[:ns, p, c0:c0 + cn], accumulate=key in started)
                         started.add(key)
             if db_pe:
@@ -215,14 +237,25 @@ def run_pw_shared(ctx, pid, lnc, db_state):
                 xt_ring[i] = xt_pool.take()
                 dyt_of[i] = dyt_pool.take()
                 zero_halo(i)
+                if not dy_size(lay, chunks[i]):   # no dy window (so no dy load to go beside)
+                    load_dy_halos(i, True)
+                    load_dy_halos(i, False)
             if kind == "dy":
                 load_dy(i, o, m)
+                if o == 0:
+                    load_dy_halos(i, True)
+                if o + m == dy_size(lay, chunks[i]):
+                    load_dy_halos(i, False)
             elif kind == "x":
+                if o == 0:
+                    load_x_halos(i, True)
                 load_xt(i, o, m)
+                if o + m == chunks[i][2]:
+                    load_x_halos(i, False)
             else:
                 load_dyt(i, o, m)
 
-    tail = list(range(len(steps) - dx_lag(len(steps)), len(steps)))
+    tail = list(range(len(steps) - dx_lag(len(steps), taps), len(steps)))
     for j in range(len(steps)):
         issue_loads(j)
         transposes(j)
@@ -275,24 +308,24 @@ class _DwFinish:
             return
         (lo, hi), recv, send = gemm_dma_halves(g.c_out, self.pid)
         h = recv[1] - recv[0]
-        for k, (ci0, ci_sz) in enumerate(self.ci_tiles):
-            part = nl.ndarray((PMAX, g.c_out), nl.float32, buffer=nl.sbuf, name=f"pw_part{k}")
-            other = nl.ndarray((PMAX, h), nl.float32, buffer=nl.sbuf, name=f"pw_other{k}")
+        for kd, (k, (ci0, ci_sz)) in ((kd, kc) for kd in range(self.taps) for kc in enumerate(self.ci_tiles)):
+            part = nl.ndarray((PMAX, g.c_out), nl.float32, buffer=nl.sbuf, name=f"pw_part{kd}_{k}")
+            other = nl.ndarray((PMAX, h), nl.float32, buffer=nl.sbuf, name=f"pw_other{kd}_{k}")
             for jb, (c0, cn) in enumerate(self.co_blocks):
-                if (0, k, jb) in self.started:
-                    nisa.tensor_copy(dst=part[:ci_sz, c0:c0 + cn], src=self.accs[(0, k, jb)][:ci_sz, :cn],
+                if (kd, k, jb) in self.started:
+                    nisa.tensor_copy(dst=part[:ci_sz, c0:c0 + cn], src=self.accs[(kd, k, jb)][:ci_sz, :cn],
                                      engine=nisa.engine.vector)
-                else:   # a program with no position: its partial sum is zero
+                else:   # a program with no position (or a tap that meets none of its x): a zero partial
                     nisa.memset(part[:ci_sz, c0:c0 + cn], 0.0, engine=nisa.engine.vector)
             nisa.sendrecv(src=part[:ci_sz, send[0]:send[1]], dst=other[:ci_sz, :], send_to_rank=1 - self.pid,
                           recv_from_rank=1 - self.pid, pipe_id=0)
-            self.pending.append((ci0, ci_sz, part, other, lo, hi, recv))
+            self.pending.append((kd, ci0, ci_sz, part, other, lo, hi, recv))
 
     def complete(self):
         ctx = self.ctx
-        for ci0, ci_sz, part, other, lo, hi, recv in self.pending:
+        for kd, ci0, ci_sz, part, other, lo, hi, recv in self.pending:
             if hi > lo:
-                out = nl.ndarray((PMAX, hi - lo), ctx.dtype, buffer=nl.sbuf, name=f"pw_half{ci0}")
+                out = nl.ndarray((PMAX, hi - lo), ctx.dtype, buffer=nl.sbuf, name=f"pw_half{kd}_{ci0}")
                 nisa.tensor_tensor(dst=out[:ci_sz, :hi - lo], data1=part[:ci_sz, lo:hi],
                                    data2=other[:ci_sz, lo - recv[0]:hi - recv[0]], op=nl.add, engine=nisa.engine.vector)
-                nisa.dma_copy(dst=self.dw_flat[0, ci0:ci0 + ci_sz, lo:hi], src=out[:ci_sz, :hi - lo])
+                nisa.dma_copy(dst=self.dw_flat[kd, ci0:ci0 + ci_sz, lo:hi], src=out[:ci_sz, :hi - lo])

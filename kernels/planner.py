@@ -1051,7 +1051,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         if p.lnc == 2:   # the reduce-scatter of dw:dma_gemm's positions split, under the last dx steps
             half = ceil_div(g.c_out, 2)
             ci_t = min(PMAX, g.c_in)
-            mine = n_tiles(g.c_in, PMAX)
+            mine = n_tiles(g.c_in, PMAX) * len(pw.lay_of(g).shifts)   # per tap and C_in tile
             c.compute("vector", g.c_out, 1, 1.0, mine, op="tensor_copy")
             c.dma(ci_t * half * 4, half * 4, mine)
             c.compute("vector", half, 2, 1.0, mine, op="tensor_tensor")
@@ -1862,8 +1862,8 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
     dw_opts.append((DwMethod.ROW_PACK, max(1, min(g.axes[2].k, MOVING_MAX // dw_ci))))
     if g.pointwise and g.dtype_bytes == 2 and hw.name != "trn1":   # dma_transpose: 2-byte, NC-v3+
         dw_opts.append((DwMethod.DMA_GEMM, 1))
-    elif not pw.shared_gemm_domain(g) and g.dtype_bytes == 2 and hw.name != "trn1" and base["lnc"] == 1 and cdx:
-        dw_opts.append((DwMethod.DMA_GEMM, 1))   # K_d x 1 x 1: the shared-dy GEMM kernel only (LNC1)
+    elif not pw.shared_gemm_domain(g) and g.dtype_bytes == 2 and hw.name != "trn1" and cdx:
+        dw_opts.append((DwMethod.DMA_GEMM, 1))   # K_d x 1 x 1: the shared-dy GEMM kernel only
     dw_opts = [(m, G_, False) for m, G_ in dw_opts]
     if not g.pointwise and dw_xs_fits(g):   # x^T stationary: box mode (tap groups) and row mode
         slots = max(1, PMAX // dw_ci)
@@ -1922,7 +1922,9 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
             for db in dbs:
                 if strat is Strategy.SHARED_DY:
                     # the shared-dy GEMM kernel with a D kernel: one chunk per batch (the taps cross D planes)
-                    bands = [full] if dw_m is DwMethod.DMA_GEMM and not g.pointwise else dx_bands
+                    # (LNC2: also half of each batch's D planes per item, so a program takes half a batch)
+                    bands = ([full] + ([(ceil_div(g.axes[0].n, 2), g.axes[1].n)] if base["lnc"] == 2 and g.axes[0].n > 1
+                                       else []) if dw_m is DwMethod.DMA_GEMM and not g.pointwise else dx_bands)
                     shared = _first_fits(lambda band, st=strat, m=dw_m, gg=G, d=db: plan(st, m, gg, d, band, dw_ci, False,
                                                            (g.axes[0].o, g.axes[1].o), g.c_in),
                                          bands, hw, g)

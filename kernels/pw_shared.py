@@ -19,10 +19,12 @@ BLOCK = 512   # positions per dx matmul (moving free size) and per pipeline step
 DX_LAG = 2    # at most this many last steps run their dx after the last dw: dw's finish overlaps them
 
 
-def dx_lag(n_steps: int) -> int:
+def dx_lag(n_steps: int, taps: int = 1) -> int:
     """The last steps whose dx is held back (DX_LAG, fewer when the program has few steps: with 2 steps
-    holding both back serialised dw and dx, 20.1 us against 16.6 with none on a 512 -> 256 layer)."""
-    return min(DX_LAG, n_steps // 4)
+    holding both back serialised dw and dx, 20.1 us against 16.6 with none on a 512 -> 256 layer). D kernels
+    (several taps: a finish per tap) hold back up to half the steps (temporal LNC2, 4 steps per program:
+    27.3 us with one held back, 26.7 with two)."""
+    return min(DX_LAG, n_steps // (4 if taps == 1 else 2))
 LOAD_AHEAD = 2   # a load is issued this many steps before the step that needs it
 
 
@@ -79,14 +81,51 @@ def chunk_of(g, item) -> tuple[int, int, int]:
     nd, nh = bd.i1 - bd.i0, bh.i1 - bh.i0
     if nh != H and nd > 1:
         raise ValueError(f"shared-dy GEMM: band {nd}x{nh} of H={H} is not one contiguous position run")
-    if lay_of(g).whole and (nd != g.axes[0].n or nh != H):
-        raise ValueError(f"shared-dy GEMM with a {g.kernel} kernel: the band must be the whole volume")
+    if lay_of(g).whole and nh != H:
+        raise ValueError(f"shared-dy GEMM with a {g.kernel} kernel: the band must be whole D planes")
     return b, (bd.i0 * H + bh.i0) * W, nd * nh * W
 
 
 def dy_size(lay: Lay, chunk: tuple[int, int, int]) -> int:
-    """dy positions of a chunk (from its first x position's dy position)."""
-    return lay.ny if lay.whole else chunk[2]
+    """dy positions of a chunk, from its first x position's flat position (its dy window: pointwise its x
+    positions; D kernels, whose chunk is a run of whole D planes -- the LNC2 split gives each program part of
+    a batch's planes -- the dy positions from there to the chunk's x end, the batch's last chunk to the end
+    of dy: the windows of a batch's chunks partition its dy, so dw and db see every dy position once)."""
+    if not lay.whole:
+        return chunk[2]
+    q0, n = chunk[1], chunk[2]
+    hi = lay.ny if q0 + n >= lay.nx else min(q0 + n, lay.ny)
+    return max(0, hi - q0)
+
+
+def x_span(lay: Lay, chunk: tuple[int, int, int]) -> tuple[int, int]:
+    """The chunk-local x positions [lo, hi) its x^T buffer holds: its own x positions and, for D kernels
+    split by planes, the halo planes dw's taps pair its dy window with (within the batch)."""
+    q0, n = chunk[1], chunk[2]
+    if not lay.whole or not dy_size(lay, chunk):
+        return 0, n
+    lo = max(-q0, min(0, min(lay.shifts)))
+    hi = min(lay.nx - q0, max(n, dy_size(lay, chunk) + max(lay.shifts)))
+    return lo, max(hi, n)
+
+
+def dy_halos(lay: Lay, chunk: tuple[int, int, int]) -> list[tuple[int, int]]:
+    """The chunk-local dy runs [u0, u1) beyond its dy window that dx's taps read and that lie in the batch's
+    dy (loaded with the chunk's buffer; the rest of the buffer beyond the window is zeros)."""
+    q0, ny_c = chunk[1], dy_size(lay, chunk)
+    e = lay.ext(chunk[2], ny_c) - lay.lead
+    out = []
+    for u0, u1 in ((-lay.lead, 0), (ny_c, e)):
+        a, b = max(u0, -q0), min(u1, lay.ny - q0)
+        if b > a:
+            out.append((a, b))
+    return out
+
+
+def x_halos(lay: Lay, chunk: tuple[int, int, int]) -> list[tuple[int, int]]:
+    """The chunk-local x runs of its x^T buffer outside its own x positions (``x_span``)."""
+    lo, hi = x_span(lay, chunk)
+    return [(a, b) for a, b in ((lo, 0), (chunk[2], hi)) if b > a]
 
 
 def steps_of(lay: Lay, chunks: list[tuple[int, int, int]]) -> list[tuple[int, int, int, int]]:
@@ -145,9 +184,10 @@ def subtiles(off: int, n: int) -> list[tuple[int, int]]:
     return [(off + s, min(PMAX, n - s)) for s in range(0, n, PMAX)]
 
 
-def dw_pairs(lay: Lay, s: int, ns: int, nx_c: int) -> list[tuple[int, int]]:
-    """(tap, x position in the chunk) of the taps a dy sub-tile meets (its x sub-tile lies in the chunk)."""
-    return [(kd, s + sh) for kd, sh in enumerate(lay.shifts) if 0 <= s + sh and s + sh + ns <= nx_c]
+def dw_pairs(lay: Lay, s: int, ns: int, span: tuple[int, int]) -> list[tuple[int, int]]:
+    """(tap, x position in the chunk) of the taps a dy sub-tile meets (its x sub-tile lies in the chunk's
+    x^T span, ``x_span``)."""
+    return [(kd, s + sh) for kd, sh in enumerate(lay.shifts) if span[0] <= s + sh and s + sh + ns <= span[1]]
 
 
 def dyt_by_dma(s: int, ns: int, every: int) -> bool:
@@ -199,13 +239,14 @@ def sbuf_bytes(g, band: tuple[int, int], lnc: int, chunks: list[tuple[int, int, 
     lay = lay_of(g)
     big = chunk_positions(g, band)
     ybig = max([dy_size(lay, c) for c in chunks] + [1])
-    n_sub, n_suby = -(-big // PMAX), -(-ybig // PMAX)
+    n_suby = -(-ybig // PMAX)
+    n_sub = max([-(-(b - a) // PMAX) for a, b in (x_span(lay, c) for c in chunks)] + [-(-big // PMAX)])
     n_ci = -(-g.c_in // PMAX)
     n_co = -(-g.c_out // PMAX)
     out = min(2, n_ci * len(lay.shifts)) * g.c_out * ds
     if lnc == 2:
         half = -(-g.c_out // 2)
-        out = n_ci * (g.c_out * 4 + half * (4 + ds))
+        out = n_ci * len(lay.shifts) * (g.c_out * 4 + half * (4 + ds))
     depth = ring_depth(lay, chunks)
     ext = max([lay.ext(c[2], dy_size(lay, c)) for c in chunks] + [1])
     return (depth * n_co * ext * ds + depth * n_suby * g.c_out * ds + depth * n_sub * n_ci * PMAX * ds
@@ -249,7 +290,7 @@ def estimate_dw(c, g, chunks: list[tuple[int, int, int]], db: str, lnc: int, eve
             else:
                 c.evict(len(grp) * width, two, packs)
         for _s, ns in subs:
-            for _kd in dw_pairs(lay, _s, ns, chunks[i][2]):
+            for _kd in dw_pairs(lay, _s, ns, x_span(lay, chunks[i])):
                 for ci in ci_sizes:
                     for cn in blocks:
                         c.matmul(ci, cn, fp32)
@@ -259,8 +300,13 @@ def estimate_dw(c, g, chunks: list[tuple[int, int, int]], db: str, lnc: int, eve
             m = ny if i == 0 else dy_size(lay, chunks[i])
             c.compute("scalar", m, 1, 1.0, n_co, op="activation")
     total = sum(n for _b, _q, n in chunks)
+    xh = [h for ch in chunks for h in x_halos(lay, ch)]   # the LNC2 plane split's halo planes
+    total += sum(b - a for a, b in xh)
     c.busy["dma"] += total * g.c_in * ds / (hw.dma_bytes_per_ns * 0.9)   # dma_transpose from HBM
-    c._count("dma_transpose", len(chunks) * len(ci_sizes))
+    c._count("dma_transpose", (len(chunks) + len(xh)) * len(ci_sizes))
+    yh = [h for ch in chunks for h in dy_halos(lay, ch)]
+    for u0, u1 in yh:   # dx's dy halo planes (loaded with the chunk's buffer, per C_out tile)
+        c.dma((u1 - u0) * co_t * ds, (u1 - u0) * ds, n_co)
     if lnc == 1:
         c.evict(sum(blocks), two, len(ci_sizes) * len(lay.shifts))
         c.dma(min(PMAX, g.c_in) * g.c_out * ds, g.c_out * ds, len(ci_sizes) * len(lay.shifts))
@@ -270,7 +316,7 @@ def dx_tail_pe_ns(g, hw, chunks: list[tuple[int, int, int]]) -> float:
     """The PE time of the last ``dx_lag`` dx steps (what dw's finish runs under)."""
     lay = lay_of(g)
     steps = steps_of(lay, chunks)
-    lag = dx_lag(len(steps))
+    lag = dx_lag(len(steps), len(lay.shifts))
     st = steps[len(steps) - lag:] if lag else []
     n_ci = -(-g.c_in // PMAX)
     n_co = -(-g.c_out // PMAX)
@@ -293,5 +339,7 @@ def head_ns(g, hw, chunks: list[tuple[int, int, int]]) -> float:
     if not chunks:
         return 0.0
     n = min(BLOCK, dy_size(lay_of(g), chunks[0]))
+    if not n:   # (a chunk with no dy window: its program's dx reads halo planes only)
+        return 0.0
     run = n * g.dtype_bytes
     return min(PMAX, g.c_out) * n * g.dtype_bytes / (hw.dma_bytes_per_ns * run / (run + 256.0))

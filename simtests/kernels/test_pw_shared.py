@@ -121,7 +121,8 @@ def test_shared_gemm_d_kernels_offered_only_where_they_run():
     shapes = ((1, 64, 4, 8, 16), (1, 32, 4, 8, 16), (3, 1, 1, 32, 64))
     kw = {"padding": (1, 1, 0, 0, 0, 0)}
     assert any(pw_shared_on(a) for a in plan_conv3d_bwd(*shapes, **kw).feasible_candidates())
-    for extra in ({"lnc": 2}, {"dtype": "fp32"}, {"target": "trn1"}, {"compute_dx": False}):
+    assert any(pw_shared_on(a) for a in plan_conv3d_bwd(*shapes, **kw, lnc=2).feasible_candidates())
+    for extra in ({"dtype": "fp32"}, {"target": "trn1"}, {"compute_dx": False}):
         assert not any(pw_shared_on(a) for a in plan_conv3d_bwd(*shapes, **kw, **extra).feasible_candidates())
     # H x W = 120: a plane is not whole sub-tiles
     odd = ((1, 64, 4, 8, 15), (1, 32, 4, 8, 15), (3, 1, 1, 32, 64))
@@ -138,3 +139,53 @@ def test_shared_gemm_d_kernel_budget_bounds_the_measured_peak():
     assert len(alts) >= 2
     for alt in alts:
         assert_budget_bounds_peak(alt, shapes, **kw)
+
+
+# LNC2: the D-plane split (a dx band of half the D planes per item: each program half of a batch's planes, with
+# the dy halo planes dx's taps read and the x^T halo planes dw's taps pair; dw's per-tap partials reduce-scattered)
+D_KERNELS_LNC2 = [
+    pytest.param(1, 130, 140, (5, 8, 16), (3, 1, 1), (1, 1, 0, 0, 0, 0), (1, 1, 1), "half", id="k311-odd-D-B1"),
+    pytest.param(1, 20, 300, (3, 4, 32), (2, 1, 1), (0, 1, 0, 0, 0, 0), (1, 1, 1), "half", id="k211-asym-pad"),
+    pytest.param(2, 9, 70, (6, 16, 16), (3, 1, 1), (2, 2, 0, 0, 0, 0), (2, 1, 1), "half", id="k311-dil2-B2"),
+    pytest.param(1, 7, 9, (4, 2, 64), (3, 1, 1), (0, 0, 0, 0, 0, 0), (1, 1, 1), "half", id="no-pad-D-lt-2k"),
+    pytest.param(1, 5, 6, (1, 8, 16), (3, 1, 1), (4, 4, 0, 0, 0, 0), (3, 1, 1), "half", id="D1-idle-program"),
+    pytest.param(3, 33, 200, (8, 8, 16), (5, 1, 1), (2, 2, 0, 0, 0, 0), (1, 1, 1), "half", id="k511-B3"),
+    pytest.param(3, 12, 20, (3, 4, 32), (3, 1, 1), (1, 1, 0, 0, 0, 0), (1, 1, 1), "full", id="whole-batches-B3"),
+]
+
+
+def _pw_d_lnc2(band_kind, size, db_scalar=None, every=0):
+    """The shared-dy GEMM candidate with dx items of the whole batch ("full") or half its D planes ("half")."""
+    def pick(p):
+        alts = [a for a in p.feasible_candidates() if pw_shared_on(a) and a.pw_dyt_dma == every
+                and (db_scalar is None or a.pw_db_scalar == db_scalar)]
+        assert alts, p.explain()
+        d = size[0] if band_kind == "full" else -(-size[0] // 2)
+        return dataclasses.replace(alts[0], dx_band=(d, size[1]))
+    return pick
+
+
+@pytest.mark.parametrize("batch, c_in, c_out, size, kernel, padding, dilation, band", D_KERNELS_LNC2)
+@pytest.mark.parametrize("db_scalar, every", [(False, 0), (True, 2)], ids=["db-pe", "db-scalar-dyT-dma2"])
+def test_shared_gemm_d_kernels_lnc2_are_exact(batch, c_in, c_out, size, kernel, padding, dilation, band,
+                                              db_scalar, every):
+    run_and_compare(batch, c_in, c_out, size, kernel, padding=padding, dilation=dilation, lnc=2,
+                    plan_edit=_pw_d_lnc2(band, size, db_scalar, every))
+
+
+@pytest.mark.parametrize("grads", [("dx", "dw"), GRADS], ids=lambda g: "+".join(g))
+def test_shared_gemm_d_kernel_lnc2_subsets_and_fp16(grads):
+    pad = (1, 1, 0, 0, 0, 0)
+    run_and_compare(1, 40, 50, (3, 4, 32), (3, 1, 1), padding=pad, grads=grads, dtype="fp16", lnc=2,
+                    plan_edit=_pw_d_lnc2("half", (3, 4)))
+    run_and_compare(2, 40, 50, (5, 4, 32), (3, 1, 1), padding=pad, grads=grads, lnc=2,
+                    plan_edit=_pw_d_lnc2("half", (5, 4), True if "db" in grads else None))
+
+
+def test_shared_gemm_d_kernel_lnc2_budget_bounds_the_measured_peak():
+    shapes = ((1, 256, 16, 16, 16), (1, 256, 16, 16, 16), (3, 1, 1, 256, 256))
+    kw = {"padding": (1, 1, 0, 0, 0, 0)}
+    alts = [a for a in plan_conv3d_bwd(*shapes, lnc=2, **kw).feasible_candidates() if pw_shared_on(a)]
+    assert any(a.dx_band[0] == 8 for a in alts)
+    for alt in alts[:4]:
+        assert_budget_bounds_peak(alt, shapes, lnc=2, **kw)
