@@ -2181,8 +2181,10 @@ def plan_conv3d_bwd(dy_shape, x_shape, w_shape, stride=(1, 1, 1), padding=(0,) *
 
 def dx_t_active(p: Plan) -> bool:
     """The plan runs dx^T: its flag, without the options dx^T does not combine with (region packing,
-    C_in-outer filter groups: a plan edited to those runs the classic gather)."""
-    return p.dx_transposed and p.dx_regions == 1 and not p.dx_ci_outer
+    C_in-outer filter groups: a plan edited to those runs the classic gather; dx:toeplitz, which a plan
+    edited to it runs instead -- its ``dx inside dw`` / ``band prefetch`` flags then fall away too)."""
+    return (p.dx_transposed and p.dx_regions == 1 and not p.dx_ci_outer
+            and p.dx_method is not DxMethod.TOEPLITZ)
 
 
 def filters_after_first_chunk(g: ConvGeom, p: Plan) -> bool:
