@@ -160,7 +160,7 @@ class CostSheet:
 # Section kinds for ``compose_ns``: a *lead* is DMA work the next section needs first (dx's filters), a
 # *trail* finishes the previous section (dw's casts and stores, dx's last store, db's store after a fold);
 # every other section is a *body*.
-LEAD_SECTIONS = frozenset({"dx_filters"})
+LEAD_SECTIONS = frozenset({"dx_filters", "dx_prefetch"})
 TRAIL_SECTIONS = frozenset({"dw_finish", "dx_tail", "db_store"})
 COMPUTE = ("tensor", "vector", "scalar", "gpsimd")
 

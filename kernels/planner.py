@@ -901,9 +901,9 @@ def section_order(g: ConvGeom, p: Plan) -> list[str]:
         return ["dx_filters", "dx+dw", "dx_tail", "dw_finish", "db", "db_store"]
     if p.filters_first and p.compute_dw and not filters_after_first_chunk(g, p):
         # issued before dw: ahead of dw's first loads in the DMA queues
-        head, dx = ["dx_filters", "dw"], ["dx", "dx_tail"]
+        head, dx = ["dx_filters", "dw"], ["dx_prefetch", "dx", "dx_tail"]
     else:
-        head, dx = ["dw"], ["dx_filters", "dx", "dx_tail"]
+        head, dx = ["dw"], ["dx_filters", "dx_prefetch", "dx", "dx_tail"]
     if dw_defer_finish(g, p):   # LNC2: dw's adds, casts and stores after dx
         return [*head, *dx, "dw_finish", "db", "db_store"]
     return [*head, "dw_finish", *dx, "db", "db_store"]
@@ -994,7 +994,10 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             c.add(loads)
         if dx_t_active(p):
             _estimate_dx_t(c, g, p, hw, items)
-            fill += _dx_t_fill_ns(g, p, hw, items)
+            if dx_prefetched(p):   # loaded during dw: a lead that dw's idle DMA time hides (compose_ns)
+                c.exposed("dx_prefetch", _dx_t_fill_ns(g, p, hw, items))
+            else:
+                fill += _dx_t_fill_ns(g, p, hw, items)
         elif p.dx_method is DxMethod.TOEPLITZ:
             tzm = p.dx_toeplitz_merge
             if p.dx_toeplitz_w:
@@ -2180,9 +2183,10 @@ def plan_conv3d_bwd(dy_shape, x_shape, w_shape, stride=(1, 1, 1), padding=(0,) *
 
 def dx_t_active(p: Plan) -> bool:
     """The plan runs dx^T: its flag, without the options dx^T does not combine with (region packing,
-    C_in-outer filter groups: a plan edited to those runs the classic gather; dx:toeplitz, whose variants
-    are derived from gather plans that may carry the flag)."""
-    return p.dx_transposed and p.dx_regions == 1 and not p.dx_ci_outer and p.dx_method is not DxMethod.TOEPLITZ
+    C_in-outer filter groups: a plan edited to those runs the classic gather; dx:toeplitz, which a plan
+    edited to it runs instead -- its ``dx inside dw`` / ``band prefetch`` flags then fall away too)."""
+    return (p.dx_transposed and p.dx_regions == 1 and not p.dx_ci_outer
+            and p.dx_method is not DxMethod.TOEPLITZ)
 
 
 def filters_after_first_chunk(g: ConvGeom, p: Plan) -> bool:

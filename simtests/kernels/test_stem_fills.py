@@ -198,7 +198,10 @@ def test_interleaved_dw_other_dtypes(dtype, steps):
 @pytest.mark.parametrize("grads", [("dx", "dw"), ("dx", "dw", "db")], ids=lambda g: "+".join(g))
 @pytest.mark.parametrize("split", ["positions", "taps"])
 def test_interleaved_dw_lnc2(grads, split, steps):
-    run_and_compare(**dict(INTERLEAVE[0].values[0]), lnc=2, grads=grads, plan_edit=_interleaved(split=split))
+    # (the stem-small edit's dx bands: the cheapest candidate's band may hold a program's one dx item,
+    # and with one item every box runs after it -- nothing to interleave)
+    run_and_compare(**dict(INTERLEAVE[0].values[0]), lnc=2, grads=grads,
+                    plan_edit=_interleaved(INTERLEAVE[0].values[1], split=split))
     assert sum(steps) > 0
 
 
