@@ -121,3 +121,10 @@ def one_store(g: ConvGeom, halves: dict[int, tuple[int, int]]) -> bool:
     (i0, n0), (i1, n1) = halves[0], halves[1]
     plane = g.axes[0].n * g.axes[1].n * g.axes[2].n   # the ci stride
     return n0 == n1 and abs(i1 - i0) == 1 and plane <= STRIDE_MAX
+
+
+def dpair_last_by_rows(g: ConvGeom, halves: dict[int, tuple[int, int]]) -> bool:
+    """Whether a program's last band runs and stores its plane's D rows one by one (``run_dx_dpairs``):
+    the plane stores with one DMA (``one_store``) and holds more than one D row per phase. Each row's
+    store is issued once its blocks are evicted, so the dx tail moves one row, not the whole plane."""
+    return one_store(g, halves) and halves[0][1] > 1

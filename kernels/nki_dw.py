@@ -39,6 +39,7 @@ from .planner import (
     dw_xs_group_banks,
     dw_xs_per_bank,
     dw_xs_row_chunks,
+    xs_exchange_window,
     xs_store_runs,
 )
 from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, row_stack_offset, tiles
@@ -560,14 +561,13 @@ class DwState:
         for i, (ci0, ci_sz) in enumerate(self.ci_tiles):
             src = self.xacc
             c0 = (i * n + lo) * co
-            if cast_pool is not None and fused is not None:   # sum into the output dtype, in two halves
+            if cast_pool is not None and fused is not None:   # sum into the output dtype, on GpSimd
+                # (issued after dx: VectorE's in-order queue holds dx's evictions until dx's end, GpSimd's
+                # is empty, so the add and the stores run under dx instead of after it)
                 src = cast_pool.take()
                 width = (hi - lo) * co
-                half = -(-width // 2)
-                for e, (a0, a1) in zip(cast_engines, ((0, half), (half, width))):
-                    if a1 > a0:
-                        nisa.tensor_tensor(dst=src[:parts, a0:a1], data1=self.xacc[:parts, c0 + a0:c0 + a1],
-                                           data2=fused[:parts, c0 + a0:c0 + a1], op=nl.add, engine=e)
+                nisa.tensor_tensor(dst=src[:parts, :width], data1=self.xacc[:parts, c0:c0 + width],
+                                   data2=fused[:parts, c0:c0 + width], op=nl.add, engine=nisa.engine.gpsimd)
                 c0 = 0
             elif cast_pool is not None:   # one cast copy of this C_in tile's chunks to the output dtype
                 src = cast_pool.take()
@@ -587,10 +587,22 @@ class DwState:
                                   src=src[:nb * tn * ci_sz, a:a + co])
 
     def _send_xacc(self, pid, parts):
-        """x-stationary, LNC2 positions / columns split: exchange the whole fp32 accumulator."""
+        """x-stationary, LNC2 positions / columns split: exchange the fp32 accumulator. Each program adds
+        only its own share of the chunks (``_finish_xs``), so with one C_in tile it sends only the window
+        of ceil(n/2) chunks that covers the other's share (program 0: the last ones, program 1: the first
+        ones; both windows the same size, as sendrecv needs) and receives the other's partial of its own
+        window, at the same columns (``xs_exchange_window``); else the whole accumulator."""
         other = nl.ndarray(self.xacc.shape, nl.float32, buffer=nl.sbuf, name="dw_other")
-        nisa.sendrecv(src=self.xacc[:parts, :], dst=other[:parts, :], send_to_rank=1 - pid,
-                      recv_from_rank=1 - pid, pipe_id=0)
+        win = xs_exchange_window(len(self.xs_chunks), len(self.ci_tiles))
+        co = self.ctx.g.c_out
+        if win is None:
+            send = recv = (0, self.xacc.shape[1])
+        else:
+            n, per = win
+            first, last = (0, per * co), ((n - per) * co, n * co)
+            send, recv = (last, first) if pid == 0 else (first, last)
+        nisa.sendrecv(src=self.xacc[:parts, send[0]:send[1]], dst=other[:parts, recv[0]:recv[1]],
+                      send_to_rank=1 - pid, recv_from_rank=1 - pid, pipe_id=0)
         return other
 
     def _db(self, columns):

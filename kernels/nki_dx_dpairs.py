@@ -10,7 +10,7 @@ whose upper ones hold phase 1's; each half is stored with one DMA (D rows two ap
 import nki.isa as nisa
 import nki.language as nl
 
-from .dx_dpairs import HALF, dpair_groups, dpair_slots, one_store
+from .dx_dpairs import HALF, dpair_groups, dpair_last_by_rows, dpair_slots, one_store
 from .nki_common import BANK_FP32, PMAX, Pool, band_slices
 from .planner import dx_items
 from .schedule import axis_bands, tiles
@@ -62,55 +62,99 @@ def run_dx_dpairs(ctx, items, bands, pair_t, on_band):
     rows_d = -(-plan.dx_band[0] // 2)
     plane_pool = Pool(2, (PMAX, rows_d, plan.dx_band[1], W), dtype, nl.sbuf, "dx_plane")
     acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dx")
-    for b, bd, bh in items:
+    for i_item, (b, bd, bh) in enumerate(items):
         bufs = bands.load(b, bd, bh)
         if on_band is not None:
             on_band(b, bd, bh, bands.band_w, bufs)
         nh_in = bh.i1 - bh.i0
         plane = plane_pool.take()
+        groups = dpair_groups(g, (bd, bh, bands.band_w))
         first = {}   # D phase -> (first input row of the band, rows)
-        for grp in dpair_groups(g, (bd, bh, bands.band_w)):
+        for grp in groups:
             for side, pw in ((0, grp.lo), (1, grp.hi)):
                 if pw is not None and (grp.alone < 0 or grp.alone == side):
                     first.setdefault(side, (ax[0].i_of_j(pw.j0[0], side), pw.j1[0] - pw.j0[0]))
-            if not grp.steps:   # a phase no tap reaches: zeros
-                side, pw = (0, grp.lo) if grp.lo is not None else (1, grp.hi)
-                p0 = side * HALF
-                i_h = ax[1].i_of_j(pw.j0[1], pw.phases[1]) - bh.i0
-                i_w = ax[2].i_of_j(pw.j0[2], pw.phases[2])
-                nisa.memset(plane[p0:p0 + ci, 0:pw.j1[0] - pw.j0[0],
-                                  band_slices(i_h, pw.j1[1] - pw.j0[1], ax[1].s),
-                                  band_slices(i_w, pw.j1[2] - pw.j0[2], ax[2].s)], 0.0, engine=nisa.engine.gpsimd)
-                continue
-            ref = grp.lo if grp.lo is not None else grp.hi
-            has_hi = grp.hi is not None
-            m = HALF + ci if has_hi else ci   # the stationary columns used (phase 1 from column 64)
-            p_lo = HALF if grp.alone == 1 else 0
-            p_hi = HALF + ci if has_hi else ci
-            for (jd, jh, jw), (nd, nh, nw) in ref.blocks:
-                n = nd * nh * nw
-                rel = (jd - ref.j0[0], jh - ref.j0[1], jw - ref.j0[2])
-                ps = acc_pool.take()
-                steps = [(st, c) for st in grp.steps for c in range(len(co_tiles))]
-                for si, ((a, bt, win), c) in enumerate(steps):
-                    co_sz = co_tiles[c][1]
-                    qd = win[0] + rel[0] - bd.q0
-                    qh = win[1] + rel[1] - bh.q0
-                    qw = win[2] + rel[2] - bands.band_w.q0
-                    nisa.nc_matmul(ps[:m, :n], stationary=pair_t[c][:co_sz, slots[(a, bt)], :m],
-                                   moving=bufs[c][:co_sz, qd:qd + nd, qh:qh + nh, qw:qw + nw], accumulate=si > 0)
-                i_h = ax[1].i_of_j(jh, ref.phases[1]) - bh.i0
-                i_w = ax[2].i_of_j(jw, ref.phases[2])
-                ctx.evict.copy(plane[p_lo:p_hi, rel[0]:rel[0] + nd, band_slices(i_h, nh, ax[1].s),
-                                     band_slices(i_w, nw, ax[2].s)], ps[p_lo:p_hi, :n])
+        # the program's last band with one store: its D rows one after the other, each stored as soon as
+        # its blocks are evicted (the last store, the dx tail, moves one row instead of the whole plane)
+        by_row = i_item == len(items) - 1 and dpair_last_by_rows(g, first)
+        rows = [(r, r + 1) for r in range(first[0][1])] if by_row else [(0, rows_d)]
+        for r_lo, r_hi in rows:
+            for grp in groups:
+                _dpair_group(ctx, grp, bd, bh, bands, bufs, pair_t, slots, plane, acc_pool, co_tiles,
+                             (r_lo, r_hi) if by_row else None, r_lo == 0)
+            if by_row:
+                _dpair_one_store(ctx, b, bh, first, plane, nh_in, (r_lo, r_hi))
+        if by_row:
+            continue
         if one_store(g, first):   # [phase, ci, rows, (h, w)] in dx: all 128 partitions in one DMA
-            (i_first, n_rows), (i_up, _n) = first[0], first[1]
-            D, H = ax[0].n, ax[1].n
-            off = ((b * ci) * D + i_first) * H * W + bh.i0 * W
-            dst = ctx.dx.ap([[(i_up - i_first) * H * W, 2], [D * H * W, ci], [2 * H * W, n_rows], [1, nh_in * W]],
-                            offset=off)
-            nisa.dma_copy(dst=dst, src=plane[:2 * HALF, :n_rows, :nh_in, :W])
+            _dpair_one_store(ctx, b, bh, first, plane, nh_in, (0, first[0][1]))
             continue
         for side, (i_first, n_rows) in sorted(first.items()):
             nisa.dma_copy(dst=ctx.dx[b, :, band_slices(i_first - 0, n_rows, 2), bh.i0:bh.i1, :],
                           src=plane[side * HALF:side * HALF + ci, :n_rows, :nh_in, :W])
+
+
+def _dpair_one_store(ctx, b, bh, first, plane, nh_in, rows):
+    """D rows [r0, r1) of a band plane with one 128-partition DMA: dx pattern [phase (+-1 D row), ci,
+    rows (two D rows apart), (h, w)] (``one_store``)."""
+    g = ctx.g
+    ax = g.axes
+    D, H, W = ax[0].n, ax[1].n, ax[2].n
+    (i_first, _n), (i_up, _n1) = first[0], first[1]
+    r0, r1 = rows
+    off = ((b * g.c_in) * D + i_first + 2 * r0) * H * W + bh.i0 * W
+    dst = ctx.dx.ap([[(i_up - i_first) * H * W, 2], [D * H * W, g.c_in], [2 * H * W, r1 - r0], [1, nh_in * W]],
+                    offset=off)
+    nisa.dma_copy(dst=dst, src=plane[:2 * HALF, r0:r1, :nh_in, :W])
+
+
+def _dpair_group(ctx, grp, bd, bh, bands, bufs, pair_t, slots, plane, acc_pool, co_tiles, rows, zeros):
+    """One group's blocks of a band (``rows``: only plane rows [r0, r1), one D row per block; None: all);
+    ``zeros``: write the zeros of a phase no tap reaches (once per band)."""
+    g = ctx.g
+    ax = g.axes
+    ci = g.c_in
+    if not grp.steps:   # a phase no tap reaches: zeros
+        if not zeros:
+            return
+        side, pw = (0, grp.lo) if grp.lo is not None else (1, grp.hi)
+        p0 = side * HALF
+        i_h = ax[1].i_of_j(pw.j0[1], pw.phases[1]) - bh.i0
+        i_w = ax[2].i_of_j(pw.j0[2], pw.phases[2])
+        nisa.memset(plane[p0:p0 + ci, 0:pw.j1[0] - pw.j0[0],
+                          band_slices(i_h, pw.j1[1] - pw.j0[1], ax[1].s),
+                          band_slices(i_w, pw.j1[2] - pw.j0[2], ax[2].s)], 0.0, engine=nisa.engine.gpsimd)
+        return
+    ref = grp.lo if grp.lo is not None else grp.hi
+    has_hi = grp.hi is not None
+    m = HALF + ci if has_hi else ci   # the stationary columns used (phase 1 from column 64)
+    p_lo = HALF if grp.alone == 1 else 0
+    p_hi = HALF + ci if has_hi else ci
+    for (jd, jh, jw), (nd, nh, nw) in _row_blocks(ref, rows):
+        n = nd * nh * nw
+        rel = (jd - ref.j0[0], jh - ref.j0[1], jw - ref.j0[2])
+        ps = acc_pool.take()
+        steps = [(st, c) for st in grp.steps for c in range(len(co_tiles))]
+        for si, ((a, bt, win), c) in enumerate(steps):
+            co_sz = co_tiles[c][1]
+            qd = win[0] + rel[0] - bd.q0
+            qh = win[1] + rel[1] - bh.q0
+            qw = win[2] + rel[2] - bands.band_w.q0
+            nisa.nc_matmul(ps[:m, :n], stationary=pair_t[c][:co_sz, slots[(a, bt)], :m],
+                           moving=bufs[c][:co_sz, qd:qd + nd, qh:qh + nh, qw:qw + nw], accumulate=si > 0)
+        i_h = ax[1].i_of_j(jh, ref.phases[1]) - bh.i0
+        i_w = ax[2].i_of_j(jw, ref.phases[2])
+        ctx.evict.copy(plane[p_lo:p_hi, rel[0]:rel[0] + nd, band_slices(i_h, nh, ax[1].s),
+                             band_slices(i_w, nw, ax[2].s)], ps[p_lo:p_hi, :n])
+
+
+def _row_blocks(ref, rows):
+    """A phase's blocks; with ``rows`` (plane rows [r0, r1)) only their D rows, one row per block."""
+    if rows is None:
+        return list(ref.blocks)
+    out = []
+    for (jd, jh, jw), (nd, nh, nw) in ref.blocks:
+        for d in range(jd, jd + nd):
+            if rows[0] <= d - ref.j0[0] < rows[1]:
+                out.append(((d, jh, jw), (1, nh, nw)))
+    return out

@@ -1041,7 +1041,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         if items and p.dx_method is not DxMethod.TOEPLITZ and not pw_shared_on(p):
             # (toeplitz: its store_tail_ns, in the fill; shared-dy pointwise: a step's store, below)
             c.exposed("dx_tail", _dx_store_tail_ns(g, hw, items[-1][1], items[-1][2],
-                                                   2 * g.c_in if _dpair_one_store(g, p, items[-1]) else 0))
+                                                   2 * g.c_in if _dpair_one_store(g, p, items[-1]) else 0,
+                                                   _dpair_last_rows(g, p, items[-1])))
     if p.compute_dw:
         c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dw")
     if pw_shared_on(p):   # dw's share of the shared-dy pointwise kernel (dx:gemm is charged above)
@@ -1286,7 +1287,18 @@ def _dpair_one_store(g: ConvGeom, p: Plan, item: tuple) -> bool:
     return dpairs.one_store(g, dpairs.band_halves(g, (bd, bh, axis_bands(g.axes[2], g.axes[2].n)[0])))
 
 
-def _dx_store_tail_ns(g: ConvGeom, hw: TargetFigures, bd: AxisBand, bh: AxisBand, partitions: int = 0) -> float:
+def _dpair_last_rows(g: ConvGeom, p: Plan, item: tuple) -> int:
+    """D-phase pairs: the D rows per phase a program's last band stores one by one
+    (``dx_dpairs.dpair_last_by_rows``), else 1 (one store)."""
+    if not p.dx_dphase_pairs:
+        return 1
+    _b, bd, bh = item
+    halves = dpairs.band_halves(g, (bd, bh, axis_bands(g.axes[2], g.axes[2].n)[0]))
+    return halves[0][1] if dpairs.dpair_last_by_rows(g, halves) else 1
+
+
+def _dx_store_tail_ns(g: ConvGeom, hw: TargetFigures, bd: AxisBand, bh: AxisBand, partitions: int = 0,
+                      split: int = 1) -> float:
     """The last dx band's store after its last eviction, beyond the fill's DMA latency: one DMA per
     C_in tile (<= 128 partitions) sharing the bandwidth, each at its partitions' share of the DMA
     engines (down_s2: a 64-channel plane of 1 MB on half the engines, ~6 us after the PE is done)."""
@@ -1297,8 +1309,9 @@ def _dx_store_tail_ns(g: ConvGeom, hw: TargetFigures, bd: AxisBand, bh: AxisBand
     tiles = tile_sizes(g.c_in, PMAX)
     eff = run / (run + 256.0)
     total = g.c_in * rows * W * ds / (hw.dma_bytes_per_ns * eff)
-    if partitions:   # one store of every channel on ``partitions`` partitions (D-phase pairs' one store)
-        return _lone_dma_ns(hw, g.c_in * rows * W * ds, run, partitions) - hw.dma_fixed_ns
+    if partitions:   # one store of every channel on ``partitions`` partitions (D-phase pairs' one store;
+        # ``split``: its D rows one by one, the last row's store is the tail)
+        return _lone_dma_ns(hw, g.c_in * rows * W * ds / split, run, partitions) - hw.dma_fixed_ns
     slowest = max(_lone_dma_ns(hw, ci * rows * W * ds, run, ci) for ci in tiles) - hw.dma_fixed_ns
     return max(total, slowest)
 
@@ -1533,16 +1546,18 @@ def _estimate_xs_finish(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, w
     mine = chunks if (own is not None or p.lnc == 1) else (chunks[:half] if pid == 0 else chunks[half:])
     fill = 0.0
     if p.lnc == 2 and own is None:
-        nbytes = len(cis) * len(chunks) * g.c_out * 4 * PMAX
-        c.dma(nbytes, len(cis) * len(chunks) * g.c_out * 4, 1)
-        c.compute("vector", len(mine) * g.c_out, 2, 1.0, len(cis), op="tensor_tensor")
+        win = xs_exchange_window(len(chunks), len(cis))
+        sent = len(cis) * len(chunks) if win is None else win[1]   # chunks sent (one C_in tile: a window)
+        nbytes = sent * g.c_out * 4 * PMAX
+        c.dma(nbytes, sent * g.c_out * 4, 1)
         add = len(cis) * (len(mine) * g.c_out * 2 + 60) / hw.vector_ghz
         if dw_defer_finish(g, p):
-            # deferred past dx: the exchange runs under dx; the add is the cast, in VectorE / GpSimd halves
-            c.busy["vector"] -= len(cis) * (len(mine) * g.c_out * 2 + 60) / hw.vector_ghz / 2
-            c.compute("gpsimd", ceil_div(len(mine) * g.c_out, 2), 2, 1.0, len(cis), op="tensor_tensor")
+            # deferred past dx: the exchange runs under dx; the add is the cast, on GpSimd (VectorE's
+            # queue holds dx's evictions; GpSimd's is free, so it runs under dx)
+            c.compute("gpsimd", len(mine) * g.c_out, 2, 1.0, len(cis), op="tensor_tensor")
             fill += add / 2
         else:
+            c.compute("vector", len(mine) * g.c_out, 2, 1.0, len(cis), op="tensor_tensor")
             fill += 2 * hw.dma_fixed_ns + nbytes / hw.dma_bytes_per_ns + add
     for ci in cis:
         if not dw_direct(g, p) and not (p.lnc == 2 and own is None and dw_defer_finish(g, p)):
@@ -1550,6 +1565,15 @@ def _estimate_xs_finish(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, w
         for n_taps, count in _xs_stores(g, p, mine):
             c.dma(n_taps * ci * g.c_out * ds, g.c_out * ds, count)
     return fill
+
+
+def xs_exchange_window(n_chunks: int, n_ci_tiles: int) -> tuple[int, int] | None:
+    """LNC2 x-stationary exchange (DwState._send_xacc): (chunks, chunks sent) when each program sends
+    only the ceil(n/2) chunks covering the other's share (one C_in tile: the window is contiguous);
+    None: the whole accumulator."""
+    if n_ci_tiles != 1 or n_chunks < 2:
+        return None
+    return n_chunks, ceil_div(n_chunks, 2)
 
 
 def _xs_stores(g: ConvGeom, p: Plan, chunks: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
