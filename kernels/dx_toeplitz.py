@@ -527,12 +527,17 @@ def band_sheet(g: ConvGeom, target: str, u: tuple[int, int], band: tuple[int, in
                     n = nd * nh * nw
                     c.matmul(m, n, fp32, offs * len(wp.taps) * n_co * count)
                     c.evict(n, two, count, contiguous=(ax[2].s == 1))
-        for sub in pair.subs:
-            gd, gh = sub.groups
-            run = store_run(g, u, pg, sub, pair_steps(pair))
-            n = store_dmas(g, sub)
-            c.dma(sub.m(g.c_in) // n * gd * gh * W * g.dtype_bytes, run * g.dtype_bytes, n)
+        _charge_stores(c, g, u, pg, pair, W)
     return c
+
+
+def _charge_stores(c: CostSheet, g: ConvGeom, u, pg, pair, W: int) -> None:
+    """The store DMAs of a phase pair's sub-boxes (one per channel or per u_d, runs of W elements)."""
+    for sub in pair.subs:
+        gd, gh = sub.groups
+        run = store_run(g, u, pg, sub, pair_steps(pair))
+        n = store_dmas(g, sub)
+        c.dma(sub.m(g.c_in) // n * gd * gh * W * g.dtype_bytes, run * g.dtype_bytes, n)
 
 
 def pair_axis(g: ConvGeom, u: tuple[int, int], merge: Merge = NO_MERGE) -> int:
@@ -657,11 +662,7 @@ def band_sheet_w(g: ConvGeom, target: str, u: tuple[int, int], band: tuple[int, 
                     n = nd * nh * nw
                     c.matmul(QUADRANT * wu, n, fp32, offs * n_co * count)
                     c.evict(n, two, count * wu, contiguous=False)
-        for sub in pair.subs:
-            gd, gh = sub.groups
-            run = store_run(g, u, pg, sub, pair_steps(pair))
-            n = store_dmas(g, sub)
-            c.dma(sub.m(g.c_in) // n * gd * gh * W * g.dtype_bytes, run * g.dtype_bytes, n)
+        _charge_stores(c, g, u, pg, pair, W)
     return c
 
 
