@@ -8,6 +8,11 @@ import kernels  # noqa: F401  (binds nki to nkisim where the real package is abs
 
 DTYPES = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16, "fp32": np.float32}
 
+# the stem's kernel and stride (stem_k377: C_in 3, 3x7x7, stride (1, 2, 2)) at a small size; H padding clips
+# 1-2 rows per plane on both sides
+STEM_SMALL = {"batch": 2, "c_in": 3, "c_out": 8, "size": (5, 14, 13), "kernel": (3, 7, 7), "stride": (1, 2, 2),
+              "padding": (1, 1, 3, 3, 3, 3)}
+
 
 def out_size(n: int, k: int, s: int, lo: int, hi: int, r: int) -> int:
     return (n + lo + hi - r * (k - 1) - 1) // s + 1

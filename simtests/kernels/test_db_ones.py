@@ -21,7 +21,7 @@ from kernels.planner import (
     plan_conv3d_bwd,
 )
 
-from .conftest import geom_shapes
+from .conftest import STEM_SMALL, geom_shapes
 from .test_kernel_dev import assert_budget_bounds_peak, run_and_compare
 
 
@@ -59,8 +59,6 @@ def _ones(strategy=None, split=None, edit=None, stack=None, xt_dma=None):
     return pick
 
 
-STEM_SMALL = {"batch": 2, "c_in": 3, "c_out": 8, "size": (5, 14, 13), "kernel": (3, 7, 7), "stride": (1, 2, 2),
-              "padding": (1, 1, 3, 3, 3, 3)}
 GEOMS = [
     # the stem's kernel and stride at a small size (the last bundle of 3 pairs takes the ones slot)
     pytest.param(STEM_SMALL, {"dw_band": (3, 7)}, id="stem-small"),

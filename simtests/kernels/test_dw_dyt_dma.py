@@ -13,7 +13,7 @@ from kernels import nki_dw
 from kernels.planner import Strategy, dyt_dma_legal, plan_conv3d_bwd
 from kernels.xt_rows import dyt_runs
 
-from .conftest import geom_shapes
+from .conftest import STEM_SMALL, geom_shapes
 from .test_kernel_dev import assert_budget_bounds_peak, run_and_compare
 
 
@@ -43,8 +43,6 @@ def _dyt(edit=None, xs=None, split=None, db_ones=None):
     return pick
 
 
-STEM_SMALL = {"batch": 2, "c_in": 3, "c_out": 8, "size": (5, 14, 13), "kernel": (3, 7, 7), "stride": (1, 2, 2),
-              "padding": (1, 1, 3, 3, 3, 3)}
 GEOMS = [
     # whole H rows per chunk (one transfer), db_ones
     pytest.param(STEM_SMALL, {"dw_band": (3, 7)}, True, id="stem-small"),
