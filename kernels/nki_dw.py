@@ -311,9 +311,8 @@ class DwState:
                         pt = ctx.psum_t.take()
                         nisa.nc_transpose(dst=pt[rs, :co_sz], data=dy_views[c][:co_sz, sd:sd + cd, sh:sh + ch, w])
                         ctx.evict.copy(self.dyt[rs, w, co0:co0 + co_sz], pt[rs, :co_sz])
-            if k_chunk == len(chunks) - 1:
-                self._inside_now, self.inside = self.inside, None
             if k_chunk == len(chunks) - 1:   # after this chunk's dy^T evictions: ScalarE is free for dw now
+                self._inside_now, self.inside = self.inside, None
                 # (GpSimd still has the pass's x^T zero-row memsets to run; trn1's ScalarE cannot copy)
                 scalar = nisa.engine.scalar in ctx.evict.engines
                 self._run_prefetch(nisa.engine.scalar if scalar else nisa.engine.gpsimd)

@@ -10,7 +10,7 @@ whose upper ones hold phase 1's; each half is stored with one DMA (D rows two ap
 import nki.isa as nisa
 import nki.language as nl
 
-from .dx_dpairs import HALF, dpair_groups, dpair_last_by_rows, dpair_slots, one_store
+from .dx_dpairs import HALF, band_halves, dpair_groups, dpair_last_by_rows, dpair_slots, one_store
 from .nki_common import BANK_FP32, PMAX, Pool, band_slices
 from .planner import dx_items
 from .schedule import axis_bands, tiles
@@ -69,11 +69,7 @@ def run_dx_dpairs(ctx, items, bands, pair_t, on_band):
         nh_in = bh.i1 - bh.i0
         plane = plane_pool.take()
         groups = dpair_groups(g, (bd, bh, bands.band_w))
-        first = {}   # D phase -> (first input row of the band, rows)
-        for grp in groups:
-            for side, pw in ((0, grp.lo), (1, grp.hi)):
-                if pw is not None and (grp.alone < 0 or grp.alone == side):
-                    first.setdefault(side, (ax[0].i_of_j(pw.j0[0], side), pw.j1[0] - pw.j0[0]))
+        first = band_halves(g, (bd, bh, bands.band_w))   # D phase -> (first input row of the band, rows)
         # the program's last band with one store: its D rows one after the other, each stored as soon as
         # its blocks are evicted (the last store, the dx tail, moves one row instead of the whole plane)
         by_row = i_item == len(items) - 1 and dpair_last_by_rows(g, first)

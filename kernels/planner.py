@@ -91,8 +91,7 @@ def db_on_dw(p: Plan) -> bool:
 def dyt_dma_legal(g: ConvGeom, p: Plan) -> bool:
     """Row-mode dw streaming its own dy (per gradient) may take dy^T by dma_transpose from HBM (2-byte
     dtypes, NC-v3+): no dy box, no PE transposes, no evictions (``Plan.dw_dyt_dma``)."""
-    return bool(p.compute_dw and p.dw_method is DwMethod.ROW_PACK and p.strategy is Strategy.PER_GRADIENT
-                and filters_by_dma(g, p))
+    return bool(p.compute_dw and p.strategy is Strategy.PER_GRADIENT and xt_dma_legal(g, p))
 
 
 DYT_DMA_BUFS = 2   # dy^T tiles of dw_dyt_dma: a chunk's transfer runs while the one before is in use
@@ -888,10 +887,10 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
     """Modelled time (under LNC2 the later program's, as nkisim's makespan) and program 0's per-engine
     busy time."""
     c, fill = _estimate_sheet(g, p, hw)
-    total = compose_ns(_sections(c, p), section_order(g, p), fill, hw, c.steps, c.steps_head)
+    total = compose_ns(_sections(c, g, p), section_order(g, p), fill, hw, c.steps, c.steps_head)
     for pid in range(1, p.lnc):   # the split is uneven (tap units, db on one program, odd item counts)
         c1, fill1 = _estimate_sheet(g, p, hw, pid)
-        total = max(total, compose_ns(_sections(c1, p), section_order(g, p), fill1, hw, c1.steps, c1.steps_head))
+        total = max(total, compose_ns(_sections(c1, g, p), section_order(g, p), fill1, hw, c1.steps, c1.steps_head))
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
 
 
@@ -1241,12 +1240,12 @@ def dw_interleave_ok(g: ConvGeom, p: Plan) -> bool:
                 and p.dx_method is DxMethod.TOEPLITZ and p.dw_method is not DwMethod.DMA_GEMM)
 
 
-def _sections(c: CostSheet, p: Plan) -> dict[str, dict[str, float]]:
+def _sections(c: CostSheet, g: ConvGeom, p: Plan) -> dict[str, dict[str, float]]:
     """The busy time per section of a cost sheet; with ``dw_interleave`` dw's boxes run between dx's
     items (``dx_inside_dw``: dx runs in dw's last row pass), so the two bodies are one section (dw's DMA
-    and GpSimd work under dx's PE stream)."""
+    and GpSimd work under dx's PE stream) -- as the kernel and the budget decide it (``_dw_dx_merged``)."""
     secs = c.section_busy()
-    if (p.dw_interleave or p.dx_inside_dw) and "dw" in secs and "dx" in secs:
+    if _dw_dx_merged(g, p) and "dw" in secs and "dx" in secs:
         dw = secs.pop("dw")
         secs["dx"] = {e: secs["dx"][e] + dw[e] for e in dw}
     return secs
@@ -1703,16 +1702,14 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
             runs = len(dyt_runs(g.axes[1].o, d_base + st[0], h_base + st[1], cd, ch))
             c.busy["dma"] += nrows * Wo * g.c_out * ds / (c.hw.dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY)
             c.counts["dma_transpose"] = c.counts.get("dma_transpose", 0) + runs * n_co
-        else:
+        else:   # PE transposes and their evictions
             c.transpose(co_t, nrows, fp32, Wo * n_co)
-        if p.dw_dyt_dma:   # (no evictions)
-            pass
-        elif g.c_out <= bank:
-            per_bank = bank // g.c_out
-            for w0 in range(0, Wo, per_bank):
-                c.evict(min(per_bank, Wo - w0) * g.c_out, two, 1)
-        else:
-            c.evict(co_t, two, Wo * n_co)
+            if g.c_out <= bank:
+                per_bank = bank // g.c_out
+                for w0 in range(0, Wo, per_bank):
+                    c.evict(min(per_bank, Wo - w0) * g.c_out, two, 1)
+            else:
+                c.evict(co_t, two, Wo * n_co)
         x0, xext, xlo, xhi = dw_x_fill(g, (d_base + st[0], d_base + st[0] + cd), (h_base + st[1], h_base + st[1] + ch))
         for i_ci, ci in enumerate(ci_tiles):
             pairs = (span[1] - span[0]) // kw_n   # whole (kd, kh) pairs per pass
