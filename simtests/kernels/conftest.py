@@ -1,8 +1,11 @@
 """Helpers for the kernel's own development tests: exact-mode inputs and the oracle comparison."""
 from __future__ import annotations
 
+import importlib
+
 import ml_dtypes
 import numpy as np
+import pytest
 
 import kernels  # noqa: F401  (binds nki to nkisim where the real package is absent)
 
@@ -50,3 +53,23 @@ def oracle(dy, x, w, dtype, **kw):
     ref = conv3d_bwd_ref(dy.astype(np.float64), x.astype(np.float64), w.astype(np.float64), **kw)
     ref = ref if isinstance(ref, tuple) else (ref,)
     return tuple(np.asarray(r).astype(DTYPES[dtype]) for r in ref)
+
+
+@pytest.fixture
+def inside_runs(monkeypatch):
+    """The times dw ran dx inside its last row pass (so a test knows the path ran, not the fallback)."""
+    seen = []
+    module = importlib.import_module("kernels.conv3d_bwd")   # (kernels.conv3d_bwd is the kernel)
+    original = module.run_dw_streaming
+
+    def counted(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None, inside=None):
+        if inside is not None:
+            inner = inside
+
+            def inside():
+                seen.append(pid)
+                return inner()
+        return original(ctx, pid, lnc, db_state, prefetch, after_first, before_last_finish, inside)
+
+    monkeypatch.setattr(module, "run_dw_streaming", counted)
+    return seen

@@ -60,25 +60,29 @@ GEOMS = [   # C_out <= 64 (dx^T pairs), row-mode dw
 
 @pytest.mark.parametrize("lnc", [1, 2])
 @pytest.mark.parametrize("geom", GEOMS)
-def test_dx_inside_dw_is_exact(geom, lnc):
+def test_dx_inside_dw_is_exact(geom, lnc, inside_runs):
     run_and_compare(**geom, lnc=lnc, plan_edit=_inside())
+    assert inside_runs, "dw never ran dx inside its last pass"
 
 
 @pytest.mark.parametrize("grads", [("dx", "dw"), ("dx", "dw", "db")], ids=lambda g: "+".join(g))
 @pytest.mark.parametrize("split", ["taps", "positions"])
-def test_dx_inside_dw_lnc2_splits_and_subsets(split, grads):
+def test_dx_inside_dw_lnc2_splits_and_subsets(split, grads, inside_runs):
     geom = GEOMS[0].values[0]
     run_and_compare(**geom, lnc=2, grads=grads, plan_edit=_inside(split))
+    assert inside_runs, "dw never ran dx inside its last pass"
 
 
-def test_dx_inside_dw_lnc2_two_batches():
+def test_dx_inside_dw_lnc2_two_batches(inside_runs):
     """One batch per program (the item split), each with one whole-volume dx band."""
     geom = dict(GEOMS[2].values[0], batch=2)
     run_and_compare(**geom, lnc=2, plan_edit=_inside())
+    assert inside_runs, "dw never ran dx inside its last pass"
 
 
-def test_dx_inside_dw_fp16():
+def test_dx_inside_dw_fp16(inside_runs):
     run_and_compare(**GEOMS[0].values[0], dtype="fp16", lnc=2, plan_edit=_inside())
+    assert inside_runs, "dw never ran dx inside its last pass"
 
 
 def test_dx_inside_dw_is_never_listed_where_it_cannot_run():
@@ -91,7 +95,11 @@ def test_dx_inside_dw_is_never_listed_where_it_cannot_run():
     p = plan_conv3d_bwd(*shapes, **kw, dtype="fp32", lnc=2)
     assert not any(a.dx_inside_dw for a in p.feasible_candidates())
     p = plan_conv3d_bwd(*shapes, **kw, lnc=2)
+    assert not any(a.dx_inside_dw for a in p.feasible_candidates())   # 3 batches: 2 items on a program
+    shapes, kw = _geom_shapes(GEOMS[2].values[0])   # one batch: listed, and only where it is legal
+    p = plan_conv3d_bwd(*shapes, **kw, lnc=2)
     g = validate(*shapes, **kw)
+    assert any(a.dx_inside_dw for a in p.feasible_candidates()), p.explain()
     for a in p.feasible_candidates():
         if a.dx_inside_dw:
             assert a.strategy is Strategy.PER_GRADIENT and a.dw_method is DwMethod.ROW_PACK
@@ -117,5 +125,6 @@ def test_dx_inside_dw_budget_bounds_the_measured_peak(geom):
     for lnc in (1, 2):
         p = plan_conv3d_bwd(*shapes, **kw, lnc=lnc)
         alts = [a for a in p.feasible_candidates() if a.dx_inside_dw][:2]
+        assert alts, p.explain()
         for alt in alts:
             assert_budget_bounds_peak(alt, shapes, **kw, lnc=lnc)

@@ -144,7 +144,9 @@ def test_the_estimate_is_the_composition_of_its_sheet():
         c, fill = _estimate_sheet(g, a, TRN2)
         est, eng = _estimate(g, a, TRN2)
         # (the sections as the planner composes them: dw-interleaved / dx inside dw merge dw's and dx's bodies)
-        assert est == pytest.approx(compose_ns(planner._sections(c, a), planner.section_order(g, a), fill, TRN2,
+        if not (a.dw_interleave or a.dx_inside_dw):
+            assert planner._sections(c, g, a) == c.section_busy()
+        assert est == pytest.approx(compose_ns(planner._sections(c, g, a), planner.section_order(g, a), fill, TRN2,
                                                  c.steps, c.steps_head) / 1000)
         assert all(math.isclose(eng[e], c.busy[e] / 1000) for e in ENGINES)
         assert est >= max(eng.values())   # never below the busiest engine
@@ -160,7 +162,7 @@ def test_lnc2_estimate_is_the_later_program():
         per = []
         for pid in (0, 1):
             c, fill = _estimate_sheet(g, a, TRN2, pid)
-            per.append(compose_ns(planner._sections(c, a), planner.section_order(g, a), fill, TRN2, c.steps,
+            per.append(compose_ns(planner._sections(c, g, a), planner.section_order(g, a), fill, TRN2, c.steps,
                                   c.steps_head) / 1000)
         assert _estimate(g, a, TRN2)[0] == pytest.approx(max(per))
         seen_uneven |= abs(per[0] - per[1]) > 1e-3
@@ -180,7 +182,7 @@ def test_a_prefetched_dx_t_band_is_a_lead_in_dws_idle_dma_time():
         order = planner.section_order(g, a)
         assert order.index("dw") < order.index("dx_prefetch") < order.index("dx")
         c, fill = _estimate_sheet(g, a, TRN2)
-        secs = planner._sections(c, a)
+        secs = planner._sections(c, g, a)
         lead = secs["dx_prefetch"]
         assert lead["dma"] > 0.0 and not any(lead[e] for e in ENGINES if e != "dma")
         # the same sections with the prefetch charged as fill instead: never less

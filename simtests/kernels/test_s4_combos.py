@@ -28,5 +28,6 @@ def _with(**flags):
 @pytest.mark.parametrize("lnc", [1, 2])
 @pytest.mark.parametrize("flags", [{"dw_dyt_dma": True}, {"db_ones": True}, {"dw_dyt_dma": True, "db_ones": True}],
                          ids=lambda f: "+".join(f))
-def test_dx_inside_dw_with_dw_db_variants(flags, lnc):
+def test_dx_inside_dw_with_dw_db_variants(flags, lnc, inside_runs):
     run_and_compare(**GEOMS[0].values[0], lnc=lnc, plan_edit=_with(**flags))
+    assert inside_runs, "dw never ran dx inside its last pass"
