@@ -22,11 +22,34 @@ def out_size(n: int, k: int, s: int, lo: int, hi: int, r: int) -> int:
 
 
 def geom_shapes(geom: dict) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
-    """The (dy, x, w) shapes of a geometry dict (batch, c_in, c_out, size, kernel, padding, stride?)."""
+    """The (dy, x, w) shapes of a geometry dict (batch, c_in, c_out, size, kernel, padding, stride?,
+    dilation?)."""
     k, s, p = geom["kernel"], geom.get("stride", (1, 1, 1)), geom["padding"]
-    o = tuple(out_size(geom["size"][a], k[a], s[a], p[2 * a], p[2 * a + 1], 1) for a in range(3))
+    d = geom.get("dilation", (1, 1, 1))
+    o = tuple(out_size(geom["size"][a], k[a], s[a], p[2 * a], p[2 * a + 1], d[a]) for a in range(3))
     return ((geom["batch"], geom["c_out"]) + o, (geom["batch"], geom["c_in"]) + tuple(geom["size"]),
             tuple(k) + (geom["c_in"], geom["c_out"]))
+
+
+def spy(monkeypatch, owner, name: str, record, seen: list | None = None) -> list:
+    """Wraps ``owner.name`` (a function or method) so that each call first appends
+    ``record(*args, **kwargs)`` to ``seen`` (unless it is None), then runs the original. Returns ``seen``:
+    a test that counts the calls knows the path it checks really ran."""
+    seen = [] if seen is None else seen
+    original = getattr(owner, name)
+
+    def wrapper(*args, **kwargs):
+        if (entry := record(*args, **kwargs)) is not None:
+            seen.append(entry)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(owner, name, wrapper)
+    return seen
+
+
+def geom_kw(geom: dict) -> dict:
+    """The stride / padding / dilation keywords a geometry dict sets."""
+    return {k: geom[k] for k in ("stride", "padding", "dilation") if k in geom}
 
 
 def exact_inputs(batch, c_in, c_out, size, kernel, stride=(1, 1, 1), padding=(0,) * 6, dilation=(1, 1, 1),

@@ -21,23 +21,17 @@ from kernels.planner import (
     plan_conv3d_bwd,
 )
 
-from .conftest import STEM_SMALL, geom_shapes
-from .test_kernel_dev import assert_budget_bounds_peak, run_and_compare
+from .conftest import STEM_SMALL, geom_kw, geom_shapes, spy
+from .test_kernel_dev import assert_candidates_within_budget, run_and_compare
 
 
 @pytest.fixture
 def ones_matmuls(monkeypatch):
     """The folds of an accumulation group holding the ones chunk (so a test knows the path ran)."""
-    seen = []
-    original = nki_dw.DwState._xs_fold
+    def ones_chunk(self, banks, ci, ci_sz, chunks, ones_t=None):
+        return ones_t if ones_t is not None and any(ch[0] == ones_t for ch in chunks) else None
 
-    def counted(self, banks, ci, ci_sz, chunks, ones_t=None):
-        if ones_t is not None and any(ch[0] == ones_t for ch in chunks):
-            seen.append(ones_t)
-        return original(self, banks, ci, ci_sz, chunks, ones_t)
-
-    monkeypatch.setattr(nki_dw.DwState, "_xs_fold", counted)
-    return seen
+    return spy(monkeypatch, nki_dw.DwState, "_xs_fold", ones_chunk)
 
 
 def _ones(strategy=None, split=None, edit=None, stack=None, xt_dma=None):
@@ -139,10 +133,4 @@ def test_no_room_no_variant():
 
 @pytest.mark.parametrize("lnc", [1, 2])
 def test_budget_bounds_the_measured_peak(lnc):
-    shapes = geom_shapes(STEM_SMALL)
-    kw = {"stride": STEM_SMALL["stride"], "padding": STEM_SMALL["padding"]}
-    p = plan_conv3d_bwd(*shapes, **kw, lnc=lnc)
-    alts = [a for a in p.feasible_candidates() if a.db_ones][:4]
-    assert alts
-    for alt in alts:
-        assert_budget_bounds_peak(alt, shapes, lnc=lnc, **kw)
+    assert_candidates_within_budget(geom_shapes(STEM_SMALL), lambda a: a.db_ones, 4, lnc=lnc, **geom_kw(STEM_SMALL))

@@ -21,8 +21,9 @@ from kernels.planner import (
 )
 from kernels.xt_rows import xt_columns, xt_window
 
+from .conftest import geom_kw, geom_shapes
 from .test_dw_tap_passes import _shapes
-from .test_kernel_dev import assert_budget_bounds_peak, run_and_compare
+from .test_kernel_dev import assert_candidates_within_budget, run_and_compare
 
 
 def _columns(stack=None):
@@ -97,13 +98,7 @@ def test_columns_split_down_s2_like_stacks_and_defers():
 
 @pytest.mark.parametrize("geom, stack", COLUMN_GEOMS[:1])
 def test_columns_split_budget_bounds_the_measured_peak(geom, stack):
-    kw = {k: geom[k] for k in ("stride", "padding", "dilation") if k in geom}
-    shapes = _shapes(geom["batch"], geom["c_in"], geom["c_out"], geom["size"], geom["kernel"], **kw)
-    p = plan_conv3d_bwd(*shapes, **kw, lnc=2)
-    alts = [a for a in p.feasible_candidates() if a.dw_split == "columns"][:3]
-    assert alts
-    for alt in alts:
-        assert_budget_bounds_peak(alt, shapes, **kw, lnc=2)
+    assert_candidates_within_budget(geom_shapes(geom), lambda a: a.dw_split == "columns", 3, lnc=2, **geom_kw(geom))
 
 
 @pytest.mark.parametrize("grads", [("dw",), ("dw", "db"), ("dx", "dw")], ids=lambda g: "+".join(g))

@@ -13,22 +13,14 @@ from kernels import nki_dw
 from kernels.planner import Strategy, dyt_dma_legal, plan_conv3d_bwd
 from kernels.xt_rows import dyt_runs
 
-from .conftest import STEM_SMALL, geom_shapes
-from .test_kernel_dev import assert_budget_bounds_peak, run_and_compare
+from .conftest import STEM_SMALL, geom_kw, geom_shapes, spy
+from .test_kernel_dev import assert_candidates_within_budget, run_and_compare
 
 
 @pytest.fixture
 def transfers(monkeypatch):
     """The row chunks whose dy^T came by DMA (so a test knows the path ran)."""
-    seen = []
-    original = nki_dw.DwState._dyt_by_dma
-
-    def counted(self, *args):
-        seen.append(args)
-        return original(self, *args)
-
-    monkeypatch.setattr(nki_dw.DwState, "_dyt_by_dma", counted)
-    return seen
+    return spy(monkeypatch, nki_dw.DwState, "_dyt_by_dma", lambda self, *args: args)
 
 
 def _dyt(edit=None, xs=None, split=None, db_ones=None):
@@ -111,10 +103,5 @@ def test_not_for_fp32_or_shared_dy():
 
 @pytest.mark.parametrize("lnc", [1, 2])
 def test_budget_bounds_the_measured_peak(lnc):
-    shapes = geom_shapes(STEM_SMALL)
-    kw = {"stride": STEM_SMALL["stride"], "padding": STEM_SMALL["padding"]}
-    p = plan_conv3d_bwd(*shapes, **kw, lnc=lnc)
-    alts = [a for a in p.feasible_candidates() if a.dw_dyt_dma][:4]
-    assert alts
-    for alt in alts:
-        assert_budget_bounds_peak(alt, shapes, lnc=lnc, **kw)
+    assert_candidates_within_budget(geom_shapes(STEM_SMALL), lambda a: a.dw_dyt_dma, 4, lnc=lnc,
+                                    **geom_kw(STEM_SMALL))

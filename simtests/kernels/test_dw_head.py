@@ -11,6 +11,7 @@ from kernels import conv3d_bwd, nki_dw_xt
 from kernels.planner import DwMethod, Strategy, filters_after_first_chunk, forced_plan, plan_conv3d_bwd
 from kernels.xt_rows import ZERO_MEMSET_MIN_ROWS, XtRun, _engine_partitions_ok, zero_split
 
+from .conftest import spy
 from .test_kernel_dev import run_and_compare
 
 
@@ -34,15 +35,7 @@ def test_zero_split_keeps_engine_partition_rules():
 @pytest.fixture
 def memsets(monkeypatch):
     """Counts the zero runs written by GpSimd memsets (so a test knows the path ran)."""
-    calls = []
-    original = nki_dw_xt.RowXtDma._memset_rows
-
-    def counted(self, xt, run):
-        calls.append(run)
-        return original(self, xt, run)
-
-    monkeypatch.setattr(nki_dw_xt.RowXtDma, "_memset_rows", counted)
-    return calls
+    return spy(monkeypatch, nki_dw_xt.RowXtDma, "_memset_rows", lambda self, xt, run: run)
 
 
 def _row_xt(xs=True, **edit):

@@ -12,22 +12,14 @@ from kernels import nki_dw
 from kernels.planner import DwMethod, Strategy, dw_direct, plan_conv3d_bwd
 from kernels.schedule import row_stack_offset, row_stack_roles
 
-from .conftest import geom_shapes
+from .conftest import geom_shapes, spy
 from .test_kernel_dev import run_and_compare
 
 
 @pytest.fixture
 def passes(monkeypatch):
     """The number of row chunks of every dw matmul pass (so a test knows stacking really ran)."""
-    seen = []
-    original = nki_dw.DwState._rows_pass
-
-    def counted(self, parts, nrows):
-        seen.append((len(parts), nrows))
-        return original(self, parts, nrows)
-
-    monkeypatch.setattr(nki_dw.DwState, "_rows_pass", counted)
-    return seen
+    return spy(monkeypatch, nki_dw.DwState, "_rows_pass", lambda self, parts, nrows: (len(parts), nrows))
 
 
 def _stacked(strategy=None, split=None, edit=None):

@@ -14,8 +14,8 @@ from kernels.schedule import PMAX, box_blocks
 from kernels.xt_rows import valid_range, xt_columns, xt_fill
 from nkisim.errors import NkiValidationError
 
-from .conftest import geom_shapes, out_size
-from .test_kernel_dev import assert_budget_bounds_peak, run_and_compare
+from .conftest import geom_kw, geom_shapes, out_size, spy
+from .test_kernel_dev import assert_candidates_within_budget, run_and_compare
 
 
 def _row_plan(xt_dma, strategy=Strategy.PER_GRADIENT, split=None, edit=None, xs=None):
@@ -33,21 +33,9 @@ def _row_plan(xt_dma, strategy=Strategy.PER_GRADIENT, split=None, edit=None, xs=
 @pytest.fixture
 def fills(monkeypatch):
     """Counts the x^T tiles filled by DMA (so a test knows the path really ran)."""
-    calls = []
-    original = nki_dw_xt.RowXtDma.fill
-    original_bundle = nki_dw_xt.RowXtDma.fill_bundle
-
-    def counted(self, *args):
-        calls.append(args)
-        return original(self, *args)
-
-    def counted_bundle(self, *args):   # tiny C_in, x-stationary: a bundle's pairs filled together
-        calls.append(args)
-        return original_bundle(self, *args)
-
-    monkeypatch.setattr(nki_dw_xt.RowXtDma, "fill", counted)
-    monkeypatch.setattr(nki_dw_xt.RowXtDma, "fill_bundle", counted_bundle)
-    return calls
+    calls = spy(monkeypatch, nki_dw_xt.RowXtDma, "fill", lambda self, *args: args)
+    # tiny C_in, x-stationary: a bundle's pairs filled together
+    return spy(monkeypatch, nki_dw_xt.RowXtDma, "fill_bundle", lambda self, *args: args, calls)
 
 
 GEOMS = [
@@ -287,10 +275,4 @@ def test_valid_range():
      "padding": (1, 1, 3, 3, 3, 3)},
 ], ids=["cin100-s2", "stem-like"])
 def test_planner_budget_bounds_the_measured_peak_with_dma_xt(geom):
-    shapes = geom_shapes(geom)
-    kw = {"stride": geom["stride"], "padding": geom["padding"]}
-    plan = plan_conv3d_bwd(*shapes, **kw)
-    alts = [a for a in plan.feasible_candidates() if a.dw_xt_dma]
-    assert alts
-    for alt in alts:
-        assert_budget_bounds_peak(alt, shapes, **kw)
+    assert_candidates_within_budget(geom_shapes(geom), lambda a: a.dw_xt_dma, **geom_kw(geom))

@@ -17,13 +17,9 @@ from kernels.planner import (
     plan_conv3d_bwd,
 )
 
+from .conftest import geom_kw, geom_shapes
 from .test_dw_tap_passes import _shapes
-from .test_kernel_dev import assert_budget_bounds_peak, run_and_compare
-
-
-def _geom_shapes(geom):
-    kw = {k: geom[k] for k in ("stride", "padding", "dilation") if k in geom}
-    return _shapes(geom["batch"], geom["c_in"], geom["c_out"], geom["size"], geom["kernel"], **kw), kw
+from .test_kernel_dev import assert_candidates_within_budget, run_and_compare
 
 
 def _inside(split=None):
@@ -88,7 +84,7 @@ def test_dx_inside_dw_fp16(inside_runs):
 def test_dx_inside_dw_is_never_listed_where_it_cannot_run():
     """dx only or dw only, fp32 (no xT dma), several dx items per program: no candidate."""
     geom = dict(GEOMS[2].values[0], batch=3)
-    shapes, kw = _geom_shapes(geom)
+    shapes, kw = geom_shapes(geom), geom_kw(geom)
     for flags in ({"compute_dw": False}, {"compute_dx": False}):
         p = plan_conv3d_bwd(*shapes, **kw, lnc=2, **flags)
         assert not any(a.dx_inside_dw for a in p.feasible_candidates())
@@ -96,7 +92,7 @@ def test_dx_inside_dw_is_never_listed_where_it_cannot_run():
     assert not any(a.dx_inside_dw for a in p.feasible_candidates())
     p = plan_conv3d_bwd(*shapes, **kw, lnc=2)
     assert not any(a.dx_inside_dw for a in p.feasible_candidates())   # 3 batches: 2 items on a program
-    shapes, kw = _geom_shapes(GEOMS[2].values[0])   # one batch: listed, and only where it is legal
+    shapes, kw = geom_shapes(GEOMS[2].values[0]), geom_kw(GEOMS[2].values[0])   # one batch: listed, and only where it is legal
     p = plan_conv3d_bwd(*shapes, **kw, lnc=2)
     g = validate(*shapes, **kw)
     assert any(a.dx_inside_dw for a in p.feasible_candidates()), p.explain()
@@ -121,10 +117,5 @@ def test_dx_inside_dw_listed_next_to_the_pick_on_dilated_d2_lnc2():
 
 @pytest.mark.parametrize("geom", GEOMS[:2])
 def test_dx_inside_dw_budget_bounds_the_measured_peak(geom):
-    shapes, kw = _geom_shapes(geom)
     for lnc in (1, 2):
-        p = plan_conv3d_bwd(*shapes, **kw, lnc=lnc)
-        alts = [a for a in p.feasible_candidates() if a.dx_inside_dw][:2]
-        assert alts, p.explain()
-        for alt in alts:
-            assert_budget_bounds_peak(alt, shapes, **kw, lnc=lnc)
+        assert_candidates_within_budget(geom_shapes(geom), lambda a: a.dx_inside_dw, 2, lnc=lnc, **geom_kw(geom))

@@ -11,7 +11,8 @@ import nkisim
 from kernels import conv3d_bwd
 from kernels.planner import DwMethod, Strategy, dx_prefetched, forced_plan, plan_conv3d_bwd
 
-from .test_kernel_dev import assert_budget_bounds_peak, run_and_compare
+from .conftest import geom_kw, geom_shapes
+from .test_kernel_dev import assert_candidates_within_budget, run_and_compare
 
 
 def _prefetch(on=True, copies=None, **edit):
@@ -123,13 +124,4 @@ def test_prefetch_is_issued_inside_dw():
 ], ids=["c64", "c64-dil2"])
 def test_prefetch_budget_bounds_the_measured_peak(geom):
     """Every feasible prefetching candidate runs within the SBUF/PSUM the planner counted."""
-    from .conftest import out_size
-    p, d = geom["padding"], geom.get("dilation", (1, 1, 1))
-    o = tuple(out_size(geom["size"][a], geom["kernel"][a], 1, p[2 * a], p[2 * a + 1], d[a]) for a in range(3))
-    shapes = ((geom["batch"], geom["c_out"]) + o, (geom["batch"], geom["c_in"]) + geom["size"],
-              geom["kernel"] + (geom["c_in"], geom["c_out"]))
-    plan = plan_conv3d_bwd(*shapes, padding=p, dilation=d, dtype="bf16")
-    alts = [a for a in plan.feasible_candidates() if dx_prefetched(a)]
-    assert alts
-    for alt in alts[:6]:
-        assert_budget_bounds_peak(alt, shapes, padding=p, dilation=d)
+    assert_candidates_within_budget(geom_shapes(geom), dx_prefetched, 6, **geom_kw(geom))

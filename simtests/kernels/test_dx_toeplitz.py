@@ -9,8 +9,8 @@ from kernels import nki_dx_toeplitz
 from kernels.dx_toeplitz import offsets, pair_copy_on_vector, tap_line, toeplitz_domain, toeplitz_options
 from kernels.planner import DxMethod, Strategy, plan_conv3d_bwd
 
-from .conftest import geom_shapes
-from .test_kernel_dev import assert_budget_bounds_peak, run_and_compare
+from .conftest import geom_kw, geom_shapes, spy
+from .test_kernel_dev import assert_candidates_within_budget, run_and_compare
 
 
 def toeplitz(u, pair=-1, **more):
@@ -124,13 +124,9 @@ def test_planner_offers_toeplitz_for_small_c_in_only():
 def test_toeplitz_budget_bounds_the_measured_peak():
     """Every feasible dx:toeplitz candidate of the stem-like layer (and LNC2) within its planned SBUF/PSUM."""
     g = GEOMS["stem-like"]
-    shapes = geom_shapes(g)
     for lnc in (1, 2):
-        plan = plan_conv3d_bwd(*shapes, stride=g["stride"], padding=g["padding"], lnc=lnc)
-        alts = [a for a in plan.feasible_candidates() if a.dx_method is DxMethod.TOEPLITZ]
-        assert alts
-        for alt in alts[:6]:
-            assert_budget_bounds_peak(alt, shapes, stride=g["stride"], padding=g["padding"], lnc=lnc)
+        assert_candidates_within_budget(geom_shapes(g), lambda a: a.dx_method is DxMethod.TOEPLITZ, 6, lnc=lnc,
+                                        **geom_kw(g))
 
 
 def merged(u, merge, pair=-1, **more):
@@ -236,14 +232,7 @@ def test_toeplitz_w_on_m_two_c_out_tiles():
 def test_toeplitz_vector_pair_copies(c_out, edit, monkeypatch):
     """C_out 32 / 64: the K-pair shifted copies (band and grids) are VectorE copies across partition
     halves / quadrants, and a program's first W-mode block runs some pairs unpaired (two items, LNC2 too)."""
-    on_vector = []
-    original = nki_dx_toeplitz._pair_copy
-
-    def counted(g, dst, src, n):
-        on_vector.append(pair_copy_on_vector(g, n))
-        return original(g, dst, src, n)
-
-    monkeypatch.setattr(nki_dx_toeplitz, "_pair_copy", counted)
+    on_vector = spy(monkeypatch, nki_dx_toeplitz, "_pair_copy", lambda g, dst, src, n: pair_copy_on_vector(g, n))
     geom = dict(GEOMS["stem-like"], c_out=c_out)
     run_and_compare(**geom, grads=("dx",), plan_edit=edit)
     run_and_compare(**geom, grads=("dx", "dw"), lnc=2, plan_edit=edit)

@@ -10,7 +10,7 @@ import nkisim
 from kernels import Conv3dBwdInputError, conv3d_bwd
 from kernels.planner import forced_plan, gather_dx_method, plan_conv3d_bwd
 
-from .conftest import DTYPES, exact_inputs, oracle
+from .conftest import DTYPES, exact_inputs, oracle, spy
 
 GRADS = ("dx", "dw", "db")
 
@@ -21,6 +21,17 @@ def assert_budget_bounds_peak(alt, shapes, dtype="bfloat16", **kw):
         res = nkisim.run(conv3d_bwd, *(nkisim.TensorSpec(sh, dtype) for sh in shapes), **kw, trace_only=True)
     assert res.peak_sbuf_bytes_per_partition <= alt.sbuf_bytes, alt.label
     assert res.peak_psum_banks <= alt.psum_banks, alt.label
+
+
+def assert_candidates_within_budget(shapes, where=lambda a: True, most=None, dtype="bf16", lnc=1, **kw):
+    """Trace-only: the first ``most`` feasible candidates that satisfy ``where`` (at least one must) run
+    within the SBUF / PSUM the planner counted for them. Returns them."""
+    plan = plan_conv3d_bwd(*shapes, dtype=dtype, lnc=lnc, **kw)
+    alts = [a for a in plan.feasible_candidates() if where(a)][:most]
+    assert alts, plan.explain()
+    for alt in alts:
+        assert_budget_bounds_peak(alt, shapes, dtype=np.dtype(DTYPES[dtype]).name, lnc=lnc, **kw)
+    return alts
 
 
 def run_and_compare(batch, c_in, c_out, size, kernel, stride=(1, 1, 1), padding=(0,) * 6, dilation=(1, 1, 1),
@@ -201,12 +212,8 @@ def test_int_dtype_is_rejected():
 ], ids=["c64", "s2", "row-stack"])
 def test_planner_budget_bounds_the_measured_peak(geom):
     """Every feasible candidate runs without a rule violation, within the SBUF/PSUM the planner counted."""
-    from .conftest import geom_shapes
-    s, p = geom.get("stride", (1, 1, 1)), geom["padding"]
-    shapes = geom_shapes(geom)
-    plan = plan_conv3d_bwd(*shapes, stride=s, padding=p)
-    for alt in plan.feasible_candidates():
-        assert_budget_bounds_peak(alt, shapes, stride=s, padding=p)
+    from .conftest import geom_kw, geom_shapes
+    assert_candidates_within_budget(geom_shapes(geom), **geom_kw(geom))
 
 
 @pytest.mark.parametrize("regions, geom", [
@@ -237,14 +244,7 @@ def test_region_packed_dx_is_exact(regions, geom, variant):
 def test_full_region_packs_share_one_fill_and_stay_exact(regions, geom, monkeypatch):
     """Regions filling all 128 partitions with one layout share the border memsets and placement."""
     from kernels import nki_dx
-    calls = []
-    real = nki_dx.load_padded_regions
-
-    def counted(*args, **kwargs):
-        calls.append(len(args[4]))
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(nki_dx, "load_padded_regions", counted)
+    calls = spy(monkeypatch, nki_dx, "load_padded_regions", lambda *args, **kwargs: len(args[4]))
     run_and_compare(**geom, plan_edit=lambda p: dataclasses.replace(p, dx_regions=regions,
                                                                     dx_method=gather_dx_method(p.geometry())))
     assert calls and all(n == regions for n in calls), calls

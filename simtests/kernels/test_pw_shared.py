@@ -10,7 +10,7 @@ import pytest
 
 from kernels.planner import DbMethod, DwMethod, Strategy, plan_conv3d_bwd, pw_shared_on
 
-from .test_kernel_dev import GRADS, assert_budget_bounds_peak, run_and_compare
+from .test_kernel_dev import GRADS, assert_candidates_within_budget, run_and_compare
 
 
 def _pw(db_scalar=None, band=None, every=0):
@@ -29,6 +29,7 @@ def _pw(db_scalar=None, band=None, every=0):
     (3, 7, 9, (2, 3, 40), (1, 2)),       # chunks of 2 H rows (80 positions), 3 per D row, several per batch
     (2, 9, 1030, (1, 4, 33), (1, 1)),    # C_out > 1024: dy^T in two PSUM transpose banks; one-row chunks
     (1, 256, 64, (2, 16, 32), (1, 16)),  # 512-position chunks of one step each
+    (2, 300, 70, (2, 3, 30), None),      # 3 C_in tiles: the first dx step C_out-outer over C_in tile pairs
 ])
 @pytest.mark.parametrize("db_scalar, every", [(False, 0), (True, 0), (True, 4), (False, 2), (False, 4)],
                          ids=["db-pe", "db-scalar", "db-scalar-dyT-dma4", "db-pe-dyT-dma2", "db-pe-dyT-dma4"])
@@ -40,6 +41,8 @@ def test_pw_shared_is_exact(batch, c_in, c_out, size, band, db_scalar, every):
     (3, 130, 70, (2, 4, 5), None),       # odd item count: programs of 2 and 1 batches
     (1, 5, 9, (2, 2, 2), None),          # one chunk: program 1 has none (zero partials; db exchange still)
     (2, 6, 600, (3, 3, 7), (1, 3)),      # two C_out blocks, several chunks per program
+    (2, 300, 600, (2, 3, 10), None),     # 3 C_in tiles, two C_out blocks cut by the reduce-scatter halves
+    (1, 5, 600, (1, 2, 2), None),        # program 1 has no chunk, two C_out blocks: zero partials per block
 ])
 @pytest.mark.parametrize("db_scalar, every", [(False, 0), (True, 0), (True, 2)], ids=["db-pe", "db-scalar", "dyT-dma2"])
 def test_pw_shared_lnc2_is_exact(batch, c_in, c_out, size, band, db_scalar, every):
@@ -78,11 +81,7 @@ def test_pw_shared_offered_only_where_it_runs(dtype, target, grads):
 @pytest.mark.parametrize("lnc", [1, 2])
 def test_pw_shared_budget_bounds_the_measured_peak(lnc):
     shapes = ((4, 512, 4, 16, 16), (4, 256, 4, 16, 16), (1, 1, 1, 256, 512))
-    p = plan_conv3d_bwd(*shapes, lnc=lnc)
-    alts = [a for a in p.feasible_candidates() if pw_shared_on(a)]
-    assert len(alts) >= 2
-    for alt in alts:
-        assert_budget_bounds_peak(alt, shapes, lnc=lnc)
+    assert len(assert_candidates_within_budget(shapes, pw_shared_on, lnc=lnc)) >= 2
 
 
 # ---------------------------------------------------------------- D kernels (K_d x 1 x 1): taps shift whole planes
@@ -135,10 +134,7 @@ def test_shared_gemm_d_kernels_offered_only_where_they_run():
 def test_shared_gemm_d_kernel_budget_bounds_the_measured_peak():
     shapes = ((1, 256, 16, 16, 16), (1, 256, 16, 16, 16), (3, 1, 1, 256, 256))
     kw = {"padding": (1, 1, 0, 0, 0, 0)}
-    alts = [a for a in plan_conv3d_bwd(*shapes, **kw).feasible_candidates() if pw_shared_on(a)]
-    assert len(alts) >= 2
-    for alt in alts:
-        assert_budget_bounds_peak(alt, shapes, **kw)
+    assert len(assert_candidates_within_budget(shapes, pw_shared_on, **kw)) >= 2
 
 
 # LNC2: the D-plane split (a dx band of half the D planes per item: each program half of a batch's planes, with
@@ -187,5 +183,4 @@ def test_shared_gemm_d_kernel_lnc2_budget_bounds_the_measured_peak():
     kw = {"padding": (1, 1, 0, 0, 0, 0)}
     alts = [a for a in plan_conv3d_bwd(*shapes, lnc=2, **kw).feasible_candidates() if pw_shared_on(a)]
     assert any(a.dx_band[0] == 8 for a in alts)
-    for alt in alts[:4]:
-        assert_budget_bounds_peak(alt, shapes, lnc=2, **kw)
+    assert_candidates_within_budget(shapes, pw_shared_on, 4, lnc=2, **kw)
