@@ -24,7 +24,7 @@ import nki.language as nl
 
 from .nki_common import BANK_BYTES, BANK_FP32, PMAX, Pool, co_bank_packs
 from .nki_dw_gemm import gemm_dma_halves
-from .nki_filters import load_filters_t
+from .nki_filters import FILTER_RUN_CI_MAX, load_filters_t
 from .planner import dx_program_items, filters_by_dma
 from .pw_shared import (
     acc_slots,
@@ -68,7 +68,9 @@ def run_pw_shared(ctx, pid, lnc, db_state):
     dyt_pool = Pool(depth, (PMAX, -(-ybig // PMAX), g.c_out), dtype, nl.sbuf, "pw_dyt")
     spans = [x_span(lay, c) for c in chunks]   # (the LNC2 plane split: halo planes beside a chunk's own x)
     xslots = max([-(-(hi - lo) // PMAX) for lo, hi in spans] + [-(-big // PMAX)])
-    xt_pool = Pool(depth, (PMAX, xslots, len(ci_tiles) * PMAX), dtype, nl.sbuf, "pw_xt")
+    # [pos, C_in tile, sub-tile, ci]: each C_in tile's transposes write their own span (nkisim orders writes
+    # whose span hulls overlap: interleaved C_in tiles serialised the two tiles' x^T transfers)
+    xt_pool = Pool(depth, (PMAX, xslots, len(ci_tiles), PMAX), dtype, nl.sbuf, "pw_xt")
     every = plan.pw_dyt_dma
     plane_pool = Pool(2 * len(ci_tiles), (PMAX, big), dtype, nl.sbuf, "pw_plane")
     dx_ps = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_pwdx")
@@ -93,9 +95,11 @@ def run_pw_shared(ctx, pid, lnc, db_state):
     def y0(i):   # the chunk's first dy position: its first x position (D kernels: a plane boundary)
         return chunks[i][1]
 
-    def load_dy(i, o, m):
+    def load_dy(i, o, m, cs=None):
         b = chunks[i][0]
         for c, (co0, co_sz) in enumerate(co_tiles):
+            if cs is not None and c not in cs:
+                continue
             nisa.dma_copy(dst=dy_ring[i][c][:co_sz, lead + o:lead + o + m],
                           src=dy_flat[b, co0:co0 + co_sz, y0(i) + o:y0(i) + o + m])
 
@@ -108,13 +112,15 @@ def run_pw_shared(ctx, pid, lnc, db_state):
                 if z1 > z0:
                     nisa.memset(dy_ring[i][c][:co_sz, z0:z1], 0.0, engine=nisa.engine.gpsimd)
 
-    def load_dy_halos(i, below):
+    def load_dy_halos(i, below, cs=None):
         """The LNC2 plane split: the batch's dy planes below (or above) the chunk's window that dx's taps
         read, loaded beside the window's first (last) run."""
         b = chunks[i][0]
         for u0, u1 in dy_halos(lay, chunks[i]):
             if (u1 <= 0) == below:
                 for c, (co0, co_sz) in enumerate(co_tiles):
+                    if cs is not None and c not in cs:
+                        continue
                     nisa.dma_copy(dst=dy_ring[i][c][:co_sz, lead + u0:lead + u1],
                                   src=dy_flat[b, co0:co0 + co_sz, y0(i) + u0:y0(i) + u1])
 
@@ -131,10 +137,10 @@ def run_pw_shared(ctx, pid, lnc, db_state):
         for k, (ci0, ci_sz) in enumerate(ci_tiles):
             base = (b * g.c_in + ci0) * lay.nx + q0 + o
             if full:   # x[ci, sub-tiles, 128] -> [128, sub-tiles, ci]: one 3-D transpose
-                nisa.dma_transpose(dst=xt[:PMAX, t0:t0 + full, k * PMAX:k * PMAX + ci_sz],
+                nisa.dma_transpose(dst=xt[:PMAX, t0:t0 + full, k, :ci_sz],
                                    src=ctx.x.ap([[lay.nx, ci_sz], [PMAX, full], [1, PMAX]], offset=base))
             if rest:
-                nisa.dma_transpose(dst=xt[:rest, t0 + full, k * PMAX:k * PMAX + ci_sz],
+                nisa.dma_transpose(dst=xt[:rest, t0 + full, k, :ci_sz],
                                    src=ctx.x.ap([[lay.nx, ci_sz], [1, rest]], offset=base + full * PMAX))
 
     def load_dyt(i, o, m):
@@ -175,52 +181,110 @@ def run_pw_shared(ctx, pid, lnc, db_state):
                                 data=dyn[c][:co_sz, lead + r0:lead + r1], reduce_op=nl.add, reduce_res=db_state.acc[:co_sz, c:c + 1],
                                 reduce_cmd=nisa.reduce_cmd.load_reduce)
 
-    def dw(j):
-        i, off, _n, ny = steps[j]
-        dyt, xt = dyt_of[i], xt_ring[i]
-        for s, ns in subtiles(off, ny):
-            p = s // PMAX
-            for kd, xs in dw_pairs(lay, s, ns, spans[i]):
-                for k, (_ci0, ci_sz) in enumerate(ci_tiles):
-                    for jb, (c0, cn) in enumerate(co_blocks):
-                        key = (kd, k, jb)
-                        nisa.nc_matmul(accs[key][:ci_sz, :cn],
-                                       stationary=xt[:ns, (xs - spans[i][0]) // PMAX, k * PMAX:k * PMAX + ci_sz],
-                                       moving=dyt[:ns, p, c0:c0 + cn], accumulate=key in started)
-                        started.add(key)
-            if db_pe:
+    def dw(js, ci_major=False):
+        """The dw matmuls (and db's ones-vector matmuls) of steps ``js``; ``ci_major``: C_in tile outer, so
+        each C_in tile's accumulators are final (and its finish can start) while the next tile runs."""
+        work = [(j, s, ns) for j in js for s, ns in subtiles(steps[j][1], steps[j][3])]
+        for k_sel in ([[k] for k in range(len(ci_tiles))] if ci_major else [list(range(len(ci_tiles)))]):
+            for j, s, ns in work:
+                i = steps[j][0]
+                dyt, xt = dyt_of[i], xt_ring[i]
+                p = s // PMAX
+                for kd, xs in dw_pairs(lay, s, ns, spans[i]):
+                    for k in k_sel:
+                        ci_sz = ci_tiles[k][1]
+                        for jb, (c0, cn) in enumerate(co_blocks):
+                            key = (kd, k, jb)
+                            nisa.nc_matmul(accs[key][:ci_sz, :cn],
+                                           stationary=xt[:ns, (xs - spans[i][0]) // PMAX, k, :ci_sz],
+                                           moving=dyt[:ns, p, c0:c0 + cn], accumulate=key in started)
+                            started.add(key)
+        if db_pe:
+            for j, s, ns in work:
+                dyt, p = dyt_of[steps[j][0]], s // PMAX
                 for c, (co0, co_sz) in enumerate(co_tiles):
                     nisa.nc_matmul(db_ps[:co_sz, c:c + 1], stationary=dyt[:ns, p, co0:co0 + co_sz],
                                    moving=ones[:ns, :], accumulate=("db", c) in started)
                     started.add(("db", c))
 
-    def dx(j, evict=None):
+    def dx(j, evict=None, co_outer=False):
+        """dx of step j; ``co_outer`` (the first step): C_out tile outer over pairs of C_in tiles (two PSUM
+        banks), so the PE starts on the first C_out tile's dy and filters while the others load."""
         i, off, n, _ny = steps[j]
         if not n:
             return
-        b, q0, cn = chunks[i]
         if i not in planes:
             planes[i] = [plane_pool.take() for _ in ci_tiles]
-        for k, (ci0, ci_sz) in enumerate(ci_tiles):
-            ps = dx_ps.take()
+        groups = [list(range(a, min(a + 2, len(ci_tiles)))) for a in range(0, len(ci_tiles), 2)] if co_outer \
+            else [[k] for k in range(len(ci_tiles))]
+        for grp in groups:
+            pss = {k: dx_ps.take() for k in grp}
             mm = [(kd, c) for kd in range(taps) for c in range(len(co_tiles))]
+            if co_outer:
+                mm = [(kd, c) for c in range(len(co_tiles)) for kd in range(taps)]
             for t, (kd, c) in enumerate(mm):
                 u = lead + off - lay.shifts[kd]   # the tap's dy window in the buffer
                 co_sz = co_tiles[c][1]
-                nisa.nc_matmul(ps[:ci_sz, :n], stationary=w_t[c][:co_sz, g.tap_index(kd, 0, 0), ci0:ci0 + ci_sz],
-                               moving=dy_ring[i][c][:co_sz, u:u + n], accumulate=t > 0)
-            if evict is None:
-                ctx.evict.copy(planes[i][k][:ci_sz, off:off + n], ps[:ci_sz, :n])
-            else:
-                nisa.tensor_copy(dst=planes[i][k][:ci_sz, off:off + n], src=ps[:ci_sz, :n], engine=evict)
-            if i + 1 == len(chunks):   # the last chunk: per step (a short tail after the last eviction)
-                nisa.dma_copy(dst=dx_flat[b, ci0:ci0 + ci_sz, q0 + off:q0 + off + n],
-                              src=planes[i][k][:ci_sz, off:off + n])
-            elif off + n == cn:   # the chunk's last step: store its plane
-                nisa.dma_copy(dst=dx_flat[b, ci0:ci0 + ci_sz, q0:q0 + cn], src=planes[i][k][:ci_sz, :cn])
+                for k in grp:
+                    ci0, ci_sz = ci_tiles[k]
+                    nisa.nc_matmul(pss[k][:ci_sz, :n],
+                                   stationary=w_t[c][:co_sz, g.tap_index(kd, 0, 0), ci0:ci0 + ci_sz],
+                                   moving=dy_ring[i][c][:co_sz, u:u + n], accumulate=t > 0)
+            for k in grp:
+                dx_out(i, k, off, n, pss[k], evict)
+
+    def dx_out(i, k, off, n, ps, evict):
+        """Evict dx's PSUM bank of C_in tile k into its plane; store (per step in the last chunk)."""
+        b, q0, cn = chunks[i]
+        ci0, ci_sz = ci_tiles[k]
+        if evict is None:
+            ctx.evict.copy(planes[i][k][:ci_sz, off:off + n], ps[:ci_sz, :n])
+        else:
+            nisa.tensor_copy(dst=planes[i][k][:ci_sz, off:off + n], src=ps[:ci_sz, :n], engine=evict)
+        if i + 1 == len(chunks):   # the last chunk: per step (a short tail after the last eviction)
+            nisa.dma_copy(dst=dx_flat[b, ci0:ci0 + ci_sz, q0 + off:q0 + off + n],
+                          src=planes[i][k][:ci_sz, off:off + n])
+        elif off + n == cn:   # the chunk's last step: store its plane
+            nisa.dma_copy(dst=dx_flat[b, ci0:ci0 + ci_sz, q0:q0 + cn], src=planes[i][k][:ci_sz, :cn])
 
     events = load_events(lay, chunks)
     at = 0
+
+    def new_chunk(i):   # a chunk's buffers, taken in chunk order (ring slot = chunk mod depth)
+        if i in dy_ring:
+            return
+        dy_ring[i] = [pool.take() for pool in dyn_pools]
+        xt_ring[i] = xt_pool.take()
+        dyt_of[i] = dyt_pool.take()
+        zero_halo(i)
+        if not dy_size(lay, chunks[i]):   # no dy window (so no dy load to go beside)
+            load_dy_halos(i, True)
+            load_dy_halos(i, False)
+
+    def load_dy_event(i, o, m, cs=None):
+        load_dy(i, o, m, cs)
+        if o == 0:
+            load_dy_halos(i, True, cs)
+        if o + m == dy_size(lay, chunks[i]):
+            load_dy_halos(i, False, cs)
+
+    def issue_first():
+        """The dy the first dx step reads and the filters, interleaved by C_out tile (dy tile c, then W^T of
+        tile c): the first dx step runs C_out tile outer (``dx(co_outer=True)``) and starts on tile 0."""
+        nonlocal at, w_t
+        head = []
+        while at < len(events) and events[at][1] == "dy":
+            head.append(events[at])
+            at += 1
+        assert at < len(events) and events[at][1] == "w", events[:at + 1]
+        at += 1
+        for _s, _k, i, _o, _m in head:
+            new_chunk(i)
+        w_t = _alloc_filters_t(g, ci_tiles, co_tiles, dtype)
+        for c in range(len(co_tiles)):
+            for _s, _k, i, o, m in head:
+                load_dy_event(i, o, m, [c])
+            _load_filters_co(g, ctx.filters, ci_tiles, co_tiles, w_t, c)
 
     def issue_loads(step):
         """The loads due before ``step`` (``load_events``: in the order the PE needs them)."""
@@ -232,20 +296,9 @@ def run_pw_shared(ctx, pid, lnc, db_state):
                 w_t = load_filters_t(g, ctx.filters, list(ci_tiles), dtype, ctx.psum_t, ctx.evict, 1,
                                      by_dma=filters_by_dma(g, plan))
                 continue
-            if i not in dy_ring:   # a chunk's buffers, taken in chunk order (ring slot = chunk mod depth)
-                dy_ring[i] = [pool.take() for pool in dyn_pools]
-                xt_ring[i] = xt_pool.take()
-                dyt_of[i] = dyt_pool.take()
-                zero_halo(i)
-                if not dy_size(lay, chunks[i]):   # no dy window (so no dy load to go beside)
-                    load_dy_halos(i, True)
-                    load_dy_halos(i, False)
+            new_chunk(i)
             if kind == "dy":
-                load_dy(i, o, m)
-                if o == 0:
-                    load_dy_halos(i, True)
-                if o + m == dy_size(lay, chunks[i]):
-                    load_dy_halos(i, False)
+                load_dy_event(i, o, m)
             elif kind == "x":
                 if o == 0:
                     load_x_halos(i, True)
@@ -255,16 +308,21 @@ def run_pw_shared(ctx, pid, lnc, db_state):
             else:
                 load_dyt(i, o, m)
 
+    first_co = bool(steps) and steps[0][2] > 0 and _filters_co_major(g, plan, ci_tiles)
+    if first_co:
+        issue_first()
     tail = list(range(len(steps) - dx_lag(len(steps), taps), len(steps)))
     for j in range(len(steps)):
         issue_loads(j)
+        if j == 0 and first_co and j not in tail:   # the first dx before its transposes (less data first)
+            dx(j, co_outer=True)
         transposes(j)
-        if j not in tail:
+        if j not in tail and not (j == 0 and first_co):
             dx(j)
-        if j >= 1:
-            dw(j - 1)
-    if steps:
-        dw(len(steps) - 1)
+        if 1 <= j < len(steps) - 1:
+            dw([j - 1])
+    if steps:   # the last two steps' dw together, C_in tile outer (the finish of a tile starts early)
+        dw(list(range(max(0, len(steps) - 2), len(steps))), ci_major=True)
     # dw's finish is issued before the last dx steps (it overlaps them); its adds after them at LNC2
     finish = _DwFinish(ctx, pid, lnc, ci_tiles, co_blocks, accs, started, taps)
     finish.start()
@@ -276,6 +334,29 @@ def run_pw_shared(ctx, pid, lnc, db_state):
     for j in tail:   # (ScalarE evicts: VectorE holds dw's and db's finish, which wait for the exchanges)
         dx(j, nisa.engine.scalar if lnc == 2 else None)
     finish.complete()
+
+
+def _filters_co_major(g, plan, ci_tiles) -> bool:
+    """The filters come by one ``dma_transpose`` per (C_out tile, tap, C_in tile) (``load_filters_t``'s DMA
+    form, issued here C_out tile by C_out tile); not for the tiny-C_in runs of taps."""
+    return filters_by_dma(g, plan) and not (len(ci_tiles) == 1 and g.c_in <= FILTER_RUN_CI_MAX)
+
+
+def _alloc_filters_t(g, ci_tiles, co_tiles, dtype):
+    """Per C_out tile W^T [co, taps, C_in] (``load_filters_t``'s layout)."""
+    width = sum(sz for _c, sz in ci_tiles)
+    return [nl.ndarray((PMAX, g.taps, width), dtype, buffer=nl.sbuf, name=f"w_t{i}") for i in range(len(co_tiles))]
+
+
+def _load_filters_co(g, filters, ci_tiles, co_tiles, w_t, c):
+    """C_out tile c's W^T: one ``dma_transpose`` per (tap, C_in tile) of W[tap, ci, co]."""
+    flat = filters.reshape((g.taps, g.c_in, g.c_out))
+    co0, co_sz = co_tiles[c]
+    rel = 0
+    for ci0, ci_sz in ci_tiles:
+        for t in range(g.taps):
+            nisa.dma_transpose(dst=w_t[c][:co_sz, t, rel:rel + ci_sz], src=flat[t, ci0:ci0 + ci_sz, co0:co0 + co_sz])
+        rel += ci_sz
 
 
 class _DwFinish:
@@ -309,23 +390,39 @@ class _DwFinish:
         (lo, hi), recv, send = gemm_dma_halves(g.c_out, self.pid)
         h = recv[1] - recv[0]
         for kd, (k, (ci0, ci_sz)) in ((kd, kc) for kd in range(self.taps) for kc in enumerate(self.ci_tiles)):
-            part = nl.ndarray((PMAX, g.c_out), nl.float32, buffer=nl.sbuf, name=f"pw_part{kd}_{k}")
+            # only the window the other program stores leaves PSUM here (half the copy); the own half is
+            # added straight from PSUM in ``complete``
+            part = nl.ndarray((PMAX, send[1] - send[0]), nl.float32, buffer=nl.sbuf, name=f"pw_part{kd}_{k}")
             other = nl.ndarray((PMAX, h), nl.float32, buffer=nl.sbuf, name=f"pw_other{kd}_{k}")
-            for jb, (c0, cn) in enumerate(self.co_blocks):
+            for jb, a0, a1 in self._cut(send):
+                dst = part[:ci_sz, a0 - send[0]:a1 - send[0]]
                 if (kd, k, jb) in self.started:
-                    nisa.tensor_copy(dst=part[:ci_sz, c0:c0 + cn], src=self.accs[(kd, k, jb)][:ci_sz, :cn],
+                    c0 = self.co_blocks[jb][0]
+                    nisa.tensor_copy(dst=dst, src=self.accs[(kd, k, jb)][:ci_sz, a0 - c0:a1 - c0],
                                      engine=nisa.engine.vector)
                 else:   # a program with no position (or a tap that meets none of its x): a zero partial
-                    nisa.memset(part[:ci_sz, c0:c0 + cn], 0.0, engine=nisa.engine.vector)
-            nisa.sendrecv(src=part[:ci_sz, send[0]:send[1]], dst=other[:ci_sz, :], send_to_rank=1 - self.pid,
+                    nisa.memset(dst, 0.0, engine=nisa.engine.vector)
+            nisa.sendrecv(src=part[:ci_sz, :], dst=other[:ci_sz, :], send_to_rank=1 - self.pid,
                           recv_from_rank=1 - self.pid, pipe_id=0)
-            self.pending.append((kd, ci0, ci_sz, part, other, lo, hi, recv))
+            self.pending.append((kd, k, ci0, ci_sz, other, lo, hi, recv))
+
+    def _cut(self, span):
+        """(C_out block, first, end) of the blocks' parts inside ``span`` = [first C_out, end)."""
+        return [(jb, max(c0, span[0]), min(c0 + cn, span[1])) for jb, (c0, cn) in enumerate(self.co_blocks)
+                if max(c0, span[0]) < min(c0 + cn, span[1])]
 
     def complete(self):
         ctx = self.ctx
-        for kd, ci0, ci_sz, part, other, lo, hi, recv in self.pending:
+        for kd, k, ci0, ci_sz, other, lo, hi, recv in self.pending:
             if hi > lo:
                 out = nl.ndarray((PMAX, hi - lo), ctx.dtype, buffer=nl.sbuf, name=f"pw_half{kd}_{ci0}")
-                nisa.tensor_tensor(dst=out[:ci_sz, :hi - lo], data1=part[:ci_sz, lo:hi],
-                                   data2=other[:ci_sz, lo - recv[0]:hi - recv[0]], op=nl.add, engine=nisa.engine.vector)
+                for jb, a0, a1 in self._cut((lo, hi)):
+                    dst = out[:ci_sz, a0 - lo:a1 - lo]
+                    theirs = other[:ci_sz, a0 - recv[0]:a1 - recv[0]]
+                    if (kd, k, jb) in self.started:   # own partial (PSUM) + the other's, cast to the output dtype
+                        c0 = self.co_blocks[jb][0]
+                        nisa.tensor_tensor(dst=dst, data1=self.accs[(kd, k, jb)][:ci_sz, a0 - c0:a1 - c0],
+                                           data2=theirs, op=nl.add, engine=nisa.engine.vector)
+                    else:
+                        nisa.tensor_copy(dst=dst, src=theirs, engine=nisa.engine.vector)
                 nisa.dma_copy(dst=self.dw_flat[kd, ci0:ci0 + ci_sz, lo:hi], src=out[:ci_sz, :hi - lo])
