@@ -183,22 +183,32 @@ def run_pw_shared(ctx, pid, lnc, db_state):
 
     def dw(js, ci_major=False):
         """The dw matmuls (and db's ones-vector matmuls) of steps ``js``; ``ci_major``: C_in tile outer, so
-        each C_in tile's accumulators are final (and its finish can start) while the next tile runs."""
+        each C_in tile's accumulators are final (and its finish can start) while the next tile runs; at LNC2
+        then the columns the other program stores first (``send_first``): their copy and exchange start while
+        the own columns' matmuls run."""
         work = [(j, s, ns) for j in js for s, ns in subtiles(steps[j][1], steps[j][3])]
-        for k_sel in ([[k] for k in range(len(ci_tiles))] if ci_major else [list(range(len(ci_tiles)))]):
-            for j, s, ns in work:
-                i = steps[j][0]
-                dyt, xt = dyt_of[i], xt_ring[i]
-                p = s // PMAX
-                for kd, xs in dw_pairs(lay, s, ns, spans[i]):
-                    for k in k_sel:
-                        ci_sz = ci_tiles[k][1]
-                        for jb, (c0, cn) in enumerate(co_blocks):
-                            key = (kd, k, jb)
-                            nisa.nc_matmul(accs[key][:ci_sz, :cn],
-                                           stationary=xt[:ns, (xs - spans[i][0]) // PMAX, k, :ci_sz],
-                                           moving=dyt[:ns, p, c0:c0 + cn], accumulate=key in started)
-                            started.add(key)
+        order = [(None, list(range(len(ci_tiles))))]
+        if ci_major:   # every C_in tile's send window, then every tile's own columns (or whole blocks)
+            parts = [send_first([k]) for k in range(len(ci_tiles))]
+            order = [(ps[r], [k]) for r in range(2) for k, ps in enumerate(parts) if r < len(ps)]
+        for part, k_sel in order:
+            if True:
+                for j, s, ns in work:
+                    i = steps[j][0]
+                    dyt, xt = dyt_of[i], xt_ring[i]
+                    p = s // PMAX
+                    for kd, xs in dw_pairs(lay, s, ns, spans[i]):
+                        for k in k_sel:
+                            ci_sz = ci_tiles[k][1]
+                            for jb, (c0, cn) in enumerate(co_blocks):
+                                key = (kd, k, jb)
+                                a0, a1 = (0, cn) if part is None else part.get(jb, (0, 0))
+                                if a1 <= a0:
+                                    continue
+                                nisa.nc_matmul(accs[key][:ci_sz, a0:a1],
+                                               stationary=xt[:ns, (xs - spans[i][0]) // PMAX, k, :ci_sz],
+                                               moving=dyt[:ns, p, c0 + a0:c0 + a1], accumulate=key in started)
+                                started.add(key)
         if db_pe:
             for j, s, ns in work:
                 dyt, p = dyt_of[steps[j][0]], s // PMAX
@@ -207,9 +217,36 @@ def run_pw_shared(ctx, pid, lnc, db_state):
                                    moving=ones[:ns, :], accumulate=("db", c) in started)
                     started.add(("db", c))
 
-    def dx(j, evict=None, co_outer=False):
+
+    def send_first(k_sel):
+        """[{C_out block: its columns (block-relative) of one part}]: the whole blocks (one part), or at LNC2,
+        when every accumulator of these C_in tiles is started (a first matmul must write the whole block) and
+        both parts are >= 128 columns (no matmul below the PE's 64-column floor), the send window, then the
+        rest."""
+        whole = [{jb: (0, cn) for jb, (_c0, cn) in enumerate(co_blocks)}]
+        if lnc != 2 or any((kd, k, jb) not in started for kd in range(taps) for k in k_sel
+                           for jb in range(len(co_blocks))):
+            return whole
+        _own, _recv, send = gemm_dma_halves(g.c_out, pid)
+        first, rest = {}, {}
+        for jb, (c0, cn) in enumerate(co_blocks):
+            a0, a1 = max(0, send[0] - c0), min(cn, send[1] - c0)
+            if a1 <= a0:
+                rest[jb] = (0, cn)
+                continue
+            if (a0 and a0 < PMAX) or (cn - a1 and cn - a1 < PMAX) or a1 - a0 < PMAX:
+                return whole
+            first[jb] = (a0, a1)
+            if a0 or a1 < cn:   # (a send window inside a block leaves one side: the other is empty)
+                rest[jb] = (0, a0) if a0 else (a1, cn)
+        return [first, rest]
+
+    def dx(j, evict=None, co_outer=False, last=False):
         """dx of step j; ``co_outer`` (the first step): C_out tile outer over pairs of C_in tiles (two PSUM
-        banks), so the PE starts on the first C_out tile's dy and filters while the others load."""
+        banks), so the PE starts on the first C_out tile's dy and filters while the others load; ``last`` (the
+        program's last dx step): each C_in tile in 128-position pieces, each evicted as soon as its matmuls
+        end (the same PE cycles while a piece is >= 128 wide), so the kernel's tail is one piece's eviction
+        and the last tile's store."""
         i, off, n, _ny = steps[j]
         if not n:
             return
@@ -222,22 +259,36 @@ def run_pw_shared(ctx, pid, lnc, db_state):
             mm = [(kd, c) for kd in range(taps) for c in range(len(co_tiles))]
             if co_outer:
                 mm = [(kd, c) for c in range(len(co_tiles)) for kd in range(taps)]
-            for t, (kd, c) in enumerate(mm):
-                u = lead + off - lay.shifts[kd]   # the tap's dy window in the buffer
-                co_sz = co_tiles[c][1]
-                for k in grp:
-                    ci0, ci_sz = ci_tiles[k]
-                    nisa.nc_matmul(pss[k][:ci_sz, :n],
-                                   stationary=w_t[c][:co_sz, g.tap_index(kd, 0, 0), ci0:ci0 + ci_sz],
-                                   moving=dy_ring[i][c][:co_sz, u:u + n], accumulate=t > 0)
+            split = last and len(grp) == 1 and n >= 2 * PMAX
+            pieces = [(a, min(n, a + PMAX)) for a in range(0, n, PMAX)] if split else [(0, n)]
+            for a0, a1 in pieces:
+                for t, (kd, c) in enumerate(mm):
+                    u = lead + off - lay.shifts[kd]   # the tap's dy window in the buffer
+                    co_sz = co_tiles[c][1]
+                    for k in grp:
+                        ci0, ci_sz = ci_tiles[k]
+                        nisa.nc_matmul(pss[k][:ci_sz, a0:a1],
+                                       stationary=w_t[c][:co_sz, g.tap_index(kd, 0, 0), ci0:ci0 + ci_sz],
+                                       moving=dy_ring[i][c][:co_sz, u + a0:u + a1], accumulate=t > 0)
+                if split:
+                    k = grp[-1]
+                    ci_sz = ci_tiles[k][1]
+                    dst, src = planes[i][k][:ci_sz, off + a0:off + a1], pss[k][:ci_sz, a0:a1]
+                    if evict is None:
+                        ctx.evict.copy(dst, src)
+                    else:
+                        nisa.tensor_copy(dst=dst, src=src, engine=evict)
             for k in grp:
-                dx_out(i, k, off, n, pss[k], evict)
+                dx_out(i, k, off, n, pss[k], None if split else evict, evicted=split)
 
-    def dx_out(i, k, off, n, ps, evict):
-        """Evict dx's PSUM bank of C_in tile k into its plane; store (per step in the last chunk)."""
+    def dx_out(i, k, off, n, ps, evict, evicted=False):
+        """Evict dx's PSUM bank of C_in tile k into its plane (unless ``evicted``); store (per step in the
+        last chunk)."""
         b, q0, cn = chunks[i]
         ci0, ci_sz = ci_tiles[k]
-        if evict is None:
+        if evicted:
+            pass
+        elif evict is None:
             ctx.evict.copy(planes[i][k][:ci_sz, off:off + n], ps[:ci_sz, :n])
         else:
             nisa.tensor_copy(dst=planes[i][k][:ci_sz, off:off + n], src=ps[:ci_sz, :n], engine=evict)
@@ -332,7 +383,7 @@ def run_pw_shared(ctx, pid, lnc, db_state):
     if db_state is not None:   # (LNC2: db's exchange, also under the last dx steps)
         db_state.finish(pid, lnc)
     for j in tail:   # (ScalarE evicts: VectorE holds dw's and db's finish, which wait for the exchanges)
-        dx(j, nisa.engine.scalar if lnc == 2 else None)
+        dx(j, nisa.engine.scalar if lnc == 2 else None, last=j == tail[-1])
     finish.complete()
 
 

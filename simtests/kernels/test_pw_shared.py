@@ -30,6 +30,7 @@ def _pw(db_scalar=None, band=None, every=0):
     (2, 9, 1030, (1, 4, 33), (1, 1)),    # C_out > 1024: dy^T in two PSUM transpose banks; one-row chunks
     (1, 256, 64, (2, 16, 32), (1, 16)),  # 512-position chunks of one step each
     (2, 300, 70, (2, 3, 30), None),      # 3 C_in tiles: the first dx step C_out-outer over C_in tile pairs
+    (1, 130, 300, (2, 8, 128), None),    # 4 steps: the last one held back, evicted in 128-position pieces
 ])
 @pytest.mark.parametrize("db_scalar, every", [(False, 0), (True, 0), (True, 4), (False, 2), (False, 4)],
                          ids=["db-pe", "db-scalar", "db-scalar-dyT-dma4", "db-pe-dyT-dma2", "db-pe-dyT-dma4"])
@@ -43,6 +44,7 @@ def test_pw_shared_is_exact(batch, c_in, c_out, size, band, db_scalar, every):
     (2, 6, 600, (3, 3, 7), (1, 3)),      # two C_out blocks, several chunks per program
     (2, 300, 200, (2, 3, 10), None),     # 3 C_in tiles: the first dx step C_out-outer over C_in tile pairs
     (1, 5, 600, (1, 2, 2), None),        # program 1 has no chunk, two C_out blocks: zero partials per block
+    (2, 130, 300, (2, 8, 100), None),    # 4 steps per program: the last dw sends its 150-column window first
 ])
 @pytest.mark.parametrize("db_scalar, every", [(False, 0), (True, 0), (True, 2)], ids=["db-pe", "db-scalar", "dyT-dma2"])
 def test_pw_shared_lnc2_is_exact(batch, c_in, c_out, size, band, db_scalar, every):
