@@ -38,6 +38,7 @@ from .pw_shared import (
     lay_of,
     load_events,
     ring_depth,
+    send_parts,
     steps_of,
     subtiles,
     x_halos,
@@ -219,27 +220,14 @@ def run_pw_shared(ctx, pid, lnc, db_state):
 
 
     def send_first(k_sel):
-        """[{C_out block: its columns (block-relative) of one part}]: the whole blocks (one part), or at LNC2,
-        when every accumulator of these C_in tiles is started (a first matmul must write the whole block) and
-        both parts are >= 128 columns (no matmul below the PE's 64-column floor), the send window, then the
-        rest."""
+        """The column parts of the last dw of C_in tiles ``k_sel`` (``pw_shared.send_parts``): at LNC2, when every
+        accumulator of these tiles is started (a first matmul must write the whole block), the send window, then
+        the rest; else the whole blocks."""
         whole = [{jb: (0, cn) for jb, (_c0, cn) in enumerate(co_blocks)}]
         if lnc != 2 or any((kd, k, jb) not in started for kd in range(taps) for k in k_sel
                            for jb in range(len(co_blocks))):
             return whole
-        _own, _recv, send = gemm_dma_halves(g.c_out, pid)
-        first, rest = {}, {}
-        for jb, (c0, cn) in enumerate(co_blocks):
-            a0, a1 = max(0, send[0] - c0), min(cn, send[1] - c0)
-            if a1 <= a0:
-                rest[jb] = (0, cn)
-                continue
-            if (a0 and a0 < PMAX) or (cn - a1 and cn - a1 < PMAX) or a1 - a0 < PMAX:
-                return whole
-            first[jb] = (a0, a1)
-            if a0 or a1 < cn:   # (a send window inside a block leaves one side: the other is empty)
-                rest[jb] = (0, a0) if a0 else (a1, cn)
-        return [first, rest]
+        return send_parts(co_blocks, gemm_dma_halves(g.c_out, pid)[2]) or whole
 
     def dx(j, evict=None, co_outer=False, last=False):
         """dx of step j; ``co_outer`` (the first step): C_out tile outer over pairs of C_in tiles (two PSUM

@@ -1059,10 +1059,13 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             c.dma(ci_t * half * 4, half * 4, mine)
             c.compute("vector", half, 2, 1.0, mine, op="tensor_tensor")
             c.dma(ci_t * (g.c_out - half) * ds, (g.c_out - half) * ds, mine)
-            # the exchange (a rendezvous) beyond the last dx steps, then the last add and store
+            # the exchange (a rendezvous), the last add and store, beyond what runs after the last send
+            # window's matmuls: the own columns' dw, the held-back dx steps and their store (charged above)
             ex = _lone_dma_ns(hw, ci_t * half * 4, half * 4, ci_t) * (1 if db_on_dw(p) else 0.5)
-            fill += max(0.0, ex - pw.dx_tail_pe_ns(g, hw, chunks))
-            fill += _lone_dma_ns(hw, ci_t * (g.c_out - half) * ds, (g.c_out - half) * ds, ci_t)
+            add = (max(64, 2 * half) + 60) / hw.vector_ghz
+            last = _lone_dma_ns(hw, ci_t * (g.c_out - half) * ds, (g.c_out - half) * ds, ci_t)
+            after = pw.dx_tail_pe_ns(g, hw, chunks) + pw.own_after_send_pe_ns(g, hw, chunks, pid)
+            fill += max(0.0, ex + add + last - after - (_lone_dma_ns(hw, nb, run, min(PMAX, g.c_in)) if nb else 0.0))
     elif p.compute_dw and p.dw_method is DwMethod.DMA_GEMM:
         npos = g.axes[0].o * g.axes[1].o * Wo
         by_pos = p.lnc == 2 and p.dw_split == "positions"

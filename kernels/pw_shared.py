@@ -324,6 +324,50 @@ def dx_tail_pe_ns(g, hw, chunks: list[tuple[int, int, int]]) -> float:
     return sum(max(64, n) * mult * n_ci * n_co * len(lay.shifts) for _i, _o, n, _y in st if n) / hw.tensor_ghz
 
 
+def send_parts(blocks: list[tuple[int, int]], send: tuple[int, int]) -> list[dict[int, tuple[int, int]]] | None:
+    """LNC2, the last dw (C_in tile outer): [send window, rest] as {C_out block: block-relative columns}, so
+    the columns the other program stores are final (and their copy and exchange start) while the rest runs;
+    None when a part would be < 128 columns (a matmul below the PE's 64-column floor costs extra)."""
+    first, rest = {}, {}
+    for jb, (c0, cn) in enumerate(blocks):
+        a0, a1 = max(0, send[0] - c0), min(cn, send[1] - c0)
+        if a1 <= a0:
+            rest[jb] = (0, cn)
+            continue
+        if (a0 and a0 < PMAX) or (cn - a1 and cn - a1 < PMAX) or a1 - a0 < PMAX:
+            return None
+        first[jb] = (a0, a1)
+        if a0 or a1 < cn:   # (the window touches an end of C_out: one side of it is empty)
+            rest[jb] = (0, a0) if a0 else (a1, cn)
+    return [first, rest]
+
+
+def send_window(c_out: int, pid: int) -> tuple[int, int]:
+    """The C_out columns program ``pid`` sends in the LNC2 reduce-scatter (``nki_dw_gemm.gemm_dma_halves``)."""
+    h = -(-c_out // 2)
+    return (c_out - h, c_out) if pid == 0 else (0, h)
+
+
+def own_after_send_pe_ns(g, hw, chunks: list[tuple[int, int, int]], pid: int) -> float:
+    """LNC2: the PE time of the last dw's own columns (``send_parts``), which runs after the last send window's
+    matmuls (under the exchange), when the program has more than two steps (the last two steps' dw runs C_in tile
+    outer; with two or fewer its accumulators start there and are not split)."""
+    lay = lay_of(g)
+    steps = steps_of(lay, chunks)
+    blocks = [(c0, min(BLOCK, g.c_out - c0)) for c0 in range(0, g.c_out, BLOCK)]
+    parts = send_parts(blocks, send_window(g.c_out, pid))
+    if len(steps) <= 2 or parts is None:
+        return 0.0
+    mult = 4 if g.dtype == "fp32" else 1
+    n_ci = -(-g.c_in // PMAX)
+    cyc = 0.0
+    for i, off, _n, ny in steps[-2:]:
+        for s, ns in subtiles(off, ny):
+            for _kd in dw_pairs(lay, s, ns, x_span(lay, chunks[i])):
+                cyc += sum(max(64, a1 - a0) for a0, a1 in parts[1].values()) * mult * n_ci
+    return cyc / hw.tensor_ghz
+
+
 def store_tail_bytes(g, chunks: list[tuple[int, int, int]]) -> tuple[int, int]:
     """(bytes, run bytes) of one C_in tile's store of the last step (the last chunk stores per step)."""
     steps = [s for s in steps_of(lay_of(g), chunks) if s[2]]
