@@ -34,6 +34,7 @@ from .pw_shared import (
     dy_halos,
     dy_size,
     dyt_by_dma,
+    dyt_every,
     dyt_groups,
     lay_of,
     load_events,
@@ -72,7 +73,7 @@ def run_pw_shared(ctx, pid, lnc, db_state):
     # [pos, C_in tile, sub-tile, ci]: each C_in tile's transposes write their own span (nkisim orders writes
     # whose span hulls overlap: interleaved C_in tiles serialised the two tiles' x^T transfers)
     xt_pool = Pool(depth, (PMAX, xslots, len(ci_tiles), PMAX), dtype, nl.sbuf, "pw_xt")
-    every = plan.pw_dyt_dma
+    every_at = dyt_every(lay, chunks, plan.pw_dyt_dma, plan.pw_dyt_late)
     plane_pool = Pool(2 * len(ci_tiles), (PMAX, big), dtype, nl.sbuf, "pw_plane")
     dx_ps = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_pwdx")
     slots = acc_slots(taps, g.c_in, g.c_out)
@@ -148,7 +149,7 @@ def run_pw_shared(ctx, pid, lnc, db_state):
         """The sub-tiles whose dy^T comes by DMA (``Plan.pw_dyt_dma``): the PE does fewer transposes."""
         b = chunks[i][0]
         for s, ns in subtiles(o, m):
-            if dyt_by_dma(s, ns, every):
+            if dyt_by_dma(s, ns, every_at(i, s)):
                 for co0, co_sz in co_tiles:
                     nisa.dma_transpose(dst=dyt_of[i][:ns, s // PMAX, co0:co0 + co_sz],
                                        src=dy_flat[b, co0:co0 + co_sz, y0(i) + s:y0(i) + s + ns])
@@ -159,7 +160,7 @@ def run_pw_shared(ctx, pid, lnc, db_state):
     def transposes(j):
         i, off, _n, ny = steps[j]
         dyn, dyt = dy_ring[i], dyt_of[i]
-        pe_subs = [st for st in subtiles(off, ny) if not dyt_by_dma(st[0], st[1], every)]
+        pe_subs = [st for st in subtiles(off, ny) if not dyt_by_dma(st[0], st[1], every_at(i, st[0]))]
         for grp in dyt_groups(pe_subs, g.c_out, bank_elems):
             ns = grp[0][1]
             for g0, members, width in packs:

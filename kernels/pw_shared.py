@@ -159,7 +159,7 @@ def load_events(lay: Lay, chunks: list[tuple[int, int, int]]) -> list[tuple[int,
             if ny:
                 keyed.append((first[(i, o)] - dy_early, 0, "dy", i, o, ny))
             if n:
-                keyed.append((first[(i, o)] + 1.5 - x_early, 1, "x", i, o, n))
+                keyed.append((max(first[(i, o)] - x_early, 0) + 1.5, 1, "x", i, o, n))
             if ny:
                 keyed.append((first[(i, o)] + 1.5, 1, "yt", i, o, ny))
     if chunks:
@@ -194,6 +194,15 @@ def dyt_by_dma(s: int, ns: int, every: int) -> bool:
     """Whether the sub-tile at chunk offset ``s`` (``ns`` positions) gets its dy^T by ``dma_transpose`` from
     HBM instead of PE transposes (``Plan.pw_dyt_dma`` = every: one full sub-tile in ``every``; 0: none)."""
     return every > 0 and ns == PMAX and (s // PMAX) % every == every - 1
+
+
+def dyt_every(lay: Lay, chunks: list[tuple[int, int, int]], every: int, late: bool):
+    """(chunk, sub-tile offset) -> the ``dyt_by_dma`` share N there: ``every`` everywhere, or with ``late``
+    (``Plan.pw_dyt_late``) only from the program's middle step on -- its first steps are DMA-bound (the first
+    loads), its last ones PE-bound, so the DMA takes transposes off the PE only where it has room."""
+    steps = steps_of(lay, chunks)
+    first = (steps[len(steps) // 2][0], steps[len(steps) // 2][1]) if late and steps else (-1, 0)
+    return lambda i, s: every if (i, s) >= first else 0
 
 
 def dyt_groups(subs: list[tuple[int, int]], c_out: int, bank_elems: int) -> list[list[tuple[int, int]]]:
@@ -260,7 +269,8 @@ def psum_banks(g, db: bool) -> int:
     return slots[-1][3] + 1 + (1 if db else 0)
 
 
-def estimate_dw(c, g, chunks: list[tuple[int, int, int]], db: str, lnc: int, every: int = 0) -> None:
+def estimate_dw(c, g, chunks: list[tuple[int, int, int]], db: str, lnc: int, every: int = 0,
+                late: bool = False) -> None:
     """dw's (and db's) share of the kernel beyond dx's (mirrors ``nki_pw_shared``): the dy^T PE transposes
     and their evictions (or DMA transposes), the x^T transposes from HBM, the dw matmuls of every tap a
     sub-tile meets, db (``db``: "pe" ones-vector matmuls, "scalar" activation reduces of the dy chunks, ""
@@ -276,13 +286,14 @@ def estimate_dw(c, g, chunks: list[tuple[int, int, int]], db: str, lnc: int, eve
     bank = 2048 // ds
     width = min(g.c_out, bank)
     packs = -(-g.c_out // bank) if g.c_out > bank else 1
+    every_at = dyt_every(lay, chunks, every, late)
     for (i, off, _n, ny) in steps_of(lay, chunks):
         subs = subtiles(off, ny)
         for _s, ns in subs:
-            if dyt_by_dma(_s, ns, every):   # dma_transpose from HBM
+            if dyt_by_dma(_s, ns, every_at(i, _s)):   # dma_transpose from HBM
                 c.busy["dma"] += ns * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9)
                 c._count("dma_transpose", n_co)
-        for grp in dyt_groups([st for st in subs if not dyt_by_dma(st[0], st[1], every)], g.c_out, bank):
+        for grp in dyt_groups([st for st in subs if not dyt_by_dma(st[0], st[1], every_at(i, st[0]))], g.c_out, bank):
             ns = grp[0][1]
             c.transpose(co_t, ns, fp32, n_co * len(grp))
             if db == "scalar":   # the dy^T evictions on VectorE
