@@ -247,7 +247,7 @@ def run_pw_shared(ctx, pid, lnc, db_state):
             pss = {k: dx_ps.take() for k in grp}
             mm = [(kd, c) for kd in range(taps) for c in range(len(co_tiles))]
             if co_outer:
-                mm = [(kd, c) for c in range(len(co_tiles)) for kd in range(taps)]
+                mm = [(kd, c) for c in range(len(co_tiles)) for kd in first_taps]
             split = last and len(grp) == 1 and n >= 2 * PMAX
             pieces = [(a, min(n, a + PMAX)) for a in range(0, n, PMAX)] if split else [(0, n)]
             for a0, a1 in pieces:
@@ -321,10 +321,12 @@ def run_pw_shared(ctx, pid, lnc, db_state):
         for _s, _k, i, _o, _m in head:
             new_chunk(i)
         w_t = _alloc_filters_t(g, ci_tiles, co_tiles, dtype)
-        for c in range(len(co_tiles)):
-            for _s, _k, i, o, m in head:
+        for c in range(len(co_tiles)):   # (the later steps' dy -- D kernels: the negative shifts' reach -- last)
+            for _s, _k, i, o, m in head[:1]:
                 load_dy_event(i, o, m, [c])
-            _load_filters_co(g, ctx.filters, ci_tiles, co_tiles, w_t, c)
+            _load_filters_co(g, ctx.filters, ci_tiles, co_tiles, w_t, c, first_taps)
+            for _s, _k, i, o, m in head[1:]:
+                load_dy_event(i, o, m, [c])
 
     def issue_loads(step):
         """The loads due before ``step`` (``load_events``: in the order the PE needs them)."""
@@ -348,6 +350,9 @@ def run_pw_shared(ctx, pid, lnc, db_state):
             else:
                 load_dyt(i, o, m)
 
+    # the first dx step's taps in the order their dy lands: no shift (the step's own dy), positive shifts (the
+    # zeros / halo below), then negative ones (the next step's dy, loaded after the filters)
+    first_taps = sorted(range(taps), key=lambda kd: (lay.shifts[kd] < 0, abs(lay.shifts[kd])))
     first_co = bool(steps) and steps[0][2] > 0 and _filters_co_major(g, plan, ci_tiles)
     if first_co:
         issue_first()
@@ -388,15 +393,14 @@ def _alloc_filters_t(g, ci_tiles, co_tiles, dtype):
     return [nl.ndarray((PMAX, g.taps, width), dtype, buffer=nl.sbuf, name=f"w_t{i}") for i in range(len(co_tiles))]
 
 
-def _load_filters_co(g, filters, ci_tiles, co_tiles, w_t, c):
-    """C_out tile c's W^T: one ``dma_transpose`` per (tap, C_in tile) of W[tap, ci, co]."""
+def _load_filters_co(g, filters, ci_tiles, co_tiles, w_t, c, taps):
+    """C_out tile c's W^T: one ``dma_transpose`` per (tap, C_in tile) of W[tap, ci, co], taps in the order
+    ``taps`` (the first dx step's), each tap's C_in tiles together (its matmuls run them back to back)."""
     flat = filters.reshape((g.taps, g.c_in, g.c_out))
     co0, co_sz = co_tiles[c]
-    rel = 0
-    for ci0, ci_sz in ci_tiles:
-        for t in range(g.taps):
-            nisa.dma_transpose(dst=w_t[c][:co_sz, t, rel:rel + ci_sz], src=flat[t, ci0:ci0 + ci_sz, co0:co0 + co_sz])
-        rel += ci_sz
+    for t in taps:
+        for ci0, ci_sz in ci_tiles:   # (W^T's columns are C_in: tile k at ci0)
+            nisa.dma_transpose(dst=w_t[c][:co_sz, t, ci0:ci0 + ci_sz], src=flat[t, ci0:ci0 + ci_sz, co0:co0 + co_sz])
 
 
 class _DwFinish:
