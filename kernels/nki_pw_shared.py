@@ -157,31 +157,66 @@ def run_pw_shared(ctx, pid, lnc, db_state):
     dy_ring, xt_ring, dyt_of, planes = {}, {}, {}, {}
     w_t = None
 
-    def transposes(j):
+    def t_units(j):
+        """Step j's PE transpose units: (sub-tile group sharing a PSUM bank, C_out pack)."""
         i, off, _n, ny = steps[j]
-        dyn, dyt = dy_ring[i], dyt_of[i]
         pe_subs = [st for st in subtiles(off, ny) if not dyt_by_dma(st[0], st[1], every_at(i, st[0]))]
-        for grp in dyt_groups(pe_subs, g.c_out, bank_elems):
-            ns = grp[0][1]
-            for g0, members, width in packs:
-                pt = ctx.psum_t.take()
-                for u, (s, _ns) in enumerate(grp):
-                    for c, col, co_sz in members:
-                        nisa.nc_transpose(dst=pt[:ns, u * width + col:u * width + col + co_sz],
-                                          data=dyn[c][:co_sz, lead + s:lead + s + ns])
-                s0 = grp[0][0] // PMAX
-                dst = dyt[:ns, s0:s0 + len(grp), g0:g0 + width]
-                if db_act:   # ScalarE reduces db: the dy^T evictions go to VectorE
-                    nisa.tensor_copy(dst=dst, src=pt[:ns, :len(grp) * width], engine=nisa.engine.vector)
-                else:
-                    ctx.evict.copy(dst, pt[:ns, :len(grp) * width])
+        return [(grp, pack) for grp in dyt_groups(pe_subs, g.c_out, bank_elems) for pack in packs]
+
+    def t_emit(j, unit, pt, cs=None):
+        """The transposes of ``unit`` (of C_out tiles ``cs``: all when None), C_out tile outer: a tile's
+        transposes run as soon as its dy lands."""
+        i = steps[j][0]
+        grp, (_g0, members, width) = unit
+        ns = grp[0][1]
+        for c, col, co_sz in members:
+            if cs is not None and c not in cs:
+                continue
+            for u, (s, _ns) in enumerate(grp):
+                nisa.nc_transpose(dst=pt[:ns, u * width + col:u * width + col + co_sz],
+                                  data=dy_ring[i][c][:co_sz, lead + s:lead + s + ns])
+
+    def t_evict(j, unit, pt):
+        grp, (g0, _members, width) = unit
+        ns = grp[0][1]
+        s0 = grp[0][0] // PMAX
+        dst = dyt_of[steps[j][0]][:ns, s0:s0 + len(grp), g0:g0 + width]
+        if db_act:   # ScalarE reduces db: the dy^T evictions go to VectorE
+            nisa.tensor_copy(dst=dst, src=pt[:ns, :len(grp) * width], engine=nisa.engine.vector)
+        else:
+            ctx.evict.copy(dst, pt[:ns, :len(grp) * width])
+
+    def db_reduce(j):
+        i, off, _n, ny = steps[j]
         if db_act and ny and (i == 0 or off == 0):   # the first chunk per step (it loads per step), later whole
             r0, r1 = (off, off + ny) if i == 0 else (0, dy_size(lay, chunks[i]))
             for c, (_co0, co_sz) in enumerate(co_tiles):
                 # ScalarE: copy to a scratch tile, the sum along free added into db's fp32 column
                 nisa.activation(dst=junk[:co_sz, :r1 - r0], op=nl.copy,
-                                data=dyn[c][:co_sz, lead + r0:lead + r1], reduce_op=nl.add, reduce_res=db_state.acc[:co_sz, c:c + 1],
-                                reduce_cmd=nisa.reduce_cmd.load_reduce)
+                                data=dy_ring[i][c][:co_sz, lead + r0:lead + r1], reduce_op=nl.add,
+                                reduce_res=db_state.acc[:co_sz, c:c + 1], reduce_cmd=nisa.reduce_cmd.load_reduce)
+
+    def transposes(j):
+        for unit in t_units(j):
+            pt = ctx.psum_t.take()
+            t_emit(j, unit, pt)
+            t_evict(j, unit, pt)
+        db_reduce(j)
+
+    def first_step(j):
+        """The first dx step C_out tile outer, each tile's transposes right after its matmuls when all of
+        the step's transpose units fit the PSUM transpose pool at once (the PE fills the waits for the next
+        tile's dy and filters)."""
+        units = t_units(j)
+        if len(units) > len(ctx.psum_t.items) or len(ci_tiles) > 2:
+            dx(j, co_outer=True)
+            transposes(j)
+            return
+        pts = [ctx.psum_t.take() for _ in units]
+        dx(j, co_outer=True, after_co=lambda c: [t_emit(j, u, pt, [c]) for u, pt in zip(units, pts)])
+        for u, pt in zip(units, pts):
+            t_evict(j, u, pt)
+        db_reduce(j)
 
     def dw(js, ci_major=False):
         """The dw matmuls (and db's ones-vector matmuls) of steps ``js``; ``ci_major``: C_in tile outer, so
@@ -230,7 +265,7 @@ def run_pw_shared(ctx, pid, lnc, db_state):
             return whole
         return send_parts(co_blocks, gemm_dma_halves(g.c_out, pid)[2]) or whole
 
-    def dx(j, evict=None, co_outer=False, last=False):
+    def dx(j, evict=None, co_outer=False, last=False, after_co=None):
         """dx of step j; ``co_outer`` (the first step): C_out tile outer over pairs of C_in tiles (two PSUM
         banks), so the PE starts on the first C_out tile's dy and filters while the others load; ``last`` (the
         program's last dx step): each C_in tile in 128-position pieces, each evicted as soon as its matmuls
@@ -259,6 +294,8 @@ def run_pw_shared(ctx, pid, lnc, db_state):
                         nisa.nc_matmul(pss[k][:ci_sz, a0:a1],
                                        stationary=w_t[c][:co_sz, g.tap_index(kd, 0, 0), ci0:ci0 + ci_sz],
                                        moving=dy_ring[i][c][:co_sz, u + a0:u + a1], accumulate=t > 0)
+                    if after_co is not None and (t + 1 == len(mm) or mm[t + 1][1] != c):
+                        after_co(c)
                 if split:
                     k = grp[-1]
                     ci_sz = ci_tiles[k][1]
@@ -360,8 +397,9 @@ def run_pw_shared(ctx, pid, lnc, db_state):
     for j in range(len(steps)):
         issue_loads(j)
         if j == 0 and first_co and j not in tail:   # the first dx before its transposes (less data first)
-            dx(j, co_outer=True)
-        transposes(j)
+            first_step(j)
+        else:
+            transposes(j)
         if j not in tail and not (j == 0 and first_co):
             dx(j)
         if 1 <= j < len(steps) - 1:
