@@ -24,7 +24,7 @@ import nki.language as nl
 
 from .nki_common import BANK_BYTES, BANK_FP32, PMAX, Pool, co_bank_packs
 from .nki_dw_gemm import gemm_dma_halves
-from .nki_filters import load_filters_t
+from .nki_filters import FILTER_RUN_CI_MAX, load_filters_t
 from .planner import dx_program_items, filters_by_dma
 from .pw_shared import (
     acc_slots,
@@ -34,10 +34,12 @@ from .pw_shared import (
     dy_halos,
     dy_size,
     dyt_by_dma,
+    dyt_every,
     dyt_groups,
     lay_of,
     load_events,
     ring_depth,
+    send_parts,
     steps_of,
     subtiles,
     x_halos,
@@ -68,8 +70,10 @@ def run_pw_shared(ctx, pid, lnc, db_state):
     dyt_pool = Pool(depth, (PMAX, -(-ybig // PMAX), g.c_out), dtype, nl.sbuf, "pw_dyt")
     spans = [x_span(lay, c) for c in chunks]   # (the LNC2 plane split: halo planes beside a chunk's own x)
     xslots = max([-(-(hi - lo) // PMAX) for lo, hi in spans] + [-(-big // PMAX)])
-    xt_pool = Pool(depth, (PMAX, xslots, len(ci_tiles) * PMAX), dtype, nl.sbuf, "pw_xt")
-    every = plan.pw_dyt_dma
+    # [pos, C_in tile, sub-tile, ci]: each C_in tile's transposes write their own span (nkisim orders writes
+    # whose span hulls overlap: interleaved C_in tiles serialised the two tiles' x^T transfers)
+    xt_pool = Pool(depth, (PMAX, xslots, len(ci_tiles), PMAX), dtype, nl.sbuf, "pw_xt")
+    every_at = dyt_every(lay, chunks, plan.pw_dyt_dma, plan.pw_dyt_late)
     plane_pool = Pool(2 * len(ci_tiles), (PMAX, big), dtype, nl.sbuf, "pw_plane")
     dx_ps = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_pwdx")
     slots = acc_slots(taps, g.c_in, g.c_out)
@@ -93,9 +97,11 @@ def run_pw_shared(ctx, pid, lnc, db_state):
     def y0(i):   # the chunk's first dy position: its first x position (D kernels: a plane boundary)
         return chunks[i][1]
 
-    def load_dy(i, o, m):
+    def load_dy(i, o, m, cs=None):
         b = chunks[i][0]
         for c, (co0, co_sz) in enumerate(co_tiles):
+            if cs is not None and c not in cs:
+                continue
             nisa.dma_copy(dst=dy_ring[i][c][:co_sz, lead + o:lead + o + m],
                           src=dy_flat[b, co0:co0 + co_sz, y0(i) + o:y0(i) + o + m])
 
@@ -108,13 +114,15 @@ def run_pw_shared(ctx, pid, lnc, db_state):
                 if z1 > z0:
                     nisa.memset(dy_ring[i][c][:co_sz, z0:z1], 0.0, engine=nisa.engine.gpsimd)
 
-    def load_dy_halos(i, below):
+    def load_dy_halos(i, below, cs=None):
         """The LNC2 plane split: the batch's dy planes below (or above) the chunk's window that dx's taps
         read, loaded beside the window's first (last) run."""
         b = chunks[i][0]
         for u0, u1 in dy_halos(lay, chunks[i]):
             if (u1 <= 0) == below:
                 for c, (co0, co_sz) in enumerate(co_tiles):
+                    if cs is not None and c not in cs:
+                        continue
                     nisa.dma_copy(dst=dy_ring[i][c][:co_sz, lead + u0:lead + u1],
                                   src=dy_flat[b, co0:co0 + co_sz, y0(i) + u0:y0(i) + u1])
 
@@ -131,17 +139,17 @@ def run_pw_shared(ctx, pid, lnc, db_state):
         for k, (ci0, ci_sz) in enumerate(ci_tiles):
             base = (b * g.c_in + ci0) * lay.nx + q0 + o
             if full:   # x[ci, sub-tiles, 128] -> [128, sub-tiles, ci]: one 3-D transpose
-                nisa.dma_transpose(dst=xt[:PMAX, t0:t0 + full, k * PMAX:k * PMAX + ci_sz],
+                nisa.dma_transpose(dst=xt[:PMAX, t0:t0 + full, k, :ci_sz],
                                    src=ctx.x.ap([[lay.nx, ci_sz], [PMAX, full], [1, PMAX]], offset=base))
             if rest:
-                nisa.dma_transpose(dst=xt[:rest, t0 + full, k * PMAX:k * PMAX + ci_sz],
+                nisa.dma_transpose(dst=xt[:rest, t0 + full, k, :ci_sz],
                                    src=ctx.x.ap([[lay.nx, ci_sz], [1, rest]], offset=base + full * PMAX))
 
     def load_dyt(i, o, m):
         """The sub-tiles whose dy^T comes by DMA (``Plan.pw_dyt_dma``): the PE does fewer transposes."""
         b = chunks[i][0]
         for s, ns in subtiles(o, m):
-            if dyt_by_dma(s, ns, every):
+            if dyt_by_dma(s, ns, every_at(i, s)):
                 for co0, co_sz in co_tiles:
                     nisa.dma_transpose(dst=dyt_of[i][:ns, s // PMAX, co0:co0 + co_sz],
                                        src=dy_flat[b, co0:co0 + co_sz, y0(i) + s:y0(i) + s + ns])
@@ -149,78 +157,213 @@ def run_pw_shared(ctx, pid, lnc, db_state):
     dy_ring, xt_ring, dyt_of, planes = {}, {}, {}, {}
     w_t = None
 
-    def transposes(j):
+    def t_units(j):
+        """Step j's PE transpose units: (sub-tile group sharing a PSUM bank, C_out pack)."""
         i, off, _n, ny = steps[j]
-        dyn, dyt = dy_ring[i], dyt_of[i]
-        pe_subs = [st for st in subtiles(off, ny) if not dyt_by_dma(st[0], st[1], every)]
-        for grp in dyt_groups(pe_subs, g.c_out, bank_elems):
-            ns = grp[0][1]
-            for g0, members, width in packs:
-                pt = ctx.psum_t.take()
-                for u, (s, _ns) in enumerate(grp):
-                    for c, col, co_sz in members:
-                        nisa.nc_transpose(dst=pt[:ns, u * width + col:u * width + col + co_sz],
-                                          data=dyn[c][:co_sz, lead + s:lead + s + ns])
-                s0 = grp[0][0] // PMAX
-                dst = dyt[:ns, s0:s0 + len(grp), g0:g0 + width]
-                if db_act:   # ScalarE reduces db: the dy^T evictions go to VectorE
-                    nisa.tensor_copy(dst=dst, src=pt[:ns, :len(grp) * width], engine=nisa.engine.vector)
-                else:
-                    ctx.evict.copy(dst, pt[:ns, :len(grp) * width])
+        pe_subs = [st for st in subtiles(off, ny) if not dyt_by_dma(st[0], st[1], every_at(i, st[0]))]
+        return [(grp, pack) for grp in dyt_groups(pe_subs, g.c_out, bank_elems) for pack in packs]
+
+    def t_emit(j, unit, pt, cs=None):
+        """The transposes of ``unit`` (of C_out tiles ``cs``: all when None), C_out tile outer: a tile's
+        transposes run as soon as its dy lands."""
+        i = steps[j][0]
+        grp, (_g0, members, width) = unit
+        ns = grp[0][1]
+        for c, col, co_sz in members:
+            if cs is not None and c not in cs:
+                continue
+            for u, (s, _ns) in enumerate(grp):
+                nisa.nc_transpose(dst=pt[:ns, u * width + col:u * width + col + co_sz],
+                                  data=dy_ring[i][c][:co_sz, lead + s:lead + s + ns])
+
+    def t_evict(j, unit, pt):
+        grp, (g0, _members, width) = unit
+        ns = grp[0][1]
+        s0 = grp[0][0] // PMAX
+        dst = dyt_of[steps[j][0]][:ns, s0:s0 + len(grp), g0:g0 + width]
+        if db_act:   # ScalarE reduces db: the dy^T evictions go to VectorE
+            nisa.tensor_copy(dst=dst, src=pt[:ns, :len(grp) * width], engine=nisa.engine.vector)
+        else:
+            ctx.evict.copy(dst, pt[:ns, :len(grp) * width])
+
+    def db_reduce(j):
+        i, off, _n, ny = steps[j]
         if db_act and ny and (i == 0 or off == 0):   # the first chunk per step (it loads per step), later whole
             r0, r1 = (off, off + ny) if i == 0 else (0, dy_size(lay, chunks[i]))
             for c, (_co0, co_sz) in enumerate(co_tiles):
                 # ScalarE: copy to a scratch tile, the sum along free added into db's fp32 column
                 nisa.activation(dst=junk[:co_sz, :r1 - r0], op=nl.copy,
-                                data=dyn[c][:co_sz, lead + r0:lead + r1], reduce_op=nl.add, reduce_res=db_state.acc[:co_sz, c:c + 1],
-                                reduce_cmd=nisa.reduce_cmd.load_reduce)
+                                data=dy_ring[i][c][:co_sz, lead + r0:lead + r1], reduce_op=nl.add,
+                                reduce_res=db_state.acc[:co_sz, c:c + 1], reduce_cmd=nisa.reduce_cmd.load_reduce)
 
-    def dw(j):
-        i, off, _n, ny = steps[j]
-        dyt, xt = dyt_of[i], xt_ring[i]
-        for s, ns in subtiles(off, ny):
-            p = s // PMAX
-            for kd, xs in dw_pairs(lay, s, ns, spans[i]):
-                for k, (_ci0, ci_sz) in enumerate(ci_tiles):
-                    for jb, (c0, cn) in enumerate(co_blocks):
-                        key = (kd, k, jb)
-                        nisa.nc_matmul(accs[key][:ci_sz, :cn],
-                                       stationary=xt[:ns, (xs - spans[i][0]) // PMAX, k * PMAX:k * PMAX + ci_sz],
-                                       moving=dyt[:ns, p, c0:c0 + cn], accumulate=key in started)
-                        started.add(key)
-            if db_pe:
+    def transposes(j):
+        for unit in t_units(j):
+            pt = ctx.psum_t.take()
+            t_emit(j, unit, pt)
+            t_evict(j, unit, pt)
+        db_reduce(j)
+
+    def first_step(j):
+        """The first dx step C_out tile outer, each tile's transposes right after its matmuls when all of
+        the step's transpose units fit the PSUM transpose pool at once (the PE fills the waits for the next
+        tile's dy and filters)."""
+        units = t_units(j)
+        if len(units) > len(ctx.psum_t.items) or len(ci_tiles) > 2:
+            dx(j, co_outer=True)
+            transposes(j)
+            return
+        pts = [ctx.psum_t.take() for _ in units]
+        dx(j, co_outer=True, after_co=lambda c: [t_emit(j, u, pt, [c]) for u, pt in zip(units, pts)])
+        for u, pt in zip(units, pts):
+            t_evict(j, u, pt)
+        db_reduce(j)
+
+    def dw(js, ci_major=False):
+        """The dw matmuls (and db's ones-vector matmuls) of steps ``js``; ``ci_major``: C_in tile outer, so
+        each C_in tile's accumulators are final (and its finish can start) while the next tile runs; at LNC2
+        then the columns the other program stores first (``send_first``): their copy and exchange start while
+        the own columns' matmuls run."""
+        work = [(j, s, ns) for j in js for s, ns in subtiles(steps[j][1], steps[j][3])]
+        order = [(None, list(range(len(ci_tiles))))]
+        if ci_major:   # every C_in tile's send window, then every tile's own columns (or whole blocks)
+            parts = [send_first([k]) for k in range(len(ci_tiles))]
+            order = [(ps[r], [k]) for r in range(2) for k, ps in enumerate(parts) if r < len(ps)]
+        for part, k_sel in order:
+            if True:
+                for j, s, ns in work:
+                    i = steps[j][0]
+                    dyt, xt = dyt_of[i], xt_ring[i]
+                    p = s // PMAX
+                    for kd, xs in dw_pairs(lay, s, ns, spans[i]):
+                        for k in k_sel:
+                            ci_sz = ci_tiles[k][1]
+                            for jb, (c0, cn) in enumerate(co_blocks):
+                                key = (kd, k, jb)
+                                a0, a1 = (0, cn) if part is None else part.get(jb, (0, 0))
+                                if a1 <= a0:
+                                    continue
+                                nisa.nc_matmul(accs[key][:ci_sz, a0:a1],
+                                               stationary=xt[:ns, (xs - spans[i][0]) // PMAX, k, :ci_sz],
+                                               moving=dyt[:ns, p, c0 + a0:c0 + a1], accumulate=key in started)
+                                started.add(key)
+        if db_pe:
+            for j, s, ns in work:
+                dyt, p = dyt_of[steps[j][0]], s // PMAX
                 for c, (co0, co_sz) in enumerate(co_tiles):
                     nisa.nc_matmul(db_ps[:co_sz, c:c + 1], stationary=dyt[:ns, p, co0:co0 + co_sz],
                                    moving=ones[:ns, :], accumulate=("db", c) in started)
                     started.add(("db", c))
 
-    def dx(j, evict=None):
+
+    def send_first(k_sel):
+        """The column parts of the last dw of C_in tiles ``k_sel`` (``pw_shared.send_parts``): at LNC2, when every
+        accumulator of these tiles is started (a first matmul must write the whole block), the send window, then
+        the rest; else the whole blocks."""
+        whole = [{jb: (0, cn) for jb, (_c0, cn) in enumerate(co_blocks)}]
+        if lnc != 2 or any((kd, k, jb) not in started for kd in range(taps) for k in k_sel
+                           for jb in range(len(co_blocks))):
+            return whole
+        return send_parts(co_blocks, gemm_dma_halves(g.c_out, pid)[2]) or whole
+
+    def dx(j, evict=None, co_outer=False, last=False, after_co=None):
+        """dx of step j; ``co_outer`` (the first step): C_out tile outer over pairs of C_in tiles (two PSUM
+        banks), so the PE starts on the first C_out tile's dy and filters while the others load; ``last`` (the
+        program's last dx step): each C_in tile in 128-position pieces, each evicted as soon as its matmuls
+        end (the same PE cycles while a piece is >= 128 wide), so the kernel's tail is one piece's eviction
+        and the last tile's store."""
         i, off, n, _ny = steps[j]
         if not n:
             return
-        b, q0, cn = chunks[i]
         if i not in planes:
             planes[i] = [plane_pool.take() for _ in ci_tiles]
-        for k, (ci0, ci_sz) in enumerate(ci_tiles):
-            ps = dx_ps.take()
+        groups = [list(range(a, min(a + 2, len(ci_tiles)))) for a in range(0, len(ci_tiles), 2)] if co_outer \
+            else [[k] for k in range(len(ci_tiles))]
+        for grp in groups:
+            pss = {k: dx_ps.take() for k in grp}
             mm = [(kd, c) for kd in range(taps) for c in range(len(co_tiles))]
-            for t, (kd, c) in enumerate(mm):
-                u = lead + off - lay.shifts[kd]   # the tap's dy window in the buffer
-                co_sz = co_tiles[c][1]
-                nisa.nc_matmul(ps[:ci_sz, :n], stationary=w_t[c][:co_sz, g.tap_index(kd, 0, 0), ci0:ci0 + ci_sz],
-                               moving=dy_ring[i][c][:co_sz, u:u + n], accumulate=t > 0)
-            if evict is None:
-                ctx.evict.copy(planes[i][k][:ci_sz, off:off + n], ps[:ci_sz, :n])
-            else:
-                nisa.tensor_copy(dst=planes[i][k][:ci_sz, off:off + n], src=ps[:ci_sz, :n], engine=evict)
-            if i + 1 == len(chunks):   # the last chunk: per step (a short tail after the last eviction)
-                nisa.dma_copy(dst=dx_flat[b, ci0:ci0 + ci_sz, q0 + off:q0 + off + n],
-                              src=planes[i][k][:ci_sz, off:off + n])
-            elif off + n == cn:   # the chunk's last step: store its plane
-                nisa.dma_copy(dst=dx_flat[b, ci0:ci0 + ci_sz, q0:q0 + cn], src=planes[i][k][:ci_sz, :cn])
+            if co_outer:
+                mm = [(kd, c) for c in range(len(co_tiles)) for kd in first_taps]
+            split = last and len(grp) == 1 and n >= 2 * PMAX
+            pieces = [(a, min(n, a + PMAX)) for a in range(0, n, PMAX)] if split else [(0, n)]
+            for a0, a1 in pieces:
+                for t, (kd, c) in enumerate(mm):
+                    u = lead + off - lay.shifts[kd]   # the tap's dy window in the buffer
+                    co_sz = co_tiles[c][1]
+                    for k in grp:
+                        ci0, ci_sz = ci_tiles[k]
+                        nisa.nc_matmul(pss[k][:ci_sz, a0:a1],
+                                       stationary=w_t[c][:co_sz, g.tap_index(kd, 0, 0), ci0:ci0 + ci_sz],
+                                       moving=dy_ring[i][c][:co_sz, u + a0:u + a1], accumulate=t > 0)
+                    if after_co is not None and (t + 1 == len(mm) or mm[t + 1][1] != c):
+                        after_co(c)
+                if split:
+                    k = grp[-1]
+                    ci_sz = ci_tiles[k][1]
+                    dst, src = planes[i][k][:ci_sz, off + a0:off + a1], pss[k][:ci_sz, a0:a1]
+                    if evict is None:
+                        ctx.evict.copy(dst, src)
+                    else:
+                        nisa.tensor_copy(dst=dst, src=src, engine=evict)
+            for k in grp:
+                dx_out(i, k, off, n, pss[k], None if split else evict, evicted=split)
+
+    def dx_out(i, k, off, n, ps, evict, evicted=False):
+        """Evict dx's PSUM bank of C_in tile k into its plane (unless ``evicted``); store (per step in the
+        last chunk)."""
+        b, q0, cn = chunks[i]
+        ci0, ci_sz = ci_tiles[k]
+        if evicted:
+            pass
+        elif evict is None:
+            ctx.evict.copy(planes[i][k][:ci_sz, off:off + n], ps[:ci_sz, :n])
+        else:
+            nisa.tensor_copy(dst=planes[i][k][:ci_sz, off:off + n], src=ps[:ci_sz, :n], engine=evict)
+        if i + 1 == len(chunks):   # the last chunk: per step (a short tail after the last eviction)
+            nisa.dma_copy(dst=dx_flat[b, ci0:ci0 + ci_sz, q0 + off:q0 + off + n],
+                          src=planes[i][k][:ci_sz, off:off + n])
+        elif off + n == cn:   # the chunk's last step: store its plane
+            nisa.dma_copy(dst=dx_flat[b, ci0:ci0 + ci_sz, q0:q0 + cn], src=planes[i][k][:ci_sz, :cn])
 
     events = load_events(lay, chunks)
     at = 0
+
+    def new_chunk(i):   # a chunk's buffers, taken in chunk order (ring slot = chunk mod depth)
+        if i in dy_ring:
+            return
+        dy_ring[i] = [pool.take() for pool in dyn_pools]
+        xt_ring[i] = xt_pool.take()
+        dyt_of[i] = dyt_pool.take()
+        zero_halo(i)
+        if not dy_size(lay, chunks[i]):   # no dy window (so no dy load to go beside)
+            load_dy_halos(i, True)
+            load_dy_halos(i, False)
+
+    def load_dy_event(i, o, m, cs=None):
+        load_dy(i, o, m, cs)
+        if o == 0:
+            load_dy_halos(i, True, cs)
+        if o + m == dy_size(lay, chunks[i]):
+            load_dy_halos(i, False, cs)
+
+    def issue_first():
+        """The dy the first dx step reads and the filters, interleaved by C_out tile (dy tile c, then W^T of
+        tile c): the first dx step runs C_out tile outer (``dx(co_outer=True)``) and starts on tile 0."""
+        nonlocal at, w_t
+        head = []
+        while at < len(events) and events[at][1] == "dy":
+            head.append(events[at])
+            at += 1
+        assert at < len(events) and events[at][1] == "w", events[:at + 1]
+        at += 1
+        for _s, _k, i, _o, _m in head:
+            new_chunk(i)
+        w_t = _alloc_filters_t(g, ci_tiles, co_tiles, dtype)
+        for c in range(len(co_tiles)):   # (the later steps' dy -- D kernels: the negative shifts' reach -- last)
+            for _s, _k, i, o, m in head[:1]:
+                load_dy_event(i, o, m, [c])
+            _load_filters_co(g, ctx.filters, ci_tiles, co_tiles, w_t, c, first_taps)
+            for _s, _k, i, o, m in head[1:]:
+                load_dy_event(i, o, m, [c])
 
     def issue_loads(step):
         """The loads due before ``step`` (``load_events``: in the order the PE needs them)."""
@@ -232,20 +375,9 @@ def run_pw_shared(ctx, pid, lnc, db_state):
                 w_t = load_filters_t(g, ctx.filters, list(ci_tiles), dtype, ctx.psum_t, ctx.evict, 1,
                                      by_dma=filters_by_dma(g, plan))
                 continue
-            if i not in dy_ring:   # a chunk's buffers, taken in chunk order (ring slot = chunk mod depth)
-                dy_ring[i] = [pool.take() for pool in dyn_pools]
-                xt_ring[i] = xt_pool.take()
-                dyt_of[i] = dyt_pool.take()
-                zero_halo(i)
-                if not dy_size(lay, chunks[i]):   # no dy window (so no dy load to go beside)
-                    load_dy_halos(i, True)
-                    load_dy_halos(i, False)
+            new_chunk(i)
             if kind == "dy":
-                load_dy(i, o, m)
-                if o == 0:
-                    load_dy_halos(i, True)
-                if o + m == dy_size(lay, chunks[i]):
-                    load_dy_halos(i, False)
+                load_dy_event(i, o, m)
             elif kind == "x":
                 if o == 0:
                     load_x_halos(i, True)
@@ -255,16 +387,25 @@ def run_pw_shared(ctx, pid, lnc, db_state):
             else:
                 load_dyt(i, o, m)
 
+    # the first dx step's taps in the order their dy lands: no shift (the step's own dy), positive shifts (the
+    # zeros / halo below), then negative ones (the next step's dy, loaded after the filters)
+    first_taps = sorted(range(taps), key=lambda kd: (lay.shifts[kd] < 0, abs(lay.shifts[kd])))
+    first_co = bool(steps) and steps[0][2] > 0 and _filters_co_major(g, plan, ci_tiles)
+    if first_co:
+        issue_first()
     tail = list(range(len(steps) - dx_lag(len(steps), taps), len(steps)))
     for j in range(len(steps)):
         issue_loads(j)
-        transposes(j)
-        if j not in tail:
+        if j == 0 and first_co and j not in tail:   # the first dx before its transposes (less data first)
+            first_step(j)
+        else:
+            transposes(j)
+        if j not in tail and not (j == 0 and first_co):
             dx(j)
-        if j >= 1:
-            dw(j - 1)
-    if steps:
-        dw(len(steps) - 1)
+        if 1 <= j < len(steps) - 1:
+            dw([j - 1])
+    if steps:   # the last two steps' dw together, C_in tile outer (the finish of a tile starts early)
+        dw(list(range(max(0, len(steps) - 2), len(steps))), ci_major=True)
     # dw's finish is issued before the last dx steps (it overlaps them); its adds after them at LNC2
     finish = _DwFinish(ctx, pid, lnc, ci_tiles, co_blocks, accs, started, taps)
     finish.start()
@@ -274,8 +415,30 @@ def run_pw_shared(ctx, pid, lnc, db_state):
     if db_state is not None:   # (LNC2: db's exchange, also under the last dx steps)
         db_state.finish(pid, lnc)
     for j in tail:   # (ScalarE evicts: VectorE holds dw's and db's finish, which wait for the exchanges)
-        dx(j, nisa.engine.scalar if lnc == 2 else None)
+        dx(j, nisa.engine.scalar if lnc == 2 else None, last=j == tail[-1])
     finish.complete()
+
+
+def _filters_co_major(g, plan, ci_tiles) -> bool:
+    """The filters come by one ``dma_transpose`` per (C_out tile, tap, C_in tile) (``load_filters_t``'s DMA
+    form, issued here C_out tile by C_out tile); not for the tiny-C_in runs of taps."""
+    return filters_by_dma(g, plan) and not (len(ci_tiles) == 1 and g.c_in <= FILTER_RUN_CI_MAX)
+
+
+def _alloc_filters_t(g, ci_tiles, co_tiles, dtype):
+    """Per C_out tile W^T [co, taps, C_in] (``load_filters_t``'s layout)."""
+    width = sum(sz for _c, sz in ci_tiles)
+    return [nl.ndarray((PMAX, g.taps, width), dtype, buffer=nl.sbuf, name=f"w_t{i}") for i in range(len(co_tiles))]
+
+
+def _load_filters_co(g, filters, ci_tiles, co_tiles, w_t, c, taps):
+    """C_out tile c's W^T: one ``dma_transpose`` per (tap, C_in tile) of W[tap, ci, co], taps in the order
+    ``taps`` (the first dx step's), each tap's C_in tiles together (its matmuls run them back to back)."""
+    flat = filters.reshape((g.taps, g.c_in, g.c_out))
+    co0, co_sz = co_tiles[c]
+    for t in taps:
+        for ci0, ci_sz in ci_tiles:   # (W^T's columns are C_in: tile k at ci0)
+            nisa.dma_transpose(dst=w_t[c][:co_sz, t, ci0:ci0 + ci_sz], src=flat[t, ci0:ci0 + ci_sz, co0:co0 + co_sz])
 
 
 class _DwFinish:
@@ -309,23 +472,39 @@ class _DwFinish:
         (lo, hi), recv, send = gemm_dma_halves(g.c_out, self.pid)
         h = recv[1] - recv[0]
         for kd, (k, (ci0, ci_sz)) in ((kd, kc) for kd in range(self.taps) for kc in enumerate(self.ci_tiles)):
-            part = nl.ndarray((PMAX, g.c_out), nl.float32, buffer=nl.sbuf, name=f"pw_part{kd}_{k}")
+            # only the window the other program stores leaves PSUM here (half the copy); the own half is
+            # added straight from PSUM in ``complete``
+            part = nl.ndarray((PMAX, send[1] - send[0]), nl.float32, buffer=nl.sbuf, name=f"pw_part{kd}_{k}")
             other = nl.ndarray((PMAX, h), nl.float32, buffer=nl.sbuf, name=f"pw_other{kd}_{k}")
-            for jb, (c0, cn) in enumerate(self.co_blocks):
+            for jb, a0, a1 in self._cut(send):
+                dst = part[:ci_sz, a0 - send[0]:a1 - send[0]]
                 if (kd, k, jb) in self.started:
-                    nisa.tensor_copy(dst=part[:ci_sz, c0:c0 + cn], src=self.accs[(kd, k, jb)][:ci_sz, :cn],
+                    c0 = self.co_blocks[jb][0]
+                    nisa.tensor_copy(dst=dst, src=self.accs[(kd, k, jb)][:ci_sz, a0 - c0:a1 - c0],
                                      engine=nisa.engine.vector)
                 else:   # a program with no position (or a tap that meets none of its x): a zero partial
-                    nisa.memset(part[:ci_sz, c0:c0 + cn], 0.0, engine=nisa.engine.vector)
-            nisa.sendrecv(src=part[:ci_sz, send[0]:send[1]], dst=other[:ci_sz, :], send_to_rank=1 - self.pid,
+                    nisa.memset(dst, 0.0, engine=nisa.engine.vector)
+            nisa.sendrecv(src=part[:ci_sz, :], dst=other[:ci_sz, :], send_to_rank=1 - self.pid,
                           recv_from_rank=1 - self.pid, pipe_id=0)
-            self.pending.append((kd, ci0, ci_sz, part, other, lo, hi, recv))
+            self.pending.append((kd, k, ci0, ci_sz, other, lo, hi, recv))
+
+    def _cut(self, span):
+        """(C_out block, first, end) of the blocks' parts inside ``span`` = [first C_out, end)."""
+        return [(jb, max(c0, span[0]), min(c0 + cn, span[1])) for jb, (c0, cn) in enumerate(self.co_blocks)
+                if max(c0, span[0]) < min(c0 + cn, span[1])]
 
     def complete(self):
         ctx = self.ctx
-        for kd, ci0, ci_sz, part, other, lo, hi, recv in self.pending:
+        for kd, k, ci0, ci_sz, other, lo, hi, recv in self.pending:
             if hi > lo:
                 out = nl.ndarray((PMAX, hi - lo), ctx.dtype, buffer=nl.sbuf, name=f"pw_half{kd}_{ci0}")
-                nisa.tensor_tensor(dst=out[:ci_sz, :hi - lo], data1=part[:ci_sz, lo:hi],
-                                   data2=other[:ci_sz, lo - recv[0]:hi - recv[0]], op=nl.add, engine=nisa.engine.vector)
+                for jb, a0, a1 in self._cut((lo, hi)):
+                    dst = out[:ci_sz, a0 - lo:a1 - lo]
+                    theirs = other[:ci_sz, a0 - recv[0]:a1 - recv[0]]
+                    if (kd, k, jb) in self.started:   # own partial (PSUM) + the other's, cast to the output dtype
+                        c0 = self.co_blocks[jb][0]
+                        nisa.tensor_tensor(dst=dst, data1=self.accs[(kd, k, jb)][:ci_sz, a0 - c0:a1 - c0],
+                                           data2=theirs, op=nl.add, engine=nisa.engine.vector)
+                    else:
+                        nisa.tensor_copy(dst=dst, src=theirs, engine=nisa.engine.vector)
                 nisa.dma_copy(dst=self.dw_flat[kd, ci0:ci0 + ci_sz, lo:hi], src=out[:ci_sz, :hi - lo])

@@ -567,6 +567,7 @@ class Plan:
     dx_band_early: bool = False       # LNC2: dx's first dy band loads before dw's last finish (its stores)
     pw_db_scalar: bool = False        # shared-dy pointwise: db by ScalarE activation reduces of dy, not PE ones-matmuls
     pw_dyt_dma: int = 0               # shared-dy pointwise: one dy^T sub-tile in N by dma_transpose (0: all on the PE)
+    pw_dyt_late: bool = False         # shared-dy pointwise: pw_dyt_dma only from the program's middle step on
     dx_inside_dw: bool = False        # per gradient, dx^T: dx runs in dw's last row pass, under its x^T loads
     # what it costs
     sbuf_bytes: int = 0
@@ -607,7 +608,7 @@ class Plan:
                 "dw_xt_dma": self.dw_xt_dma, "dw_row_stack": self.dw_row_stack,
                 "dx_dphase_pairs": self.dx_dphase_pairs, "dw_interleave": self.dw_interleave,
                 "dw_tap_fine": self.dw_tap_fine, "dx_ci_split": self.dx_ci_split, "dx_band_early": self.dx_band_early,
-                "pw_db_scalar": self.pw_db_scalar, "pw_dyt_dma": self.pw_dyt_dma,
+                "pw_db_scalar": self.pw_db_scalar, "pw_dyt_dma": self.pw_dyt_dma, "pw_dyt_late": self.pw_dyt_late,
                 "dx_inside_dw": self.dx_inside_dw,
                 "db_ones": self.db_ones, "dw_dyt_dma": self.dw_dyt_dma}
 
@@ -1048,7 +1049,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         chunks = [pw.chunk_of(g, it) for it in dx_program_items(g, p, pid)]
         fill += pw.head_ns(g, hw, chunks)
         pw.estimate_dw(c, g, chunks, ("scalar" if p.pw_db_scalar else "pe") if db_on_dw(p) else "", p.lnc,
-                       p.pw_dyt_dma)
+                       p.pw_dyt_dma, p.pw_dyt_late)
         nb, run = pw.store_tail_bytes(g, chunks)
         c.exposed("dx_tail", _lone_dma_ns(hw, nb, run, min(PMAX, g.c_in)) - hw.dma_fixed_ns if nb else 0.0)
         if p.lnc == 2:   # the reduce-scatter of dw:dma_gemm's positions split, under the last dx steps
@@ -1059,10 +1060,13 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             c.dma(ci_t * half * 4, half * 4, mine)
             c.compute("vector", half, 2, 1.0, mine, op="tensor_tensor")
             c.dma(ci_t * (g.c_out - half) * ds, (g.c_out - half) * ds, mine)
-            # the exchange (a rendezvous) beyond the last dx steps, then the last add and store
+            # the exchange (a rendezvous), the last add and store, beyond what runs after the last send
+            # window's matmuls: the own columns' dw, the held-back dx steps and their store (charged above)
             ex = _lone_dma_ns(hw, ci_t * half * 4, half * 4, ci_t) * (1 if db_on_dw(p) else 0.5)
-            fill += max(0.0, ex - pw.dx_tail_pe_ns(g, hw, chunks))
-            fill += _lone_dma_ns(hw, ci_t * (g.c_out - half) * ds, (g.c_out - half) * ds, ci_t)
+            add = (max(64, 2 * half) + 60) / hw.vector_ghz
+            last = _lone_dma_ns(hw, ci_t * (g.c_out - half) * ds, (g.c_out - half) * ds, ci_t)
+            after = pw.dx_tail_pe_ns(g, hw, chunks) + pw.own_after_send_pe_ns(g, hw, chunks, pid)
+            fill += max(0.0, ex + add + last - after - (_lone_dma_ns(hw, nb, run, min(PMAX, g.c_in)) if nb else 0.0))
     elif p.compute_dw and p.dw_method is DwMethod.DMA_GEMM:
         npos = g.axes[0].o * g.axes[1].o * Wo
         by_pos = p.lnc == 2 and p.dw_split == "positions"
@@ -1807,7 +1811,7 @@ def _label(p: Plan) -> str:
         rng += ", xT dma" if p.dw_xt_dma else ""
         rng += ", dyT dma" if p.dw_dyt_dma else ""
         rng += ", rows stacked" if p.dw_row_stack else ""
-        rng += f", dy^T 1/{p.pw_dyt_dma} dma" if p.pw_dyt_dma else ""
+        rng += f", dy^T 1/{p.pw_dyt_dma} dma" + (" late" if p.pw_dyt_late else "") if p.pw_dyt_dma else ""
         parts.append(f"dw:{p.dw_method.value}[{xs}{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}{rng}]")
     if p.db_method:
         parts.append(f"db:{p.db_method.value}" + ("[ScalarE]" if p.pw_db_scalar else "")
@@ -1966,7 +1970,8 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
     return plans
 
 
-_PW_DYT_DMA = (2, 4)
+# (N, late): one dy^T sub-tile in N by DMA, everywhere or (late) only from the program's middle step on
+_PW_DYT_DMA = ((2, False), (4, False), (1, True), (2, True), (4, True))
 
 
 def _pw_variants(p: Plan) -> list[Plan]:
@@ -1975,7 +1980,7 @@ def _pw_variants(p: Plan) -> list[Plan]:
     out = [p]
     if db_on_dw(p):
         out.append(replace(p, pw_db_scalar=True))
-    return out + [replace(q, pw_dyt_dma=k) for q in out for k in _PW_DYT_DMA]
+    return out + [replace(q, pw_dyt_dma=k, pw_dyt_late=late) for q in out for k, late in _PW_DYT_DMA]
 
 
 def _dw_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ranges: list[int], make) -> list:

@@ -159,7 +159,7 @@ def load_events(lay: Lay, chunks: list[tuple[int, int, int]]) -> list[tuple[int,
             if ny:
                 keyed.append((first[(i, o)] - dy_early, 0, "dy", i, o, ny))
             if n:
-                keyed.append((first[(i, o)] + 1.5 - x_early, 1, "x", i, o, n))
+                keyed.append((max(first[(i, o)] - x_early, 0) + 1.5, 1, "x", i, o, n))
             if ny:
                 keyed.append((first[(i, o)] + 1.5, 1, "yt", i, o, ny))
     if chunks:
@@ -194,6 +194,15 @@ def dyt_by_dma(s: int, ns: int, every: int) -> bool:
     """Whether the sub-tile at chunk offset ``s`` (``ns`` positions) gets its dy^T by ``dma_transpose`` from
     HBM instead of PE transposes (``Plan.pw_dyt_dma`` = every: one full sub-tile in ``every``; 0: none)."""
     return every > 0 and ns == PMAX and (s // PMAX) % every == every - 1
+
+
+def dyt_every(lay: Lay, chunks: list[tuple[int, int, int]], every: int, late: bool):
+    """(chunk, sub-tile offset) -> the ``dyt_by_dma`` share N there: ``every`` everywhere, or with ``late``
+    (``Plan.pw_dyt_late``) only from the program's middle step on -- its first steps are DMA-bound (the first
+    loads), its last ones PE-bound, so the DMA takes transposes off the PE only where it has room."""
+    steps = steps_of(lay, chunks)
+    first = (steps[len(steps) // 2][0], steps[len(steps) // 2][1]) if late and steps else (-1, 0)
+    return lambda i, s: every if (i, s) >= first else 0
 
 
 def dyt_groups(subs: list[tuple[int, int]], c_out: int, bank_elems: int) -> list[list[tuple[int, int]]]:
@@ -260,7 +269,8 @@ def psum_banks(g, db: bool) -> int:
     return slots[-1][3] + 1 + (1 if db else 0)
 
 
-def estimate_dw(c, g, chunks: list[tuple[int, int, int]], db: str, lnc: int, every: int = 0) -> None:
+def estimate_dw(c, g, chunks: list[tuple[int, int, int]], db: str, lnc: int, every: int = 0,
+                late: bool = False) -> None:
     """dw's (and db's) share of the kernel beyond dx's (mirrors ``nki_pw_shared``): the dy^T PE transposes
     and their evictions (or DMA transposes), the x^T transposes from HBM, the dw matmuls of every tap a
     sub-tile meets, db (``db``: "pe" ones-vector matmuls, "scalar" activation reduces of the dy chunks, ""
@@ -276,13 +286,14 @@ def estimate_dw(c, g, chunks: list[tuple[int, int, int]], db: str, lnc: int, eve
     bank = 2048 // ds
     width = min(g.c_out, bank)
     packs = -(-g.c_out // bank) if g.c_out > bank else 1
+    every_at = dyt_every(lay, chunks, every, late)
     for (i, off, _n, ny) in steps_of(lay, chunks):
         subs = subtiles(off, ny)
         for _s, ns in subs:
-            if dyt_by_dma(_s, ns, every):   # dma_transpose from HBM
+            if dyt_by_dma(_s, ns, every_at(i, _s)):   # dma_transpose from HBM
                 c.busy["dma"] += ns * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9)
                 c._count("dma_transpose", n_co)
-        for grp in dyt_groups([st for st in subs if not dyt_by_dma(st[0], st[1], every)], g.c_out, bank):
+        for grp in dyt_groups([st for st in subs if not dyt_by_dma(st[0], st[1], every_at(i, st[0]))], g.c_out, bank):
             ns = grp[0][1]
             c.transpose(co_t, ns, fp32, n_co * len(grp))
             if db == "scalar":   # the dy^T evictions on VectorE
@@ -322,6 +333,50 @@ def dx_tail_pe_ns(g, hw, chunks: list[tuple[int, int, int]]) -> float:
     n_co = -(-g.c_out // PMAX)
     mult = 4 if g.dtype == "fp32" else 1
     return sum(max(64, n) * mult * n_ci * n_co * len(lay.shifts) for _i, _o, n, _y in st if n) / hw.tensor_ghz
+
+
+def send_parts(blocks: list[tuple[int, int]], send: tuple[int, int]) -> list[dict[int, tuple[int, int]]] | None:
+    """LNC2, the last dw (C_in tile outer): [send window, rest] as {C_out block: block-relative columns}, so
+    the columns the other program stores are final (and their copy and exchange start) while the rest runs;
+    None when a part would be < 128 columns (a matmul below the PE's 64-column floor costs extra)."""
+    first, rest = {}, {}
+    for jb, (c0, cn) in enumerate(blocks):
+        a0, a1 = max(0, send[0] - c0), min(cn, send[1] - c0)
+        if a1 <= a0:
+            rest[jb] = (0, cn)
+            continue
+        if (a0 and a0 < PMAX) or (cn - a1 and cn - a1 < PMAX) or a1 - a0 < PMAX:
+            return None
+        first[jb] = (a0, a1)
+        if a0 or a1 < cn:   # (the window touches an end of C_out: one side of it is empty)
+            rest[jb] = (0, a0) if a0 else (a1, cn)
+    return [first, rest]
+
+
+def send_window(c_out: int, pid: int) -> tuple[int, int]:
+    """The C_out columns program ``pid`` sends in the LNC2 reduce-scatter (``nki_dw_gemm.gemm_dma_halves``)."""
+    h = -(-c_out // 2)
+    return (c_out - h, c_out) if pid == 0 else (0, h)
+
+
+def own_after_send_pe_ns(g, hw, chunks: list[tuple[int, int, int]], pid: int) -> float:
+    """LNC2: the PE time of the last dw's own columns (``send_parts``), which runs after the last send window's
+    matmuls (under the exchange), when the program has more than two steps (the last two steps' dw runs C_in tile
+    outer; with two or fewer its accumulators start there and are not split)."""
+    lay = lay_of(g)
+    steps = steps_of(lay, chunks)
+    blocks = [(c0, min(BLOCK, g.c_out - c0)) for c0 in range(0, g.c_out, BLOCK)]
+    parts = send_parts(blocks, send_window(g.c_out, pid))
+    if len(steps) <= 2 or parts is None:
+        return 0.0
+    mult = 4 if g.dtype == "fp32" else 1
+    n_ci = -(-g.c_in // PMAX)
+    cyc = 0.0
+    for i, off, _n, ny in steps[-2:]:
+        for s, ns in subtiles(off, ny):
+            for _kd in dw_pairs(lay, s, ns, x_span(lay, chunks[i])):
+                cyc += sum(max(64, a1 - a0) for a0, a1 in parts[1].values()) * mult * n_ci
+    return cyc / hw.tensor_ghz
 
 
 def store_tail_bytes(g, chunks: list[tuple[int, int, int]]) -> tuple[int, int]:

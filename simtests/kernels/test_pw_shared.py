@@ -13,10 +13,10 @@ from kernels.planner import DbMethod, DwMethod, Strategy, plan_conv3d_bwd, pw_sh
 from .test_kernel_dev import GRADS, assert_candidates_within_budget, run_and_compare
 
 
-def _pw(db_scalar=None, band=None, every=0):
+def _pw(db_scalar=None, band=None, every=0, late=False):
     def pick(p):
         alts = [a for a in p.feasible_candidates() if pw_shared_on(a) and a.pw_dyt_dma == every
-                and (db_scalar is None or a.pw_db_scalar == db_scalar)]
+                and a.pw_dyt_late == late and (db_scalar is None or a.pw_db_scalar == db_scalar)]
         assert alts, p.explain()
         alt = alts[0]
         return dataclasses.replace(alt, dx_band=band) if band is not None else alt
@@ -30,6 +30,7 @@ def _pw(db_scalar=None, band=None, every=0):
     (2, 9, 1030, (1, 4, 33), (1, 1)),    # C_out > 1024: dy^T in two PSUM transpose banks; one-row chunks
     (1, 256, 64, (2, 16, 32), (1, 16)),  # 512-position chunks of one step each
     (2, 300, 70, (2, 3, 30), None),      # 3 C_in tiles: the first dx step C_out-outer over C_in tile pairs
+    (1, 130, 300, (2, 8, 128), None),    # 4 steps: the last one held back, evicted in 128-position pieces
 ])
 @pytest.mark.parametrize("db_scalar, every", [(False, 0), (True, 0), (True, 4), (False, 2), (False, 4)],
                          ids=["db-pe", "db-scalar", "db-scalar-dyT-dma4", "db-pe-dyT-dma2", "db-pe-dyT-dma4"])
@@ -41,8 +42,9 @@ def test_pw_shared_is_exact(batch, c_in, c_out, size, band, db_scalar, every):
     (3, 130, 70, (2, 4, 5), None),       # odd item count: programs of 2 and 1 batches
     (1, 5, 9, (2, 2, 2), None),          # one chunk: program 1 has none (zero partials; db exchange still)
     (2, 6, 600, (3, 3, 7), (1, 3)),      # two C_out blocks, several chunks per program
-    (2, 300, 600, (2, 3, 10), None),     # 3 C_in tiles, two C_out blocks cut by the reduce-scatter halves
+    (2, 300, 200, (2, 3, 10), None),     # 3 C_in tiles: the first dx step C_out-outer over C_in tile pairs
     (1, 5, 600, (1, 2, 2), None),        # program 1 has no chunk, two C_out blocks: zero partials per block
+    (2, 130, 300, (2, 8, 100), None),    # 4 steps per program: the last dw sends its 150-column window first
 ])
 @pytest.mark.parametrize("db_scalar, every", [(False, 0), (True, 0), (True, 2)], ids=["db-pe", "db-scalar", "dyT-dma2"])
 def test_pw_shared_lnc2_is_exact(batch, c_in, c_out, size, band, db_scalar, every):
@@ -74,7 +76,8 @@ def test_pw_shared_offered_only_where_it_runs(dtype, target, grads):
     p = plan_conv3d_bwd((2, 20, 3, 4, 5), (2, 10, 3, 4, 5), (1, 1, 1, 10, 20))
     shared = [a for a in p.feasible_candidates() if pw_shared_on(a)]
     assert {a.pw_db_scalar for a in shared if a.db_method is DbMethod.FOLD} == {False, True}
-    assert {a.pw_dyt_dma for a in shared} == {0, 2, 4}
+    assert {(a.pw_dyt_dma, a.pw_dyt_late) for a in shared} == {(0, False), (2, False), (4, False), (1, True), (2, True),
+                                                                (4, True)}
     assert all(a.strategy is Strategy.SHARED_DY and a.dw_method is DwMethod.DMA_GEMM for a in shared)
 
 
@@ -150,11 +153,11 @@ D_KERNELS_LNC2 = [
 ]
 
 
-def _pw_d_lnc2(band_kind, size, db_scalar=None, every=0):
+def _pw_d_lnc2(band_kind, size, db_scalar=None, every=0, late=False):
     """The shared-dy GEMM candidate with dx items of the whole batch ("full") or half its D planes ("half")."""
     def pick(p):
         alts = [a for a in p.feasible_candidates() if pw_shared_on(a) and a.pw_dyt_dma == every
-                and (db_scalar is None or a.pw_db_scalar == db_scalar)]
+                and a.pw_dyt_late == late and (db_scalar is None or a.pw_db_scalar == db_scalar)]
         assert alts, p.explain()
         d = size[0] if band_kind == "full" else -(-size[0] // 2)
         return dataclasses.replace(alts[0], dx_band=(d, size[1]))
@@ -184,3 +187,22 @@ def test_shared_gemm_d_kernel_lnc2_budget_bounds_the_measured_peak():
     alts = [a for a in plan_conv3d_bwd(*shapes, lnc=2, **kw).feasible_candidates() if pw_shared_on(a)]
     assert any(a.dx_band[0] == 8 for a in alts)
     assert_candidates_within_budget(shapes, pw_shared_on, 4, lnc=2, **kw)
+
+
+# dy^T by DMA only from the program's middle step on (``Plan.pw_dyt_late``): pointwise and D kernels, LNC1 and
+# LNC2, 1/1 (every late sub-tile), 1/2 and 1/4, db on the PE or ScalarE, bf16 and fp16
+@pytest.mark.parametrize("lnc", [1, 2])
+@pytest.mark.parametrize("every, db_scalar", [(1, False), (2, True), (4, False)], ids=["1-db-pe", "2-db-scalar", "4-db-pe"])
+def test_pw_shared_dyt_dma_late_is_exact(lnc, every, db_scalar):
+    run_and_compare(3, 130, 300, (2, 8, 100), (1, 1, 1), lnc=lnc, plan_edit=_pw(db_scalar, None, every, late=True))
+    run_and_compare(2, 33, 70, (2, 8, 40), (1, 1, 1), lnc=lnc, dtype="fp16", grads=("dx", "dw"),
+                    plan_edit=_pw(None, (1, 8), every, late=True))
+
+
+@pytest.mark.parametrize("every", [1, 2])
+def test_shared_gemm_d_kernel_dyt_dma_late_is_exact(every):
+    pad = (1, 1, 0, 0, 0, 0)
+    run_and_compare(2, 130, 140, (5, 8, 64), (3, 1, 1), padding=pad, plan_edit=_pw(True, None, every, late=True))
+    run_and_compare(1, 130, 140, (5, 8, 64), (3, 1, 1), padding=pad, lnc=2,
+                    plan_edit=_pw_d_lnc2("half", (5, 8, 64), True, every, late=True))
+
