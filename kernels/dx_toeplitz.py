@@ -620,17 +620,31 @@ def w_mode_parts(g: ConvGeom, uw: int) -> tuple[tuple[int, int, int], ...]:
 
 
 def estimate_grids_w(c: CostSheet, g: ConvGeom, u: tuple[int, int], merge: Merge, uw: int,
-                     pair_axis: int) -> None:
-    """Building the W-mode grids (mirrors nki_dx_toeplitz.load_toeplitz_filters with U_w)."""
+                     pair_axis: int, fast: bool = False) -> None:
+    """Building the W-mode grids (mirrors nki_dx_toeplitz.load_toeplitz_filters with U_w; ``fast``:
+    ``fast_grid``, zeroed by doubling copies on VectorE, taps and shifted copy on ScalarE)."""
     zs = zq_shape(g, u, merge, uw)
     n_co = n_tiles(g.c_out, PMAX)
     free = zs[0] * zs[1] * zs[2] * zs[3]
-    c.compute("gpsimd", grid_memset_split(free), 0, 1.0, n_co, op="memset")
-    c.compute("vector", free - grid_memset_split(free), 0, 1.0, n_co, op="memset")
+    if fast:
+        done = min(free, ZERO_SEED)
+        c.compute("vector", done, 0, 1.0, n_co, op="memset")
+        while done < free:
+            n = min(done, free - done)
+            c.compute("vector", n, 1, c.copy_speedup("vector", True, False, True), n_co, op="tensor_copy")
+            done += n
+    else:
+        c.compute("gpsimd", grid_memset_split(free), 0, 1.0, n_co, op="memset")
+        c.compute("vector", free - grid_memset_split(free), 0, 1.0, n_co, op="memset")
     for _z, ld, lh in grid_lines(g, merge):
-        c.compute("gpsimd", ld.count * lh.count * g.c_in, 1, 1.0, g.axes[2].k * n_co, op="tensor_copy")
+        c.compute("scalar" if fast else "gpsimd", ld.count * lh.count * g.c_in, 1, 1.0, g.axes[2].k * n_co,
+                  op="tensor_copy")
     if pair_axis >= 0:
-        pair_copy_cost(c, g, free - zq_pair_shift(g, u, merge, uw, pair_axis))
+        n = free - zq_pair_shift(g, u, merge, uw, pair_axis)
+        if fast and pair_copy_on_vector(g, n):
+            c.compute("scalar", n, 1, c.copy_speedup("scalar", True, False, True), 1)
+        else:
+            pair_copy_cost(c, g, n)
 
 
 @lru_cache(maxsize=8192)
@@ -747,3 +761,68 @@ def first_block_expansion(g: ConvGeom, target: str, u: tuple[int, int], merge: M
     paired = sum(1 for o in offs if o[-1])
     mm_ns = max(64, nb) / hw.tensor_ghz
     return min(paired, ceil_div(int(copy_ns), int(2 * mm_ns) or 1)), nb, copy_ns
+
+
+def first_band_split(g: ConvGeom, plan) -> int:
+    """D-plane runs of the program's first dy band's staged load (W mode, one C_out tile of <= 64
+    partitions: each run's DMA uses half the queues). 0: one load."""
+    return FIRST_BAND_RUNS if plan.dx_toeplitz_w and g.c_out <= PMAX // 2 else 0
+
+
+FIRST_BAND_RUNS = 4
+
+
+def split_runs(lo: int, hi: int, parts: int) -> tuple[tuple[int, int], ...]:
+    """[lo, hi) in at most ``parts`` consecutive runs of near-equal length (later runs not shorter:
+    the first run lands first)."""
+    n = hi - lo
+    k = max(1, min(parts, n))
+    out, a = [], lo
+    for i in range(k):
+        b = a + n // k + (1 if i >= k - n % k else 0)
+        out.append((a, b))
+        a = b
+    return tuple(out)
+
+
+ZERO_SEED = 256   # elements per partition of the grid's one memset under ``fast_grid``
+
+
+def fast_grid(g: ConvGeom, plan) -> bool:
+    """W mode with a 2-byte dtype and one C_out tile: the grids are zeroed on VectorE by doubling
+    copies and filled (taps, shifted copy) on ScalarE, leaving GpSimd to the first dy band's border
+    memsets (the program's start waits for the band, not for the grid). Not on trn1 (ScalarE copies)."""
+    return bool(plan.dx_toeplitz_w) and g.dtype_bytes == 2 and g.c_out <= PMAX and plan.target != "trn1"
+
+
+def first_band_upper(g: ConvGeom, pair_axis: int, ext: tuple[int, int, int], pool_ext: tuple[int, int, int],
+                     lo: list[int]) -> bool:
+    """Whether a split first band places its shifted copy (partitions C_out.., one row back along the
+    pairing axis) from the staging tile: the copy's rules hold (C_out 32/64 across quadrants/halves),
+    the band fills its pool buffer (the flat shift is one row) and it starts with a zero row along the
+    axis (the flat copy's wrap from the next row/plane then brings zeros, as the placement's borders do)."""
+    return (pair_axis >= 0 and g.c_out in (32, 64) and tuple(ext) == tuple(pool_ext)
+            and lo[pair_axis] >= 1)
+
+
+def first_band_adjust(c: CostSheet, g: ConvGeom, plan, pool_ext: tuple[int, int, int], bd: AxisBand,
+                      bh: AxisBand) -> None:
+    """The program's first band under ``first_band_split`` with ``first_band_upper``: its shifted
+    copy is a second placement from the staging tile (the band sheet charged the whole-band copy)."""
+    if not first_band_split(g, plan) or plan.dx_toeplitz_pair < 0 or min(bd.extent, bh.extent) <= 0:
+        return
+    bw = axis_bands(g.axes[2], g.axes[2].n)[0]
+    ext = (bd.extent, bh.extent, bw.extent)
+    o = g.out_size
+    bands3 = (bd, bh, bw)
+    lo = [max(max(b.q0, 0) - b.q0, 0) for b in bands3]
+    hi = [max(lo[a], min(b.q1, o[a]) - b.q0) for a, b in enumerate(bands3)]
+    if any(h <= l_ for l_, h in zip(lo, hi)) or not first_band_upper(g, plan.dx_toeplitz_pair, ext, pool_ext, lo):
+        return
+    n = shifted_elems(pool_ext, ext, dy_pair_shift(pool_ext, plan.dx_toeplitz_pair))
+    copy = CostSheet(c.hw)
+    pair_copy_cost(copy, g, n)
+    c.busy["vector"] -= copy.busy["vector"]
+    elems = (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2])
+    runs = len(split_runs(lo[0], hi[0], FIRST_BAND_RUNS))
+    c.compute("vector", elems / runs, 1, c.copy_speedup("vector", g.dtype_bytes == 2, False, True), runs)

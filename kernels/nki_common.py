@@ -87,9 +87,11 @@ def load_padded(buf, ext, lo, hi, src, stage_pool, p0=0, engine=None):
     return view
 
 
-def _zero_border(buf, p, ext, lo, hi):
-    """Zero the slabs of ``buf[:p, :E0, :E1, :E2]`` outside [lo, hi) (GpSimd: otherwise idle)."""
-    for a in range(3):
+def _zero_border(buf, p, ext, lo, hi, axes=(0, 1, 2)):
+    """Zero the slabs of ``buf[:p, :E0, :E1, :E2]`` outside [lo, hi) (GpSimd: otherwise idle), the
+    slabs of ``axes`` in that order (the slabs across every d plane first: a placement of some planes
+    waits for those, not for a whole padding plane's)."""
+    for a in axes:
         for s0, s1 in ((0, lo[a]), (hi[a], ext[a])):
             if s1 > s0:
                 idx = [slice(None, ext[0]), slice(None, ext[1]), slice(None, ext[2])]

@@ -43,7 +43,7 @@ from .planner import (
     xs_store_runs,
 )
 from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, row_stack_offset, tiles
-from .xt_rows import XT_DMA_BUFS, dyt_runs, xt_columns, xt_window
+from .xt_rows import dyt_runs, xt_columns, xt_dma_bufs, xt_window
 
 LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
 
@@ -147,7 +147,7 @@ class DwState:
             slots = dw_xs_bundle(g, plan) + (1 if self.ones_chunk is not None else 0)   # (+ the ones slot)
             if plan.dw_xt_dma:   # x^T by dma_transpose from HBM: no x band, no PE transposes
                 # x-stationary: into the slot views of the bundle ring (RowXtDma zeroes their pad columns)
-                ring = SlotRing(XT_DMA_BUFS, slots, (PMAX, xt_columns(g)[0], plan.dw_ci_tile),
+                ring = SlotRing(xt_dma_bufs(plan), slots, (PMAX, xt_columns(g)[0], plan.dw_ci_tile),
                                 ctx.dtype, "dw_xt") if self.xs else None
                 window = xt_window(g, self.w_lo, self.w_hi) if self.w_hi - self.w_lo < wo else None
                 self.xt_dma = RowXtDma(ctx, plan.dw_ci_tile, ring, window)
@@ -415,7 +415,7 @@ class DwState:
             if self._inside_now is not None and self.xt_dma is not None and self.xs \
                     and (ci0, ci_sz) == self.ci_tiles[-1]:
                 # dx runs here: the ring's bundles load under its matmuls (issued first: DMA is FIFO)
-                while len(staged) < min(len(pairs), nb * XT_DMA_BUFS):
+                while len(staged) < min(len(pairs), nb * xt_dma_bufs(self.ctx.plan)):
                     staged.append(stage_at(len(staged)))
                 inside, self._inside_now = self._inside_now, None
                 inside()

@@ -10,9 +10,13 @@ import nki.language as nl
 
 from .dx_toeplitz import (
     QUADRANT,
+    ZERO_SEED,
     ci_major,
     dy_pair_shift,
     expand_offsets,
+    fast_grid,
+    first_band_split,
+    first_band_upper,
     first_block_expansion,
     grid_lines,
     grid_memset_split,
@@ -22,6 +26,7 @@ from .dx_toeplitz import (
     pair_steps,
     plane_groups,
     shifted_elems,
+    split_runs,
     store_dmas,
     store_pattern,
     sub_offsets,
@@ -34,7 +39,7 @@ from .dx_toeplitz import (
     zq_pair_shift,
     zq_shape,
 )
-from .nki_common import BANK_FP32, PMAX, Pool, band_slices
+from .nki_common import BANK_FP32, PMAX, Pool, _contiguous, _zero_border, band_slices
 from .nki_dx import DyBands
 from .nki_filters import load_filters_t
 from .planner import filter_group, filters_by_dma
@@ -51,15 +56,20 @@ def load_toeplitz_filters(ctx):
     uw = plan.dx_toeplitz_w
     shape = zq_shape(g, u, merge, uw) if uw else z_shape(g, u, merge)
     out = []
+    # the program's start: the grid off GpSimd (see fast_grid), its taps and shifted copy on ScalarE
+    fast = fast_grid(g, plan)
+    tap_engine = nisa.engine.scalar if fast else nisa.engine.gpsimd
     for c, (_co0, co_sz) in enumerate(tiles(g.c_out, PMAX)):
         z = nl.ndarray((PMAX,) + shape, ctx.dtype, buffer=nl.sbuf, name=f"w_z{c}")
-        # with K pairing the shifted copy lands on partitions C_out..2 C_out: zero them all (GpSimd and
-        # VectorE each zero a part of the free axis)
+        # with K pairing the shifted copy lands on partitions C_out..2 C_out: zero them all
         parts = PMAX if plan.dx_toeplitz_pair >= 0 else co_sz
         free = shape[0] * shape[1] * shape[2] * shape[3]
-        f1 = grid_memset_split(free)
-        nisa.memset(z.ap([[free, parts], [1, f1]], offset=0), 0.0, engine=nisa.engine.gpsimd)
-        nisa.memset(z.ap([[free, parts], [1, free - f1]], offset=f1), 0.0, engine=nisa.engine.vector)
+        if fast:   # VectorE alone (GpSimd zeroes the first dy band's borders meanwhile)
+            _zero_by_doubling(z, parts, free)
+        else:      # GpSimd and VectorE each zero a part of the free axis
+            f1 = grid_memset_split(free)
+            nisa.memset(z.ap([[free, parts], [1, f1]], offset=0), 0.0, engine=nisa.engine.gpsimd)
+            nisa.memset(z.ap([[free, parts], [1, free - f1]], offset=f1), 0.0, engine=nisa.engine.vector)
         w5 = w_t[c].reshape((PMAX, ax[0].k, ax[1].k, ax[2].k, g.c_in))
         zq = z.reshape((PMAX,) + shape[:3] + (shape[3] // g.c_in, g.c_in)) if uw else None
         for z0, ld, lh in grid_lines(g, merge):
@@ -72,30 +82,100 @@ def load_toeplitz_filters(ctx):
                 else:
                     dst = z[:co_sz, z0 + kw, band_slices(u[0] - 1, ld.count, ld.z_step),
                             band_slices(u[1] - 1, lh.count, lh.z_step), :]
-                nisa.tensor_copy(dst, src, engine=nisa.engine.gpsimd)
+                nisa.tensor_copy(dst, src, engine=tap_engine)
         out.append(z)
     if plan.dx_toeplitz_pair >= 0:   # one C_out tile: its grids again, one row further along the axis
         row = shape[0] * shape[1] * shape[2] * shape[3]
         sh = (zq_pair_shift(g, u, merge, uw, plan.dx_toeplitz_pair) if uw
               else pair_shifts(g, u, (1, 1, 1), plan.dx_toeplitz_pair, merge)[1])
         _pair_copy(g, out[0].ap([[row, g.c_out], [1, row - sh]], offset=g.c_out * row + sh),
-                   out[0].ap([[row, g.c_out], [1, row - sh]], offset=0), row - sh)
+                   out[0].ap([[row, g.c_out], [1, row - sh]], offset=0), row - sh,
+                   nisa.engine.scalar if fast else nisa.engine.vector)
     return out
 
 
-def _pair_copy(g, dst, src, n):
-    """A copy from partitions 0..C_out to C_out..2 C_out: VectorE across halves / quadrants where the
-    start-partition rules allow it, else an SBUF->SBUF DMA."""
+def _zero_by_doubling(z, parts, free):
+    """Zero ``free`` elements per partition: one small memset, then copies of the zeroed prefix onto
+    the next run (VectorE copies 2-byte SBUF data at 4x the memset's rate)."""
+    done = min(free, ZERO_SEED)
+    nisa.memset(z.ap([[free, parts], [1, done]], offset=0), 0.0, engine=nisa.engine.vector)
+    while done < free:
+        n = min(done, free - done)
+        nisa.tensor_copy(z.ap([[free, parts], [1, n]], offset=done), z.ap([[free, parts], [1, n]], offset=0),
+                         engine=nisa.engine.vector)
+        done += n
+
+
+def _pair_copy(g, dst, src, n, engine=nisa.engine.vector):
+    """A copy from partitions 0..C_out to C_out..2 C_out: VectorE (or ``engine``) across halves /
+    quadrants where the start-partition rules allow it, else an SBUF->SBUF DMA."""
     if pair_copy_on_vector(g, n):
-        nisa.tensor_copy(dst, src, engine=nisa.engine.vector)
+        nisa.tensor_copy(dst, src, engine=engine)
     else:
         nisa.dma_copy(dst=dst, src=src)
 
 
-def _load(bands, g, u, merge, pair_axis, item):
+def _load_split(bands, item, parts, pair_axis):
+    """``DyBands.load`` of one staged band of one C_out tile with its staging DMA and placement split
+    into ``parts`` d-plane runs (the program's first band: a 64-partition DMA uses half the queues, so
+    two run side by side, and the first run's placement starts while the rest still loads). With K
+    pairing (``first_band_upper``) each run is also placed on partitions C_out.. one row back along
+    the pairing axis: the band's shifted copy, built from the staging tile instead of a copy of the
+    whole band after its placement. Returns (views, upper placed); None when the band is not staged."""
+    g = bands.g
+    b, bd, bh = item
+    bw = bands.band_w
+    ext = (bd.extent, bh.extent, bw.extent)
+    o = g.out_size
+    valid = [(max(bb.q0, 0), min(bb.q1, o[a])) for a, bb in enumerate((bd, bh, bw))]
+    lo = [max(v0 - bb.q0, 0) for (v0, _v1), bb in zip(valid, (bd, bh, bw))]
+    hi = [max(v1 - bb.q0, lo[a]) for a, ((_v0, v1), bb) in enumerate(zip(valid, (bd, bh, bw)))]
+    if (len(bands.co_tiles) != 1 or bands.stage is None or min(ext) <= 0 or any(h <= l for l, h in zip(lo, hi))
+            or _contiguous(ext, lo, hi)):
+        return None
+    co_sz = bands.co_tiles[0][1]
+    upper = first_band_upper(g, pair_axis, ext, bands.ext, lo)
+    buf = bands.pools[0].take()
+    # the borders of both copies (the shifted copy's interior is one row back along the pair axis:
+    # its slab after the interior starts one row earlier; the placements overwrite what is zeroed twice)
+    _zero_border(buf, 2 * co_sz if upper else co_sz, ext, lo,
+                 [h - (1 if upper and a == pair_axis else 0) for a, h in enumerate(hi)], axes=(1, 2, 0))
+    stage = bands.stage.take()
+    n1, n2 = hi[1] - lo[1], hi[2] - lo[2]
+    back = [1 if upper and a == pair_axis else 0 for a in range(3)]
+    runs = split_runs(lo[0], hi[0], parts)
+
+    def flat(d0, d1):
+        return (d0 - lo[0]) * n1 * n2, (d1 - lo[0]) * n1 * n2
+
+    def place_upper(d0, d1):
+        f0, f1 = flat(d0, d1)
+        nisa.tensor_copy(dst=buf[co_sz:2 * co_sz, d0 - back[0]:d1 - back[0], lo[1] - back[1]:hi[1] - back[1],
+                                 lo[2] - back[2]:hi[2] - back[2]],
+                         src=stage[:co_sz, f0:f1], engine=nisa.engine.vector)
+
+    for i, (d0, d1) in enumerate(runs):
+        f0, f1 = flat(d0, d1)
+        src = bands.dy[b, :co_sz, valid[0][0] + d0 - lo[0]:valid[0][0] + d1 - lo[0], valid[1][0]:valid[1][1],
+                       valid[2][0]:valid[2][1]]
+        nisa.dma_copy(dst=stage[:co_sz, f0:f1], src=src)
+        if upper and i == len(runs) - 1:
+            # the earlier runs' shifted copies first: the first (unpaired) matmuls need only the lower
+            # copy of the first planes, and the last run lands last
+            for r in runs[:-1]:
+                place_upper(*r)
+        nisa.tensor_copy(dst=buf[:co_sz, d0:d1, lo[1]:hi[1], lo[2]:hi[2]], src=stage[:co_sz, f0:f1],
+                         engine=nisa.engine.vector)
+    if upper:
+        place_upper(*runs[-1])
+    return [buf[:co_sz, :ext[0], :ext[1], :ext[2]]], upper
+
+
+def _load(bands, g, u, merge, pair_axis, item, split=0):
     """The dy band of ``item`` (one view per C_out tile) and, with K pairing, the view of both copies
     ([2 C_out, ...]: the copy on partitions C_out.. is shifted by one row along the pairing axis)."""
-    bufs = bands.load(*item)
+    got = _load_split(bands, item, split, pair_axis) if split else None
+    bufs, placed = got if got is not None else (bands.load(*item), False)
     if bufs is None or pair_axis < 0:
         return bufs, None
     pool = bands.pools[0]
@@ -104,7 +184,7 @@ def _load(bands, g, u, merge, pair_axis, item):
     row = bands.ext[0] * bands.ext[1] * bands.ext[2]
     sh = dy_pair_shift(bands.ext, pair_axis)
     n = shifted_elems(bands.ext, ext, sh)
-    if n > 0:
+    if n > 0 and not placed:
         _pair_copy(g, ten.ap([[row, g.c_out], [1, n]], offset=g.c_out * row), ten.ap([[row, g.c_out], [1, n]], offset=sh), n)
     return bufs, ten[:2 * g.c_out, :ext[0], :ext[1], :ext[2]]
 
@@ -126,7 +206,7 @@ def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None, between=None):
     # is issued before the filters, whose many small DMAs would otherwise queue ahead of it.
     ahead = plan.dy_bufs >= 2
     pk = plan.dx_toeplitz_pair
-    pending = _load(bands, g, u, merge, pk, items[0]) if (ahead and items) else None
+    pending = _load(bands, g, u, merge, pk, items[0], first_band_split(g, plan)) if (ahead and items) else None
     if z is None:
         z = load_toeplitz_filters(ctx)
     for idx, (b, bd, bh) in enumerate(items):

@@ -57,9 +57,9 @@ from .schedule import (
 )
 from .xt_rows import (
     DMA_TRANSPOSE_EFFICIENCY,
-    XT_DMA_BUFS,
     dyt_runs,
     xt_columns,
+    xt_dma_bufs,
     xt_dma_cost,
     xt_dma_setup_cost,
     xt_fill,
@@ -770,8 +770,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             slots = dw_xs_bundle(g, p) if p.dw_x_stationary else 1   # x-stationary: a ring of bundle tiles
             slots += 1 if p.db_ones else 0   # (db_ones: each bundle tile's ones slot)
             xt = 2 * slots * xw * p.dw_ci_tile * ds
-            if p.dw_xt_dma:   # no x band; the x^T ring (XT_DMA_BUFS tiles) and its zero-row source
-                xb, xt = 0, (XT_DMA_BUFS * slots + 1) * xw * p.dw_ci_tile * ds
+            if p.dw_xt_dma:   # no x band; the x^T ring (xt_dma_bufs tiles) and its zero-row source
+                xb, xt = 0, (xt_dma_bufs(p) * slots + 1) * xw * p.dw_ci_tile * ds
         else:
             npos = _dw_pos_tiles(rows, Wo)
             dyt = max(1, npos) * g.c_out * ds
@@ -1001,7 +1001,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         elif p.dx_method is DxMethod.TOEPLITZ:
             tzm = p.dx_toeplitz_merge
             if p.dx_toeplitz_w:
-                toeplitz.estimate_grids_w(c, g, p.dx_toeplitz, tzm, p.dx_toeplitz_w, p.dx_toeplitz_pair)
+                toeplitz.estimate_grids_w(c, g, p.dx_toeplitz, tzm, p.dx_toeplitz_w, p.dx_toeplitz_pair,
+                                          toeplitz.fast_grid(g, p))
             else:
                 toeplitz.estimate_grids(c, g, p.dx_toeplitz, p.dx_toeplitz_pair, tzm)
             if items and p.dx_toeplitz_w:   # the first block's split pairs run during the first copy
@@ -1009,6 +1010,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                                                                 p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band),
                                                                 items[0][1], items[0][2])
                 c.matmul(PMAX, nb, g.dtype == "fp32", e)
+                toeplitz.first_band_adjust(c, g, p, _dx_dy_extent(g, p.dx_band), items[0][1], items[0][2])
                 fill += max(0.0, toeplitz.first_copy_ns(g, hw, p.dx_toeplitz, p.dx_toeplitz_pair,
                                                         _dx_dy_extent(g, p.dx_band), items[0][1], items[0][2], tzm)
                             - 2 * e * max(64, nb) / hw.tensor_ghz)
@@ -1119,7 +1121,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                     # C_in 64: 3 x 4.4k elements, head 8.9 -> 15.4 us; the stem's 3 x 207 elements: ~0.3 us)
                     ones_sheet = CostSheet(hw)
                     ones_sheet.compute("gpsimd", dw_x_extent(g.axes[2], Wo) * p.dw_ci_tile, 0, 1.0,
-                                       XT_DMA_BUFS if p.dw_xt_dma else 2, op="memset")
+                                       xt_dma_bufs(p) if p.dw_xt_dma else 2, op="memset")
                     c.add(ones_sheet)
                     fill += ones_sheet.busy["gpsimd"]
                 # row stacking: each item's chunk roles (a "lower" chunk's matmuls run with the next chunk's)
@@ -1728,7 +1730,7 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
                                     dw_xs_row_chunks(g, p, q, n)) * Wo * (4 if fp32 else 1)
                     xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch),
                                 (q * kw_n, (q + n) * kw_n), bundle_pe / c.hw.tensor_ghz, one_tile=True,
-                                latency=not lower, window=xwin)
+                                latency=not lower, window=xwin, bufs=xt_dma_bufs(p))
             elif p.dw_xt_dma:   # the PE work of one tile: its matmuls (every kw group and C_out tile)
                 tile_pe = sum(max(min(64, co_t), kn * ci) for kn in kgroups) * n_co * Wo * (4 if fp32 else 1)
                 xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch), span,

@@ -19,6 +19,13 @@ from .geometry import Axis, ConvGeom
 from .schedule import dw_x_extent
 
 XT_DMA_BUFS = 3      # x^T tiles in flight: a tile's transposes run while the two before it are in use
+
+
+def xt_dma_bufs(plan) -> int:
+    """x-stationary's ring of x^T bundle tiles (``XT_DMA_BUFS``), one deeper with ``dw_interleave``: there a
+    box's last bundle reuses the tile of a bundle two before it, whose matmuls free it too late for the
+    zero-row memset and the transposes' ~1.6 us to land before the PE reaches it (stem: 0.5 us per box)."""
+    return XT_DMA_BUFS + 1 if plan.dw_interleave and plan.dw_x_stationary else XT_DMA_BUFS
 MEMSET_MAX = 32768   # elements per partition of one memset of the zero tile (engine access limit 64K)
 DMA_TRANSPOSE_EFFICIENCY = 0.9   # dma_transpose from HBM (trn2 arch guide; nkisim's figure)
 ZERO_MEMSET_MAX = 512   # x-column elements per partition up to which a tile's zero rows are one memset
@@ -194,7 +201,7 @@ def xt_dma_setup_cost(c: CostSheet, g: ConvGeom, ci_tile: int, slots: int = 1) -
 
 def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[int, int, int, int],
                 span: tuple[int, int], tile_pe_ns: float = 0.0, one_tile: bool = False,
-                latency: bool = True, window: tuple[int, int] | None = None) -> None:
+                latency: bool = True, window: tuple[int, int] | None = None, bufs: int = XT_DMA_BUFS) -> None:
     """The DMAs of the x^T tiles of one row chunk (od0, oh0, cd, ch) and C_in tile of ``ci`` channels,
     for the (kd, kh) pairs of the tap span (mirrors RowXtDma.fill).
 
@@ -205,6 +212,7 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
     share one tile (x-stationary's bundle): one latency (its slowest transfer), ``tile_pe_ns`` its PE work.
     ``latency=False``: the DMAs only (row stacking: the tile's latency is charged with the other chunk's).
     ``window``: the tile columns filled (``xt_window``; LNC2 columns split), default every x column.
+    ``bufs``: the ring's depth (``xt_dma_bufs``).
     """
     ds = g.dtype_bytes
     xw, lo, hi = xt_columns(g)
@@ -246,15 +254,15 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
         if one_tile:
             worst = max(worst or 0.0, slowest) if (fill.zeros or fill.transposes) else worst
         elif fill.zeros or fill.transposes:
-            _charge_latency(c, tile_pe_ns, slowest)
+            _charge_latency(c, tile_pe_ns, slowest, bufs)
     if worst is not None:
-        _charge_latency(c, tile_pe_ns, worst)
+        _charge_latency(c, tile_pe_ns, worst, bufs)
 
 
-def _charge_latency(c: CostSheet, tile_pe_ns: float, slowest: float) -> None:
-    """The PE idle of a tile whose DMAs start XT_DMA_BUFS tiles back (see ``xt_dma_cost``)."""
+def _charge_latency(c: CostSheet, tile_pe_ns: float, slowest: float, bufs: int = XT_DMA_BUFS) -> None:
+    """The PE idle of a tile whose DMAs start ``bufs`` tiles back (see ``xt_dma_cost``)."""
     latency = c.hw.dma_fixed_ns + slowest
-    c.busy["tensor"] += max(0.0, (tile_pe_ns + latency) / XT_DMA_BUFS - tile_pe_ns)
+    c.busy["tensor"] += max(0.0, (tile_pe_ns + latency) / bufs - tile_pe_ns)
 
 
 def _rate(partitions: int) -> float:

@@ -230,9 +230,11 @@ def test_toeplitz_w_on_m_two_c_out_tiles():
     (32, toeplitz((2, 3), 1)),                     # phase mode
 ], ids=["c64-w4-ph", "c64-w2-pw", "c32-w4-pd", "c64-merged-pd", "c32-phase-ph"])
 def test_toeplitz_vector_pair_copies(c_out, edit, monkeypatch):
-    """C_out 32 / 64: the K-pair shifted copies (band and grids) are VectorE copies across partition
-    halves / quadrants, and a program's first W-mode block runs some pairs unpaired (two items, LNC2 too)."""
-    on_vector = spy(monkeypatch, nki_dx_toeplitz, "_pair_copy", lambda g, dst, src, n: pair_copy_on_vector(g, n))
+    """C_out 32 / 64: the K-pair shifted copies (band and grids) are compute-engine copies across partition
+    halves / quadrants (VectorE; the W-mode bf16 grid's on ScalarE, ``fast_grid``), and a program's first
+    W-mode block runs some pairs unpaired (two items, LNC2 too)."""
+    on_vector = spy(monkeypatch, nki_dx_toeplitz, "_pair_copy",
+                    lambda g, dst, src, n, *engine: pair_copy_on_vector(g, n))
     geom = dict(GEOMS["stem-like"], c_out=c_out)
     run_and_compare(**geom, grads=("dx",), plan_edit=edit)
     run_and_compare(**geom, grads=("dx", "dw"), lnc=2, plan_edit=edit)
