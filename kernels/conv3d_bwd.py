@@ -30,6 +30,7 @@ from .planner import (
     current_forced_plan,
     dw_direct,
     dx_band_early_on,
+    dx_box_items,
     dx_inside_dw_on,
     dx_prefetched,
     dx_program_items,
@@ -134,11 +135,21 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         if plan.dx_inside_boxes:   # one dx item per call (each of dw's row passes)
             dx_gen = dx_item_steps(ctx, mine, first_filters, prefetch)
             dx_runs.append(True)
+            per_box = iter(dx_box_items(g, plan, pid))
+            box_items = [0]
 
             def inside(before=False):
-                """dw calls this twice per box: ``before`` its pass's x^T bundles (the item's start: the next
-                item's band, ahead of them in the DMA queues), then after them (the item's matmuls)."""
-                next(dx_gen, None)
+                """dw calls this twice per box: ``before`` its pass's x^T bundles (the box's first item's start:
+                the next item's band, ahead of them in the DMA queues), then after them (the items' matmuls)."""
+                if before:
+                    box_items[0] = next(per_box, 0)
+                    if box_items[0]:
+                        next(dx_gen, None)
+                    return
+                for k in range(box_items[0]):   # (the generator yields after each item's start and body)
+                    if k:
+                        next(dx_gen, None)
+                    next(dx_gen, None)
         else:
             def inside():
                 dx_runs.append(_run_gather_dx(ctx, mine, None, first_filters, prefetch, pid, lnc, early))

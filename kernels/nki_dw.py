@@ -814,9 +814,8 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
         loaded = {}   # item index -> its dy views, when loaded one box ahead
         for i_item, (b, (d0, d1), (h0, h1)) in enumerate(items):
             if inside is not None and plan.dx_inside_boxes:
-                # dx item i runs inside box i + 1 (the first box's bundles have nothing to hide under: dx's
-                # first band and filters are still loading), the items left after dw
-                state.inside = inside if i_item >= 1 else None
+                # every box calls it (``dx_box_items``: how many dx items run in each, the rest after dw)
+                state.inside = inside
             elif k == len(passes) - 1 and i_item == len(items) - 1:
                 state.prefetch = prefetch if inside is None else None
                 state.inside = inside

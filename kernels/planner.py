@@ -818,6 +818,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         if p.dw_interleave:   # dw's boxes run between dx's items: its pools live through dx
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_total
         elif dx_inside_dw_on(g, p):   # dx runs in dw's last pass: dw's own pools live through dx
+            if p.dx_inside_boxes:   # dx's pools (suspended between its items) live through dw's finish too
+                phase_sbuf["dw store"] += phase_sbuf.get("dx", 0)
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_pools
         if dx_band_early_on(g, p):   # dx's dy band ring (and its staging) is already loaded
             ext = _dx_dy_extent(g, p.dx_band)
@@ -1123,9 +1125,9 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                 chunk_rows = dw_row_chunk_rows(g, p, items) if p.dw_method is DwMethod.ROW_PACK else []
                 roles = row_stack_roles([n for r in chunk_rows for n in r]) if p.dw_row_stack else None
                 role_at = 0
-                inside_boxes = p.dx_inside_boxes and dx_inside_dw_on(g, p)
+                box_items = dx_box_items(g, p, pid) if p.dx_inside_boxes and dx_inside_dw_on(g, p) else []
                 for it, (_b, (d0, d1), (h0, h1)) in enumerate(items):
-                    if inside_boxes and it == 1:   # the boxes that run a dx item: one body with dx
+                    if it < len(box_items) and box_items[it]:   # the boxes that run dx items: one body with dx
                         c.section("dw_in")
                     item_roles = ()
                     if roles is not None:
@@ -1238,6 +1240,38 @@ def dx_inside_boxes_legal(g: ConvGeom, p: Plan) -> bool:
     band and filters are still loading), the items left after dw; so every program needs two boxes."""
     return (p.dw_band[0] * p.dw_band[1] <= PMAX
             and all(2 <= len(dw_program_items(g, p, q)) for q in range(p.lnc)))
+
+
+def dx_box_items(g: ConvGeom, p: Plan, pid: int) -> list[int]:
+    """``Plan.dx_inside_boxes``: how many of program ``pid``'s dx items run inside each of its dw boxes (in
+    item order). The last item always runs after dw, under dw's finish (the LNC2 exchange, the adds and
+    stores; inside the last box they were exposed at the end: unet3d LNC2 77.2 against 73.4 us); the others
+    spread evenly, later boxes first (the first box's transfers start with dx's first band and filters,
+    so an item there waits for them)."""
+    n = len(dw_program_items(g, p, pid))
+    m = max(0, len(dx_program_items(g, p, pid)) - 1)
+    cuts = [j * m // n for j in range(n + 1)]
+    return [cuts[j + 1] - cuts[j] for j in range(n)]
+
+
+def _inside_boxes_variants(g: ConvGeom, p: Plan) -> list[Plan]:
+    """``dx_inside_boxes`` twins of ``p``: with its dx band, and with the biggest smaller D band (whole H)
+    that gives every program more dx items than dw boxes, so that every box runs one (unet3d_c64 LNC2:
+    dx band 4x32 runs one item in the second of two boxes, 73.4 us; 2x32 one in the first and two in the
+    second, 70.6 us)."""
+    q = replace(p, dx_inside_dw=True, dx_inside_boxes=True)
+    if not dx_inside_dw_legal(g, q):
+        return []
+    out = [q]
+    for d in _band_options(g.axes[0].n):
+        if d >= p.dx_band[0] or p.dx_band[1] != g.axes[1].n:
+            continue
+        qb = replace(q, dx_band=(d, g.axes[1].n))
+        if all(len(dx_program_items(g, qb, k)) > len(dw_program_items(g, qb, k)) for k in range(p.lnc)):
+            if dx_inside_dw_legal(g, qb):
+                out.append(qb)
+            break
+    return out
 
 
 def dw_xt_ring(g: ConvGeom, p: Plan) -> int:
@@ -2081,10 +2115,10 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         # dx^T run inside dw's last row pass
         out += [q2 for q in out if dx_inside_dw_legal(g, q2 := replace(q, dx_inside_dw=True))
                 and not _check(g, q2, hw)[0]]
-        # or one dx item inside each of dw's boxes (from the second), each box's whole x^T pass issued first
-        out += [q2 for q in out if not q.dx_inside_dw
-                and dx_inside_dw_legal(g, q2 := replace(q, dx_inside_dw=True, dx_inside_boxes=True))
-                and not _check(g, q2, hw)[0]]
+        # or dx items inside dw's boxes, each box's whole x^T pass issued first (its own dx band, and the
+        # biggest smaller one whose items reach every box)
+        out += [q2 for q in out if not q.dx_inside_dw for q2 in _inside_boxes_variants(g, q)
+                if not _check(g, q2, hw)[0]]
         # dx:toeplitz with dw's boxes between its items (the fast dw variants: x-stationary, xT dma)
         out += [q2 for q in out if dw_interleave_ok(g, q) and q.dw_x_stationary and q.dw_xt_dma
                 and not _check(g, q2 := replace(q, dw_interleave=True), hw)[0]]
