@@ -295,6 +295,11 @@ class DwState:
             # dy^T per output column w: [rows, C_out] on partitions [off, off + rows), several columns per bank
             per_bank = max(1, bank // g.c_out) if g.c_out <= bank else 0
             rs = slice(off, off + nrows)
+            if plan.dx_inside_boxes:   # dx's first band and filters before dw's first loads: dx's item
+                # runs before the box's matmuls, so the PE waits for them, not for the x^T (unet3d LNC2 -1.4 us)
+                scalar = nisa.engine.scalar in ctx.evict.engines
+                self._run_prefetch(nisa.engine.scalar if scalar else nisa.engine.gpsimd)
+                self.run_after_first()
             if plan.dw_dyt_dma:
                 self._dyt_by_dma(b, od[0] + sd, oh[0] + sh, cd, ch, off)
             elif per_bank:
@@ -317,8 +322,6 @@ class DwState:
                 # (GpSimd still has the pass's x^T zero-row memsets to run; trn1's ScalarE cannot copy)
                 scalar = nisa.engine.scalar in ctx.evict.engines
                 self._run_prefetch(nisa.engine.scalar if scalar else nisa.engine.gpsimd)
-                if plan.dx_inside_boxes:   # dx's filters too, ahead of this pass's x^T bundles (DMA is FIFO)
-                    self.run_after_first()
             part = (b, (od[0] + sd, od[0] + sd + cd), (oh[0] + sh, oh[0] + sh + ch), cd, ch, off)
             self.pending.append(part)
             self.pending_rows = off + nrows
