@@ -11,7 +11,15 @@ from .nki_common import Evictor, transpose_pool
 from .nki_db import DbState
 from .nki_dw import DwState, dw_streaming_steps, run_dw_streaming
 from .nki_dw_gemm import run_dw_gemm_dma
-from .nki_dx import DxTPrefetch, DyBands, dx_program_groups, load_dx_filters, load_first_band, run_dx
+from .nki_dx import (
+    DxTPrefetch,
+    DyBands,
+    dx_item_steps,
+    dx_program_groups,
+    load_dx_filters,
+    load_first_band,
+    run_dx,
+)
 from .nki_dx_toeplitz import load_toeplitz_filters, run_dx_toeplitz
 from .nki_pw_shared import run_pw_shared
 from .planner import (
@@ -22,6 +30,7 @@ from .planner import (
     current_forced_plan,
     dw_direct,
     dx_band_early_on,
+    dx_box_items,
     dx_inside_dw_on,
     dx_prefetched,
     dx_program_items,
@@ -120,6 +129,30 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
     prefetch = DxTPrefetch(ctx, mine) if dx_prefetched(plan) else None
     # LNC2, gather: dx's first dy band loads before dw's last finish (ahead of its stores in the DMA queues)
     early = [] if compute_dx and compute_dw and not shared and dx_band_early_on(g, plan) else None
+    inside = None   # dx inside dw: what dw calls in its (last, or with dx_inside_boxes each) row pass
+    dx_gen = None
+    if compute_dx and compute_dw and not shared and dx_inside_dw_on(g, plan):
+        if plan.dx_inside_boxes:   # one dx item per call (each of dw's row passes)
+            dx_gen = dx_item_steps(ctx, mine, first_filters, prefetch)
+            dx_runs.append(True)
+            per_box = iter(dx_box_items(g, plan, pid))
+            box_items = [0]
+
+            def inside(before=False):
+                """dw calls this twice per box: ``before`` its pass's x^T bundles (the box's first item's start:
+                the next item's band, ahead of them in the DMA queues), then after them (the items' matmuls)."""
+                if before:
+                    box_items[0] = next(per_box, 0)
+                    if box_items[0]:
+                        next(dx_gen, None)
+                    return
+                for k in range(box_items[0]):   # (the generator yields after each item's start and body)
+                    if k:
+                        next(dx_gen, None)
+                    next(dx_gen, None)
+        else:
+            def inside():
+                dx_runs.append(_run_gather_dx(ctx, mine, None, first_filters, prefetch, pid, lnc, early))
     if compute_dw and not shared:
         # dw first: its PE work hides the start of dx (the filter loads and the first dy band)
         if plan.dw_method is DwMethod.DMA_GEMM:
@@ -129,10 +162,10 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         else:
             dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw, prefetch, after_first,
                                            (lambda: early.append(load_first_band(ctx, mine)))
-                                           if early is not None else None,
-                                           (lambda: dx_runs.append(_run_gather_dx(ctx, mine, None, first_filters,
-                                                                                  prefetch, pid, lnc, early)))
-                                           if compute_dx and dx_inside_dw_on(g, plan) else None)
+                                           if early is not None else None, inside)
+    if dx_gen is not None:   # the items dw's passes did not take
+        for _ in dx_gen:
+            pass
     if shared and plan.dw_method is DwMethod.DMA_GEMM:   # 1x1x1: dx, dw and db from one dy load
         run_pw_shared(ctx, pid, lnc, db_in_dw)
     elif compute_dx:

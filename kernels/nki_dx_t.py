@@ -113,6 +113,14 @@ def run_dx_t(ctx, items, bands, w_t, on_band=None, prepared=None):
     """dx of the (batch, D band, H band) ``items`` with dx^T accumulation (see the module docstring).
 
     ``prepared``: (DxTBands, the first item's ``prepare`` result) when the first band was prefetched."""
+    for _ in dx_t_steps(ctx, items, bands, w_t, on_band, prepared):
+        pass
+
+
+def dx_t_steps(ctx, items, bands, w_t, on_band=None, prepared=None, split=False):
+    """``run_dx_t`` as a generator that yields after each item; ``split``: also after the item's start,
+    where the next item's band is prepared (``Plan.dx_inside_boxes``: dw issues that before its pass's
+    x^T bundles, so that the band's load does not queue behind them, and runs the item after them)."""
     g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
     ax = g.axes
     W = ax[2].n
@@ -145,6 +153,8 @@ def run_dx_t(ctx, items, bands, w_t, on_band=None, prepared=None):
             nxt = prepare(items[i])
         (b, bd, bh), bufs, tiles_k = nxt
         nxt = prepare(items[i + 1]) if ahead and i + 1 < len(items) else None
+        if split:
+            yield
         nd_in, nh_in = bd.i1 - bd.i0, bh.i1 - bh.i0
         if bufs is None:   # no dy row reaches this band: dx is zero
             for ci0, ci_sz in tiles(g.c_in, PMAX):
@@ -152,6 +162,7 @@ def run_dx_t(ctx, items, bands, w_t, on_band=None, prepared=None):
                 nisa.memset(plane[:ci_sz, :nd_in * nh_in * W], 0.0, engine=nisa.engine.gpsimd)
                 nisa.dma_copy(dst=ctx.dx[b, ci0:ci0 + ci_sz, bd.i0:bd.i1, bh.i0:bh.i1, :],
                               src=plane[:ci_sz, :nd_in * nh_in * W])
+            yield
             continue
         work = dx_phase_work(g, (bd, bh, bands.band_w), with_blocks=False)
         q0 = (bd.q0, bh.q0, bands.band_w.q0)
@@ -228,3 +239,4 @@ def run_dx_t(ctx, items, bands, w_t, on_band=None, prepared=None):
             for c0, c_sz, plane in planes if not progressive else ():
                 nisa.dma_copy(dst=ctx.dx[b, ci0 + c0:ci0 + c0 + c_sz, bd.i0:bd.i1, bh.i0:bh.i1, :],
                               src=plane[:c_sz, :nd_in * nh_in * W])
+        yield

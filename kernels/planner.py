@@ -569,6 +569,7 @@ class Plan:
     pw_dyt_dma: int = 0               # shared-dy pointwise: one dy^T sub-tile in N by dma_transpose (0: all on the PE)
     pw_dyt_late: bool = False         # shared-dy pointwise: pw_dyt_dma only from the program's middle step on
     dx_inside_dw: bool = False        # per gradient, dx^T: dx runs in dw's last row pass, under its x^T loads
+    dx_inside_boxes: bool = False     # dx inside dw: one dx item in each of dw's row passes (whole-pass x^T ring)
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -609,7 +610,7 @@ class Plan:
                 "dx_dphase_pairs": self.dx_dphase_pairs, "dw_interleave": self.dw_interleave,
                 "dw_tap_fine": self.dw_tap_fine, "dx_ci_split": self.dx_ci_split, "dx_band_early": self.dx_band_early,
                 "pw_db_scalar": self.pw_db_scalar, "pw_dyt_dma": self.pw_dyt_dma, "pw_dyt_late": self.pw_dyt_late,
-                "dx_inside_dw": self.dx_inside_dw,
+                "dx_inside_dw": self.dx_inside_dw, "dx_inside_boxes": self.dx_inside_boxes,
                 "db_ones": self.db_ones, "dw_dyt_dma": self.dw_dyt_dma}
 
     def to_dict(self) -> dict:
@@ -770,8 +771,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             slots = dw_xs_bundle(g, p) if p.dw_x_stationary else 1   # x-stationary: a ring of bundle tiles
             slots += 1 if p.db_ones else 0   # (db_ones: each bundle tile's ones slot)
             xt = 2 * slots * xw * p.dw_ci_tile * ds
-            if p.dw_xt_dma:   # no x band; the x^T ring (xt_dma_bufs tiles) and its zero-row source
-                xb, xt = 0, (xt_dma_bufs(p) * slots + 1) * xw * p.dw_ci_tile * ds
+            if p.dw_xt_dma:   # no x band; the x^T ring (dw_xt_ring tiles) and its zero-row source
+                xb, xt = 0, (dw_xt_ring(g, p) * slots + 1) * xw * p.dw_ci_tile * ds
         else:
             npos = _dw_pos_tiles(rows, Wo)
             dyt = max(1, npos) * g.c_out * ds
@@ -818,6 +819,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         if p.dw_interleave:   # dw's boxes run between dx's items: its pools live through dx
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_total
         elif dx_inside_dw_on(g, p):   # dx runs in dw's last pass: dw's own pools live through dx
+            if p.dx_inside_boxes:   # dx's pools (suspended between its items) live through dw's finish too
+                phase_sbuf["dw store"] += phase_sbuf.get("dx", 0)
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_pools
         if dx_band_early_on(g, p):   # dx's dy band ring (and its staging) is already loaded
             ext = _dx_dy_extent(g, p.dx_band)
@@ -1128,7 +1131,10 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                 chunk_rows = dw_row_chunk_rows(g, p, items) if p.dw_method is DwMethod.ROW_PACK else []
                 roles = row_stack_roles([n for r in chunk_rows for n in r]) if p.dw_row_stack else None
                 role_at = 0
+                box_items = dx_box_items(g, p, pid) if p.dx_inside_boxes and dx_inside_dw_on(g, p) else []
                 for it, (_b, (d0, d1), (h0, h1)) in enumerate(items):
+                    if it < len(box_items) and box_items[it]:   # the boxes that run dx items: one body with dx
+                        c.section("dw_in")
                     item_roles = ()
                     if roles is not None:
                         item_roles = tuple(roles[role_at:role_at + len(chunk_rows[it])])
@@ -1228,7 +1234,59 @@ def dx_inside_dw_legal(g: ConvGeom, p: Plan) -> bool:
     return (dx_prefetched(p) and p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma
             and not p.dw_row_stack and not p.dw_interleave and p.dw_ci_range >= g.c_in
             and len(dw_tap_passes(g, p, 0)) == 1 and not dw_defer_finish(g, p)
-            and all(len(dx_program_items(g, p, q)) <= 1 for q in range(p.lnc)))
+            and (dx_inside_boxes_legal(g, p) if p.dx_inside_boxes
+                 else all(len(dx_program_items(g, p, q)) <= 1 for q in range(p.lnc))))
+
+
+def dx_inside_boxes_legal(g: ConvGeom, p: Plan) -> bool:
+    """``Plan.dx_inside_boxes`` (with ``dx_inside_dw``): each of dw's boxes is one row chunk (<= 128 rows)
+    and runs one dx item after issuing its whole pass of x^T bundles (``dw_xt_ring`` tiles: the pass's
+    transfers land under that item's matmuls, the next box's start as this pass's matmuls free the
+    tiles). Item i runs in box i + 1 (the first box's transfers have nothing to hide under: dx's first
+    band and filters are still loading), the items left after dw; so every program needs two boxes."""
+    return (p.dw_band[0] * p.dw_band[1] <= PMAX
+            and all(2 <= len(dw_program_items(g, p, q)) for q in range(p.lnc)))
+
+
+def dx_box_items(g: ConvGeom, p: Plan, pid: int) -> list[int]:
+    """``Plan.dx_inside_boxes``: how many of program ``pid``'s dx items run inside each of its dw boxes (in
+    item order). The last item always runs after dw, under dw's finish (the LNC2 exchange, the adds and
+    stores; inside the last box they were exposed at the end: unet3d LNC2 77.2 against 73.4 us); the others
+    spread evenly, later boxes first (the first box's transfers start with dx's first band and filters,
+    so an item there waits for them)."""
+    n = len(dw_program_items(g, p, pid))
+    m = max(0, len(dx_program_items(g, p, pid)) - 1)
+    cuts = [j * m // n for j in range(n + 1)]
+    return [cuts[j + 1] - cuts[j] for j in range(n)]
+
+
+def _inside_boxes_variants(g: ConvGeom, p: Plan) -> list[Plan]:
+    """``dx_inside_boxes`` twins of ``p``: with its dx band, and with the biggest smaller D band (whole H)
+    that gives every program more dx items than dw boxes, so that every box runs one (unet3d_c64 LNC2:
+    dx band 4x32 runs one item in the second of two boxes, 73.4 us; 2x32 one in the first and two in the
+    second, 70.6 us)."""
+    q = replace(p, dx_inside_dw=True, dx_inside_boxes=True)
+    if not dx_inside_dw_legal(g, q):
+        return []
+    out = [q]
+    for d in _band_options(g.axes[0].n):
+        if d >= p.dx_band[0] or p.dx_band[1] != g.axes[1].n:
+            continue
+        qb = replace(q, dx_band=(d, g.axes[1].n))
+        if all(len(dx_program_items(g, qb, k)) > len(dw_program_items(g, qb, k)) for k in range(p.lnc)):
+            if dx_inside_dw_legal(g, qb):
+                out.append(qb)
+            break
+    return out
+
+
+def dw_xt_ring(g: ConvGeom, p: Plan) -> int:
+    """The x^T (bundle) tiles of row-mode ``xT dma`` dw: ``xt_dma_bufs``; with dx inside dw's boxes, one per
+    bundle of a pass (every x^T of the pass is issued before the box's dx item)."""
+    if p.dx_inside_dw and p.dx_inside_boxes and p.dw_x_stationary:
+        kd_n, kh_n, _kw = g.kernel
+        return max(xt_dma_bufs(p), -(-kd_n * kh_n // dw_xs_bundle(g, p)))
+    return xt_dma_bufs(p)
 
 
 def dx_inside_dw_on(g: ConvGeom, p: Plan) -> bool:
@@ -1248,11 +1306,13 @@ def dw_interleave_ok(g: ConvGeom, p: Plan) -> bool:
 
 def _sections(c: CostSheet, g: ConvGeom, p: Plan) -> dict[str, dict[str, float]]:
     """The busy time per section of a cost sheet; with ``dw_interleave`` dw's boxes run between dx's
-    items (``dx_inside_dw``: dx runs in dw's last row pass), so the two bodies are one section (dw's DMA
+    items (``dx_inside_dw``: dx runs in dw's last row pass; ``dx_inside_boxes``: in every box but the
+    first, charged to "dw_in"), so the two bodies are one section (dw's DMA
     and GpSimd work under dx's PE stream) -- as the kernel and the budget decide it (``_dw_dx_merged``)."""
     secs = c.section_busy()
-    if _dw_dx_merged(g, p) and "dw" in secs and "dx" in secs:
-        dw = secs.pop("dw")
+    inside = "dw_in" if p.dx_inside_boxes else "dw"   # dx inside dw's boxes: all but the first box
+    if _dw_dx_merged(g, p) and inside in secs and "dx" in secs:
+        dw = secs.pop(inside)
         secs["dx"] = {e: secs["dx"][e] + dw[e] for e in dw}
     return secs
 
@@ -1802,7 +1862,7 @@ def _label(p: Plan) -> str:
     if p.dw_interleave:
         parts.append("dw-interleaved")
     if p.dx_inside_dw:
-        parts.append("dx inside dw")
+        parts.append("dx inside dw boxes" if p.dx_inside_boxes else "dx inside dw")
     if p.dw_method:
         band = "" if p.strategy is Strategy.SHARED_DY else f"band {p.dw_band[0]}x{p.dw_band[1]}, "
         band += f"{p.dw_split} split, " if (p.lnc == 2 and p.dw_split != "positions") else ""
@@ -2062,6 +2122,10 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         # dx^T run inside dw's last row pass
         out += [q2 for q in out if dx_inside_dw_legal(g, q2 := replace(q, dx_inside_dw=True))
                 and not _check(g, q2, hw)[0]]
+        # or dx items inside dw's boxes, each box's whole x^T pass issued first (its own dx band, and the
+        # biggest smaller one whose items reach every box)
+        out += [q2 for q in out if not q.dx_inside_dw for q2 in _inside_boxes_variants(g, q)
+                if not _check(g, q2, hw)[0]]
         # dx:toeplitz with dw's boxes between its items (the fast dw variants: x-stationary, xT dma)
         out += [q2 for q in out if dw_interleave_ok(g, q) and q.dw_x_stationary and q.dw_xt_dma
                 and not _check(g, q2 := replace(q, dw_interleave=True), hw)[0]]

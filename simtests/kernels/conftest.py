@@ -89,9 +89,9 @@ def inside_runs(monkeypatch):
         if inside is not None:
             inner = inside
 
-            def inside():
+            def inside(*args, **kwargs):   # (dx_inside_boxes: also called with before=True)
                 seen.append(pid)
-                return inner()
+                return inner(*args, **kwargs)
         return original(ctx, pid, lnc, db_state, prefetch, after_first, before_last_finish, inside)
 
     monkeypatch.setattr(module, "run_dw_streaming", counted)

@@ -29,7 +29,8 @@ def _inside(split=None):
     def pick(p):
         g = validate(p.dy_shape, p.x_shape, p.w_shape, p.stride, p.padding, p.dilation, p.dtype,
                      compute_dx=p.compute_dx, compute_dw=p.compute_dw, compute_db=p.compute_db)
-        alts = [a for a in p.feasible_candidates() if a.dx_inside_dw and (split is None or a.dw_split == split)]
+        alts = [a for a in p.feasible_candidates() if a.dx_inside_dw and not a.dx_inside_boxes
+                and (split is None or a.dw_split == split)]
         if not alts:
             d_in, h_in = g.axes[0].n, g.axes[1].n
             band = (-(-d_in // p.lnc), h_in)
@@ -91,7 +92,8 @@ def test_dx_inside_dw_is_never_listed_where_it_cannot_run():
     p = plan_conv3d_bwd(*shapes, **kw, dtype="fp32", lnc=2)
     assert not any(a.dx_inside_dw for a in p.feasible_candidates())
     p = plan_conv3d_bwd(*shapes, **kw, lnc=2)
-    assert not any(a.dx_inside_dw for a in p.feasible_candidates())   # 3 batches: 2 items on a program
+    # 3 batches: 2 items on a program (only the boxes variant, test_dx_inside_boxes.py, may run them)
+    assert not any(a.dx_inside_dw and not a.dx_inside_boxes for a in p.feasible_candidates())
     shapes, kw = geom_shapes(GEOMS[2].values[0]), geom_kw(GEOMS[2].values[0])   # one batch: listed, and only where it is legal
     p = plan_conv3d_bwd(*shapes, **kw, lnc=2)
     g = validate(*shapes, **kw)
@@ -109,7 +111,7 @@ def test_dx_inside_dw_listed_next_to_the_pick_on_dilated_d2_lnc2():
     kw = {"padding": (2,) * 6, "dilation": (2, 2, 2)}
     shapes = _shapes(1, 64, 64, (8, 32, 32), (3, 3, 3), **kw)
     p = plan_conv3d_bwd(*shapes, **kw, lnc=2)
-    inside = [a for a in p.feasible_candidates() if a.dx_inside_dw and a.dw_split == "taps"]
+    inside = [a for a in p.feasible_candidates() if a.dx_inside_dw and not a.dx_inside_boxes and a.dw_split == "taps"]
     assert inside, p.explain()
     assert inside[0].estimated_us <= 1.05 * p.estimated_us, (inside[0].label, p.label)
     assert p.dx_prefetch and p.dx_transposed, p.label
@@ -118,4 +120,5 @@ def test_dx_inside_dw_listed_next_to_the_pick_on_dilated_d2_lnc2():
 @pytest.mark.parametrize("geom", GEOMS[:2])
 def test_dx_inside_dw_budget_bounds_the_measured_peak(geom):
     for lnc in (1, 2):
-        assert_candidates_within_budget(geom_shapes(geom), lambda a: a.dx_inside_dw, 2, lnc=lnc, **geom_kw(geom))
+        assert_candidates_within_budget(geom_shapes(geom), lambda a: a.dx_inside_dw and not a.dx_inside_boxes, 2,
+                                        lnc=lnc, **geom_kw(geom))
