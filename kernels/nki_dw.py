@@ -783,8 +783,8 @@ def _load_dy_box(ctx, buf, co0, co_sz, b, od, oh):
                       src=ctx.dy[b, co0:co0 + co_sz, od[0] + sd:od[0] + sd + cd, oh[0] + sh:oh[0] + sh + ch, :])
 
 
-DX_BETWEEN_SHARE = 0.5   # of dx's steps run between dw's bundles (the rest after dw: under its exchange)
-DX_BETWEEN_FIRST = 0.5   # gaps' worth of them before dw's first bundle
+DX_BETWEEN_SHARE = 0.3   # of dx's steps run between dw's bundles (the rest after dw: under its exchange)
+DX_BETWEEN_FIRST = 1.0   # gaps' worth of them before dw's first bundle
 
 
 def _between_share(total, k, n_bund):
