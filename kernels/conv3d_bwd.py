@@ -20,6 +20,7 @@ from .nki_dx import (
     load_first_band,
     run_dx,
 )
+from .nki_dx_dpairs import DxSteps, dpairs_step_count, dx_dpairs_steps
 from .nki_dx_toeplitz import load_toeplitz_filters, run_dx_toeplitz
 from .nki_pw_shared import run_pw_shared
 from .planner import (
@@ -30,6 +31,7 @@ from .planner import (
     current_forced_plan,
     dw_direct,
     dx_band_early_on,
+    dx_between_on,
     dx_box_items,
     dx_inside_dw_on,
     dx_prefetched,
@@ -123,6 +125,7 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
             first_filters = [load_toeplitz_filters(ctx) if toeplitz else load_dx_filters(ctx, first_group)]
     dw_deferred = None   # LNC2: dw's exchange overlaps dx, its finish runs after it
     dx_runs = []         # dx inside dw (``plan.dx_inside_dw``): dw ran it before its last matmul pass
+    dx_between = None    # D-phase-pairs dx between dw's x^T bundles (``plan.dx_between_bundles``)
     dw_steps = None      # dw_interleave: dw's boxes issued between dx's items
     mine = dx_program_items(g, plan, pid) if compute_dx else []
     # dx^T's first band loads during dw's last row chunk (dw calls it)
@@ -160,9 +163,19 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         elif plan.dw_interleave and compute_dx and toeplitz:
             dw_steps = _Steps(dw_streaming_steps(ctx, pid, lnc, db_in_dw))
         else:
+            if compute_dx and dx_between_on(g, plan):   # D-phase-pairs dx steps between dw's x^T bundles
+                after_first = None   # (the filters load here, once)
+                pair_t = first_filters.pop() if first_filters else load_dx_filters(
+                    ctx, dx_program_groups(g, plan, pid, lnc)[0])
+                dx_between = DxSteps(dx_dpairs_steps(ctx, mine, DyBands(g, ctx.dy, plan, dtype), pair_t, None),
+                                     dpairs_step_count(g, plan, mine))
             dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw, prefetch, after_first,
                                            (lambda: early.append(load_first_band(ctx, mine)))
-                                           if early is not None else None, inside)
+                                           if early is not None else None, inside,
+                                           **({"between": dx_between} if dx_between is not None else {}))
+            if dx_between is not None:
+                dx_between.drain()
+                dx_runs.append(True)
     if dx_gen is not None:   # the items dw's passes did not take
         for _ in dx_gen:
             pass

@@ -34,6 +34,7 @@ from .planner import (
     dw_stage_rows,
     dw_tap_passes,
     dw_xs_bundle,
+    dw_xs_bundles,
     dw_xs_chunks,
     dw_xs_fold_runs,
     dw_xs_group_banks,
@@ -128,6 +129,8 @@ class DwState:
         # matmuls (``plan.dx_inside_dw``: dx's PE work covers those bundles' DMA); set on the last box
         self.inside = None
         self._inside_now = None   # armed by the last box's last row chunk
+        # D-phase-pairs dx run between this state's x^T bundles (``plan.dx_between_bundles``): a DxSteps
+        self.between = None
         # a callable run once when the first row chunk's loads are issued (run_dw_streaming)
         self.after_first = None
         self.exchanged = ()   # (LNC2, deferred finish) the received partials, once start_exchange ran
@@ -151,7 +154,7 @@ class DwState:
                 ring = SlotRing(dw_xt_ring(g, plan), slots, (PMAX, xt_columns(g)[0], plan.dw_ci_tile),
                                 ctx.dtype, "dw_xt") if self.xs else None
                 window = xt_window(g, self.w_lo, self.w_hi) if self.w_hi - self.w_lo < wo else None
-                self.xt_dma = RowXtDma(ctx, plan.dw_ci_tile, ring, window)
+                self.xt_dma = RowXtDma(ctx, plan.dw_ci_tile, ring, window, merge=self.xs and plan.dw_xt_merge)
                 self.xt_pool = self.xt_dma.ring
             elif self.xs:   # x^T of several (kd, kh) pairs in one tile (a stationary may span them)
                 self.xt_pool = SlotRing(2, slots, (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, "dw_xt")
@@ -395,26 +398,33 @@ class DwState:
                     ctx.evict.copy(xt[:nrows, c0:c0 + cn, :ci_sz], pt[:nrows, :cn * ci_sz])
                 return xt
 
-            nb = dw_xs_bundle(g, plan) if self.xs else 1
+            # x-stationary: the bundles (index of the first pair in ``pairs``, pairs); each pair's bundle
+            first_pair = pairs[0][0] * kh_n + pairs[0][1] if pairs else 0
+            bundles = ([(q - first_pair, n) for q, n in dw_xs_bundles(g, plan, self.span)] if self.xs
+                       else [(k, 1) for k in range(len(pairs))])
+            bundle_of = {k: (j, q0, n) for j, (q0, n) in enumerate(bundles) for k in range(q0, q0 + n)}
             bundle_tiles = {}
-            # tiny C_in, x^T by DMA, one chunk: a bundle's pairs are filled together (transposes merged along kh)
-            merged = self.xs and self.xt_dma is not None and len(parts) == 1 and self.xt_dma.merges(ci_sz)
+            # x^T by DMA: a bundle's pairs are filled together (transposes merged along kh) for tiny C_in
+            # (one chunk) or with dw_xt_merge
+            merged = self.xs and self.xt_dma is not None and self.xt_dma.merges(ci_sz, len(parts) > 1)
             bundle_views = {}
 
-            def stage_at(k, stage=stage, pairs=pairs, nb=nb, bundle_tiles=bundle_tiles, merged=merged,
-                         bundle_views=bundle_views, ci0=ci0, ci_sz=ci_sz, cd=cd, ch=ch, box_d=box_d, box_h=box_h):
-                """x-stationary: a bundle of nb pairs starts on a fresh tile of the ring."""
-                if self.xs and k % nb == 0:
+            def stage_at(k, stage=stage, pairs=pairs, bundle_of=bundle_of, bundle_tiles=bundle_tiles, merged=merged,
+                         bundle_views=bundle_views, ci0=ci0, ci_sz=ci_sz, cd=cd, ch=ch, box_d=box_d, box_h=box_h,
+                         parts=parts):
+                """x-stationary: a bundle starts on a fresh tile of the ring."""
+                j, q0, n = bundle_of[k]
+                if self.xs and k == q0:
                     self.xt_pool.align()
                     # db_ones: the bundle of the ones chunk ends at the slot before the ones slot
                     self.xt_pool.k += self._ones_shift(self.ci_tiles.index((ci0, ci_sz)),
-                                                       pairs[k][0] * kh_n + pairs[k][1], len(pairs[k:k + nb]))
+                                                       pairs[k][0] * kh_n + pairs[k][1], n)
                     if merged:
-                        bundle_views[k // nb] = self.xt_dma.fill_bundle(b, ci0, ci_sz, box_d[0], box_h[0], cd, ch,
-                                                                        pairs[k:k + nb])
-                view = bundle_views[k // nb][k % nb] if merged else stage(pairs[k])
+                        bundle_views[j] = self.xt_dma.fill_bundle(b, ci0, ci_sz, box_d[0], box_h[0], cd, ch,
+                                                                  pairs[k:k + n], parts[1:])
+                view = bundle_views[j][k - q0] if merged else stage(pairs[k])
                 if self.xs:
-                    bundle_tiles[k // nb] = self.xt_pool.tile
+                    bundle_tiles[j] = self.xt_pool.tile
                 return view
 
             if self._inside_now is not None and plan.dx_inside_boxes:
@@ -423,20 +433,28 @@ class DwState:
             if self._inside_now is not None and self.xt_dma is not None and self.xs \
                     and (ci0, ci_sz) == self.ci_tiles[-1]:
                 # dx runs here: the ring's bundles load under its matmuls (issued first: DMA is FIFO)
-                while len(staged) < min(len(pairs), nb * len(self.xt_pool.tiles)):
+                ahead = sum(n for _q, n in bundles[:len(self.xt_pool.tiles)])   # the ring's worth
+                while len(staged) < min(len(pairs), ahead):
                     staged.append(stage_at(len(staged)))
                 inside, self._inside_now = self._inside_now, None
                 inside()
+            between = self.between if (self.xs and (ci0, ci_sz) == self.ci_tiles[-1]) else None
+            n_bund = len(bundles)
+            if between is not None:
+                self.between = None
+                between.advance_to(_between_share(between.total, 0, n_bund))
             for pi, (kd, kh) in enumerate(pairs):
                 if pi + 1 < len(pairs) and len(staged) <= pi + 1:
                     staged.append(stage_at(pi + 1))
                 xt = staged[pi]
                 staged[pi] = None
                 if self.xs:
-                    if pi % nb == nb - 1 or pi == len(pairs) - 1:   # the bundle's x^T are all built
-                        q0 = pi - pi % nb
-                        self._xs_rows(bundle_tiles.pop(pi // nb), nrows, pairs[q0][0] * kh_n + pairs[q0][1],
-                                      pi - q0 + 1, self.ci_tiles.index((ci0, ci_sz)), ci_sz)
+                    j, q0, n = bundle_of[pi]
+                    if pi == q0 + n - 1:   # the bundle's x^T are all built
+                        self._xs_rows(bundle_tiles.pop(j), nrows, pairs[q0][0] * kh_n + pairs[q0][1],
+                                      n, self.ci_tiles.index((ci0, ci_sz)), ci_sz)
+                        if between is not None:   # dx's PE work while the next bundles' x^T load
+                            between.advance_to(_between_share(between.total, j + 1, n_bund))
                     continue
                 for k0 in range(0, kw_n, gk):
                     kn = min(gk, kw_n - k0)
@@ -773,15 +791,28 @@ def _load_dy_box(ctx, buf, co0, co_sz, b, od, oh):
                       src=ctx.dy[b, co0:co0 + co_sz, od[0] + sd:od[0] + sd + cd, oh[0] + sh:oh[0] + sh + ch, :])
 
 
+DX_BETWEEN_SHARE = 0.3   # of dx's steps run between dw's bundles (the rest after dw: under its exchange)
+DX_BETWEEN_FIRST = 1.0   # gaps' worth of them before dw's first bundle
+
+
+def _between_share(total, k, n_bund):
+    """``plan.dx_between_bundles``: dx steps run by dw bundle gap k (k = 0: before the first bundle's
+    matmuls, k = n_bund: after the last one): ``DX_BETWEEN_SHARE`` of them, spread over the gaps with
+    ``DX_BETWEEN_FIRST`` gaps' worth before the first bundle; the rest runs after dw's pass, under
+    dw's exchange and finish."""
+    return min(total, round(DX_BETWEEN_SHARE * total * (k + DX_BETWEEN_FIRST) / (n_bund + DX_BETWEEN_FIRST)))
+
+
 def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None,
-                     inside=None):
+                     inside=None, between=None):
     """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded. Returns the state whose
     ``finish`` the caller runs after dx when the plan defers it (``dw_defer_finish``), else None.
     ``prefetch``: called once, at the start of the last box's last row chunk (dx^T's first band).
     ``after_first``: called once, when the first row chunk's loads are issued (dx's filters by DMA: they
     queue behind what the PE needs first, and still well before dw's stores).
     ``before_last_finish``: called once after the last pass's matmuls, before its finish (its stores)."""
-    steps = dw_streaming_steps(ctx, pid, lnc, db_state, prefetch, after_first, before_last_finish, inside)
+    steps = dw_streaming_steps(ctx, pid, lnc, db_state, prefetch, after_first, before_last_finish, inside,
+                               between)
     while True:
         try:
             next(steps)
@@ -790,7 +821,7 @@ def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None, after_first=None, b
 
 
 def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None,
-                       inside=None):
+                       inside=None, between=None):
     """``run_dw_streaming`` as a generator that yields after each dw box, so that the caller can issue
     another section's work between the boxes (``Plan.dw_interleave``: dx's PE work covers dw's DMA
     waits); its return value is ``run_dw_streaming``'s."""
@@ -822,6 +853,7 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
             elif k == len(passes) - 1 and i_item == len(items) - 1:
                 state.prefetch = prefetch if inside is None else None
                 state.inside = inside
+                state.between = between
             if inside is not None and k == 0 and i_item == 0:   # dx runs inside dw: its band is needed early
                 state.prefetch = prefetch
             if k == 0 and i_item == 0:

@@ -24,12 +24,13 @@ from .xt_rows import (
 class RowXtDma:
     """The x^T tiles of row-mode dw, filled by DMA (one instance per DwState)."""
 
-    def __init__(self, ctx, ci_tile, ring=None, window=None):
+    def __init__(self, ctx, ci_tile, ring=None, window=None, merge=False):
         """``ring``: where the tiles come from -- None, a ring of XT_DMA_BUFS tiles [P, columns, ci] of
         its own; else a ring of bundle tiles [P, slots, columns, ci] handed out one slot view at a time
         (x-stationary's ``SlotRing``). Either way the pad columns of every tile are zeroed here, once.
         ``window``: the tile columns [a, b) to fill (``xt_window``: the LNC2 columns split reads only
-        those); default every x column."""
+        those); default every x column. ``merge`` (``Plan.dw_xt_merge``): bundles are filled together
+        (``fill_bundle``) with zero rows by DMA, so the zero tile spans a bundle tile's slots."""
         g = ctx.g
         self.ctx = ctx
         self.xw, self.c_lo, self.c_hi = xt_columns(g)
@@ -44,7 +45,10 @@ class RowXtDma:
             pads = [t[:, :, a:b, :] for t in ring.tiles for a, b in self._pads()]
         for view in pads:   # the pad columns: no DMA ever writes them
             nisa.memset(view, 0.0, engine=nisa.engine.gpsimd)
-        fill = self.xw * ci_tile
+        self.merge = merge
+        # (merge: a group's zero rows of all its slots in one DMA, over the filled columns only: the pad
+        # columns are zero from the setup)
+        fill = ci_tile * (max(self.xw, ring.slots * (self.f_hi - self.f_lo)) if merge else self.xw)
         self.zero = nl.ndarray((PMAX, fill), ctx.dtype, buffer=nl.sbuf, name="dw_xt_zero")
         for z0 in range(0, fill, MEMSET_MAX):   # VectorE: GpSimd has the first tiles' zero-row memsets
             nisa.memset(self.zero[:, z0:min(fill, z0 + MEMSET_MAX)], 0.0, engine=nisa.engine.vector)
@@ -97,34 +101,54 @@ class RowXtDma:
             nisa.dma_transpose(dst=xt[p_off + run.p0:p_off + run.p0 + run.rows, self.f_lo:self.f_hi, :ci_sz],
                                src=src.permute((0, 2, 1)))
 
-    def merges(self, ci_tile):
-        """Whether a bundle's pairs are filled together (``fill_bundle``): tiny C_in (zero rows by memset)."""
-        return zero_by_memset(self.ctx.g, ci_tile)
+    def merges(self, ci_tile, stacked=False):
+        """Whether a bundle's pairs are filled together (``fill_bundle``): tiny C_in (zero rows by memset,
+        one row chunk), or ``merge``."""
+        return self.merge or (not stacked and zero_by_memset(self.ctx.g, ci_tile))
 
-    def fill_bundle(self, b, ci0, ci_sz, od0, oh0, cd, ch, pairs):
+    def fill_bundle(self, b, ci0, ci_sz, od0, oh0, cd, ch, pairs, stacked=()):
         """x-stationary: the slot views of one bundle tile for ``pairs`` (consecutive slots from the
         current one), filled per group of one kd and consecutive kh with the same rows
-        (``xt_bundle_groups``): one memset of the group's slots, then one 4-D transpose per run of rows
-        (src [ci, slots, columns, rows]: x rows one dilated H step apart per slot)."""
-        g = self.ctx.g
+        (``xt_bundle_groups``): the group's zero rows (tiny C_in: one memset of its slots; else by DMA /
+        memset as in ``fill_into``, one write for all its slots), then one 4-D transpose per run of rows
+        (src [ci, slots, columns, rows]: x rows one dilated H step apart per slot). ``stacked``: the
+        stacked row chunks (b, od, oh, cd, ch, partition offset) filled into the same slots."""
         views = [self.ring.take() for _ in pairs]
         tile = self.ring.tile
         s_first = self.ring.k % self.ring.slots - (len(pairs) - 1)
-        w0, wn = self.f_lo - g.axes[2].lo, self.f_hi - self.f_lo   # the window's x columns
-        if wn <= 0:
+        if self.f_hi - self.f_lo <= 0:   # the window's x columns
             return views
+        self._fill_groups(tile, s_first, b, ci0, ci_sz, od0, oh0, cd, ch, pairs, 0)
+        for pb, pd, ph, pcd, pch, poff in stacked:
+            self._fill_groups(tile, s_first, pb, ci0, ci_sz, pd[0], ph[0], pcd, pch, pairs, poff)
+        return views
+
+    def _fill_groups(self, tile, s_first, b, ci0, ci_sz, od0, oh0, cd, ch, pairs, p_off):
+        g = self.ctx.g
         ax = g.axes
+        w0, wn = self.f_lo - ax[2].lo, self.f_hi - self.f_lo
         plane = ax[0].n * ax[1].n * ax[2].n
+        memset = zero_by_memset(g, tile.shape[-1])
         for grp in xt_bundle_groups(g, od0, oh0, cd, ch, tuple(pairs)):
             s0 = s_first + grp.slot0
             fill = grp.fill
-            if fill.zeros:
+            if fill.zeros and memset:
                 end = max(r.p0 + r.rows for r in fill.zeros + fill.transposes)
-                nisa.memset(tile[:end, s0:s0 + grp.slots, self.f_lo:self.f_hi, :], 0.0, engine=nisa.engine.gpsimd)
+                nisa.memset(tile[p_off:p_off + end, s0:s0 + grp.slots, self.f_lo:self.f_hi, :], 0.0,
+                            engine=nisa.engine.gpsimd)
+            for run in () if memset else fill.zeros:   # whole rows of every slot of the group
+                by_dma, by_memset = zero_split(run, p_off)
+                if by_memset is not None:
+                    for j in range(grp.slots):
+                        self._memset_rows(tile[:, s0 + j], by_memset)
+                if by_dma is not None:
+                    n = by_dma.rows
+                    nisa.dma_copy(dst=tile[by_dma.p0:by_dma.p0 + n, s0:s0 + grp.slots, self.f_lo:self.f_hi, :],
+                                  src=self.zero[:n, :grp.slots * (self.f_hi - self.f_lo) * tile.shape[-1]])
             for run in fill.transposes:
                 off = ((b * g.c_in + ci0) * ax[0].n * ax[1].n + run.x_row) * ax[2].n + w0
                 src = self.ctx.x.ap([[plane, ci_sz], [ax[1].r * ax[2].n, grp.slots], [1, wn],
                                      [run.step * ax[2].n, run.rows]], offset=off)
-                nisa.dma_transpose(dst=tile[run.p0:run.p0 + run.rows, s0:s0 + grp.slots, self.f_lo:self.f_hi, :ci_sz],
+                p0 = p_off + run.p0
+                nisa.dma_transpose(dst=tile[p0:p0 + run.rows, s0:s0 + grp.slots, self.f_lo:self.f_hi, :ci_sz],
                                    src=src)
-        return views

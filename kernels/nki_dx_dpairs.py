@@ -17,10 +17,29 @@ from .schedule import axis_bands, tiles
 
 
 def dpair_slot_map(g, plan):
-    """The stationary slots of every band of the plan's dx items (the planner counts the same)."""
+    """The stationary slots of every band of the plan's dx items (the planner counts the same),
+    numbered in tap order (paired slots first, by phase 0's tap): each side's taps then run up by one
+    over consecutive slots, so ``dpair_filters`` fills a run of slots with one DMA transpose."""
     w_band = axis_bands(g.axes[2], g.axes[2].n)[0]
-    return dpair_slots(g, sorted({(bd, bh, w_band) for _b, bd, bh in dx_items(g, plan)},
+    used = dpair_slots(g, sorted({(bd, bh, w_band) for _b, bd, bh in dx_items(g, plan)},
                                  key=lambda t: (t[0].i0, t[1].i0)))
+    order = sorted(used, key=lambda ab: (ab[0] is None, ab[1] is None, ab[0] or 0, ab[1] or 0))
+    return {ab: s for s, ab in enumerate(order)}
+
+
+def slot_runs(slots, side):
+    """Runs ``(first slot, first tap, tap step, n)`` of consecutive slots whose taps on ``side`` (0: a,
+    1: b) are present and evenly spaced (step >= 1): one DMA transpose fills each run."""
+    by_slot = sorted((s, ab[side]) for ab, s in slots.items() if ab[side] is not None)
+    runs = []
+    for s, t in by_slot:
+        if runs:
+            s0, t0, step, n = runs[-1]
+            if s == s0 + n and (n == 1 and t > t0 or n > 1 and t == t0 + n * step):
+                runs[-1] = (s0, t0, t - t0 if n == 1 else step, n + 1)
+                continue
+        runs.append((s, t, 1, 1))
+    return runs
 
 
 def dpair_filters(ctx, w_t=None):
@@ -30,7 +49,6 @@ def dpair_filters(ctx, w_t=None):
     g = ctx.g
     ci = g.c_in
     slots = dpair_slot_map(g, ctx.plan)
-    flat = ctx.filters.reshape((g.taps, g.c_in, g.c_out))
     out = []
     for c, (co0, co_sz) in enumerate(tiles(g.c_out, PMAX)):
         pt = nl.ndarray((PMAX, max(1, len(slots)), PMAX), ctx.dtype, buffer=nl.sbuf, name=f"w_dpair{c}")
@@ -42,10 +60,18 @@ def dpair_filters(ctx, w_t=None):
                 if t is None:
                     if ci == HALF:
                         nisa.memset(pt[:co_sz, s, cols], 0.0, engine=nisa.engine.gpsimd)
-                elif w_t is None:
-                    nisa.dma_transpose(dst=pt[:co_sz, s, cols], src=flat[t, :, co0:co0 + co_sz])
-                else:
+                elif w_t is not None:
                     nisa.dma_copy(dst=pt[:co_sz, s, cols], src=w_t[c][:co_sz, t, :ci])
+        if w_t is None:
+            # one 3-D transpose per run of slots (src [ci, slots, co], the taps `step` apart in HBM):
+            # a DMA per tap held one of the 16 queues ~1.3 us each (27 for down_s2: every queue for
+            # the first 2.8 us, ahead of dw's x^T transfers)
+            for side in (0, 1):
+                cols = slice(side * HALF, side * HALF + ci)
+                for s0, t0, step, n in slot_runs(slots, side):
+                    src = ctx.filters.ap([[g.c_out, ci], [step * ci * g.c_out, n], [1, co_sz]],
+                                         offset=t0 * ci * g.c_out + co0)
+                    nisa.dma_transpose(dst=pt[:co_sz, s0:s0 + n, cols], src=src)
         out.append(pt)
     return out
 
@@ -53,6 +79,44 @@ def dpair_filters(ctx, w_t=None):
 def run_dx_dpairs(ctx, items, bands, pair_t, on_band):
     """dx of this program's (batch, D band, H band) items with the D phases paired on M; ``pair_t``:
     the slot tiles (``dpair_filters``)."""
+    for _ in dx_dpairs_steps(ctx, items, bands, pair_t, on_band):
+        pass
+
+
+class DxSteps:
+    """dx's ``dx_dpairs_steps`` driven from dw's bundle loop (``Plan.dx_between_bundles``): dw advances
+    it to a step count between its bundles; ``drain`` runs the rest."""
+
+    def __init__(self, gen, total):
+        self.gen = gen
+        self.total = total
+        self.done = 0
+
+    def advance_to(self, k):
+        while self.done < min(k, self.total):
+            next(self.gen, None)
+            self.done += 1
+
+    def drain(self):
+        for _ in self.gen:
+            pass
+        self.done = self.total
+
+
+def dpairs_step_count(g, plan, items):
+    """The steps ``dx_dpairs_steps`` yields: one per group of each band (per D row of a band run by rows)."""
+    w_band = axis_bands(g.axes[2], g.axes[2].n)[0]
+    n = 0
+    for i_item, (_b, bd, bh) in enumerate(items):
+        first = band_halves(g, (bd, bh, w_band))
+        by_row = i_item == len(items) - 1 and dpair_last_by_rows(g, first)
+        n += len(dpair_groups(g, (bd, bh, w_band))) * (first[0][1] if by_row else 1)
+    return n
+
+
+def dx_dpairs_steps(ctx, items, bands, pair_t, on_band):
+    """``run_dx_dpairs`` as a generator that yields after each group of a band (a band run by rows: of a
+    row), so that dw can run dx's PE work between its x^T bundles (``Plan.dx_between_bundles``)."""
     g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
     ax = g.axes
     W = ax[2].n
@@ -78,6 +142,7 @@ def run_dx_dpairs(ctx, items, bands, pair_t, on_band):
             for grp in groups:
                 _dpair_group(ctx, grp, bd, bh, bands, bufs, pair_t, slots, plane, acc_pool, co_tiles,
                              (r_lo, r_hi) if by_row else None, r_lo == 0)
+                yield
             if by_row:
                 _dpair_one_store(ctx, b, bh, first, plane, nh_in, (r_lo, r_hi))
         if by_row:

@@ -58,12 +58,14 @@ from .schedule import (
 from .xt_rows import (
     DMA_TRANSPOSE_EFFICIENCY,
     dyt_runs,
+    valid_range,
     xt_columns,
     xt_dma_bufs,
     xt_dma_cost,
     xt_dma_setup_cost,
     xt_fill,
     xt_window,
+    zero_by_memset,
 )
 
 PSUM_BANK_BYTES = 2048
@@ -389,11 +391,54 @@ def dw_xs_row_chunks(g: ConvGeom, p: Plan, pair0: int, n_pairs: int) -> list[tup
 
 
 def dw_xs_bundles(g: ConvGeom, p: Plan, span: tuple[int, int]) -> list[tuple[int, int]]:
-    """Row mode: (first flat pair, pairs) of the x^T bundles of a pass (whole pairs)."""
+    """Row mode: (first flat pair, pairs) of the x^T bundles of a pass (whole pairs); ``dw_xt_merge``:
+    a bundle also ends where the next pair has another kd or H-padding class (``xt_merge_bundles``)."""
     kw = g.axes[2].k
     lo, hi = span[0] // kw, ceil_div(span[1], kw)
     nb = dw_xs_bundle(g, p)
+    if p.dw_xt_merge:
+        return xt_merge_bundles(g, lo, hi, nb)
     return [(q, min(nb, hi - q)) for q in range(lo, hi, nb)]
+
+
+def _h_class(g: ConvGeom, kh: int) -> tuple[int, int]:
+    """The output rows [lo, hi) of the whole H axis whose x row for tap kh is inside x: two kh with the
+    same class have the same clipped rows in every row chunk (the clipped rows are at the chunk ends)."""
+    ah = g.axes[1]
+    return valid_range(kh * ah.r - ah.lo, ah.s, ah.o, ah.n)
+
+
+def xt_merge_bundles(g: ConvGeom, lo: int, hi: int, nb: int) -> list[tuple[int, int]]:
+    """``Plan.dw_xt_merge``: flat pairs [lo, hi) cut into bundles of at most ``nb`` consecutive pairs
+    with one kd and one H-padding class, so that each run of rows of a bundle is ONE 4-D transpose
+    (``xt_bundle_groups``: src [ci, pairs, columns, rows], the pairs one dilated H step apart) where
+    per-pair bundles took one transfer per pair (down_s2: each transfer holds a DMA queue ~2 us, of
+    which 1.3 us is start latency, so the queues bound dw)."""
+    kh_n = g.axes[1].k
+    out: list[tuple[int, int]] = []
+    for q in range(lo, hi):
+        if out:
+            q0, n = out[-1]
+            if n < nb and q0 // kh_n == q // kh_n and _h_class(g, q0 % kh_n) == _h_class(g, q % kh_n):
+                out[-1] = (q0, n + 1)
+                continue
+        out.append((q, 1))
+    return out
+
+
+def xt_merge_legal(g: ConvGeom, p: Plan) -> bool:
+    """``Plan.dw_xt_merge``: row-mode x-stationary with ``xT dma`` (no db ones slot, no fine taps split),
+    C_in not tiny (``zero_by_memset`` already merges), under the LNC2 columns split, and some bundle of
+    the class cut holds two pairs or more. Only the columns split: its x^T windows are half as wide,
+    so a merged transfer (two pairs) still moves as many bytes as one full-width pair; with full-width
+    tiles the merged transfers (~4.5 us each at 16 partitions) hold a bundle's fill longer than the
+    queues gain (down_s2 LNC1, measured: shared-dy 35.3 -> 40.9 us, per gradient 44.9 -> 45.3, and
+    estimated lower: a mis-pick; LNC2 taps split 29.4 vs columns 26.5)."""
+    if not (p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma and not p.db_ones
+            and not p.dw_tap_fine and dw_xs_bundle(g, p) >= 2 and not zero_by_memset(g, p.dw_ci_tile)
+            and dw_columns_on(g, p)):
+        return False
+    return any(n >= 2 for _q, n in xt_merge_bundles(g, 0, g.axes[0].k * g.axes[1].k, dw_xs_bundle(g, p)))
 
 
 def dw_xs_chunks(g: ConvGeom, p: Plan, span: tuple[int, int]) -> list[tuple[int, int, int]]:
@@ -570,6 +615,8 @@ class Plan:
     pw_dyt_late: bool = False         # shared-dy pointwise: pw_dyt_dma only from the program's middle step on
     dx_inside_dw: bool = False        # per gradient, dx^T: dx runs in dw's last row pass, under its x^T loads
     dx_inside_boxes: bool = False     # dx inside dw: one dx item in each of dw's row passes (whole-pass x^T ring)
+    dw_xt_merge: bool = False         # x-stationary xT dma: bundles of one kd and H-padding class, 4-D transposes
+    dx_between_bundles: bool = False  # per gradient, D-phase pairs: dx's groups run between dw's x^T bundles
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -610,7 +657,8 @@ class Plan:
                 "dx_dphase_pairs": self.dx_dphase_pairs, "dw_interleave": self.dw_interleave,
                 "dw_tap_fine": self.dw_tap_fine, "dx_ci_split": self.dx_ci_split, "dx_band_early": self.dx_band_early,
                 "pw_db_scalar": self.pw_db_scalar, "pw_dyt_dma": self.pw_dyt_dma, "pw_dyt_late": self.pw_dyt_late,
-                "dx_inside_dw": self.dx_inside_dw, "dx_inside_boxes": self.dx_inside_boxes,
+                "dx_inside_dw": self.dx_inside_dw, "dx_inside_boxes": self.dx_inside_boxes, "dw_xt_merge": self.dw_xt_merge,
+                "dx_between_bundles": self.dx_between_bundles,
                 "db_ones": self.db_ones, "dw_dyt_dma": self.dw_dyt_dma}
 
     def to_dict(self) -> dict:
@@ -772,7 +820,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             slots += 1 if p.db_ones else 0   # (db_ones: each bundle tile's ones slot)
             xt = 2 * slots * xw * p.dw_ci_tile * ds
             if p.dw_xt_dma:   # no x band; the x^T ring (dw_xt_ring tiles) and its zero-row source
-                xb, xt = 0, (dw_xt_ring(g, p) * slots + 1) * xw * p.dw_ci_tile * ds
+                # (xT merged: a bundle's zero rows of every slot in one DMA)
+                xb, xt = 0, (dw_xt_ring(g, p) * slots + (slots if p.dw_xt_merge else 1)) * xw * p.dw_ci_tile * ds
         else:
             npos = _dw_pos_tiles(rows, Wo)
             dyt = max(1, npos) * g.c_out * ds
@@ -818,7 +867,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         phase_sbuf["dw store"] = dw_total + store + other
         if p.dw_interleave:   # dw's boxes run between dx's items: its pools live through dx
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_total
-        elif dx_inside_dw_on(g, p):   # dx runs in dw's last pass: dw's own pools live through dx
+        elif dx_inside_dw_on(g, p) or dx_between_on(g, p):   # dx runs in dw's last pass: dw's pools live through dx
             if p.dx_inside_boxes:   # dx's pools (suspended between its items) live through dw's finish too
                 phase_sbuf["dw store"] += phase_sbuf.get("dx", 0)
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_pools
@@ -981,7 +1030,14 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             shared = _shared_region_fills(g, p, items, fills)
             if fills and fills[0] is not None and (p.strategy is Strategy.SHARED_DY or not p.compute_dw) \
                     and not pw_shared_on(p):   # (shared-dy pointwise: its first step, below)
-                fill += _dx_head_ns(g, hw, *fills[0])   # dx runs first: its first dy band
+                head = _dx_head_ns(g, hw, *fills[0])   # dx runs first: its first dy band
+                if p.dx_dphase_pairs and filters_by_dma(g, p):
+                    # the slot tiles come by a few 3-D transposes (``slot_runs``) issued with the first band:
+                    # both are in flight from the start and the first group needs only its slots' runs, so
+                    # the later of the two counts, not their sum (down_s2 LNC1 shared dy: head 2.9 us
+                    # modelled, 3.8 summed)
+                    head = max(0.0, head - g.taps * g.c_in * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9))
+                fill += head
             for i, f in enumerate(fills):
                 if f is not None:
                     # a shared pack fill: its first region pays the memsets and placement
@@ -1293,9 +1349,28 @@ def dx_inside_dw_on(g: ConvGeom, p: Plan) -> bool:
     return p.dx_inside_dw and dx_inside_dw_legal(g, p)
 
 
+def dx_between_legal(g: ConvGeom, p: Plan) -> bool:
+    """``Plan.dx_between_bundles``: per gradient D-phase-pairs dx after a streaming row-mode x-stationary dw
+    with x^T by DMA in one tap pass and one C_in range whose finish is deferred past dx (LNC2 columns /
+    positions split): dw is DMA-bound on its x^T transfers, so dx's PE work (its groups, ``dx_dpairs_steps``)
+    runs in the gaps between dw's bundles; half of it runs after dw's pass, under dw's exchange. Only with
+    ``dw_xt_merge`` (down_s2 LNC2: merged 26.5 -> 25.5 us; the unmerged twin models 28.4 -> 26.9 but is
+    estimated 26.5, below the merged pair's 27.7: the estimate does not see the queue-bound x^T
+    transfers that the merge relieves, so offering it mis-picks)."""
+    return bool(p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dx_dphase_pairs
+                and p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma
+                and p.dw_xt_merge and p.filters_first and not p.dx_inside_dw and not p.dw_interleave
+                and p.dw_ci_range >= g.c_in
+                and len(dw_tap_passes(g, p, 0)) == 1 and dw_defer_finish(g, p))
+
+
+def dx_between_on(g: ConvGeom, p: Plan) -> bool:
+    return p.dx_between_bundles and dx_between_legal(g, p)
+
+
 def _dw_dx_merged(g: ConvGeom, p: Plan) -> bool:
     """dw's and dx's pools and PSUM banks are live together (dw-interleaved, dx inside dw)."""
-    return p.dw_interleave or dx_inside_dw_on(g, p)
+    return p.dw_interleave or dx_inside_dw_on(g, p) or dx_between_on(g, p)
 
 
 def dw_interleave_ok(g: ConvGeom, p: Plan) -> bool:
@@ -1790,7 +1865,7 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
                                     dw_xs_row_chunks(g, p, q, n)) * Wo * (4 if fp32 else 1)
                     xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch),
                                 (q * kw_n, (q + n) * kw_n), bundle_pe / c.hw.tensor_ghz, one_tile=True,
-                                latency=not lower, window=xwin, bufs=xt_dma_bufs(p))
+                                latency=not lower, window=xwin, bufs=xt_dma_bufs(p), merge=p.dw_xt_merge)
             elif p.dw_xt_dma:   # the PE work of one tile: its matmuls (every kw group and C_out tile)
                 tile_pe = sum(max(min(64, co_t), kn * ci) for kn in kgroups) * n_co * Wo * (4 if fp32 else 1)
                 xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch), span,
@@ -1863,6 +1938,8 @@ def _label(p: Plan) -> str:
         parts.append("dw-interleaved")
     if p.dx_inside_dw:
         parts.append("dx inside dw boxes" if p.dx_inside_boxes else "dx inside dw")
+    if p.dx_between_bundles:
+        parts.append("dx between bundles")
     if p.dw_method:
         band = "" if p.strategy is Strategy.SHARED_DY else f"band {p.dw_band[0]}x{p.dw_band[1]}, "
         band += f"{p.dw_split} split, " if (p.lnc == 2 and p.dw_split != "positions") else ""
@@ -1873,6 +1950,7 @@ def _label(p: Plan) -> str:
         rng += ", xT dma" if p.dw_xt_dma else ""
         rng += ", dyT dma" if p.dw_dyt_dma else ""
         rng += ", rows stacked" if p.dw_row_stack else ""
+        rng += ", xT merged" if p.dw_xt_merge else ""
         rng += f", dy^T 1/{p.pw_dyt_dma} dma" + (" late" if p.pw_dyt_late else "") if p.pw_dyt_dma else ""
         parts.append(f"dw:{p.dw_method.value}[{xs}{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}{rng}]")
     if p.db_method:
@@ -2156,6 +2234,13 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
     # db inside dw's x-stationary matmuls where a stationary chunk has room for the ones slot
     if hw is not None:
         out += [q2 for q in out if db_ones_legal(g, q) and not _check(g, q2 := replace(q, db_ones=True), hw)[0]]
+    # x^T bundles cut by kd and H-padding class: one 4-D transpose per run of rows of a bundle
+    if hw is not None:
+        out += [q2 for q in out if xt_merge_legal(g, q2 := replace(q, dw_xt_merge=True)) and not _check(g, q2, hw)[0]]
+    # D-phase-pairs dx between dw's x^T bundles
+    if hw is not None:
+        out += [q2 for q in out if dx_between_legal(g, q2 := replace(q, dx_between_bundles=True))
+                and not _check(g, q2, hw)[0]]
     # the columns split exists to keep 64-row chunks stacked on K = 128: only its stacked plans stay
     # (dilated_d2, 128-row chunks: it only duplicates dy and the x^T halo, 50.2 vs 48.5 us for the taps split)
     return [q for q in out if (q.dw_split != "columns" or q.dw_row_stack)

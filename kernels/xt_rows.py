@@ -201,7 +201,8 @@ def xt_dma_setup_cost(c: CostSheet, g: ConvGeom, ci_tile: int, slots: int = 1) -
 
 def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[int, int, int, int],
                 span: tuple[int, int], tile_pe_ns: float = 0.0, one_tile: bool = False,
-                latency: bool = True, window: tuple[int, int] | None = None, bufs: int = XT_DMA_BUFS) -> None:
+                latency: bool = True, window: tuple[int, int] | None = None, bufs: int = XT_DMA_BUFS,
+                merge: bool = False) -> None:
     """The DMAs of the x^T tiles of one row chunk (od0, oh0, cd, ch) and C_in tile of ``ci`` channels,
     for the (kd, kh) pairs of the tap span (mirrors RowXtDma.fill).
 
@@ -213,6 +214,8 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
     ``latency=False``: the DMAs only (row stacking: the tile's latency is charged with the other chunk's).
     ``window``: the tile columns filled (``xt_window``; LNC2 columns split), default every x column.
     ``bufs``: the ring's depth (``xt_dma_bufs``).
+    ``merge`` (``Plan.dw_xt_merge``, with ``one_tile``): the bundle's pairs of one H-padding class share
+    each transpose and each zero-row DMA, as with tiny C_in (whose zero rows are one memset).
     """
     ds = g.dtype_bytes
     xw, lo, hi = xt_columns(g)
@@ -226,7 +229,7 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
     worst = None   # one_tile: the slowest transfer of the whole span
     memset = zero_by_memset(g, ci_tile)
     pairs = tuple(g.tap_coords(t)[:2] for t in range(span[0], span[1], kw_n))
-    if one_tile and memset:   # the bundle's pairs of one H-padding class share each transpose
+    if one_tile and (memset or merge):   # the bundle's pairs of one H-padding class share each transpose
         groups = xt_bundle_groups(g, *chunk, pairs)
     else:
         groups = tuple(XtGroup(i, 1, xt_fill(g, *chunk, kd, kh)) for i, (kd, kh) in enumerate(pairs))
@@ -237,12 +240,12 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
             c.compute("gpsimd", grp.slots * (hi - lo) * ci_tile, 0, 1.0, 1, op="memset")
         for run in () if memset else fill.zeros:
             by_dma, by_memset = zero_split(run)
-            if by_memset is not None:   # GpSimd, per MEMSET_MAX elements of a row
+            if by_memset is not None:   # GpSimd, per MEMSET_MAX elements of a row (of each slot)
                 for z0 in range(0, zw * ci_tile, MEMSET_MAX):
-                    c.compute("gpsimd", min(MEMSET_MAX, zw * ci_tile - z0), 0, 1.0, 1, op="memset")
+                    c.compute("gpsimd", min(MEMSET_MAX, zw * ci_tile - z0), 0, 1.0, grp.slots, op="memset")
             if by_dma is None:
                 continue
-            c.dma(by_dma.rows * row, row)
+            c.dma(grp.slots * by_dma.rows * row, row)
             slowest = max(slowest, by_dma.rows * row / (bw * row / (row + 256.0) * _rate(by_dma.rows)))
         for run in fill.transposes:
             moved = grp.slots * run.rows * (hi - lo) * ci * ds
