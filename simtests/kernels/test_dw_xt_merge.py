@@ -23,6 +23,7 @@ from kernels.planner import (
     xt_merge_legal,
 )
 
+from .conftest import spy
 from .test_dw_tap_passes import _shapes
 from .test_kernel_dev import assert_budget_bounds_peak, run_and_compare
 
@@ -203,13 +204,8 @@ BETWEEN_GEOMS = [   # D stride 2 and C_in <= 64 (D-phase pairs), kh classes that
 @pytest.mark.parametrize("geom", BETWEEN_GEOMS)
 def test_dx_between_bundles_is_exact(geom, monkeypatch):
     from kernels import nki_dw
-    advanced = []
-    real = nki_dw._between_share
-
-    def spy(total, k, n_bund):   # the kernel really runs dx between dw's bundles
-        advanced.append((total, k, n_bund))
-        return real(total, k, n_bund)
-    monkeypatch.setattr(nki_dw, "_between_share", spy)
+    # the kernel really runs dx between dw's bundles
+    advanced = spy(monkeypatch, nki_dw, "_between_share", lambda total, k, n_bund: (total, k, n_bund))
     run_and_compare(**geom, lnc=2, plan_edit=_between)
     ran = [(t, k, n) for t, k, n in advanced if t > 0]   # (a program may hold no dx item)
     assert ran

@@ -30,13 +30,9 @@ from kernels.planner import (
 )
 from kernels.xt_rows import XT_DMA_BUFS
 
+from .conftest import geom_kw, geom_shapes
 from .test_dw_tap_passes import _shapes
-from .test_kernel_dev import assert_budget_bounds_peak, run_and_compare
-
-
-def _geom_shapes(geom):
-    kw = {k: geom[k] for k in ("stride", "padding", "dilation") if k in geom}
-    return _shapes(geom["batch"], geom["c_in"], geom["c_out"], geom["size"], geom["kernel"], **kw), kw
+from .test_kernel_dev import assert_candidates_within_budget, run_and_compare
 
 
 def _g(p):
@@ -98,7 +94,7 @@ def test_dx_inside_boxes_item_counts(dx_band, inside_runs):
         edit = _boxes("positions", dw_band=(2, 8), dx_band=dx_band)
         run_and_compare(**geom, lnc=lnc, plan_edit=edit)
         assert inside_runs, "dw never ran a dx item inside a box"
-        shapes, kw = _geom_shapes(geom)
+        shapes, kw = geom_shapes(geom), geom_kw(geom)
         q = edit(plan_conv3d_bwd(*shapes, **kw, lnc=lnc))
         if dx_band == (1, 8):   # 8 (LNC2: 4) items, 4 (2) boxes: the path that runs several items in one box
             assert max(dx_box_items(_g(q), q, 0)) >= 2
@@ -119,7 +115,8 @@ def test_dx_inside_boxes_fp16(inside_runs):
 def test_dx_inside_boxes_legality_and_ring():
     """Listed with its label only where every program has two boxes of <= 128 rows; its x^T ring holds a
     whole pass of bundles."""
-    shapes, kw = _geom_shapes(dict(GEOMS[2].values[0], batch=2))
+    two = dict(GEOMS[2].values[0], batch=2)
+    shapes, kw = geom_shapes(two), geom_kw(two)
     p = plan_conv3d_bwd(*shapes, **kw, lnc=2)
     g = validate(*shapes, **kw)
     boxes = [a for a in p.feasible_candidates() if a.dx_inside_boxes]
@@ -172,9 +169,4 @@ def test_dilated_d2_lnc1_picks_it_and_its_body_uses_the_boxes_loss():
 @pytest.mark.parametrize("geom, lnc", [(GEOMS[1].values[0], 1), (dict(GEOMS[2].values[0], batch=2), 2)],
                          ids=["s2-asym-lnc1", "c64-2batches-lnc2"])
 def test_dx_inside_boxes_budget_bounds_the_measured_peak(geom, lnc):
-    shapes, kw = _geom_shapes(geom)
-    p = plan_conv3d_bwd(*shapes, **kw, lnc=lnc)
-    alts = [a for a in p.feasible_candidates() if a.dx_inside_boxes][:2]
-    assert alts, p.explain()
-    for alt in alts:
-        assert_budget_bounds_peak(alt, shapes, **kw, lnc=lnc)
+    assert_candidates_within_budget(geom_shapes(geom), lambda a: a.dx_inside_boxes, 2, lnc=lnc, **geom_kw(geom))
