@@ -20,6 +20,7 @@ from .planner import (
     DxMethod,
     Strategy,
     current_forced_plan,
+    db_taps_local,
     dw_direct,
     dx_band_early_on,
     dx_inside_dw_on,
@@ -133,6 +134,8 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
                                            (lambda: dx_runs.append(_run_gather_dx(ctx, mine, None, first_filters,
                                                                                   prefetch, pid, lnc, early)))
                                            if compute_dx and dx_inside_dw_on(g, plan) else None)
+    if db_in_dw is not None and dw_steps is None and db_taps_local(g, plan):
+        db_state.finish(pid, lnc)   # the taps split's db is whole on one program: stored now, under dx
     if shared and plan.dw_method is DwMethod.DMA_GEMM:   # 1x1x1: dx, dw and db from one dy load
         run_pw_shared(ctx, pid, lnc, db_in_dw)
     elif compute_dx:

@@ -19,6 +19,7 @@ from . import dx_dpairs as dpairs
 from . import dx_toeplitz as toeplitz
 from . import pw_shared as pw
 from .costs import TARGET_FIGURES, CostSheet, TargetFigures, compose_ns
+from .dw_head import head_wait_ns
 from .dx_pairs import (
     BANK_FP32,
     DXT_BUFS,
@@ -64,6 +65,7 @@ from .xt_rows import (
     xt_dma_setup_cost,
     xt_fill,
     xt_window,
+    zero_by_memset,
 )
 
 PSUM_BANK_BYTES = 2048
@@ -95,6 +97,19 @@ def dyt_dma_legal(g: ConvGeom, p: Plan) -> bool:
 
 
 DYT_DMA_BUFS = 2   # dy^T tiles of dw_dyt_dma: a chunk's transfer runs while the one before is in use
+
+
+def dw_head_split_legal(g: ConvGeom, p: Plan) -> bool:
+    """``dw_head_split`` (``kernels/dw_head.py``): row-mode x-stationary dw with x^T and dy^T by DMA, one
+    (kd, kh) pair per bundle (the head pair moves first), no ones slot, no row stacking, zero rows not
+    by one whole-tile memset (tiny C_in)."""
+    return bool(p.dw_dyt_dma and dyt_dma_legal(g, p) and p.dw_x_stationary and p.dw_xt_dma
+                and not p.dw_row_stack and not p.db_ones and dw_xs_bundle(g, p) == 1
+                and not zero_by_memset(g, p.dw_ci_tile))
+
+
+def dw_head_split_on(g: ConvGeom, p: Plan) -> bool:
+    return p.dw_head_split and dw_head_split_legal(g, p)
 
 
 def filters_by_dma(g: ConvGeom, p: Plan) -> bool:
@@ -251,6 +266,14 @@ def dw_tap_fine_helps(g: ConvGeom, p: Plan) -> bool:
     unit = dw_tap_unit(g, p)
     return (dw_tap_fine_legal(g, p) and p.dw_ci_tile >= PMAX
             and ceil_div(ceil_div(g.taps, unit), 2) * unit > ceil_div(g.taps, 2))
+
+
+def db_taps_local(g: ConvGeom, p: Plan) -> bool:
+    """LNC2 taps split with db folded on dw's dy^T: db is whole on ``dw_db_program`` (every position runs on
+    both programs, db on one), so that program stores it right after dw -- no exchange, and no store behind
+    dx's last one at the end (nor an add behind dx's evictions on VectorE)."""
+    return (p.lnc == 2 and db_on_dw(p) and p.dw_method is not DwMethod.DMA_GEMM
+            and dw_own_taps(g, p, 0) is not None)
 
 
 def dw_db_program(g: ConvGeom, p: Plan) -> int:
@@ -568,6 +591,7 @@ class Plan:
     pw_db_scalar: bool = False        # shared-dy pointwise: db by ScalarE activation reduces of dy, not PE ones-matmuls
     pw_dyt_dma: int = 0               # shared-dy pointwise: one dy^T sub-tile in N by dma_transpose (0: all on the PE)
     dx_inside_dw: bool = False        # per gradient, dx^T: dx runs in dw's last row pass, under its x^T loads
+    dw_head_split: bool = False       # dw's first row pass: dy^T and the first x^T by column pieces (dw_head)
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -609,7 +633,7 @@ class Plan:
                 "dw_tap_fine": self.dw_tap_fine, "dx_ci_split": self.dx_ci_split, "dx_band_early": self.dx_band_early,
                 "pw_db_scalar": self.pw_db_scalar, "pw_dyt_dma": self.pw_dyt_dma,
                 "dx_inside_dw": self.dx_inside_dw,
-                "db_ones": self.db_ones, "dw_dyt_dma": self.dw_dyt_dma}
+                "db_ones": self.db_ones, "dw_dyt_dma": self.dw_dyt_dma, "dw_head_split": self.dw_head_split}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -924,6 +948,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         # dw runs first: the PE waits for its first dy box and x (band or x^T tile)
         dw_head = _dw_head_ns(g, p, hw, pid)
         fill += dw_head
+        if p.dw_head_split:   # the pipeline's first-step loads (section_ns) overlap the pieces: what it
+            dw_head = _dw_head_ns(g, replace(p, dw_head_split=False), hw, pid)   # credits is the unsplit head
     # (dx's first filter group is the "dx_filters" lead section: compose_ns charges what the sections
     # before it do not hide; with dx first -- shared_dy, dx only -- all of it)
     if p.compute_dx:
@@ -1039,9 +1065,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                       * ds, len(pack) - 1)
         if items and p.dx_method is not DxMethod.TOEPLITZ and not pw_shared_on(p):
             # (toeplitz: its store_tail_ns, in the fill; shared-dy pointwise: a step's store, below)
-            c.exposed("dx_tail", _dx_store_tail_ns(g, hw, items[-1][1], items[-1][2],
-                                                   2 * g.c_in if _dpair_one_store(g, p, items[-1]) else 0,
-                                                   _dpair_last_rows(g, p, items[-1])))
+            c.exposed("dx_tail", _dx_tail_ns(g, p, hw, items[-1]))
     if p.compute_dw:
         c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dw")
     if pw_shared_on(p):   # dw's share of the shared-dy pointwise kernel (dx:gemm is charged above)
@@ -1278,6 +1302,29 @@ def _lone_dma_ns(hw: TargetFigures, nbytes: float, run_bytes: float, partitions:
     return hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * run / (run + 256.0)) / rate
 
 
+def dx_last_by_blocks(g: ConvGeom, p: Plan, work: tuple) -> bool:
+    """Gather dx (``nki_dx.run_dx``): the program's last plane is stored block by block, each block right
+    after its eviction, so the kernel's dx tail is the last block's store, not the plane's (vae3d: 128 of
+    512 KB, LNC2 -0.1 us... the tail 2.9 -> 1.8 us). Unit strides (a block is a box of the plane and of
+    dx), one band per plane (no regions), a band of one phase with taps and more than one block."""
+    return (p.dx_regions == 1 and all(a.s == 1 for a in g.axes) and len(work) == 1 and bool(work[0].taps)
+            and len(work[0].blocks) > 1)
+
+
+def _dx_tail_ns(g: ConvGeom, p: Plan, hw: TargetFigures, item: tuple) -> float:
+    """The dx tail beyond the fill's DMA latency: the last block's store (``dx_last_by_blocks``, the last
+    C_in tile's plane), else the last band's stores (``_dx_store_tail_ns``)."""
+    _b, bd, bh = item
+    work = dx_phase_work(g, (bd, bh, axis_bands(g.axes[2], g.axes[2].n)[0]))
+    if not p.dx_transposed and not p.dx_dphase_pairs and dx_last_by_blocks(g, p, work):
+        (_jd, _jh, _jw), (nd, nh, nw) = work[0].blocks[-1]
+        ci = tile_sizes(g.c_in, p.dx_ci_tile)[-1]
+        run = (nh * nw if nw == g.axes[2].n else nw) * g.dtype_bytes
+        return _lone_dma_ns(hw, ci * nd * nh * nw * g.dtype_bytes, run, ci) - hw.dma_fixed_ns
+    return _dx_store_tail_ns(g, hw, bd, bh, 2 * g.c_in if _dpair_one_store(g, p, item) else 0,
+                             _dpair_last_rows(g, p, item))
+
+
 def _dpair_one_store(g: ConvGeom, p: Plan, item: tuple) -> bool:
     """D-phase pairs: the band plane of ``item`` stores with one 128-partition DMA (``dx_dpairs.one_store``)."""
     if not p.dx_dphase_pairs:
@@ -1344,8 +1391,21 @@ def _dw_head_ns(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> float:
     first = _dw_first_box(g, p, pid)
     if first is None:
         return 0.0
+    if dw_head_split_on(g, p):   # the PE trails the column pieces of the first dy^T and x^T
+        return _dw_head_split_ns(g, p, hw, pid, first)
     dy_ns = _dw_first_dyt_dma_ns(g, hw, first) if p.dw_dyt_dma else _dw_first_dy_ns(g, hw, first)
     return max(0.0, dy_ns - hw.dma_fixed_ns) + _dw_first_x_wait_ns(g, p, hw, pid)
+
+
+def _dw_head_split_ns(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int, first: tuple) -> float:
+    """``dw_head_split``: dw_head.head_wait_ns for the program's first row chunk, taps and columns."""
+    (d0, d1), (h0, h1) = first
+    (_sd, _sh, _z), (cd, ch, _one) = box_blocks((0, 0, 0), (d1 - d0, h1 - h0, 1), PMAX)[0]
+    span = dw_tap_passes(g, p, pid)[0]
+    w_lo, w_hi = dw_columns(g, p, pid)
+    a, e = xt_window(g, w_lo, w_hi)
+    ci = min(p.dw_ci_tile, p.dw_ci_range, g.c_in)
+    return head_wait_ns(g, hw.dma_bytes_per_ns, hw.tensor_ghz, (d0, h0, cd, ch), span, w_hi - w_lo, e - a, ci)
 
 
 def _dw_first_dyt_dma_ns(g: ConvGeom, hw: TargetFigures, box: tuple[tuple[int, int], tuple[int, int]]) -> float:
@@ -1806,6 +1866,7 @@ def _label(p: Plan) -> str:
         band += "fine taps, " if p.dw_tap_fine else ""
         rng += ", xT dma" if p.dw_xt_dma else ""
         rng += ", dyT dma" if p.dw_dyt_dma else ""
+        rng += ", head split" if p.dw_head_split else ""
         rng += ", rows stacked" if p.dw_row_stack else ""
         rng += f", dy^T 1/{p.pw_dyt_dma} dma" if p.pw_dyt_dma else ""
         parts.append(f"dw:{p.dw_method.value}[{xs}{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}{rng}]")
@@ -1829,6 +1890,9 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
         return f"dx_dphase_pairs: {why}", b
     if p.dw_row_stack and not row_stack_legal(p):
         return "dw_row_stack needs dw:row_pack with dw_x_stationary and dw_xt_dma", b
+    if p.dw_head_split and not dw_head_split_legal(g, p):
+        return ("dw_head_split needs x-stationary row-mode dw with xT dma and dyT dma, one pair per bundle, "
+                "no ones slot, no row stacking, C_in columns above the tiny-C_in memset"), b
     if p.dw_dyt_dma and not dyt_dma_legal(g, p):
         return "dw_dyt_dma needs per-gradient dw:row_pack, a 2-byte dtype and trn2/trn3 (dma_transpose)", b
     if p.db_ones and not db_ones_legal(g, p):
@@ -2047,6 +2111,8 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         # and dy^T by DMA too (per gradient): no dy box, no dy^T PE transposes or evictions
         out += [q2 for q in out if q.dw_xt_dma and dyt_dma_legal(g, q)
                 and (hw is None or not _check(g, q2 := replace(q, dw_dyt_dma=True), hw)[0])]
+        # and the first row pass's dy^T and x^T by column pieces (kernels/dw_head.py)
+        out += [q2 for q in out if dw_head_split_legal(g, q2 := replace(q, dw_head_split=True))]
     if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
         out = [q2 if not _check(g, q2 := replace(q, filters_first=True), hw)[0] else q for q in out]
         # dx^T's first band loads during dw's last row chunk when its pools fit beside dw's
