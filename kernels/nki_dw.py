@@ -197,6 +197,9 @@ class DwState:
         # dy^T once per position tile, C_out tiles packed into one PSUM bank
         for p, ((sd, sh, sw), (td, th, tw)) in enumerate(ptiles):
             npos = td * th * tw
+            if plan.dw_dyt_dma:   # by DMA (dyt_box_dma_legal): per C_out tile and d plane, one contiguous run of dy
+                self._dyt_box_by_dma(b, od[0] + sd, oh[0] + sh, sw, td, th, tw, p)
+                continue
             for g0, members, width in self.co_packs:
                 pt = ctx.psum_t.take()
                 for c, off, co_sz in members:
@@ -271,6 +274,22 @@ class DwState:
                 for a, c in enumerate(cts):
                     self._fold(c, t0, gn, ci0, ci_sz, accs[a][:self.co_tiles[c][1], :n])
         self.started = True
+
+    def _dyt_box_by_dma(self, b, d0, h0, w0, td, th, tw, p):
+        """Box mode, ``dw_dyt_dma``: position tile ``p`` (td x th x tw positions from (d0, h0, w0) of batch b)
+        as dy^T [positions, C_out] straight from dy in HBM: a d plane's th x tw positions are one run of the
+        flattened dy when tw is all of W_out (or th is 1), one 2-D transpose per C_out tile and d plane."""
+        g = self.ctx.g
+        ho, wo = g.out_size[1], g.axes[2].o
+        if tw != wo and th != 1:
+            raise ValueError(f"dw_dyt_dma (box mode): position tile {td}x{th}x{tw} is not whole W rows (W_out {wo})")
+        flat = self.ctx.dy.reshape((g.batch, g.c_out, g.out_size[0] * ho * wo))
+        n = th * tw
+        for co0, co_sz in self.co_tiles:
+            for i in range(td):
+                r0 = ((d0 + i) * ho + h0) * wo + w0
+                nisa.dma_transpose(dst=self.dyt[i * n:(i + 1) * n, p, co0:co0 + co_sz],
+                                   src=flat[b, co0:co0 + co_sz, r0:r0 + n])
 
     def _load_x(self, b, od, oh, ci0, ci_sz):
         """The zero-padded x band [ci, Xd, Xh, Xw] that output rows od x oh (all W) read."""

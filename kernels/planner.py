@@ -92,8 +92,18 @@ def db_on_dw(p: Plan) -> bool:
 
 def dyt_dma_legal(g: ConvGeom, p: Plan) -> bool:
     """Row-mode dw streaming its own dy (per gradient) may take dy^T by dma_transpose from HBM (2-byte
-    dtypes, NC-v3+): no dy box, no PE transposes, no evictions (``Plan.dw_dyt_dma``)."""
-    return bool(p.compute_dw and p.strategy is Strategy.PER_GRADIENT and xt_dma_legal(g, p))
+    dtypes, NC-v3+): no dy box, no PE transposes, no evictions (``Plan.dw_dyt_dma``). Box mode too
+    (session 6, ``dyt_box_dma_legal``)."""
+    return bool(p.compute_dw and p.strategy is Strategy.PER_GRADIENT
+                and (xt_dma_legal(g, p) or dyt_box_dma_legal(g, p)))
+
+
+def dyt_box_dma_legal(g: ConvGeom, p: Plan) -> bool:
+    """Box-mode dw (tap_pack / tap_gemm): a position tile of whole W rows (W_out <= 128) is, per d plane,
+    one contiguous run of dy, so its dy^T ``[positions, C_out tile]`` is one 2-D ``dma_transpose`` per
+    (C_out tile, d plane) (2-byte dtypes, NC-v3+) instead of PE transposes and evictions."""
+    return (p.dw_method in (DwMethod.TAP_PACK, DwMethod.TAP_GEMM) and filters_by_dma(g, p)
+            and g.axes[2].o <= PMAX)
 
 
 DYT_DMA_BUFS = 2   # dy^T tiles of dw_dyt_dma: a chunk's transfer runs while the one before is in use
@@ -101,11 +111,11 @@ DYT_DMA_BUFS = 2   # dy^T tiles of dw_dyt_dma: a chunk's transfer runs while the
 
 def dw_head_split_legal(g: ConvGeom, p: Plan) -> bool:
     """``dw_head_split`` (``kernels/dw_head.py``): row-mode x-stationary dw with x^T and dy^T by DMA, one
-    (kd, kh) pair per bundle (the head pair moves first), no ones slot, no row stacking, zero rows not
-    by one whole-tile memset (tiny C_in)."""
+    (kd, kh) pair per bundle (the head pair moves first), no ones slot, no row stacking, the first C_in
+    tile's zero rows not by one whole-tile memset (tiny C_in: its bundles are filled whole)."""
     return bool(p.dw_dyt_dma and dyt_dma_legal(g, p) and p.dw_x_stationary and p.dw_xt_dma
                 and not p.dw_row_stack and not p.db_ones and dw_xs_bundle(g, p) == 1
-                and not zero_by_memset(g, p.dw_ci_tile))
+                and not zero_by_memset(g, min(p.dw_ci_tile, p.dw_ci_range, g.c_in)))
 
 
 def dw_head_split_on(g: ConvGeom, p: Plan) -> bool:
@@ -1305,8 +1315,8 @@ def _lone_dma_ns(hw: TargetFigures, nbytes: float, run_bytes: float, partitions:
 def dx_last_by_blocks(g: ConvGeom, p: Plan, work: tuple) -> bool:
     """Gather dx (``nki_dx.run_dx``): the program's last plane is stored block by block, each block right
     after its eviction, so the kernel's dx tail is the last block's store, not the plane's (vae3d: 128 of
-    512 KB, LNC2 -0.1 us... the tail 2.9 -> 1.8 us). Unit strides (a block is a box of the plane and of
-    dx), one band per plane (no regions), a band of one phase with taps and more than one block."""
+    512 KB, the tail after the last eviction 2.9 -> 1.8 us). Unit strides (a block is a box of the plane
+    and of dx), one band per plane (no regions), a band of one phase with taps and more than one block."""
     return (p.dx_regions == 1 and all(a.s == 1 for a in g.axes) and len(work) == 1 and bool(work[0].taps)
             and len(work[0].blocks) > 1)
 
@@ -1393,7 +1403,7 @@ def _dw_head_ns(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> float:
         return 0.0
     if dw_head_split_on(g, p):   # the PE trails the column pieces of the first dy^T and x^T
         return _dw_head_split_ns(g, p, hw, pid, first)
-    dy_ns = _dw_first_dyt_dma_ns(g, hw, first) if p.dw_dyt_dma else _dw_first_dy_ns(g, hw, first)
+    dy_ns = _dw_first_dyt_dma_ns(g, hw, first, p) if p.dw_dyt_dma else _dw_first_dy_ns(g, hw, first)
     return max(0.0, dy_ns - hw.dma_fixed_ns) + _dw_first_x_wait_ns(g, p, hw, pid)
 
 
@@ -1408,10 +1418,17 @@ def _dw_head_split_ns(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int, first: 
     return head_wait_ns(g, hw.dma_bytes_per_ns, hw.tensor_ghz, (d0, h0, cd, ch), span, w_hi - w_lo, e - a, ci)
 
 
-def _dw_first_dyt_dma_ns(g: ConvGeom, hw: TargetFigures, box: tuple[tuple[int, int], tuple[int, int]]) -> float:
+def _dw_first_dyt_dma_ns(g: ConvGeom, hw: TargetFigures, box: tuple[tuple[int, int], tuple[int, int]],
+                         p: Plan | None = None) -> float:
     """``dw_dyt_dma``: the first row chunk's dy^T (C_out tile 0) by dma_transpose, alone on the queues
-    (its rows' share of the DMA engines, the slowest run)."""
+    (its rows' share of the DMA engines, the slowest run); box mode: the first position tile's, every
+    C_out tile (a matmul step takes all of them), one transfer per d plane."""
     (d0, d1), (h0, h1) = box
+    if p is not None and dyt_box_dma_legal(g, p):
+        (nd, nh, nw), _cnt = box_block_sizes((0, 0, 0), (d1 - d0, h1 - h0, g.axes[2].o), PMAX)[0]
+        bw = hw.dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY
+        plane = nh * nw * g.c_out * g.dtype_bytes
+        return hw.dma_fixed_ns + max(nd * plane / bw, plane / (bw * min(16, ceil_div(nh * nw * 16, PMAX)) / 16))
     (_sd, _sh, _z), (cd, ch, _one) = box_blocks((0, 0, 0), (d1 - d0, h1 - h0, 1), PMAX)[0]
     row = g.axes[2].o * min(PMAX, g.c_out) * g.dtype_bytes
     bw = hw.dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY
@@ -1449,7 +1466,7 @@ def _dw_first_x_wait_ns(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -
     wo = g.axes[2].o
     n_co = n_tiles(g.c_out, PMAX)
     co_t = min(PMAX, g.c_out)
-    dy_ns = _dw_first_dyt_dma_ns(g, hw, first) if p.dw_dyt_dma else _dw_first_dy_ns(g, hw, first)
+    dy_ns = _dw_first_dyt_dma_ns(g, hw, first, p) if p.dw_dyt_dma else _dw_first_dy_ns(g, hw, first)
     pe = CostSheet(hw)   # the dy^T transposes of the first box (row mode: its first <= 128-row chunk)
     ci = min(p.dw_ci_tile, p.dw_ci_range, g.c_in)
     if p.dw_method is DwMethod.ROW_PACK:
@@ -1459,7 +1476,8 @@ def _dw_first_x_wait_ns(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -
         d1, h1 = d0 + cd, h0 + ch
     else:
         for (nd, nh, nw), cnt in box_block_sizes((0, 0, 0), (d1 - d0, h1 - h0, wo), PMAX):
-            pe.transpose(co_t, nd * nh * nw, g.dtype == "fp32", n_co * cnt)
+            if not p.dw_dyt_dma:   # (box-mode dyT dma: no PE transposes)
+                pe.transpose(co_t, nd * nh * nw, g.dtype == "fp32", n_co * cnt)
     if p.dw_xt_dma and p.dw_method is DwMethod.ROW_PACK:
         x_ns = _first_xt_tile_ns(g, p, hw, ci, (d0, h0, d1 - d0, h1 - h0))
     else:
@@ -1557,6 +1575,9 @@ def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], o
     t_lo, t_hi = span
     groups = [min(G, t_hi - t) for t in range(t_lo, t_hi, G)]
     for npos, cnt in sizes:       # dy^T once per position tile
+        if p.dw_dyt_dma:   # by dma_transpose from HBM (90 %), per C_out tile and d plane
+            c.busy["dma"] += cnt * npos * g.c_out * ds / (c.hw.dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY)
+            continue
         c.transpose(co_t, npos, fp32, n_co * cnt)
         c.evict(g.c_out, two, max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)) * cnt)
     x0, xext, xlo, xhi = dw_x_fill(g, od, oh)
@@ -1894,7 +1915,8 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
         return ("dw_head_split needs x-stationary row-mode dw with xT dma and dyT dma, one pair per bundle, "
                 "no ones slot, no row stacking, C_in columns above the tiny-C_in memset"), b
     if p.dw_dyt_dma and not dyt_dma_legal(g, p):
-        return "dw_dyt_dma needs per-gradient dw:row_pack, a 2-byte dtype and trn2/trn3 (dma_transpose)", b
+        return ("dw_dyt_dma needs per-gradient dw:row_pack (or box mode with W_out <= 128), a 2-byte dtype "
+                "and trn2/trn3 (dma_transpose)"), b
     if p.db_ones and not db_ones_legal(g, p):
         return "db_ones needs db:fold with row-mode x-stationary dw and a stationary chunk with room on M", b
     if b.sbuf > hw.sbuf_usable:
@@ -2113,6 +2135,10 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
                 and (hw is None or not _check(g, q2 := replace(q, dw_dyt_dma=True), hw)[0])]
         # and the first row pass's dy^T and x^T by column pieces (kernels/dw_head.py)
         out += [q2 for q in out if dw_head_split_legal(g, q2 := replace(q, dw_head_split=True))]
+    if p.compute_dw and p.strategy is Strategy.PER_GRADIENT and dyt_box_dma_legal(g, p):
+        # box-mode dw's dy^T by DMA too (session 6)
+        out += [q2 for q in out if dyt_dma_legal(g, q2 := replace(q, dw_dyt_dma=True))
+                and (hw is None or not _check(g, q2, hw)[0])]
     if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
         out = [q2 if not _check(g, q2 := replace(q, filters_first=True), hw)[0] else q for q in out]
         # dx^T's first band loads during dw's last row chunk when its pools fit beside dw's

@@ -152,8 +152,9 @@ def test_legality():
     g = p.geometry()
     base = next(a for a in p.feasible_candidates() if a.dw_head_split)
     assert dw_head_split_legal(g, base)
+    # (a C_in range of 3: its first tile's zero rows would be one memset per tile, the tiny-C_in fill)
     for edit in ({"dw_dyt_dma": False}, {"dw_x_stationary": False}, {"dw_row_stack": True}, {"db_ones": True},
-                 {"dw_ci_tile": 64}):
+                 {"dw_ci_tile": 64}, {"dw_ci_range": 3}):
         assert not dw_head_split_legal(g, dataclasses.replace(base, **edit)), edit
     # C_in 64: two pairs per x^T bundle; the stem's tiny C_in: zero rows by one memset per tile
     p64 = plan_conv3d_bwd((1, 64, 4, 32, 32), (1, 64, 4, 32, 32), (3, 3, 3, 64, 64), padding=(1,) * 6)
