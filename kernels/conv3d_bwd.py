@@ -29,6 +29,7 @@ from .planner import (
     DxMethod,
     Strategy,
     current_forced_plan,
+    db_taps_local,
     dw_direct,
     dx_band_early_on,
     dx_between_on,
@@ -176,6 +177,8 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
             if dx_between is not None:
                 dx_between.drain()
                 dx_runs.append(True)
+    if db_in_dw is not None and dw_steps is None and db_taps_local(g, plan):
+        db_state.finish(pid, lnc)   # the taps split's db is whole on one program: stored now, under dx
     if dx_gen is not None:   # the items dw's passes did not take
         for _ in dx_gen:
             pass

@@ -3,6 +3,7 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .nki_common import PMAX, Pool
+from .planner import db_taps_local, dw_db_program
 from .schedule import tiles
 
 
@@ -55,6 +56,11 @@ class DbState:
         self.finished = True
         ctx = self.ctx
         if ctx.plan.db_ones:
+            return
+        if db_taps_local(ctx.g, ctx.plan):   # whole on one program: it stores, nothing to exchange
+            if pid == dw_db_program(ctx.g, ctx.plan):
+                for c, (co0, co_sz) in enumerate(self.co_tiles):
+                    nisa.dma_copy(dst=ctx.db[co0:co0 + co_sz], src=self.acc[:co_sz, c:c + 1])
             return
         if lnc == 2:
             other = nl.ndarray((PMAX, len(self.co_tiles)), nl.float32, buffer=nl.sbuf, name="db_other")

@@ -15,6 +15,7 @@ cast once per C_in tile and stored by DMA (no transposes).
 import nki.isa as nisa
 import nki.language as nl
 
+from .dw_head import HEAD_PAIRS, head_col_pieces, head_pair_order, head_pieces
 from .nki_common import BANK_BYTES, BANK_FP32, PMAX, Pool, band_slices, co_bank_packs, load_padded
 from .nki_dw_xt import RowXtDma
 from .planner import (
@@ -28,6 +29,7 @@ from .planner import (
     dw_defer_finish,
     dw_direct,
     dw_fused_exchange,
+    dw_head_split_on,
     dw_out_bufs,
     dw_own_taps,
     dw_program_items,
@@ -76,7 +78,7 @@ class DwState:
     """The dw accumulators and pools of one program."""
 
     def __init__(self, ctx, max_rows, ci_range=None, direct=False, db_state=None, own_taps=None, taps=None,
-                 cols=None):
+                 cols=None, head=False):
         g, plan = ctx.g, ctx.plan
         self.ctx = ctx
         # row mode: the W output columns [lo, hi) this program runs (LNC2 columns split: its half)
@@ -121,6 +123,10 @@ class DwState:
                                    buffer=nl.sbuf, name=f"dw_acc{c}")
                         for c in range(len(self.co_tiles))]
         self.started = False
+        # dw_head_split (the program's first state): its first row chunk's dy^T is issued in column pieces
+        # with the first pair's x^T (``_head_dyt`` holds the chunk until then)
+        self.head = head and dw_head_split_on(g, plan)
+        self._head_dyt = None
         self.pending, self.pending_rows = [], 0   # row stacking: the chunk waiting for a partner
         # a callable run once at the start of this state's last row chunk (dx^T's first band
         # prefetch, ``plan.dx_prefetch``); set by run_dw_streaming on the last box
@@ -154,7 +160,11 @@ class DwState:
                 ring = SlotRing(dw_xt_ring(g, plan), slots, (PMAX, xt_columns(g)[0], plan.dw_ci_tile),
                                 ctx.dtype, "dw_xt") if self.xs else None
                 window = xt_window(g, self.w_lo, self.w_hi) if self.w_hi - self.w_lo < wo else None
-                self.xt_dma = RowXtDma(ctx, plan.dw_ci_tile, ring, window, merge=self.xs and plan.dw_xt_merge)
+                head_cols = max((e - a for _w, (a, e) in head_col_pieces(g, self.w_lo, self.w_hi,
+                                                                          *(window or xt_columns(g)[1:]))),
+                                default=0) if self.head else 0
+                self.xt_dma = RowXtDma(ctx, plan.dw_ci_tile, ring, window, head_cols,
+                                       merge=self.xs and plan.dw_xt_merge)
                 self.xt_pool = self.xt_dma.ring
             elif self.xs:   # x^T of several (kd, kh) pairs in one tile (a stationary may span them)
                 self.xt_pool = SlotRing(2, slots, (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, "dw_xt")
@@ -192,6 +202,9 @@ class DwState:
         # dy^T once per position tile, C_out tiles packed into one PSUM bank
         for p, ((sd, sh, sw), (td, th, tw)) in enumerate(ptiles):
             npos = td * th * tw
+            if plan.dw_dyt_dma:   # by DMA (dyt_box_dma_legal): per C_out tile and d plane, one contiguous run of dy
+                self._dyt_box_by_dma(b, od[0] + sd, oh[0] + sh, sw, td, th, tw, p)
+                continue
             for g0, members, width in self.co_packs:
                 pt = ctx.psum_t.take()
                 for c, off, co_sz in members:
@@ -267,6 +280,22 @@ class DwState:
                     self._fold(c, t0, gn, ci0, ci_sz, accs[a][:self.co_tiles[c][1], :n])
         self.started = True
 
+    def _dyt_box_by_dma(self, b, d0, h0, w0, td, th, tw, p):
+        """Box mode, ``dw_dyt_dma``: position tile ``p`` (td x th x tw positions from (d0, h0, w0) of batch b)
+        as dy^T [positions, C_out] straight from dy in HBM: a d plane's th x tw positions are one run of the
+        flattened dy when tw is all of W_out (or th is 1), one 2-D transpose per C_out tile and d plane."""
+        g = self.ctx.g
+        ho, wo = g.out_size[1], g.axes[2].o
+        if tw != wo and th != 1:
+            raise ValueError(f"dw_dyt_dma (box mode): position tile {td}x{th}x{tw} is not whole W rows (W_out {wo})")
+        flat = self.ctx.dy.reshape((g.batch, g.c_out, g.out_size[0] * ho * wo))
+        n = th * tw
+        for co0, co_sz in self.co_tiles:
+            for i in range(td):
+                r0 = ((d0 + i) * ho + h0) * wo + w0
+                nisa.dma_transpose(dst=self.dyt[i * n:(i + 1) * n, p, co0:co0 + co_sz],
+                                   src=flat[b, co0:co0 + co_sz, r0:r0 + n])
+
     def _load_x(self, b, od, oh, ci0, ci_sz):
         """The zero-padded x band [ci, Xd, Xh, Xw] that output rows od x oh (all W) read."""
         x0, ext, lo, hi = dw_x_fill(self.ctx.g, od, oh)
@@ -303,7 +332,10 @@ class DwState:
                 scalar = nisa.engine.scalar in ctx.evict.engines
                 self._run_prefetch(nisa.engine.scalar if scalar else nisa.engine.gpsimd)
                 self.run_after_first()
-            if plan.dw_dyt_dma:
+            if plan.dw_dyt_dma and self.head and not self.started and off == 0 and not self.pending:
+                self._head_dyt = (b, od[0] + sd, oh[0] + sh, cd, ch)   # with the first x^T, piece by piece
+                self.head = False
+            elif plan.dw_dyt_dma:
                 self._dyt_by_dma(b, od[0] + sd, oh[0] + sh, cd, ch, off)
             elif per_bank:
                 for w0 in range(self.w_lo, self.w_hi, per_bank):
@@ -332,15 +364,15 @@ class DwState:
                 continue
             self.flush_rows()
 
-    def _dyt_by_dma(self, b, d0, h0, cd, ch, off):
+    def _dyt_by_dma(self, b, d0, h0, cd, ch, off, cols=None):
         """``dw_dyt_dma``: the dy^T [rows, W, C_out] of row chunk (d0, h0, cd, ch) of batch b onto partitions
         [off, off + cd*ch) straight from dy in HBM (src [co, W, rows] -> dst [rows, W, co]), per C_out tile and
-        run of consecutive flattened rows (``xt_rows.dyt_runs``)."""
-        wo = self.ctx.g.axes[2].o
+        run of consecutive flattened rows (``xt_rows.dyt_runs``); ``cols``: only output columns [w0, w1)."""
+        w0, w1 = cols if cols is not None else (0, self.ctx.g.axes[2].o)
         for co0, co_sz in self.co_tiles:
             for p0, r0, n in dyt_runs(self.ctx.g.out_size[1], d0, h0, cd, ch):
-                src = self.dy_rows[b, co0:co0 + co_sz, r0:r0 + n, :]
-                nisa.dma_transpose(dst=self.dyt[off + p0:off + p0 + n, :wo, co0:co0 + co_sz],
+                src = self.dy_rows[b, co0:co0 + co_sz, r0:r0 + n, w0:w1]
+                nisa.dma_transpose(dst=self.dyt[off + p0:off + p0 + n, w0:w1, co0:co0 + co_sz],
                                    src=src.permute((0, 2, 1)))
 
     def flush_rows(self):
@@ -363,7 +395,12 @@ class DwState:
         gk = plan.dw_tap_group
         chunk = plan.dw_co_chunk
         n_co = len(self.co_tiles)
-        self._db([(nrows, w) for w in range(self.w_lo, self.w_hi)])
+        # dw_head_split: this chunk's dy^T is not issued yet; db's ones-vector matmuls (which read all of it)
+        # then run after the first pair's matmuls, so that the PE starts on the first piece
+        head, self._head_dyt = self._head_dyt, None
+        db_columns = [(nrows, w) for w in range(self.w_lo, self.w_hi)]
+        if head is None:
+            self._db(db_columns)
         if len(parts) > 1 and (self.xt_dma is None or not self.xs):
             raise ValueError("dw_row_stack needs dw_x_stationary and dw_xt_dma (row mode)")
         b, box_d, box_h, cd, ch, _off = parts[0]
@@ -378,10 +415,17 @@ class DwState:
             # the pairs with a tap in the span (a fine LNC2 split may cut one: x^T built by both)
             pairs = [(kd, kh) for kd in range(kd_n) for kh in range(kh_n)
                      if g.tap_index(kd, kh, 0) < t_hi and g.tap_index(kd, kh, kw_n - 1) >= t_lo]
+            head_fills = []
+            if head is not None:   # the head pairs first (one pair per bundle, no ones slot: dw_head_split_legal)
+                pairs = head_pair_order(g, pairs, self.span, (box_d[0], box_h[0], cd, ch))
+                # the first pair's fill carries the dy^T pieces, the next ones' only their own
+                head_fills = [(head, True)] + [(head, False)] * (HEAD_PAIRS - 1)
 
             def stage(pair, xb=xb, ci0=ci0, ci_sz=ci_sz, xw=xw, cols=cols, nrows=nrows, cd=cd, ch=ch,
-                      box_d=box_d, box_h=box_h):
+                      box_d=box_d, box_h=box_h, head_fills=head_fills):
                 kd, kh = pair
+                if head_fills and self.xt_dma is not None:   # the first pairs of the head pass
+                    return self._head_fill(head_fills.pop(0), ci0, ci_sz, kd, kh)
                 if self.xt_dma is not None:
                     xt = self.xt_dma.fill(b, ci0, ci_sz, box_d[0], box_h[0], cd, ch, kd, kh)   # parts[0]: offset 0
                     for pb, pd, ph, pcd, pch, poff in parts[1:]:   # the stacked chunk, same slot view
@@ -430,6 +474,13 @@ class DwState:
             if self._inside_now is not None and plan.dx_inside_boxes:
                 self._inside_now(before=True)   # dx's next band: its DMA ahead of this pass's x^T bundles
             staged = [stage_at(0)] if pairs else []
+            db_after = head is not None
+            if head is not None:
+                if not pairs:   # (no pair in the span: the dy^T still feeds db)
+                    self._dyt_by_dma(*head, 0)
+                head = None
+            if db_after and not pairs:
+                self._db(db_columns)
             if self._inside_now is not None and self.xt_dma is not None and self.xs \
                     and (ci0, ci_sz) == self.ci_tiles[-1]:
                 # dx runs here: the ring's bundles load under its matmuls (issued first: DMA is FIFO)
@@ -453,6 +504,9 @@ class DwState:
                     if pi == q0 + n - 1:   # the bundle's x^T are all built
                         self._xs_rows(bundle_tiles.pop(j), nrows, pairs[q0][0] * kh_n + pairs[q0][1],
                                       n, self.ci_tiles.index((ci0, ci_sz)), ci_sz)
+                        if db_after:
+                            self._db(db_columns)
+                            db_after = False
                         if between is not None:   # dx's PE work while the next bundles' x^T load
                             between.advance_to(_between_share(between.total, j + 1, n_bund))
                     continue
@@ -472,6 +526,20 @@ class DwState:
                         for a, c in enumerate(cts):
                             self._fold(c, t0, kn, ci0, ci_sz, accs[a][:self.co_tiles[c][1], :n])
         self.started = True
+
+    def _head_fill(self, fill, ci0, ci_sz, kd, kh):
+        """``dw_head_split``: a head pair's x^T by column pieces, the first one interleaved with the head
+        chunk's dy^T pieces (``fill`` = (chunk, with dy^T))."""
+        g = self.ctx.g
+        (b, d0, h0, cd, ch), with_dyt = fill
+        xd = self.xt_dma
+        pieces = head_col_pieces(g, self.w_lo, self.w_hi, xd.f_lo, xd.f_hi,
+                                 head_pieces(g, (d0, h0, cd, ch), kd, kh))
+
+        def dyt(i):
+            if with_dyt:
+                self._dyt_by_dma(b, d0, h0, cd, ch, 0, pieces[i][0])
+        return xd.fill_pieces(b, ci0, ci_sz, d0, h0, cd, ch, kd, kh, [win for _w, win in pieces], dyt)
 
     def run_after_first(self):
         if self.after_first is not None:
@@ -844,7 +912,7 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
     for k, (ci_range, span) in enumerate(passes):
         state = DwState(ctx, plan.dw_band, ci_range, direct=dw_direct(g, plan),
                         db_state=db_state if k == 0 else None, own_taps=own, taps=span,
-                        cols=dw_columns(g, plan, pid))
+                        cols=dw_columns(g, plan, pid), head=k == 0)
         loaded = {}   # item index -> its dy views, when loaded one box ahead
         for i_item, (b, (d0, d1), (h0, h1)) in enumerate(items):
             if inside is not None and plan.dx_inside_boxes:

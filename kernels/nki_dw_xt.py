@@ -24,7 +24,7 @@ from .xt_rows import (
 class RowXtDma:
     """The x^T tiles of row-mode dw, filled by DMA (one instance per DwState)."""
 
-    def __init__(self, ctx, ci_tile, ring=None, window=None, merge=False):
+    def __init__(self, ctx, ci_tile, ring=None, window=None, head_cols=0, merge=False):
         """``ring``: where the tiles come from -- None, a ring of XT_DMA_BUFS tiles [P, columns, ci] of
         its own; else a ring of bundle tiles [P, slots, columns, ci] handed out one slot view at a time
         (x-stationary's ``SlotRing``). Either way the pad columns of every tile are zeroed here, once.
@@ -50,7 +50,10 @@ class RowXtDma:
         # columns are zero from the setup)
         fill = ci_tile * (max(self.xw, ring.slots * (self.f_hi - self.f_lo)) if merge else self.xw)
         self.zero = nl.ndarray((PMAX, fill), ctx.dtype, buffer=nl.sbuf, name="dw_xt_zero")
-        for z0 in range(0, fill, MEMSET_MAX):   # VectorE: GpSimd has the first tiles' zero-row memsets
+        first = min(fill, head_cols * ci_tile)
+        if first:   # the head pieces' zero rows wait only for this part
+            nisa.memset(self.zero[:, :first], 0.0, engine=nisa.engine.vector)
+        for z0 in range(first, fill, MEMSET_MAX):   # VectorE: GpSimd has the first tiles' zero-row memsets
             nisa.memset(self.zero[:, z0:min(fill, z0 + MEMSET_MAX)], 0.0, engine=nisa.engine.vector)
         ax = g.axes
         # x with its (D, H) rows flattened: a run of rows at one stride is one sliced dim
@@ -100,6 +103,33 @@ class RowXtDma:
             src = self.x_rows[b, ci0:ci0 + ci_sz, band_slices(run.x_row, run.rows, run.step), w0:w0 + wn]
             nisa.dma_transpose(dst=xt[p_off + run.p0:p_off + run.p0 + run.rows, self.f_lo:self.f_hi, :ci_sz],
                                src=src.permute((0, 2, 1)))
+
+    def fill_pieces(self, b, ci0, ci_sz, od0, oh0, cd, ch, kd, kh, pieces, before):
+        """``dw_head_split``: like ``fill`` (one chunk, no stacking), piece by piece: for each tile column
+        window [a, b) of ``pieces`` (``dw_head.head_col_pieces``), ``before(i)`` (the dy^T piece), then the
+        window's zero rows and transposes, so that the first matmuls wait only for the first piece."""
+        xt = self.ring.take()
+        plan = xt_fill(self.ctx.g, od0, oh0, cd, ch, kd, kh)
+        c_lo = self.ctx.g.axes[2].lo
+        ci_t = xt.shape[2]
+        for i, (a, e) in enumerate(pieces):
+            before(i)
+            if e <= a:
+                continue
+            for run in plan.zeros:
+                by_dma, by_memset = zero_split(run)
+                if by_memset is not None:
+                    rows = xt[by_memset.p0:by_memset.p0 + by_memset.rows]
+                    step = max(1, MEMSET_MAX // ci_t)
+                    for c0 in range(a, e, step):
+                        nisa.memset(rows[:, c0:min(e, c0 + step), :], 0.0, engine=nisa.engine.gpsimd)
+                if by_dma is not None:
+                    n = by_dma.rows
+                    nisa.dma_copy(dst=xt[by_dma.p0:by_dma.p0 + n, a:e, :], src=self.zero[:n, :(e - a) * ci_t])
+            for run in plan.transposes:
+                src = self.x_rows[b, ci0:ci0 + ci_sz, band_slices(run.x_row, run.rows, run.step), a - c_lo:e - c_lo]
+                nisa.dma_transpose(dst=xt[run.p0:run.p0 + run.rows, a:e, :ci_sz], src=src.permute((0, 2, 1)))
+        return xt
 
     def merges(self, ci_tile, stacked=False):
         """Whether a bundle's pairs are filled together (``fill_bundle``): tiny C_in (zero rows by memset,

@@ -21,7 +21,7 @@ from .nki_common import (
 from .nki_dx_dpairs import dpair_filters, run_dx_dpairs
 from .nki_dx_t import DxTBands, add_pair_filters, dx_t_steps, run_dx_t
 from .nki_filters import load_filters_block_diag, load_filters_t
-from .planner import _split, dx_ci_split_on, dx_t_active, filter_group, filters_by_dma
+from .planner import _split, dx_ci_split_on, dx_last_by_blocks, dx_t_active, filter_group, filters_by_dma
 from .schedule import axis_bands, dx_packs, dx_phase_work, dx_stage_elems, tiles
 
 
@@ -244,9 +244,12 @@ def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None, groups
                         on_band(b_r, bd_r, bh_r, bands.band_w, view)
             work = dx_phase_work(g, (bd, bh, bands.band_w))
             nd_in, nh_in = bd.i1 - bd.i0, bh.i1 - bh.i0
+            last_pack = gi == len(groups) - 1 and pack is packs[-1]
             for ci0, ci_sz in group:
                 rel = rel0[ci0]
                 plane = plane_pool.take()
+                # the program's last plane stores block by block (dx_last_by_blocks): its tail is one block's
+                by_block = last_pack and ci0 == group[-1][0] and dx_last_by_blocks(g, plan, work)
                 for pw in work:
                     starts = [ax[a].i_of_j(pw.j0[a], pw.phases[a]) - (bd.i0, bh.i0, 0)[a] for a in range(3)]
                     if not pw.taps:
@@ -274,6 +277,12 @@ def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None, groups
                         i_w = ax[2].i_of_j(jw, pw.phases[2])
                         ctx.evict.copy(plane[:ci_sz, band_slices(i_d, nd, ax[0].s), band_slices(i_h, nh, ax[1].s),
                                              band_slices(i_w, nw, ax[2].s)], ps[:ci_sz, :n])
+                        if by_block:   # (unit strides: the block is a box of the plane and of dx)
+                            nisa.dma_copy(dst=ctx.dx[_b, ci0:ci0 + ci_sz, bd.i0 + i_d:bd.i0 + i_d + nd,
+                                                     bh.i0 + i_h:bh.i0 + i_h + nh, i_w:i_w + nw],
+                                          src=plane[:ci_sz, i_d:i_d + nd, i_h:i_h + nh, i_w:i_w + nw])
+                if by_block:
+                    continue
                 if regions == 1:
                     nisa.dma_copy(dst=ctx.dx[_b, ci0:ci0 + ci_sz, bd.i0:bd.i1, bh.i0:bh.i1, :],
                                   src=plane[:ci_sz, :nd_in, :nh_in, :W])

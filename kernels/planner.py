@@ -19,6 +19,7 @@ from . import dx_dpairs as dpairs
 from . import dx_toeplitz as toeplitz
 from . import pw_shared as pw
 from .costs import TARGET_FIGURES, CostSheet, TargetFigures, compose_ns
+from .dw_head import head_wait_ns
 from .dx_pairs import (
     BANK_FP32,
     DXT_BUFS,
@@ -92,11 +93,34 @@ def db_on_dw(p: Plan) -> bool:
 
 def dyt_dma_legal(g: ConvGeom, p: Plan) -> bool:
     """Row-mode dw streaming its own dy (per gradient) may take dy^T by dma_transpose from HBM (2-byte
-    dtypes, NC-v3+): no dy box, no PE transposes, no evictions (``Plan.dw_dyt_dma``)."""
-    return bool(p.compute_dw and p.strategy is Strategy.PER_GRADIENT and xt_dma_legal(g, p))
+    dtypes, NC-v3+): no dy box, no PE transposes, no evictions (``Plan.dw_dyt_dma``). Box mode too
+    (session 6, ``dyt_box_dma_legal``)."""
+    return bool(p.compute_dw and p.strategy is Strategy.PER_GRADIENT
+                and (xt_dma_legal(g, p) or dyt_box_dma_legal(g, p)))
+
+
+def dyt_box_dma_legal(g: ConvGeom, p: Plan) -> bool:
+    """Box-mode dw (tap_pack / tap_gemm): a position tile of whole W rows (W_out <= 128) is, per d plane,
+    one contiguous run of dy, so its dy^T ``[positions, C_out tile]`` is one 2-D ``dma_transpose`` per
+    (C_out tile, d plane) (2-byte dtypes, NC-v3+) instead of PE transposes and evictions."""
+    return (p.dw_method in (DwMethod.TAP_PACK, DwMethod.TAP_GEMM) and filters_by_dma(g, p)
+            and g.axes[2].o <= PMAX)
 
 
 DYT_DMA_BUFS = 2   # dy^T tiles of dw_dyt_dma: a chunk's transfer runs while the one before is in use
+
+
+def dw_head_split_legal(g: ConvGeom, p: Plan) -> bool:
+    """``dw_head_split`` (``kernels/dw_head.py``): row-mode x-stationary dw with x^T and dy^T by DMA, one
+    (kd, kh) pair per bundle (the head pair moves first), no ones slot, no row stacking, the first C_in
+    tile's zero rows not by one whole-tile memset (tiny C_in: its bundles are filled whole)."""
+    return bool(p.dw_dyt_dma and dyt_dma_legal(g, p) and p.dw_x_stationary and p.dw_xt_dma
+                and not p.dw_row_stack and not p.db_ones and dw_xs_bundle(g, p) == 1
+                and not zero_by_memset(g, min(p.dw_ci_tile, p.dw_ci_range, g.c_in)))
+
+
+def dw_head_split_on(g: ConvGeom, p: Plan) -> bool:
+    return p.dw_head_split and dw_head_split_legal(g, p)
 
 
 def filters_by_dma(g: ConvGeom, p: Plan) -> bool:
@@ -253,6 +277,14 @@ def dw_tap_fine_helps(g: ConvGeom, p: Plan) -> bool:
     unit = dw_tap_unit(g, p)
     return (dw_tap_fine_legal(g, p) and p.dw_ci_tile >= PMAX
             and ceil_div(ceil_div(g.taps, unit), 2) * unit > ceil_div(g.taps, 2))
+
+
+def db_taps_local(g: ConvGeom, p: Plan) -> bool:
+    """LNC2 taps split with db folded on dw's dy^T: db is whole on ``dw_db_program`` (every position runs on
+    both programs, db on one), so that program stores it right after dw -- no exchange, and no store behind
+    dx's last one at the end (nor an add behind dx's evictions on VectorE)."""
+    return (p.lnc == 2 and db_on_dw(p) and p.dw_method is not DwMethod.DMA_GEMM
+            and dw_own_taps(g, p, 0) is not None)
 
 
 def dw_db_program(g: ConvGeom, p: Plan) -> int:
@@ -617,6 +649,7 @@ class Plan:
     dx_inside_boxes: bool = False     # dx inside dw: one dx item in each of dw's row passes (whole-pass x^T ring)
     dw_xt_merge: bool = False         # x-stationary xT dma: bundles of one kd and H-padding class, 4-D transposes
     dx_between_bundles: bool = False  # per gradient, D-phase pairs: dx's groups run between dw's x^T bundles
+    dw_head_split: bool = False       # dw's first row pass: dy^T and the first x^T by column pieces (dw_head)
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -659,7 +692,8 @@ class Plan:
                 "pw_db_scalar": self.pw_db_scalar, "pw_dyt_dma": self.pw_dyt_dma, "pw_dyt_late": self.pw_dyt_late,
                 "dx_inside_dw": self.dx_inside_dw, "dx_inside_boxes": self.dx_inside_boxes, "dw_xt_merge": self.dw_xt_merge,
                 "dx_between_bundles": self.dx_between_bundles,
-                "db_ones": self.db_ones, "dw_dyt_dma": self.dw_dyt_dma}
+                "db_ones": self.db_ones, "dw_dyt_dma": self.dw_dyt_dma,
+                "dw_head_split": self.dw_head_split}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -981,6 +1015,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         # dw runs first: the PE waits for its first dy box and x (band or x^T tile)
         dw_head = _dw_head_ns(g, p, hw, pid)
         fill += dw_head
+        if p.dw_head_split:   # the pipeline's first-step loads (section_ns) overlap the pieces: what it
+            dw_head = _dw_head_ns(g, replace(p, dw_head_split=False), hw, pid)   # credits is the unsplit head
     # (dx's first filter group is the "dx_filters" lead section: compose_ns charges what the sections
     # before it do not hide; with dx first -- shared_dy, dx only -- all of it)
     if p.compute_dx:
@@ -1105,9 +1141,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                       * ds, len(pack) - 1)
         if items and p.dx_method is not DxMethod.TOEPLITZ and not pw_shared_on(p):
             # (toeplitz: its store_tail_ns, in the fill; shared-dy pointwise: a step's store, below)
-            c.exposed("dx_tail", _dx_store_tail_ns(g, hw, items[-1][1], items[-1][2],
-                                                   2 * g.c_in if _dpair_one_store(g, p, items[-1]) else 0,
-                                                   _dpair_last_rows(g, p, items[-1])))
+            c.exposed("dx_tail", _dx_tail_ns(g, p, hw, items[-1]))
     if p.compute_dw:
         c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dw")
     if pw_shared_on(p):   # dw's share of the shared-dy pointwise kernel (dx:gemm is charged above)
@@ -1429,6 +1463,29 @@ def _lone_dma_ns(hw: TargetFigures, nbytes: float, run_bytes: float, partitions:
     return hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * run / (run + 256.0)) / rate
 
 
+def dx_last_by_blocks(g: ConvGeom, p: Plan, work: tuple) -> bool:
+    """Gather dx (``nki_dx.run_dx``): the program's last plane is stored block by block, each block right
+    after its eviction, so the kernel's dx tail is the last block's store, not the plane's (vae3d: 128 of
+    512 KB, the tail after the last eviction 2.9 -> 1.8 us). Unit strides (a block is a box of the plane
+    and of dx), one band per plane (no regions), a band of one phase with taps and more than one block."""
+    return (p.dx_regions == 1 and all(a.s == 1 for a in g.axes) and len(work) == 1 and bool(work[0].taps)
+            and len(work[0].blocks) > 1)
+
+
+def _dx_tail_ns(g: ConvGeom, p: Plan, hw: TargetFigures, item: tuple) -> float:
+    """The dx tail beyond the fill's DMA latency: the last block's store (``dx_last_by_blocks``, the last
+    C_in tile's plane), else the last band's stores (``_dx_store_tail_ns``)."""
+    _b, bd, bh = item
+    work = dx_phase_work(g, (bd, bh, axis_bands(g.axes[2], g.axes[2].n)[0]))
+    if not p.dx_transposed and not p.dx_dphase_pairs and dx_last_by_blocks(g, p, work):
+        (_jd, _jh, _jw), (nd, nh, nw) = work[0].blocks[-1]
+        ci = tile_sizes(g.c_in, p.dx_ci_tile)[-1]
+        run = (nh * nw if nw == g.axes[2].n else nw) * g.dtype_bytes
+        return _lone_dma_ns(hw, ci * nd * nh * nw * g.dtype_bytes, run, ci) - hw.dma_fixed_ns
+    return _dx_store_tail_ns(g, hw, bd, bh, 2 * g.c_in if _dpair_one_store(g, p, item) else 0,
+                             _dpair_last_rows(g, p, item))
+
+
 def _dpair_one_store(g: ConvGeom, p: Plan, item: tuple) -> bool:
     """D-phase pairs: the band plane of ``item`` stores with one 128-partition DMA (``dx_dpairs.one_store``)."""
     if not p.dx_dphase_pairs:
@@ -1495,14 +1552,34 @@ def _dw_head_ns(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> float:
     first = _dw_first_box(g, p, pid)
     if first is None:
         return 0.0
-    dy_ns = _dw_first_dyt_dma_ns(g, hw, first) if p.dw_dyt_dma else _dw_first_dy_ns(g, hw, first)
+    if dw_head_split_on(g, p):   # the PE trails the column pieces of the first dy^T and x^T
+        return _dw_head_split_ns(g, p, hw, pid, first)
+    dy_ns = _dw_first_dyt_dma_ns(g, hw, first, p) if p.dw_dyt_dma else _dw_first_dy_ns(g, hw, first)
     return max(0.0, dy_ns - hw.dma_fixed_ns) + _dw_first_x_wait_ns(g, p, hw, pid)
 
 
-def _dw_first_dyt_dma_ns(g: ConvGeom, hw: TargetFigures, box: tuple[tuple[int, int], tuple[int, int]]) -> float:
+def _dw_head_split_ns(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int, first: tuple) -> float:
+    """``dw_head_split``: dw_head.head_wait_ns for the program's first row chunk, taps and columns."""
+    (d0, d1), (h0, h1) = first
+    (_sd, _sh, _z), (cd, ch, _one) = box_blocks((0, 0, 0), (d1 - d0, h1 - h0, 1), PMAX)[0]
+    span = dw_tap_passes(g, p, pid)[0]
+    w_lo, w_hi = dw_columns(g, p, pid)
+    a, e = xt_window(g, w_lo, w_hi)
+    ci = min(p.dw_ci_tile, p.dw_ci_range, g.c_in)
+    return head_wait_ns(g, hw.dma_bytes_per_ns, hw.tensor_ghz, (d0, h0, cd, ch), span, w_hi - w_lo, e - a, ci)
+
+
+def _dw_first_dyt_dma_ns(g: ConvGeom, hw: TargetFigures, box: tuple[tuple[int, int], tuple[int, int]],
+                         p: Plan | None = None) -> float:
     """``dw_dyt_dma``: the first row chunk's dy^T (C_out tile 0) by dma_transpose, alone on the queues
-    (its rows' share of the DMA engines, the slowest run)."""
+    (its rows' share of the DMA engines, the slowest run); box mode: the first position tile's, every
+    C_out tile (a matmul step takes all of them), one transfer per d plane."""
     (d0, d1), (h0, h1) = box
+    if p is not None and dyt_box_dma_legal(g, p):
+        (nd, nh, nw), _cnt = box_block_sizes((0, 0, 0), (d1 - d0, h1 - h0, g.axes[2].o), PMAX)[0]
+        bw = hw.dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY
+        plane = nh * nw * g.c_out * g.dtype_bytes
+        return hw.dma_fixed_ns + max(nd * plane / bw, plane / (bw * min(16, ceil_div(nh * nw * 16, PMAX)) / 16))
     (_sd, _sh, _z), (cd, ch, _one) = box_blocks((0, 0, 0), (d1 - d0, h1 - h0, 1), PMAX)[0]
     row = g.axes[2].o * min(PMAX, g.c_out) * g.dtype_bytes
     bw = hw.dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY
@@ -1540,7 +1617,7 @@ def _dw_first_x_wait_ns(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -
     wo = g.axes[2].o
     n_co = n_tiles(g.c_out, PMAX)
     co_t = min(PMAX, g.c_out)
-    dy_ns = _dw_first_dyt_dma_ns(g, hw, first) if p.dw_dyt_dma else _dw_first_dy_ns(g, hw, first)
+    dy_ns = _dw_first_dyt_dma_ns(g, hw, first, p) if p.dw_dyt_dma else _dw_first_dy_ns(g, hw, first)
     pe = CostSheet(hw)   # the dy^T transposes of the first box (row mode: its first <= 128-row chunk)
     ci = min(p.dw_ci_tile, p.dw_ci_range, g.c_in)
     if p.dw_method is DwMethod.ROW_PACK:
@@ -1550,7 +1627,8 @@ def _dw_first_x_wait_ns(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -
         d1, h1 = d0 + cd, h0 + ch
     else:
         for (nd, nh, nw), cnt in box_block_sizes((0, 0, 0), (d1 - d0, h1 - h0, wo), PMAX):
-            pe.transpose(co_t, nd * nh * nw, g.dtype == "fp32", n_co * cnt)
+            if not p.dw_dyt_dma:   # (box-mode dyT dma: no PE transposes)
+                pe.transpose(co_t, nd * nh * nw, g.dtype == "fp32", n_co * cnt)
     if p.dw_xt_dma and p.dw_method is DwMethod.ROW_PACK:
         x_ns = _first_xt_tile_ns(g, p, hw, ci, (d0, h0, d1 - d0, h1 - h0))
     else:
@@ -1648,6 +1726,9 @@ def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], o
     t_lo, t_hi = span
     groups = [min(G, t_hi - t) for t in range(t_lo, t_hi, G)]
     for npos, cnt in sizes:       # dy^T once per position tile
+        if p.dw_dyt_dma:   # by dma_transpose from HBM (90 %), per C_out tile and d plane
+            c.busy["dma"] += cnt * npos * g.c_out * ds / (c.hw.dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY)
+            continue
         c.transpose(co_t, npos, fp32, n_co * cnt)
         c.evict(g.c_out, two, max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)) * cnt)
     x0, xext, xlo, xhi = dw_x_fill(g, od, oh)
@@ -1959,6 +2040,7 @@ def _label(p: Plan) -> str:
         band += "fine taps, " if p.dw_tap_fine else ""
         rng += ", xT dma" if p.dw_xt_dma else ""
         rng += ", dyT dma" if p.dw_dyt_dma else ""
+        rng += ", head split" if p.dw_head_split else ""
         rng += ", rows stacked" if p.dw_row_stack else ""
         rng += ", xT merged" if p.dw_xt_merge else ""
         rng += f", dy^T 1/{p.pw_dyt_dma} dma" + (" late" if p.pw_dyt_late else "") if p.pw_dyt_dma else ""
@@ -1983,8 +2065,12 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
         return f"dx_dphase_pairs: {why}", b
     if p.dw_row_stack and not row_stack_legal(p):
         return "dw_row_stack needs dw:row_pack with dw_x_stationary and dw_xt_dma", b
+    if p.dw_head_split and not dw_head_split_legal(g, p):
+        return ("dw_head_split needs x-stationary row-mode dw with xT dma and dyT dma, one pair per bundle, "
+                "no ones slot, no row stacking, C_in columns above the tiny-C_in memset"), b
     if p.dw_dyt_dma and not dyt_dma_legal(g, p):
-        return "dw_dyt_dma needs per-gradient dw:row_pack, a 2-byte dtype and trn2/trn3 (dma_transpose)", b
+        return ("dw_dyt_dma needs per-gradient dw:row_pack (or box mode with W_out <= 128), a 2-byte dtype "
+                "and trn2/trn3 (dma_transpose)"), b
     if p.db_ones and not db_ones_legal(g, p):
         return "db_ones needs db:fold with row-mode x-stationary dw and a stationary chunk with room on M", b
     if b.sbuf > hw.sbuf_usable:
@@ -2202,6 +2288,12 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         # and dy^T by DMA too (per gradient): no dy box, no dy^T PE transposes or evictions
         out += [q2 for q in out if q.dw_xt_dma and dyt_dma_legal(g, q)
                 and (hw is None or not _check(g, q2 := replace(q, dw_dyt_dma=True), hw)[0])]
+        # and the first row pass's dy^T and x^T by column pieces (kernels/dw_head.py)
+        out += [q2 for q in out if dw_head_split_legal(g, q2 := replace(q, dw_head_split=True))]
+    if p.compute_dw and p.strategy is Strategy.PER_GRADIENT and dyt_box_dma_legal(g, p):
+        # box-mode dw's dy^T by DMA too (session 6)
+        out += [q2 for q in out if dyt_dma_legal(g, q2 := replace(q, dw_dyt_dma=True))
+                and (hw is None or not _check(g, q2, hw)[0])]
     if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
         out = [q2 if not _check(g, q2 := replace(q, filters_first=True), hw)[0] else q for q in out]
         # dx^T's first band loads during dw's last row chunk when its pools fit beside dw's
