@@ -443,7 +443,8 @@ class DwState:
                 return xt
 
             # x-stationary: the bundles (index of the first pair in ``pairs``, pairs); each pair's bundle
-            first_pair = pairs[0][0] * kh_n + pairs[0][1] if pairs else 0
+            # (min: dw_head_split moves its head pairs first; its bundles are single pairs)
+            first_pair = min((kd * kh_n + kh for kd, kh in pairs), default=0)
             bundles = ([(q - first_pair, n) for q, n in dw_xs_bundles(g, plan, self.span)] if self.xs
                        else [(k, 1) for k in range(len(pairs))])
             bundle_of = {k: (j, q0, n) for j, (q0, n) in enumerate(bundles) for k in range(q0, q0 + n)}
