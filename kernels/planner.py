@@ -113,9 +113,10 @@ DYT_DMA_BUFS = 2   # dy^T tiles of dw_dyt_dma: a chunk's transfer runs while the
 def dw_head_split_legal(g: ConvGeom, p: Plan) -> bool:
     """``dw_head_split`` (``kernels/dw_head.py``): row-mode x-stationary dw with x^T and dy^T by DMA, one
     (kd, kh) pair per bundle (the head pair moves first), no ones slot, no row stacking, the first C_in
-    tile's zero rows not by one whole-tile memset (tiny C_in: its bundles are filled whole)."""
+    tile's zero rows not by one whole-tile memset (tiny C_in: its bundles are filled whole), no merged
+    bundles (``dw_xt_merge``)."""
     return bool(p.dw_dyt_dma and dyt_dma_legal(g, p) and p.dw_x_stationary and p.dw_xt_dma
-                and not p.dw_row_stack and not p.db_ones and dw_xs_bundle(g, p) == 1
+                and not p.dw_row_stack and not p.db_ones and not p.dw_xt_merge and dw_xs_bundle(g, p) == 1
                 and not zero_by_memset(g, min(p.dw_ci_tile, p.dw_ci_range, g.c_in)))
 
 

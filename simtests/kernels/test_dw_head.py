@@ -42,7 +42,8 @@ def _row_xt(xs=True, **edit):
     def pick(p):
         alts = [a for a in p.feasible_candidates() if a.dw_method is DwMethod.ROW_PACK and a.dw_xt_dma
                 and a.dw_x_stationary is xs and a.strategy is Strategy.PER_GRADIENT
-                and not a.dw_dyt_dma]   # (these tests look at dw's dy box loads: none with dyT dma)
+                and not a.dw_dyt_dma   # (these tests look at dw's dy box loads: none with dyT dma)
+                and not a.dx_inside_dw]   # (nor dx's items inside dw's boxes, which load dx's band first)
         assert alts, p.explain()
         return dataclasses.replace(alts[0], **edit)
     return pick

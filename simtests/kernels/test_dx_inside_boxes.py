@@ -32,6 +32,7 @@ from kernels.xt_rows import XT_DMA_BUFS
 
 from .conftest import geom_kw, geom_shapes
 from .test_dw_tap_passes import _shapes
+from .test_dx_inside_dw import GEOMS  # C_out <= 64 (dx^T pairs), row-mode dw
 from .test_kernel_dev import assert_candidates_within_budget, run_and_compare
 
 
@@ -57,16 +58,6 @@ def _boxes(split=None, dw_band=None, dx_band=None):
         assert dx_inside_dw_on(g, q) and dx_inside_boxes_legal(g, q)
         return q
     return pick
-
-
-GEOMS = [   # C_out <= 64 (dx^T pairs), row-mode dw
-    pytest.param({"batch": 1, "c_in": 8, "c_out": 6, "size": (4, 6, 7), "kernel": (3, 3, 3), "dilation": (2, 2, 2),
-                  "padding": (2,) * 6}, id="dil2-odd"),
-    pytest.param({"batch": 1, "c_in": 12, "c_out": 10, "size": (5, 8, 9), "kernel": (3, 3, 3), "stride": (2, 2, 2),
-                  "padding": (1, 0, 1, 1, 0, 1)}, id="s2-asym"),
-    pytest.param({"batch": 1, "c_in": 64, "c_out": 64, "size": (4, 8, 8), "kernel": (3, 3, 3),
-                  "padding": (1,) * 6}, id="c64"),
-]
 
 
 @pytest.mark.parametrize("lnc", [1, 2])
