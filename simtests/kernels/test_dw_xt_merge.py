@@ -98,9 +98,12 @@ def test_xt_merge_dtypes_lnc1_shared(dtype):
     run_and_compare(**geom, dtype=dtype, lnc=1, plan_edit=_merged())
 
 
+DOWN_KW = {"stride": (2, 2, 2), "padding": (1,) * 6}
+DOWN_S2 = (_shapes(2, 64, 128, (8, 32, 32), (3, 3, 3), **DOWN_KW), DOWN_KW)   # the bench shape: (shapes, kw)
+
+
 def test_xt_merge_bundles_follow_classes():
-    g = validate(*_shapes(2, 64, 128, (8, 32, 32), (3, 3, 3), stride=(2, 2, 2), padding=(1,) * 6),
-                 stride=(2, 2, 2), padding=(1,) * 6, dtype="bf16")
+    g = validate(*DOWN_S2[0], **DOWN_S2[1], dtype="bf16")
     # kh 0 reads the H padding at h = 0, kh 1 and 2 never: one bundle per kd for each class
     assert xt_merge_bundles(g, 0, 9, 2) == [(0, 1), (1, 2), (3, 1), (4, 2), (6, 1), (7, 2)]
     g1 = validate(*_shapes(1, 64, 8, (4, 8, 8), (3, 3, 3)), dtype="bf16")   # no padding: all one class
@@ -112,8 +115,7 @@ def test_xt_merge_bundles_follow_classes():
 def test_xt_merge_planner_view_down_s2():
     """down_s2 at LNC2: the merged twin of the stacked columns-split pick is listed (labelled), its bundles
     are the class cut, it is legal only with xT dma x-stationary, and its x^T transfers are fewer."""
-    kw = {"stride": (2, 2, 2), "padding": (1,) * 6}
-    shapes = _shapes(2, 64, 128, (8, 32, 32), (3, 3, 3), **kw)
+    shapes, kw = DOWN_S2
     plan = plan_conv3d_bwd(*shapes, **kw, dtype="bf16", lnc=2)
     g = plan.geometry()
     merged = [a for a in plan.feasible_candidates() if a.dw_xt_merge]
@@ -153,8 +155,7 @@ def test_xt_merge_not_listed_where_nothing_merges():
 def test_dpair_filter_slots_fill_by_runs():
     """down_s2's 18 D-phase-pairs slots: side 0 holds taps 18..26 then 0..8, side 1 taps 9..17, so three
     3-D transposes fill every tap (27 before); every (slot, side) with a tap is covered once."""
-    kw = {"stride": (2, 2, 2), "padding": (1,) * 6}
-    shapes = _shapes(2, 64, 128, (8, 32, 32), (3, 3, 3), **kw)
+    shapes, kw = DOWN_S2
     plan = plan_conv3d_bwd(*shapes, **kw, dtype="bf16", lnc=2)
     g = plan.geometry()
     slots = dpair_slot_map(g, plan)
@@ -222,8 +223,7 @@ def test_dx_between_bundles_subsets(grads, dtype):
 
 def test_dx_between_bundles_planner_down_s2():
     """down_s2 LNC2: listed (labelled) only with xT merged and the deferred finish; its budget bounds the peak."""
-    kw = {"stride": (2, 2, 2), "padding": (1,) * 6}
-    shapes = _shapes(2, 64, 128, (8, 32, 32), (3, 3, 3), **kw)
+    shapes, kw = DOWN_S2
     plan = plan_conv3d_bwd(*shapes, **kw, dtype="bf16", lnc=2)
     g = plan.geometry()
     alts = [a for a in plan.feasible_candidates() if a.dx_between_bundles]

@@ -32,13 +32,8 @@ from kernels.xt_rows import XT_DMA_BUFS
 
 from .conftest import geom_kw, geom_shapes
 from .test_dw_tap_passes import _shapes
-from .test_dx_inside_dw import GEOMS  # C_out <= 64 (dx^T pairs), row-mode dw
+from .test_dx_inside_dw import GEOMS, forced_inside, plan_geom  # GEOMS: C_out <= 64 (dx^T pairs), row-mode dw
 from .test_kernel_dev import assert_candidates_within_budget, run_and_compare
-
-
-def _g(p):
-    return validate(p.dy_shape, p.x_shape, p.w_shape, p.stride, p.padding, p.dilation, p.dtype,
-                    compute_dx=p.compute_dx, compute_dw=p.compute_dw, compute_db=p.compute_db)
 
 
 def _boxes(split=None, dw_band=None, dx_band=None):
@@ -46,15 +41,9 @@ def _boxes(split=None, dw_band=None, dx_band=None):
     band ``dw_band`` (default: one D row of whole H rows, so every program has several boxes) and dx band
     ``dx_band`` (default its own), forced to run dx inside dw's boxes."""
     def pick(p):
-        g = _g(p)
-        band = dw_band or (1, g.out_size[1])
-        alts = [q for a in p.feasible_candidates()
-                if a.dx_prefetch and a.dw_x_stationary and a.dw_xt_dma and not a.dw_row_stack
-                and not a.dw_interleave and (split is None or a.dw_split == split)
-                and dx_inside_dw_legal(g, q := dataclasses.replace(
-                    a, dx_inside_dw=True, dx_inside_boxes=True, dw_band=band, dx_band=dx_band or a.dx_band))]
-        assert alts, p.explain()
-        q = min(alts, key=lambda a: a.estimated_us)
+        g = plan_geom(p)
+        q = forced_inside(p, split, dx_inside_boxes=True, dw_band=dw_band or (1, g.out_size[1]),
+                          **({"dx_band": dx_band} if dx_band else {}))
         assert dx_inside_dw_on(g, q) and dx_inside_boxes_legal(g, q)
         return q
     return pick
@@ -88,7 +77,7 @@ def test_dx_inside_boxes_item_counts(dx_band, inside_runs):
         shapes, kw = geom_shapes(geom), geom_kw(geom)
         q = edit(plan_conv3d_bwd(*shapes, **kw, lnc=lnc))
         if dx_band == (1, 8):   # 8 (LNC2: 4) items, 4 (2) boxes: the path that runs several items in one box
-            assert max(dx_box_items(_g(q), q, 0)) >= 2
+            assert max(dx_box_items(plan_geom(q), q, 0)) >= 2
 
 
 def test_dx_inside_boxes_fewer_items_than_boxes(inside_runs):

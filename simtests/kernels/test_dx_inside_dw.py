@@ -22,24 +22,33 @@ from .test_dw_tap_passes import _shapes
 from .test_kernel_dev import assert_candidates_within_budget, run_and_compare
 
 
+def plan_geom(p):
+    """The validated geometry of plan ``p``, with its gradient flags."""
+    return validate(p.dy_shape, p.x_shape, p.w_shape, p.stride, p.padding, p.dilation, p.dtype,
+                    compute_dx=p.compute_dx, compute_dw=p.compute_dw, compute_db=p.compute_db)
+
+
+def forced_inside(p, split=None, **edit):
+    """The best-estimated prefetched dx^T candidate with x-stationary ``xT dma`` dw (of dw ``split`` at LNC2)
+    that is legal forced to run dx inside dw with ``edit``; so forced."""
+    g = plan_geom(p)
+    alts = [q for a in p.feasible_candidates()
+            if a.dx_prefetch and a.dw_x_stationary and a.dw_xt_dma and not a.dw_row_stack and not a.dw_interleave
+            and (split is None or a.dw_split == split)
+            and dx_inside_dw_legal(g, q := dataclasses.replace(a, dx_inside_dw=True, **edit))]
+    assert alts, p.explain()
+    return min(alts, key=lambda a: a.estimated_us)
+
+
 def _inside(split=None):
     """Edit: the best-estimated dx-inside-dw candidate (of dw ``split`` at LNC2); where the planner lists
-    none, a prefetched dx^T candidate with x-stationary ``xT dma`` dw, its dx band one item per program,
-    forced inside."""
+    none, ``forced_inside`` with its dx band one item per program."""
     def pick(p):
-        g = validate(p.dy_shape, p.x_shape, p.w_shape, p.stride, p.padding, p.dilation, p.dtype,
-                     compute_dx=p.compute_dx, compute_dw=p.compute_dw, compute_db=p.compute_db)
+        g = plan_geom(p)
         alts = [a for a in p.feasible_candidates() if a.dx_inside_dw and not a.dx_inside_boxes
                 and (split is None or a.dw_split == split)]
-        if not alts:
-            d_in, h_in = g.axes[0].n, g.axes[1].n
-            band = (-(-d_in // p.lnc), h_in)
-            alts = [q for a in p.feasible_candidates()
-                    if a.dx_prefetch and a.dw_x_stationary and a.dw_xt_dma and not a.dw_row_stack
-                    and (split is None or a.dw_split == split)
-                    and dx_inside_dw_legal(g, q := dataclasses.replace(a, dx_inside_dw=True, dx_band=band))]
-        assert alts, p.explain()
-        q = min(alts, key=lambda a: a.estimated_us)
+        q = min(alts, key=lambda a: a.estimated_us) if alts else \
+            forced_inside(p, split, dx_band=(-(-g.axes[0].n // p.lnc), g.axes[1].n))
         assert dx_inside_dw_on(g, q) and "dx inside dw" in q.label
         return q
     return pick
