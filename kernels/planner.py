@@ -2426,11 +2426,30 @@ def plan_conv3d_bwd(dy_shape, x_shape, w_shape, stride=(1, 1, 1), padding=(0,) *
         raise Conv3dBwdInputError(f"lnc={lnc!r}: must be 1 or 2")
     if lnc == 2 and target == "trn1":
         raise Conv3dBwdInputError("lnc=2 with target='trn1': LNC2 needs trn2 or later")
-    hw = TARGET_FIGURES[target]
     base = _base(g, dy_shape, x_shape, w_shape, stride, padding, dilation, target, lnc,
                  bool(compute_dx), bool(compute_dw), bool(compute_db))
+    return _plan_cached(g, tuple(base.items()))
+
+
+@lru_cache(maxsize=64)
+def _plan_cached(g: ConvGeom, base_items: tuple) -> Plan:
+    """The pick for a validated problem. Cached: the kernel (once per LNC program), the harness and the
+    bench ask for the same problem's plan again and again, and planning costs and checks thousands of
+    candidates (0.3-1.5 s). Plans are frozen, so sharing one is safe."""
+    return _plan(g, dict(base_items))
+
+
+def clear_plan_cache() -> None:
+    """Forget every cached plan (for code that patches the planner's functions, e.g. tests)."""
+    _plan_cached.cache_clear()
+
+
+def _plan(g: ConvGeom, base: dict) -> Plan:
+    """Enumerate, check, cost and pick."""
+    target = base["target"]
+    hw = TARGET_FIGURES[target]
     records: list[Candidate] = []
-    if compute_dx and (why := toeplitz.toeplitz_domain(g)):   # the method's domain, named once
+    if base["compute_dx"] and (why := toeplitz.toeplitz_domain(g)):   # the method's domain, named once
         records.append(Candidate("dx:toeplitz (any tiling)", False, why, None, 0, 0))
     feasible: list[Plan] = []
     seen = set()

@@ -4,6 +4,20 @@ from __future__ import annotations
 import pytest
 
 
+@pytest.fixture(autouse=True)
+def _plans_unpatched(request):
+    """A test that monkeypatches may patch the planner: it must neither see plans cached before the patch
+    nor leave behind plans made under it."""
+    if "monkeypatch" not in request.fixturenames:
+        yield
+        return
+    from kernels.planner import clear_plan_cache
+
+    clear_plan_cache()
+    yield
+    clear_plan_cache()
+
+
 def _as_property(value: object) -> str | int | float:
     if isinstance(value, (bool, int, float, str)):
         return value

@@ -13,6 +13,7 @@ from kernels.planner import (
     Plan,
     Strategy,
     all_method_names,
+    clear_plan_cache,
     current_forced_plan,
     forced_plan,
     plan_conv3d_bwd,
@@ -34,11 +35,24 @@ VAE = shapes(1, 128, 128, (4, 32, 32), (3, 3, 3), padding=(1,) * 6)
 
 def test_plan_is_deterministic_and_complete():
     a = plan_conv3d_bwd(*VAE, padding=(1,) * 6)
+    clear_plan_cache()
     b = plan_conv3d_bwd(*VAE, padding=(1,) * 6)
+    assert a is not b   # planned twice, not served from the cache
     assert a == b and a.to_dict() == b.to_dict()
     assert isinstance(a.strategy, Strategy) and isinstance(a.dx_method, DxMethod)
     assert isinstance(a.dw_method, DwMethod) and isinstance(a.db_method, DbMethod)
     assert a.estimated_us > 0 and a.sbuf_bytes <= TARGET_SBUF["trn2"] and a.psum_banks <= 8
+
+
+def test_plans_are_cached_per_problem():
+    """The same problem, however spelled, is planned once; another problem is not served its plan."""
+    clear_plan_cache()
+    a = plan_conv3d_bwd(*VAE, padding=(1,) * 6)
+    dy, x, w = ([list(s) for s in VAE])
+    assert plan_conv3d_bwd(dy, x, w, padding=[1] * 6, stride=[1, 1, 1]) is a
+    other = plan_conv3d_bwd(*VAE, padding=(1,) * 6, compute_db=False)
+    assert other is not a and not other.compute_db and a.compute_db
+    assert plan_conv3d_bwd(*VAE, padding=(1,) * 6, lnc=2).lnc == 2
 
 
 def test_methods_are_named_in_the_catalogue():
