@@ -9,9 +9,10 @@ the cost figures of nkisim's model (``kernels/costs.py``) by walking the loops t
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from enum import Enum
 from functools import lru_cache
 
@@ -589,6 +590,24 @@ class Candidate:
     estimated_us: float | None
     sbuf_bytes: int
     psum_banks: int
+
+
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
+
+
+def replace(obj, /, **changes):
+    """``dataclasses.replace`` for the planner's frozen records (no ``__post_init__``, no init-less fields):
+    a copy of the instance dict with ``changes``. Planning makes ~10^4 plan variants per problem and
+    the stdlib version re-runs ``__init__`` over every field of each."""
+    names = _FIELD_NAMES.get(type(obj))
+    if names is None:
+        names = _FIELD_NAMES[type(obj)] = frozenset(f.name for f in dataclasses.fields(obj))
+    if not changes.keys() <= names:
+        raise TypeError(f"{type(obj).__name__} has no field(s) {sorted(changes.keys() - names)}")
+    new = object.__new__(type(obj))
+    new.__dict__.update(obj.__dict__)
+    new.__dict__.update(changes)
+    return new
 
 
 @dataclass(frozen=True)
