@@ -55,6 +55,19 @@ def test_plans_are_cached_per_problem():
     assert plan_conv3d_bwd(*VAE, padding=(1,) * 6, lnc=2).lnc == 2
 
 
+def test_plan_edits_keep_every_field_and_reject_unknown_ones():
+    """The planner's fast ``replace`` behaves like dataclasses.replace on a Plan."""
+    import dataclasses
+
+    from kernels import planner
+
+    a = plan_conv3d_bwd(*VAE, padding=(1,) * 6)
+    b = planner.replace(a, dy_bufs=a.dy_bufs + 1)
+    assert b == dataclasses.replace(a, dy_bufs=a.dy_bufs + 1) and b.dy_bufs == a.dy_bufs + 1 and b != a
+    with pytest.raises(TypeError, match="no field"):
+        planner.replace(a, dy_buffers=3)
+
+
 def test_methods_are_named_in_the_catalogue():
     names = all_method_names()
     for needed in ("strategy:shared_dy", "strategy:per_gradient", "dx:gemm", "dx:gather_s1", "dx:phase_gather",
