@@ -157,6 +157,16 @@ class CostSheet:
         for k, v in other.counts.items():
             self.counts[k] = self.counts.get(k, 0) + v
 
+    def scaled(self, factor: float) -> CostSheet:
+        """A sheet with this one's busy times times ``factor`` (a share of evenly sized work; counts kept
+        only at factor 1, else dropped)."""
+        out = CostSheet(self.hw)
+        for e in ENGINES:
+            out.busy[e] = self.busy[e] * factor
+        if factor == 1.0:
+            out.counts = dict(self.counts)
+        return out
+
     def merged(self, other: CostSheet) -> CostSheet:
         out = CostSheet(self.hw)
         for e in ENGINES:

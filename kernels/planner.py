@@ -1288,7 +1288,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                     # runs beside it (the last item's dw PE work), not after everything
                     c.waits["dx_tail"] = max(0.0, c.waits.get("dx_tail", 0.0) - last_sheet.busy["tensor"])
                 if p.dw_x_stationary:
-                    xs_fill = _estimate_xs_finish(c, g, p, hw, width, span, pid)
+                    xs_fill = (_estimate_xs_finish_shared if _shared_stacked_xs(p) else _estimate_xs_finish)(
+                        c, g, p, hw, width, span, pid)
                     if p.strategy is Strategy.SHARED_DY or p.compute_dx:
                         # a trail: shared_dy at the end, beside dx's last store; per gradient, the finish has
                         # no PE work, so the in-order PE goes on with dx while the LNC2 exchange, the adds and
@@ -1818,6 +1819,29 @@ def _estimate_xs_finish(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, w
         for n_taps, count in _xs_stores(g, p, mine):
             c.dma(n_taps * ci * g.c_out * ds, g.c_out * ds, count)
     return fill
+
+
+def _shared_stacked_xs(p: Plan) -> bool:
+    """shared_dy, LNC1, x-stationary dw with row stacking (down_s2's pick): the waiting chunk's pass is
+    flushed in the finish, after dx's last band, and the chunks done before it are cast and stored under its
+    matmuls."""
+    return p.strategy is Strategy.SHARED_DY and p.lnc == 1 and p.dw_x_stationary and p.dw_row_stack
+
+
+def _estimate_xs_finish_shared(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, width: int,
+                               span: tuple[int, int], pid: int = 0) -> float:
+    """``_estimate_xs_finish`` where it runs under the last item's dw (``_shared_stacked_xs``): the casts and
+    stores of every store run but the last are charged to the body (in its idle DMA time: down_s2 LNC1,
+    13 stores from 27.7 to 33.9 us, the last matmul at 33.4), the last run's share stays the trail."""
+    sheet = CostSheet(hw)
+    xs_fill = _estimate_xs_finish(sheet, g, p, hw, width, span, pid)
+    runs = sum(count for _n, count in _xs_stores(g, p, dw_xs_chunks(g, p, span)))
+    last = 1.0 / max(1, runs)
+    c.section("dx+dw")
+    c.add(sheet.scaled(1.0 - last))
+    c.section("dw_finish")
+    c.add(sheet.scaled(last))
+    return xs_fill
 
 
 def xs_exchange_window(n_chunks: int, n_ci_tiles: int) -> tuple[int, int] | None:
