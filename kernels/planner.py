@@ -18,7 +18,7 @@ from functools import lru_cache
 from . import dx_dpairs as dpairs
 from . import dx_toeplitz as toeplitz
 from . import pw_shared as pw
-from .costs import TARGET_FIGURES, CostSheet, TargetFigures, compose_ns
+from .costs import TARGET_FIGURES, CostSheet, TargetFigures, compose_ns, flow_shop_ns
 from .dw_head import head_wait_ns
 from .dx_pairs import (
     BANK_FP32,
@@ -1337,7 +1337,24 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             c.dma(g.c_out * 4, g.c_out * 4, 1)
         else:
             c.dma(co_t * 4, 4, n_co)
+    if p.dw_interleave:
+        _interleaved_flow(c, g, p)
     return c, fill
+
+
+def _interleaved_flow(c: CostSheet, g: ConvGeom, p: Plan) -> None:
+    """dw-interleaved (dx:toeplitz with dw's boxes between dx's items, one body): the body's loads -- dx's
+    bands and dw's x^T bundles and dy^T by DMA -- stream ahead of the PE through the item and bundle rings,
+    so its DMA is an even pipeline of dw's x^T tiles (``c.steps``' "dw"), not a stall share: it costs the PE
+    the first step's loads beyond dw's head, which the fill charges (stem LNC1: no PE gap > 0.2 us in the
+    body, the DMA share charged 5.2 us)."""
+    secs = _sections(c, g, p)
+    n = c.steps.get("dw", 0)
+    if "dx" not in secs or n <= 0:
+        return
+    b = secs["dx"]
+    even = [([(b["dma"] / n, k)], b["tensor"] / n, 0.0) for k in range(n)]
+    c.flow["dx"] = flow_shop_ns(even, 1, c.hw.dma_fixed_ns) - c.steps_head.get("dw", 0.0)
 
 
 def dx_inside_dw_legal(g: ConvGeom, p: Plan) -> bool:

@@ -109,3 +109,24 @@ def test_the_shared_dy_estimate_uses_the_flow_not_the_dma_stall_share():
     without = section_ns(body)
     assert est < fill + without - 2000.0
     assert est >= fill + c.flow["dx+dw"] - 1e-6
+
+
+def test_a_dw_interleaved_body_streams_its_dma_in_dws_steps():
+    """stem_k377's dw-interleaved pick: the merged body's DMA is an even pipeline of dw's x^T tiles (the
+    PE waits for the first step's loads beyond dw's head), not a stall share (planner._interleaved_flow)."""
+    from verify.bench import BENCH_SHAPES
+    s = next(s for s in BENCH_SHAPES if s.name == "stem_k377")
+    gs = s.geometry
+    plan = plan_conv3d_bwd(gs.dy_shape, gs.x_shape, gs.w_shape, stride=s.stride, padding=s.padding,
+                           dilation=s.dilation, dtype=s.dtype, target="trn2", lnc=1)
+    g = validate(gs.dy_shape, gs.x_shape, gs.w_shape, s.stride, s.padding, s.dilation, s.dtype)
+    assert plan.dw_interleave, plan.label
+    c, _fill = _estimate_sheet(g, plan, TRN2)
+    body = _sections(c, g, plan)["dx"]
+    n = c.steps["dw"]
+    assert n > 1
+    first = body["dma"] / n + body["tensor"]   # the first step's loads, then all the PE work
+    assert c.flow["dx"] == pytest.approx(first - c.steps_head["dw"], rel=1e-6)
+    compute = section_ns({e: v for e, v in body.items() if e != "dma"})
+    assert section_ns(body, flow_ns=c.flow["dx"]) == pytest.approx(max(c.flow["dx"], compute))
+    assert section_ns(body, flow_ns=c.flow["dx"]) < section_ns(body) - 2000.0
