@@ -58,6 +58,8 @@ class CostSheet:
     steps: dict[str, int] = field(default_factory=dict)
     # per section: the wait for its first step's loads already charged in the fill (``pipeline_head``)
     steps_head: dict[str, float] = field(default_factory=dict)
+    # per section: the DMA -> PE flow-shop makespan of its steps (``flow_shop``; ``section_ns``'s ``flow_ns``)
+    flow: dict[str, float] = field(default_factory=dict)
     _mark: dict[str, float] = field(default_factory=lambda: {e: 0.0 for e in ENGINES})
 
     def section(self, name: str) -> None:
@@ -93,18 +95,26 @@ class CostSheet:
         ``section_ns``'s few-step term does not count that part of the first step again."""
         self.steps_head[self._open] = max(self.steps_head.get(self._open, 0.0), ns)
 
+    def flow_shop(self, steps: list[tuple[list[tuple[float, int]], float, float]], head_ns: float = 0.0,
+                  first_parts: int = 1) -> None:
+        """The open section is a pipeline of ``steps`` (``flow_shop_ns``): it lasts at least their makespan
+        on the DMA and PE queues less ``head_ns``, the part of the first step's loads the fill charges."""
+        self.flow[self._open] = max(self.flow.get(self._open, 0.0), flow_shop_ns(steps, first_parts, self.hw.dma_fixed_ns) - head_ns)
+
     def exposed(self, name: str, ns: float) -> None:
         """A DMA wait of ``ns`` (a lone transfer's time, not bandwidth) as section ``name`` (a trail:
         ``compose_ns`` hides it in a later section's idle DMA time or exposes it at the end). Not busy."""
         self.waits[name] = self.waits.get(name, 0.0) + max(0.0, ns)
 
-    def _count(self, op: str, n: float) -> None:
+    def count(self, op: str, n: float) -> None:
+        """Record ``n`` more instructions of kind ``op`` (for work charged to ``busy`` directly, e.g. a
+        ``dma_transpose`` at its own efficiency)."""
         self.counts[op] = self.counts.get(op, 0) + int(n)
 
     def matmul(self, m: int, n: int, fp32: bool, count: float = 1, op: str = "nc_matmul") -> None:
         cycles = max(min(64, m), n) * (4 if fp32 else 1)
         self.busy["tensor"] += count * cycles / self.hw.tensor_ghz
-        self._count(op, count)
+        self.count(op, count)
 
     def transpose(self, p: int, f: int, fp32: bool, count: float = 1) -> None:
         """PE transpose of data [p, f] (a matmul: stationary data, moving identity [p, p])."""
@@ -115,7 +125,7 @@ class CostSheet:
         work = n * min(max(streams, 1), 2) / speedup
         cycles = max(64.0, work) + 60.0
         self.busy[engine] += count * cycles / self.hw.ghz(engine)
-        self._count(op, count)
+        self.count(op, count)
 
     def copy_speedup(self, engine: str, two_byte: bool, psum_side: bool, contiguous: bool) -> float:
         """The documented fast modes for tensor_copy (VectorE trn2+, ScalarE trn3)."""
@@ -138,7 +148,7 @@ class CostSheet:
         run = max(1.0, min(run_bytes, nbytes))
         eff = run / (run + 256.0)
         self.busy["dma"] += count * nbytes / (self.hw.dma_bytes_per_ns * eff)
-        self._count("dma_copy", count)
+        self.count("dma_copy", count)
 
     def add(self, other: CostSheet) -> None:
         """Add another sheet's busy times and counts into this one."""
@@ -146,6 +156,16 @@ class CostSheet:
             self.busy[e] += other.busy[e]
         for k, v in other.counts.items():
             self.counts[k] = self.counts.get(k, 0) + v
+
+    def scaled(self, factor: float) -> CostSheet:
+        """A sheet with this one's busy times times ``factor`` (a share of evenly sized work; counts kept
+        only at factor 1, else dropped)."""
+        out = CostSheet(self.hw)
+        for e in ENGINES:
+            out.busy[e] = self.busy[e] * factor
+        if factor == 1.0:
+            out.counts = dict(self.counts)
+        return out
 
     def merged(self, other: CostSheet) -> CostSheet:
         out = CostSheet(self.hw)
@@ -165,8 +185,36 @@ TRAIL_SECTIONS = frozenset({"dw_finish", "dx_tail", "db_store"})
 COMPUTE = ("tensor", "vector", "scalar", "gpsimd")
 
 
+def flow_shop_ns(steps: list[tuple[list[tuple[float, int]], float, float]], first_parts: int = 1,
+                 latency: float = 0.0) -> float:
+    """Makespan of a pipeline of steps on two in-order queues, the DMA then the PE, as the program issues them:
+    per step (its loads: (DMA ns, the step that reads it), its PE ns, the store DMA ns issued after its
+    matmuls). The DMA takes loads in program order at full bandwidth (a store takes its bandwidth but, placed
+    when its matmuls are done, holds up no load); a step's matmuls start when the step before them is done
+    and the loads it reads have landed, except the first step, which runs in ``first_parts`` parts as its
+    loads land (the shared-dy kernel's first step, C_out tile outer). A DMA-bound start (the filters and
+    the first steps' loads) followed by PE-bound steps costs the PE only the DMA's lead over it; loads
+    issued late (dy^T by DMA on the last steps) show up as PE waits near the end. A load lands ``latency``
+    after its bytes are through (the DMA start latency, not bandwidth): the first load's is the fill's, so
+    the makespan is counted from there (loads issued only just ahead of their step, on a DMA as busy as the
+    PE, make the PE wait for it)."""
+    ready = [0.0] * len(steps)
+    dma_t = pe_t = 0.0
+    for k, (loads, pe, store) in enumerate(steps):
+        for ns, need in sorted(loads, key=lambda ld: ld[1]):
+            dma_t += ns
+            ready[need] = max(ready[need], dma_t + latency)
+        if k == 0 and first_parts > 1:   # part t starts when t / first_parts of the step's loads are in
+            pe_t = max(ready[0] * t / first_parts + pe * (first_parts - t + 1) / first_parts
+                       for t in range(1, first_parts + 1))
+        else:
+            pe_t = max(pe_t, ready[k]) + pe
+        dma_t += store
+    return max(0.0, pe_t - latency)
+
+
 def section_ns(busy: dict[str, float], loss: float = SECTION_LOSS, power: float = SECTION_POWER,
-               steps: int = 0, head_ns: float = 0.0) -> float:
+               steps: int = 0, head_ns: float = 0.0, flow_ns: float = 0.0) -> float:
     """One pipelined section run alone: its busiest engine, plus a stall share of every other engine that
     grows with how close that engine comes to the busiest (``loss * b * (b / top) ** power``): an engine
     that is nearly as busy as the bottleneck often holds it up (shared dependencies, PSUM banks, DMA
@@ -176,7 +224,14 @@ def section_ns(busy: dict[str, float], loss: float = SECTION_LOSS, power: float 
     of n steps costs at least its busiest engine plus the others' time of one step (``others / n``: the
     first step's loads before the first matmul, the last step's matmuls after the last load); with few
     steps (down_s2's one stacked dw pass of 5 x^T bundles) that term, not the stall share, dominates.
-    ``head_ns``: the part of the first step's loads the caller charges elsewhere (the fill's head)."""
+    ``head_ns``: the part of the first step's loads the caller charges elsewhere (the fill's head).
+
+    ``flow_ns`` (> 0: the section's DMA -> PE flow-shop makespan, ``flow_shop_ns``, known step by step): the
+    DMA's hold on the PE is that makespan, not a stall share: the section lasts the longer of it and the
+    compute engines' ``section_ns`` (the shared-dy GEMM kernel, whose DMA-bound first steps and PE-bound
+    rest a share of the whole DMA time overcharges)."""
+    if flow_ns > 0.0:
+        return max(flow_ns, section_ns({e: b for e, b in busy.items() if e != "dma"}, loss, power))
     top_engine = max(busy, key=busy.get)
     top = busy[top_engine]
     if top <= 0.0:
@@ -190,7 +245,8 @@ def section_ns(busy: dict[str, float], loss: float = SECTION_LOSS, power: float 
 
 def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns: float,
                hw: TargetFigures, steps: dict[str, int] | None = None,
-               steps_head: dict[str, float] | None = None, loss: dict[str, float] | None = None) -> float:
+               steps_head: dict[str, float] | None = None, loss: dict[str, float] | None = None,
+               flow: dict[str, float] | None = None) -> float:
     """Modelled time of a kernel from the busy time of its sections, taken in issue order (max-plus):
 
     - a *body* section occupies the engines for ``section_ns`` of its busy time; bodies run one after the
@@ -204,7 +260,7 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
     - plus ``fill_ns``: latencies no busy time covers (first loads, LNC2 rendezvous).
     A section missing from ``order`` is a body appended at the end. ``steps``: the pipelined steps of a
     body (``CostSheet.steps``; ``section_ns``). ``loss``: a body's stall-share factor when not
-    SECTION_LOSS (``section_ns``).
+    SECTION_LOSS (``section_ns``). ``flow``: a body's DMA -> PE flow-shop makespan (``CostSheet.flow``).
     """
     names = [n for n in order if n in sections] + [n for n in sections if n not in order]
     total = fill_ns
@@ -230,7 +286,7 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
             # take it in order ahead of the body's own work on them, inside the body
             busy = {e: busy[e] + trail_free.get(e, 0.0) for e in busy}
             t = section_ns(busy, (loss or {}).get(name, SECTION_LOSS), steps=(steps or {}).get(name, 0),
-                           head_ns=(steps_head or {}).get(name, 0.0))
+                           head_ns=(steps_head or {}).get(name, 0.0), flow_ns=(flow or {}).get(name, 0.0))
             if t <= 0.0:
                 continue
             idle = max(0.0, t - busy["dma"])

@@ -109,6 +109,17 @@ def deltas(line: TapLine, u: int) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
+def paired_firsts(seq: tuple[int, ...]) -> list[tuple[int, bool]]:
+    """Offsets along the pairing axis, in order, as (first offset, paired): delta and delta + 1 share one
+    matmul (K = 2 C_out), an offset without its successor runs alone."""
+    out, i = [], 0
+    while i < len(seq):
+        paired = i + 1 < len(seq) and seq[i + 1] == seq[i] + 1
+        out.append((seq[i], paired))
+        i += 2 if paired else 1
+    return out
+
+
 def offsets(lines: tuple[TapLine, TapLine], u: tuple[int, int], pair_axis: int
             ) -> tuple[tuple[int, int, bool], ...]:
     """The (delta_d, delta_h, paired) matmuls of a sub-box with group sizes ``u``. With ``pair_axis``
@@ -118,13 +129,7 @@ def offsets(lines: tuple[TapLine, TapLine], u: tuple[int, int], pair_axis: int
     dd, dh = deltas(lines[0], u[0]), deltas(lines[1], u[1])
     if pair_axis < 0:
         return tuple((a, b, False) for a in dd for b in dh)
-    firsts = []
-    seq = list(dd if pair_axis == 0 else dh)
-    i = 0
-    while i < len(seq):
-        paired = i + 1 < len(seq) and seq[i + 1] == seq[i] + 1
-        firsts.append((seq[i], paired))
-        i += 2 if paired else 1
+    firsts = paired_firsts(dd if pair_axis == 0 else dh)
     if pair_axis == 0:
         return tuple((a, b, pr) for a, pr in firsts for b in dh)
     return tuple((a, b, pr) for a in dd for b, pr in firsts)
@@ -592,12 +597,7 @@ def offsets3(lines: tuple[TapLine, TapLine, TapLine], u: tuple[int, int, int], p
     per = [deltas(lines[a], u[a]) for a in range(3)]
     firsts: list[list[tuple[int, bool]]] = [[(x, False) for x in p] for p in per]
     if pair_axis >= 0:
-        seq, out, i = per[pair_axis], [], 0
-        while i < len(seq):
-            paired = i + 1 < len(seq) and seq[i + 1] == seq[i] + 1
-            out.append((seq[i], paired))
-            i += 2 if paired else 1
-        firsts[pair_axis] = out
+        firsts[pair_axis] = paired_firsts(per[pair_axis])
     return tuple((a, b, c, pa or pb or pc) for a, pa in firsts[0] for b, pb in firsts[1] for c, pc in firsts[2])
 
 

@@ -3,9 +3,8 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .nki_common import PMAX, Pool
-from .schedule import tiles
+from .schedule import FILTER_RUN_CI_MAX, tiles
 
-FILTER_RUN_CI_MAX = 32   # C_in up to which the filters come by runs of taps (one DMA per run)
 FILTER_RUN_ROWS = 512    # (tap, ci) rows per such DMA
 
 

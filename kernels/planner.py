@@ -19,7 +19,7 @@ from functools import lru_cache
 from . import dx_dpairs as dpairs
 from . import dx_toeplitz as toeplitz
 from . import pw_shared as pw
-from .costs import TARGET_FIGURES, CostSheet, TargetFigures, compose_ns
+from .costs import TARGET_FIGURES, CostSheet, TargetFigures, compose_ns, flow_shop_ns
 from .dw_head import head_wait_ns
 from .dx_pairs import (
     BANK_FP32,
@@ -37,6 +37,7 @@ from .dx_pairs import (
 from .errors import Conv3dBwdInputError, Conv3dBwdPlanError
 from .geometry import ConvGeom, ceil_div, validate
 from .schedule import (
+    FILTER_RUN_CI_MAX,
     MOVING_MAX,
     PMAX,
     AxisBand,
@@ -997,12 +998,27 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
     # dx inside dw's boxes: each box's x^T transfers are issued a whole pass ahead of the matmuls that read
     # them, under the box's dx items, so the merged body stalls less than the generic share says
     loss = {"dx": BOXES_LOSS} if p.dx_inside_boxes and dx_inside_dw_on(g, p) else None
-    total = compose_ns(_sections(c, g, p), section_order(g, p), fill, hw, c.steps, c.steps_head, loss)
+    total = compose_ns(_sections(c, g, p), section_order(g, p), fill, hw, c.steps, c.steps_head, loss, c.flow)
     for pid in range(1, p.lnc):   # the split is uneven (tap units, db on one program, odd item counts)
         c1, fill1 = _estimate_sheet(g, p, hw, pid)
         total = max(total, compose_ns(_sections(c1, g, p), section_order(g, p), fill1, hw, c1.steps,
-                                      c1.steps_head, loss))
+                                      c1.steps_head, loss, c1.flow))
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
+
+
+def _pw_flow(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, chunks: list, items: list,
+             filters: tuple[float, float], db: str, head: float) -> None:
+    """The shared-dy GEMM kernel's body as a DMA -> PE flow shop of its steps (``pw_shared.flow_steps``):
+    dx's band work per chunk (``_dx_band_sheet``: PE, store), the filters with the first step; the first
+    step's loads the fill charges (``head``) are not counted again."""
+    # the first step runs C_out tile outer when the filters come per (C_out tile, tap) (nki_pw_shared)
+    co_major = filters_by_dma(g, p) and g.c_in > FILTER_RUN_CI_MAX
+    dx_work = []
+    for _b, bd, bh in items:
+        sheet = _dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh)
+        dx_work.append((sheet.busy["tensor"], sheet.busy["dma"]))
+    c.flow_shop(pw.flow_steps(lambda: CostSheet(hw), g, chunks, dx_work, filters, db, p.pw_dyt_dma,
+                              p.pw_dyt_late), head, pw.first_parts(g, co_major))
 
 
 def section_order(g: ConvGeom, p: Plan) -> list[str]:
@@ -1046,6 +1062,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         if dx_ci_split_on(g, p):   # this program's C_in tiles
             ci_tiles = _split(ci_tiles, p.lnc, pid)
         grp = _filter_group(g, p)
+        before_filters = dict(c.busy)   # (shared-dy pointwise: the filters join its first step's flow)
         if p.dx_regions > 1 and g.c_out < PMAX // p.dx_regions:   # dy ring zeroed once (gaps between regions)
             ext = _dx_dy_extent(g, p.dx_band)
             c.compute("gpsimd", ext[0] * ext[1] * ext[2], 0, 1.0, p.dy_bufs, op="memset")
@@ -1066,6 +1083,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(g.taps, grp))
             c.transpose(ci, co_t, fp32, g.taps * n_co)
             c.evict(grp * ci, two, n_co * ceil_div(g.taps, grp))
+        filters = (c.busy["dma"] - before_filters["dma"], c.busy["tensor"] - before_filters["tensor"])
         c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dx")
         reloads = len(ci_tiles) if p.dx_ci_outer else 1
         loads = CostSheet(hw)   # one pass of dy band loads, charged once per reload
@@ -1166,9 +1184,12 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dw")
     if pw_shared_on(p):   # dw's share of the shared-dy pointwise kernel (dx:gemm is charged above)
         chunks = [pw.chunk_of(g, it) for it in dx_program_items(g, p, pid)]
-        fill += pw.head_ns(g, hw, chunks)
-        pw.estimate_dw(c, g, chunks, ("scalar" if p.pw_db_scalar else "pe") if db_on_dw(p) else "", p.lnc,
-                       p.pw_dyt_dma, p.pw_dyt_late)
+        head = pw.head_ns(g, hw, chunks)
+        fill += head
+        db_where = ("scalar" if p.pw_db_scalar else "pe") if db_on_dw(p) else ""
+        pw.estimate_dw(c, g, chunks, db_where, p.lnc, p.pw_dyt_dma, p.pw_dyt_late)
+        if p.compute_dx:
+            _pw_flow(c, g, p, hw, chunks, dx_program_items(g, p, pid), filters, db_where, head)
         nb, run = pw.store_tail_bytes(g, chunks)
         c.exposed("dx_tail", _lone_dma_ns(hw, nb, run, min(PMAX, g.c_in)) - hw.dma_fixed_ns if nb else 0.0)
         if p.lnc == 2:   # the reduce-scatter of dw:dma_gemm's positions split, under the last dx steps
@@ -1286,7 +1307,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                     # runs beside it (the last item's dw PE work), not after everything
                     c.waits["dx_tail"] = max(0.0, c.waits.get("dx_tail", 0.0) - last_sheet.busy["tensor"])
                 if p.dw_x_stationary:
-                    xs_fill = _estimate_xs_finish(c, g, p, hw, width, span, pid)
+                    xs_fill = (_estimate_xs_finish_shared if _shared_stacked_xs(p) else _estimate_xs_finish)(
+                        c, g, p, hw, width, span, pid)
                     if p.strategy is Strategy.SHARED_DY or p.compute_dx:
                         # a trail: shared_dy at the end, beside dx's last store; per gradient, the finish has
                         # no PE work, so the in-order PE goes on with dx while the LNC2 exchange, the adds and
@@ -1334,7 +1356,24 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             c.dma(g.c_out * 4, g.c_out * 4, 1)
         else:
             c.dma(co_t * 4, 4, n_co)
+    if p.dw_interleave:
+        _interleaved_flow(c, g, p)
     return c, fill
+
+
+def _interleaved_flow(c: CostSheet, g: ConvGeom, p: Plan) -> None:
+    """dw-interleaved (dx:toeplitz with dw's boxes between dx's items, one body): the body's loads -- dx's
+    bands and dw's x^T bundles and dy^T by DMA -- stream ahead of the PE through the item and bundle rings,
+    so its DMA is an even pipeline of dw's x^T tiles (``c.steps``' "dw"), not a stall share: it costs the PE
+    the first step's loads beyond dw's head, which the fill charges (stem LNC1: no PE gap > 0.2 us in the
+    body, the DMA share charged 5.2 us)."""
+    secs = _sections(c, g, p)
+    n = c.steps.get("dw", 0)
+    if "dx" not in secs or n <= 0:
+        return
+    b = secs["dx"]
+    even = [([(b["dma"] / n, k)], b["tensor"] / n, 0.0) for k in range(n)]
+    c.flow["dx"] = flow_shop_ns(even, 1, c.hw.dma_fixed_ns) - c.steps_head.get("dw", 0.0)
 
 
 def dx_inside_dw_legal(g: ConvGeom, p: Plan) -> bool:
@@ -1816,6 +1855,29 @@ def _estimate_xs_finish(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, w
         for n_taps, count in _xs_stores(g, p, mine):
             c.dma(n_taps * ci * g.c_out * ds, g.c_out * ds, count)
     return fill
+
+
+def _shared_stacked_xs(p: Plan) -> bool:
+    """shared_dy, LNC1, x-stationary dw with row stacking (down_s2's pick): the waiting chunk's pass is
+    flushed in the finish, after dx's last band, and the chunks done before it are cast and stored under its
+    matmuls."""
+    return p.strategy is Strategy.SHARED_DY and p.lnc == 1 and p.dw_x_stationary and p.dw_row_stack
+
+
+def _estimate_xs_finish_shared(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, width: int,
+                               span: tuple[int, int], pid: int = 0) -> float:
+    """``_estimate_xs_finish`` where it runs under the last item's dw (``_shared_stacked_xs``): the casts and
+    stores of every store run but the last are charged to the body (in its idle DMA time: down_s2 LNC1,
+    13 stores from 27.7 to 33.9 us, the last matmul at 33.4), the last run's share stays the trail."""
+    sheet = CostSheet(hw)
+    xs_fill = _estimate_xs_finish(sheet, g, p, hw, width, span, pid)
+    runs = sum(count for _n, count in _xs_stores(g, p, dw_xs_chunks(g, p, span)))
+    last = 1.0 / max(1, runs)
+    c.section("dx+dw")
+    c.add(sheet.scaled(1.0 - last))
+    c.section("dw_finish")
+    c.add(sheet.scaled(last))
+    return xs_fill
 
 
 def xs_exchange_window(n_chunks: int, n_ci_tiles: int) -> tuple[int, int] | None:
@@ -2700,7 +2762,7 @@ def _dx_t_band_sheet(g: ConvGeom, target: str, copies: int, by_dma: bool, tile_e
                 for cc in tile_sizes(ci, PMAX):
                     if by_dma:   # SBUF->SBUF dma_transpose at 50 % of the bandwidth
                         c.busy["dma"] += nb * n * cc * ds / (hw.dma_bytes_per_ns * 0.5)
-                        c._count("dma_transpose", 1)
+                        c.count("dma_transpose", 1)
                         continue
                     per = max(1, tbank // n)
                     c.transpose(n, cc, fp32, nb)

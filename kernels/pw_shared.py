@@ -14,8 +14,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PMAX = 128
-BLOCK = 512   # positions per dx matmul (moving free size) and per pipeline step
+# BLOCK: positions per dx matmul (its moving free size) and per pipeline step
+from .schedule import MOVING_MAX as BLOCK
+from .schedule import PMAX
+
 DX_LAG = 2    # at most this many last steps run their dx after the last dw: dw's finish overlaps them
 
 
@@ -278,43 +280,19 @@ def estimate_dw(c, g, chunks: list[tuple[int, int, int]], db: str, lnc: int, eve
     hw = c.hw
     lay = lay_of(g)
     ds = g.dtype_bytes
-    fp32, two = g.dtype == "fp32", ds == 2
+    two = ds == 2
     co_t = min(PMAX, g.c_out)
     n_co = -(-g.c_out // PMAX)
     ci_sizes = [min(PMAX, g.c_in - s) for s in range(0, g.c_in, PMAX)]
     blocks = [min(BLOCK, g.c_out - s) for s in range(0, g.c_out, BLOCK)]
-    bank = 2048 // ds
-    width = min(g.c_out, bank)
-    packs = -(-g.c_out // bank) if g.c_out > bank else 1
     every_at = dyt_every(lay, chunks, every, late)
     for (i, off, _n, ny) in steps_of(lay, chunks):
-        subs = subtiles(off, ny)
-        for _s, ns in subs:
-            if dyt_by_dma(_s, ns, every_at(i, _s)):   # dma_transpose from HBM
-                c.busy["dma"] += ns * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9)
-                c._count("dma_transpose", n_co)
-        for grp in dyt_groups([st for st in subs if not dyt_by_dma(st[0], st[1], every_at(i, st[0]))], g.c_out, bank):
-            ns = grp[0][1]
-            c.transpose(co_t, ns, fp32, n_co * len(grp))
-            if db == "scalar":   # the dy^T evictions on VectorE
-                c.compute("vector", len(grp) * width, 1, c.copy_speedup("vector", two, True, True), packs)
-            else:
-                c.evict(len(grp) * width, two, packs)
-        for _s, ns in subs:
-            for _kd in dw_pairs(lay, _s, ns, x_span(lay, chunks[i])):
-                for ci in ci_sizes:
-                    for cn in blocks:
-                        c.matmul(ci, cn, fp32)
-            if db == "pe":
-                c.matmul(co_t, 1, fp32, n_co)
-        if db == "scalar" and ny and (i == 0 or off == 0):   # per step in the first chunk, per chunk after
-            m = ny if i == 0 else dy_size(lay, chunks[i])
-            c.compute("scalar", m, 1, 1.0, n_co, op="activation")
+        _dw_step(c, g, lay, chunks, i, off, ny, db, every_at)
     total = sum(n for _b, _q, n in chunks)
     xh = [h for ch in chunks for h in x_halos(lay, ch)]   # the LNC2 plane split's halo planes
     total += sum(b - a for a, b in xh)
     c.busy["dma"] += total * g.c_in * ds / (hw.dma_bytes_per_ns * 0.9)   # dma_transpose from HBM
-    c._count("dma_transpose", (len(chunks) + len(xh)) * len(ci_sizes))
+    c.count("dma_transpose", (len(chunks) + len(xh)) * len(ci_sizes))
     yh = [h for ch in chunks for h in dy_halos(lay, ch)]
     for u0, u1 in yh:   # dx's dy halo planes (loaded with the chunk's buffer, per C_out tile)
         c.dma((u1 - u0) * co_t * ds, (u1 - u0) * ds, n_co)
@@ -322,6 +300,131 @@ def estimate_dw(c, g, chunks: list[tuple[int, int, int]], db: str, lnc: int, eve
         c.evict(sum(blocks), two, len(ci_sizes) * len(lay.shifts))
         c.dma(min(PMAX, g.c_in) * g.c_out * ds, g.c_out * ds, len(ci_sizes) * len(lay.shifts))
 
+
+def _dw_step(c, g, lay: Lay, chunks: list[tuple[int, int, int]], i: int, off: int, ny: int, db: str,
+             every_at) -> None:
+    """One pipeline step's dw (and db) work (``estimate_dw``): its dy^T (``_dyt_step``), then the dw matmuls
+    of every tap its sub-tiles meet and db's share (``_dw_mm_step``)."""
+    _dyt_step(c, g, i, off, ny, db, every_at)
+    _dw_mm_step(c, g, lay, chunks, i, off, ny, db)
+
+
+def _dyt_step(c, g, i: int, off: int, ny: int, db: str, every_at) -> None:
+    """A step's dy^T: PE transposes and their evictions, or ``dma_transpose`` from HBM (``dyt_by_dma``)."""
+    hw = c.hw
+    ds = g.dtype_bytes
+    fp32, two = g.dtype == "fp32", ds == 2
+    co_t = min(PMAX, g.c_out)
+    n_co = -(-g.c_out // PMAX)
+    bank = 2048 // ds
+    width = min(g.c_out, bank)
+    packs = -(-g.c_out // bank) if g.c_out > bank else 1
+    subs = subtiles(off, ny)
+    for _s, ns in subs:
+        if dyt_by_dma(_s, ns, every_at(i, _s)):   # dma_transpose from HBM
+            c.busy["dma"] += ns * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9)
+            c.count("dma_transpose", n_co)
+    for grp in dyt_groups([st for st in subs if not dyt_by_dma(st[0], st[1], every_at(i, st[0]))], g.c_out, bank):
+        ns = grp[0][1]
+        c.transpose(co_t, ns, fp32, n_co * len(grp))
+        if db == "scalar":   # the dy^T evictions on VectorE
+            c.compute("vector", len(grp) * width, 1, c.copy_speedup("vector", two, True, True), packs)
+        else:
+            c.evict(len(grp) * width, two, packs)
+
+
+def _dw_mm_step(c, g, lay: Lay, chunks: list[tuple[int, int, int]], i: int, off: int, ny: int, db: str) -> None:
+    """A step's dw matmuls (every tap each sub-tile meets) and db's share."""
+    fp32 = g.dtype == "fp32"
+    co_t = min(PMAX, g.c_out)
+    n_co = -(-g.c_out // PMAX)
+    ci_sizes = [min(PMAX, g.c_in - s) for s in range(0, g.c_in, PMAX)]
+    blocks = [min(BLOCK, g.c_out - s) for s in range(0, g.c_out, BLOCK)]
+    for _s, ns in subtiles(off, ny):
+        for _kd in dw_pairs(lay, _s, ns, x_span(lay, chunks[i])):
+            for ci in ci_sizes:
+                for cn in blocks:
+                    c.matmul(ci, cn, fp32)
+        if db == "pe":
+            c.matmul(co_t, 1, fp32, n_co)
+    if db == "scalar" and ny and (i == 0 or off == 0):   # per step in the first chunk, per chunk after
+        m = ny if i == 0 else dy_size(lay, chunks[i])
+        c.compute("scalar", m, 1, 1.0, n_co, op="activation")
+
+def first_parts(g, co_major: bool) -> int:
+    """The parts of the first step that start as their loads land (``costs.flow_shop_ns``): its C_out tiles
+    when the first step runs C_out tile outer (``co_major``: ``nki_pw_shared._filters_co_major``), else 1."""
+    return -(-g.c_out // PMAX) if co_major else 1
+
+
+def flow_steps(c_new, g, chunks: list[tuple[int, int, int]], dx_work: list[tuple[float, float]],
+               filters: tuple[float, float], db: str, every: int = 0, late: bool = False
+               ) -> list[tuple[list[tuple[float, int]], float, float]]:
+    """The program as PE units in issue order for ``costs.flow_shop_ns`` (mirrors ``nki_pw_shared``): unit j
+    (per step j) is step j's dy^T and dx and step j - 1's dw; a last unit runs the last two steps' dw and the
+    held-back dx steps (``dx_lag``). Per unit: the loads issued before it (``load_events``: dy per C_out tile
+    with its halos, read by the unit of its step; x^T by ``dma_transpose`` with its halos and the DMA-made
+    dy^T, read by the unit of the step's dw; the filters, ``filters`` = (DMA ns, PE ns), read by unit 0),
+    its PE ns (dw: ``_dyt_step`` / ``_dw_mm_step`` on fresh sheets ``c_new()``, the same formulas as
+    ``estimate_dw``; dx: the chunk's PE of ``dx_work`` = [(PE ns, store DMA ns)] per chunk, spread over its
+    steps by x positions) and its dx store (the held-back steps' stores are the trails the planner charges)."""
+    lay = lay_of(g)
+    hw = c_new().hw
+    ds = g.dtype_bytes
+    co_t = min(PMAX, g.c_out)
+    n_co = -(-g.c_out // PMAX)
+    xt_rate = g.c_in * ds / (hw.dma_bytes_per_ns * 0.9)   # dma_transpose from HBM, per x position
+    every_at = dyt_every(lay, chunks, every, late)
+    steps = steps_of(lay, chunks)
+    n = len(steps)
+    if not n:
+        return []
+    lag = dx_lag(n, len(lay.shifts))
+
+    def dw_unit(j: int) -> int:   # the unit that runs step j's dw
+        return j + 1 if j + 1 < n - 1 else n
+
+    at = {}
+    for j, (i, off, _n, _ny) in enumerate(steps):
+        at.setdefault((i, off), j)
+    loads: list[list[tuple[float, int]]] = [[] for _ in range(n + 1)]
+    for s, kind, i, off, m in load_events(lay, chunks):
+        f = at.get((i, off), 0)
+        one = c_new()
+        ch = chunks[i]
+        if kind == "w":
+            loads[s].append((filters[0], 0))
+            continue
+        if kind == "dy":
+            one.dma(co_t * m * ds, m * ds, n_co)
+            if off == 0:
+                for u0, u1 in dy_halos(lay, ch):
+                    one.dma((u1 - u0) * co_t * ds, (u1 - u0) * ds, n_co)
+        elif kind == "x":
+            halo = sum(b - a for a, b in x_halos(lay, ch)) if off == 0 else 0
+            one.busy["dma"] += (m + halo) * xt_rate
+        else:   # "yt": the sub-tiles whose dy^T comes by dma_transpose
+            for st, ns in subtiles(off, m):
+                if dyt_by_dma(st, ns, every_at(i, st)):
+                    one.busy["dma"] += ns * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9)
+        loads[s].append((one.busy["dma"], f if kind == "dy" else dw_unit(f)))
+    pe = [0.0] * (n + 1)
+    store = [0.0] * (n + 1)
+    pe[0] += filters[1]
+    for j, (i, off, nx, ny) in enumerate(steps):
+        t, mm = c_new(), c_new()
+        _dyt_step(t, g, i, off, ny, db, every_at)
+        _dw_mm_step(mm, g, lay, chunks, i, off, ny, db)
+        share = nx / chunks[i][2] if chunks[i][2] else 0.0
+        dx_pe, dx_store = dx_work[i]
+        pe[j] += t.busy["tensor"]
+        pe[dw_unit(j)] += mm.busy["tensor"]
+        if j < n - lag:
+            pe[j] += dx_pe * share
+            store[j] += dx_store * share
+        else:
+            pe[n] += dx_pe * share
+    return [(loads[u], pe[u], store[u]) for u in range(n + 1)]
 
 def dx_tail_pe_ns(g, hw, chunks: list[tuple[int, int, int]]) -> float:
     """The PE time of the last ``dx_lag`` dx steps (what dw's finish runs under)."""

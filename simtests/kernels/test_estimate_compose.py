@@ -147,7 +147,7 @@ def test_the_estimate_is_the_composition_of_its_sheet():
         if not (a.dw_interleave or a.dx_inside_dw):
             assert planner._sections(c, g, a) == c.section_busy()
         assert est == pytest.approx(compose_ns(planner._sections(c, g, a), planner.section_order(g, a), fill, TRN2,
-                                                 c.steps, c.steps_head) / 1000)
+                                                 c.steps, c.steps_head, flow=c.flow) / 1000)
         assert all(math.isclose(eng[e], c.busy[e] / 1000) for e in ENGINES)
         assert est >= max(eng.values())   # never below the busiest engine
 
@@ -163,7 +163,7 @@ def test_lnc2_estimate_is_the_later_program():
         for pid in (0, 1):
             c, fill = _estimate_sheet(g, a, TRN2, pid)
             per.append(compose_ns(planner._sections(c, g, a), planner.section_order(g, a), fill, TRN2, c.steps,
-                                  c.steps_head) / 1000)
+                                  c.steps_head, flow=c.flow) / 1000)
         assert _estimate(g, a, TRN2)[0] == pytest.approx(max(per))
         seen_uneven |= abs(per[0] - per[1]) > 1e-3
     assert seen_uneven
