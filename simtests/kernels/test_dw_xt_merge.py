@@ -70,6 +70,21 @@ def test_xt_merge_is_exact(geom, lnc):
     assert res.outputs is not None
 
 
+@pytest.mark.parametrize("geom, lnc", [MERGE_GEOMS[1], MERGE_GEOMS[4],
+                                       pytest.param(MERGE_GEOMS[4].values[0], 1, id="stacked-lnc1")])
+def test_xt_merge_keeps_zero_rows_and_splits_stores(geom, lnc, monkeypatch):
+    """The merged ring (one tile deeper: ``xt_dma_bufs``) hands a kh-0 bundle a tile whose zero rows an
+    earlier kh-0 bundle wrote and no transpose overwrote since: ``RowXtDma`` skips those writes. The
+    finish stores a chunk of several pairs' kw taps one pair at a time. Both paths run and stay exact."""
+    from kernels import nki_dw, nki_dw_xt
+    xts = spy(monkeypatch, nki_dw_xt.RowXtDma, "__init__", lambda self, *a, **k: self)
+    pair_stores = spy(monkeypatch, nki_dw, "_store_pairs_apart", lambda *a: a[4])
+    run_and_compare(**geom, lnc=lnc, plan_edit=_merged())
+    assert xts and all(x.merge for x in xts)
+    assert sum(x.kept_zero_runs for x in xts) > 0
+    assert pair_stores
+
+
 def test_xt_merge_stacked_is_exact_and_stacks():
     geom = {"batch": 2, "c_in": 64, "c_out": 16, "size": (8, 32, 10), "kernel": (3, 3, 3),
             "stride": (2, 2, 2), "padding": (1,) * 6}
