@@ -168,8 +168,9 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
                 after_first = None   # (the filters load here, once)
                 pair_t = first_filters.pop() if first_filters else load_dx_filters(
                     ctx, dx_program_groups(g, plan, pid, lnc)[0])
-                dx_between = DxSteps(dx_dpairs_steps(ctx, mine, DyBands(g, ctx.dy, plan, dtype), pair_t, None),
-                                     dpairs_step_count(g, plan, mine))
+                bands = DyBands(g, ctx.dy, plan, dtype)
+                dx_between = DxSteps(dx_dpairs_steps(ctx, mine, bands, pair_t, None),
+                                     dpairs_step_count(g, plan, mine), bands.resident)
             dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw, prefetch, after_first,
                                            (lambda: early.append(load_first_band(ctx, mine)))
                                            if early is not None else None, inside,

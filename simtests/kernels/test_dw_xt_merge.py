@@ -228,6 +228,35 @@ def test_dx_between_bundles_is_exact(geom, monkeypatch):
     assert {k for _t, k, _n in ran} == set(range(ran[0][2] + 1))   # before each bundle and after
 
 
+STACKED = BETWEEN_GEOMS[0].values[0]
+
+
+@pytest.mark.parametrize("geom, grads, dtype, reused", [
+    pytest.param(STACKED, ("dx", "dw", "db"), "bf16", True, id="stacked-dx+dw+db"),
+    pytest.param({**STACKED, "c_out": 130}, ("dx", "dw"), "fp16", True, id="stacked-co130-fp16"),
+    pytest.param(BETWEEN_GEOMS[1].values[0], ("dx", "dw", "db"), "bf16", False, id="odd-ci48"),
+])
+def test_dx_between_reads_dws_dy_boxes(geom, grads, dtype, reused, monkeypatch):
+    """dx's bands whose dy rows are one of dw's boxes are placed from dw's SBUF box (``DxSteps.resident``,
+    ``place_padded``) instead of loaded again (the stacked geometries: a band is a whole batch's dy, as in
+    down_s2); the rest load as before (odd sizes: the bands and boxes differ). Exact, and the planner's
+    ``dx_bands_held`` names exactly the bands the kernel placed that way."""
+    from kernels import nki_dx
+    from kernels.planner import dx_bands_held
+    placed = spy(monkeypatch, nki_dx, "place_padded", lambda buf, ext, lo, hi, held, engine=None: held.shape)
+    keys = spy(monkeypatch, nki_dx, "dy_resident_key", lambda b, co, rows: (b, tuple(tuple(r) for r in rows)))
+    chosen = []
+
+    def edit(p):
+        chosen.append(_between(p))
+        return chosen[-1]
+    run_and_compare(**geom, lnc=2, grads=grads, dtype=dtype, plan_edit=edit)
+    assert bool(placed) is reused
+    held = set().union(*(dx_bands_held(chosen[0].geometry(), chosen[0], pid) for pid in range(2)))
+    hits = [k for k in keys if k in held]
+    assert len(placed) == len(hits)
+
+
 @pytest.mark.parametrize("grads, dtype", [(("dx", "dw"), "fp16"), (("dx", "dw", "db"), "fp16"),
                                           (("dx", "dw"), "bf16")], ids=lambda v: "+".join(v) if isinstance(v, tuple) else v)
 def test_dx_between_bundles_subsets(grads, dtype):
