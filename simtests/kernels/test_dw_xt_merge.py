@@ -280,3 +280,36 @@ def test_dx_between_bundles_planner_down_s2():
     # LNC1 (no deferred finish): never listed
     plan1 = plan_conv3d_bwd(*shapes, **kw, dtype="bf16", lnc=1)
     assert not any(a.dx_between_bundles for a in plan1.feasible_candidates())
+
+
+@pytest.mark.parametrize("geom, grads", [
+    pytest.param(STACKED, ("dx", "dw", "db"), id="stacked-dx+dw+db"),
+    pytest.param(BETWEEN_GEOMS[1].values[0], ("dx", "dw"), id="odd-ci48"),
+])
+def test_dx_between_filters_load_behind_dws_dy(geom, grads, monkeypatch):
+    """``filters_after_first_chunk`` with dx between dw's bundles (``conv3d_bwd.LateFilters``): dx's filters
+    are issued once per program, by dw's ``prefetch`` hook, after every dy load of dw's pass and before dx's
+    first step (they used to go before any dw load). Exact."""
+    import sys
+
+    from kernels import nki_dw
+    from kernels.planner import filters_after_first_chunk
+    kernel = sys.modules["kernels.conv3d_bwd"]   # (the package's ``conv3d_bwd`` is the kernel object)
+    events = []
+    spy(monkeypatch, nki_dw, "_load_dy_box", lambda *a: "dy", events)   # dw's dy: a box, or its dy^T by DMA
+    spy(monkeypatch, nki_dw.DwState, "_dyt_by_dma", lambda *a, **k: "dy", events)
+    spy(monkeypatch, nki_dw.DwState, "_head_fill", lambda *a: "dy", events)
+    spy(monkeypatch, kernel.LateFilters, "load", lambda self, *e: "filters" if self.tiles is None else None, events)
+    spy(monkeypatch, kernel, "dx_dpairs_steps", lambda *a: "dx", events)
+    chosen = []
+
+    def edit(p):
+        chosen.append(_between(p))
+        return chosen[-1]
+    run_and_compare(**geom, lnc=2, grads=grads, plan_edit=edit)
+    assert filters_after_first_chunk(chosen[0].geometry(), chosen[0])
+    # per program (run_and_compare traces them in turn): its dy loads, the filters, dx's first step
+    loads = [i for i, e in enumerate(events) if e == "filters"]
+    assert loads and len(loads) == events.count("dx") == 2, events
+    for i in loads:
+        assert events[i - 1] == "dy" and events[i + 1] == "dx", events
