@@ -165,11 +165,17 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
             dw_steps = _Steps(dw_streaming_steps(ctx, pid, lnc, db_in_dw))
         else:
             if compute_dx and dx_between_on(g, plan):   # D-phase-pairs dx steps between dw's x^T bundles
-                after_first = None   # (the filters load here, once)
-                pair_t = first_filters.pop() if first_filters else load_dx_filters(
-                    ctx, dx_program_groups(g, plan, pid, lnc)[0])
-                dx_between = DxSteps(dx_dpairs_steps(ctx, mine, DyBands(g, ctx.dy, plan, dtype), pair_t, None),
-                                     dpairs_step_count(g, plan, mine))
+                bands = DyBands(g, ctx.dy, plan, dtype)
+                if first_filters == [] and prefetch is None:   # filters_after_first_chunk: behind dw's dy loads
+                    late = LateFilters(ctx, dx_program_groups(g, plan, pid, lnc)[0])
+                    after_first, prefetch = None, late.load
+                    steps = late.steps(mine, bands)
+                else:
+                    after_first = None   # (the filters load here, once)
+                    pair_t = first_filters.pop() if first_filters else load_dx_filters(
+                        ctx, dx_program_groups(g, plan, pid, lnc)[0])
+                    steps = dx_dpairs_steps(ctx, mine, bands, pair_t, None)
+                dx_between = DxSteps(steps, dpairs_step_count(g, plan, mine), bands.resident)
             dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw, prefetch, after_first,
                                            (lambda: early.append(load_first_band(ctx, mine)))
                                            if early is not None else None, inside,
@@ -221,6 +227,30 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         db_state.finish(pid, lnc)
     outs = tuple(t for t in (dx, dw, db) if t is not None)
     return outs[0] if len(outs) == 1 else outs
+
+
+class LateFilters:
+    """dx between dw's bundles (``dx_between_bundles``) with ``filters_after_first_chunk``: dx's filters
+    load by dw's ``prefetch`` hook (at its pass's last row chunk, after that chunk's dy^T: behind all of
+    dw's dy loads, ahead of the pass's x^T fills and of dx's first step), or at dx's first step if that
+    comes first. The DMA bandwidth serves transfers in issue order, and dw's first matmuls wait for its
+    dy boxes (row-stacked: all of them), not for the filters (down_s2 LNC2 22.89 -> 22.74 us; after the
+    first row chunk only, as ``after_first`` does elsewhere: 22.83; at dx's first step: 23.04, the PE
+    then waits for them before the first bundle)."""
+
+    def __init__(self, ctx, group):
+        self.ctx, self.group = ctx, group
+        self.tiles = None
+
+    def load(self, *_engine):
+        """(``_engine``: the prefetch hook's engine argument; the filters load by DMA alone)"""
+        if self.tiles is None:
+            self.tiles = load_dx_filters(self.ctx, self.group)
+
+    def steps(self, mine, bands):
+        """``dx_dpairs_steps`` with these filters, loaded (if not yet) when the first step runs."""
+        self.load()
+        yield from dx_dpairs_steps(self.ctx, mine, bands, self.tiles, None)
 
 
 def _run_gather_dx(ctx, mine, hook, first_filters, prefetch, pid, lnc, early):

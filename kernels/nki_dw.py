@@ -16,7 +16,16 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .dw_head import HEAD_PAIRS, head_col_pieces, head_pair_order, head_pieces
-from .nki_common import BANK_BYTES, BANK_FP32, PMAX, Pool, band_slices, co_bank_packs, load_padded
+from .nki_common import (
+    BANK_BYTES,
+    BANK_FP32,
+    PMAX,
+    Pool,
+    band_slices,
+    co_bank_packs,
+    dy_resident_key,
+    load_padded,
+)
 from .nki_dw_xt import RowXtDma
 from .planner import (
     DYT_DMA_BUFS,
@@ -72,6 +81,17 @@ class SlotRing:
     @property
     def tile(self):
         return self.tiles[(self.k // self.slots) % len(self.tiles)]
+
+
+def _store_pairs_apart(dw_rows, src, q, k, nb, tn, ci, cols):
+    """An x-stationary chunk [(pair, kw tap, ci), C_out] whose pairs' taps are not adjacent in dw (tn < kw):
+    one store per pair, each one contiguous run of dw. One store for all would span the taps between the
+    pairs, which other chunks' stores write, and nkisim orders overlapping HBM writes one after the other
+    (down_s2 LNC2: two such stores ended 1.7 us after the rest)."""
+    (ci0, ci_sz), (a, co) = ci, cols
+    for j in range(nb):
+        nisa.dma_copy(dst=dw_rows[q + j, k:k + tn, ci0:ci0 + ci_sz, :],
+                      src=src[j * tn * ci_sz:(j + 1) * tn * ci_sz, a:a + co])
 
 
 class DwState:
@@ -399,7 +419,10 @@ class DwState:
         # then run after the first pair's matmuls, so that the PE starts on the first piece
         head, self._head_dyt = self._head_dyt, None
         db_columns = [(nrows, w) for w in range(self.w_lo, self.w_hi)]
-        if head is None:
+        # dx between the bundles: db's matmuls (which wait for the last dy^T eviction) after dx's first
+        # steps, whose band is dw's dy box (``DxSteps.resident``), ready before that eviction
+        db_late = head is None and self.between is not None and self.xs
+        if head is None and not db_late:
             self._db(db_columns)
         if len(parts) > 1 and (self.xt_dma is None or not self.xs):
             raise ValueError("dw_row_stack needs dw_x_stationary and dw_xt_dma (row mode)")
@@ -495,6 +518,9 @@ class DwState:
             if between is not None:
                 self.between = None
                 between.advance_to(_between_share(between.total, 0, n_bund))
+            if db_late:
+                self._db(db_columns)
+                db_late = False
             for pi, (kd, kh) in enumerate(pairs):
                 if pi + 1 < len(pairs) and len(staged) <= pi + 1:
                     staged.append(stage_at(pi + 1))
@@ -675,6 +701,8 @@ class DwState:
                                   src=src[:ci_sz, a:a + tn * co])
                 elif nb == 1:  # one chunk [(tap, ci), C_out] -> dw[t0:t0+tn, ci tile, :]
                     nisa.dma_copy(dst=dw_flat[t0:t0 + tn, ci0:ci0 + ci_sz, :], src=src[:tn * ci_sz, a:a + co])
+                elif nb > 1 and tn < kw and ctx.plan.dw_xt_merge:
+                    _store_pairs_apart(dw_rows, src, t0 // kw, t0 % kw, nb, tn, (ci0, ci_sz), (a, co))
                 else:          # [(pair, kw tap, ci), C_out] -> dw[pairs, kw taps, ci tile, :]
                     q, k = t0 // kw, t0 % kw
                     nisa.dma_copy(dst=dw_rows[q:q + nb, k:k + tn, ci0:ci0 + ci_sz, :],
@@ -844,6 +872,14 @@ class DwState:
         return others if fused else None
 
 
+def _share_dy_box(shared, buf, key, view):
+    """Register dw's dy box ``view`` (of pool buffer ``buf``) under ``key`` in dx's ``DyBands.resident``,
+    after dropping what that buffer held before (the box this load overwrites)."""
+    for k in [k for k, (b, _v) in shared.items() if b is buf]:
+        del shared[k]
+    shared[key] = (buf, view)
+
+
 def _load_dy_box(ctx, buf, co0, co_sz, b, od, oh):
     """dw's dy box [co, rows d, rows h, W]: in row mode one DMA per row chunk, so the first chunk's dy^T
     transposes start when it lands, not the whole box. (Two half transfers per chunk on <= 64 partitions
@@ -861,7 +897,10 @@ def _load_dy_box(ctx, buf, co0, co_sz, b, od, oh):
 
 
 DX_BETWEEN_SHARE = 0.3   # of dx's steps run between dw's bundles (the rest after dw: under its exchange)
-DX_BETWEEN_FIRST = 1.0   # gaps' worth of them before dw's first bundle
+# gaps' worth of them before dw's first bundle: two, since dx's first band is dw's dy box (``DxSteps.resident``)
+# and its steps fill the PE's wait for the first x^T bundle (down_s2 LNC2: 1.0 -> 23.2 us, 1.75-3.0 -> 22.9;
+# share 0.25 / 0.33 at 2.0: 22.9 / 23.2)
+DX_BETWEEN_FIRST = 2.0
 
 
 def _between_share(total, k, n_bund):
@@ -910,6 +949,8 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
     # and, for big filters, tap passes (dy and x streamed once per pass): one pass's accumulators fit
     passes = [(ci_range, span) for ci_range in ranges for span in dw_tap_passes(g, plan, pid)]
     yield len(passes) * len(items)   # the box count first (the caller paces the boxes by it)
+    # dx between dw's bundles: dw's dy boxes, for dx's bands of the same rows (``DxSteps.resident``)
+    shared = getattr(between, "resident", None)
     for k, (ci_range, span) in enumerate(passes):
         state = DwState(ctx, plan.dw_band, ci_range, direct=dw_direct(g, plan),
                         db_state=db_state if k == 0 else None, own_taps=own, taps=span,
@@ -934,6 +975,9 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
                     buf = pools[c].take()
                     _load_dy_box(ctx, buf, co0, co_sz, bb, (e0, e1), (f0, f1))
                     out.append(buf[:co_sz, :e1 - e0, :f1 - f0, :wo])
+                    if shared is not None:
+                        _share_dy_box(shared, buf, dy_resident_key(bb, (co0, co_sz), ((e0, e1), (f0, f1), (0, wo))),
+                                      out[-1])
                 return out
 
             # dx inside dw: the next box's dy loads one box ahead (ahead of dx's DMA in the FIFO queues)

@@ -46,6 +46,11 @@ class RowXtDma:
         for view in pads:   # the pad columns: no DMA ever writes them
             nisa.memset(view, 0.0, engine=nisa.engine.gpsimd)
         self.merge = merge
+        # merged fills: the partitions of each (tile, slot) that hold zero rows no transpose has written
+        # since (``_fill_groups`` skips a zero write they already cover: a bundle tile reused by a bundle
+        # with the same padding rows keeps them)
+        self.zeroed = {}
+        self.kept_zero_runs = 0   # zero-row writes skipped that way (the tests check the path runs)
         # (merge: a group's zero rows of all its slots in one DMA, over the filled columns only: the pad
         # columns are zero from the setup)
         fill = ci_tile * (max(self.xw, ring.slots * (self.f_hi - self.f_lo)) if merge else self.xw)
@@ -82,6 +87,7 @@ class RowXtDma:
     def fill_into(self, xt, p_off, b, ci0, ci_sz, od0, oh0, cd, ch, kd, kh):
         """Like ``fill``, into the given tile (slot view) from partition ``p_off`` (row stacking)."""
         plan = xt_fill(self.ctx.g, od0, oh0, cd, ch, kd, kh)
+        self.zeroed = {}   # (slot views: the zero rows kept by ``_fill_groups`` are not tracked here)
         if self.f_hi <= self.f_lo:   # no x column in the window: only the zeroed pad columns are read
             return
         # the x columns of the window (tile column c holds x column c - lo)
@@ -109,6 +115,7 @@ class RowXtDma:
         window [a, b) of ``pieces`` (``dw_head.head_col_pieces``), ``before(i)`` (the dy^T piece), then the
         window's zero rows and transposes, so that the first matmuls wait only for the first piece."""
         xt = self.ring.take()
+        self.zeroed = {}
         plan = xt_fill(self.ctx.g, od0, oh0, cd, ch, kd, kh)
         c_lo = self.ctx.g.axes[2].lo
         ci_t = xt.shape[2]
@@ -166,7 +173,14 @@ class RowXtDma:
                 end = max(r.p0 + r.rows for r in fill.zeros + fill.transposes)
                 nisa.memset(tile[p_off:p_off + end, s0:s0 + grp.slots, self.f_lo:self.f_hi, :], 0.0,
                             engine=nisa.engine.gpsimd)
+            slots = [self.zeroed.setdefault((id(tile), s0 + j), set()) for j in range(grp.slots)]
             for run in () if memset else fill.zeros:   # whole rows of every slot of the group
+                rows = range(p_off + run.p0, p_off + run.p0 + run.rows)
+                if all(kept.issuperset(rows) for kept in slots):
+                    self.kept_zero_runs += 1   # still zero from an earlier fill of this tile: no write
+                    continue
+                for kept in slots:
+                    kept.update(rows)
                 by_dma, by_memset = zero_split(run, p_off)
                 if by_memset is not None:
                     for j in range(grp.slots):
@@ -176,6 +190,8 @@ class RowXtDma:
                     nisa.dma_copy(dst=tile[by_dma.p0:by_dma.p0 + n, s0:s0 + grp.slots, self.f_lo:self.f_hi, :],
                                   src=self.zero[:n, :grp.slots * (self.f_hi - self.f_lo) * tile.shape[-1]])
             for run in fill.transposes:
+                for kept in slots:
+                    kept.difference_update(range(p_off + run.p0, p_off + run.p0 + run.rows))
                 off = ((b * g.c_in + ci0) * ax[0].n * ax[1].n + run.x_row) * ax[2].n + w0
                 src = self.ctx.x.ap([[plane, ci_sz], [ax[1].r * ax[2].n, grp.slots], [1, wn],
                                      [run.step * ax[2].n, run.rows]], offset=off)

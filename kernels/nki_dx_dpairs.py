@@ -87,10 +87,13 @@ class DxSteps:
     """dx's ``dx_dpairs_steps`` driven from dw's bundle loop (``Plan.dx_between_bundles``): dw advances
     it to a step count between its bundles; ``drain`` runs the rest."""
 
-    def __init__(self, gen, total):
+    def __init__(self, gen, total, resident=None):
         self.gen = gen
         self.total = total
         self.done = 0
+        # dx's ``DyBands.resident``: dw registers its dy boxes there, so that dx's bands of the same rows
+        # are placed from them instead of loaded again
+        self.resident = resident
 
     def advance_to(self, k):
         while self.done < min(k, self.total):

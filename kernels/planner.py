@@ -1116,10 +1116,12 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                     # modelled, 3.8 summed)
                     head = max(0.0, head - g.taps * g.c_in * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9))
                 fill += head
+            held = dx_bands_held(g, p, pid)
             for i, f in enumerate(fills):
                 if f is not None:
                     # a shared pack fill: its first region pays the memsets and placement
-                    _cost_fill(loads, g, n_co, co_t, *f, fill_work=shared.get(i, True))
+                    _cost_fill(loads, g, n_co, co_t, *f, fill_work=shared.get(i, True),
+                               held=(items[i][0], tuple(f[3])) in held)
             first_place = _first_band_placement(g, hw, fills)
             if first_place and dx_band_early_legal(g, p):
                 if p.dx_band_early:   # GpSimd places the first band (once), not VectorE
@@ -1469,6 +1471,18 @@ def dx_between_legal(g: ConvGeom, p: Plan) -> bool:
 
 def dx_between_on(g: ConvGeom, p: Plan) -> bool:
     return p.dx_between_bundles and dx_between_legal(g, p)
+
+
+def dx_bands_held(g: ConvGeom, p: Plan, pid: int) -> set:
+    """``dx_between_bundles``: the dy rows (batch, ((d0, d1), (h0, h1), (0, W_out))) of dw's boxes on program
+    ``pid``, which dx's bands of exactly those rows read from SBUF instead of loading them again
+    (``DxSteps.resident``): every box of the one pass stays in its dy pool buffer (boxes <= ``dy_bufs``)."""
+    if not dx_between_on(g, p) or p.dw_dyt_dma:
+        return set()
+    boxes = dw_program_items(g, p, pid)
+    if len(boxes) > p.dy_bufs:
+        return set()
+    return {(b, (tuple(od), tuple(oh), (0, g.axes[2].o))) for b, od, oh in boxes}
 
 
 def _dw_dx_merged(g: ConvGeom, p: Plan) -> bool:
@@ -1839,7 +1853,10 @@ def _estimate_xs_finish(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, w
         win = xs_exchange_window(len(chunks), len(cis))
         sent = len(cis) * len(chunks) if win is None else win[1]   # chunks sent (one C_in tile: a window)
         nbytes = sent * g.c_out * 4 * PMAX
+        if dx_between_on(g, p):   # issued before dx's steps that follow dw's pass: it runs under them
+            c.section("dx")
         c.dma(nbytes, sent * g.c_out * 4, 1)
+        c.section("dw_finish")
         add = len(cis) * (len(mine) * g.c_out * 2 + 60) / hw.vector_ghz
         if dw_defer_finish(g, p):
             # deferred past dx: the exchange runs under dx; the add is the cast, on GpSimd (VectorE's
@@ -1893,6 +1910,9 @@ def _xs_stores(g: ConvGeom, p: Plan, chunks: list[tuple[int, int, int]]) -> list
     """(taps, count) of the store DMAs of one C_in tile (mirrors DwState._finish_xs)."""
     out: dict[int, int] = {}
     for _i, _t0, nb, tn, _single in xs_store_runs(chunks):
+        if nb > 1 and tn < g.kernel[2] and p.dw_xt_merge:   # one store per pair (``_store_pairs_apart``)
+            out[tn] = out.get(tn, 0) + nb
+            continue
         out[nb * tn] = out.get(nb * tn, 0) + 1
     return sorted(out.items())
 
@@ -1963,15 +1983,21 @@ def _first_band_placement(g: ConvGeom, hw: TargetFigures, fills: list) -> tuple[
 
 
 def _cost_fill(c: CostSheet, g: ConvGeom, count: int, parts: int, lo: list[int], hi: list[int], ext: list[int],
-               valid: list[tuple[int, int]], x_side: bool = False, fill_work: bool = True) -> None:
+               valid: list[tuple[int, int]], x_side: bool = False, fill_work: bool = True,
+               held: bool = False) -> None:
     """``count`` loads of a zero-padded buffer (mirrors nki_common.load_padded); without
-    ``fill_work`` only the DMA (a region whose pack shares the memsets and placement)."""
+    ``fill_work`` only the DMA (a region whose pack shares the memsets and placement); ``held``: the rows
+    are in SBUF already (``dx_bands_held``): the memsets and one placement copy, no DMA (``place_padded``)."""
     ds = g.dtype_bytes
     for n_slab in border_slabs(lo, hi, ext) if fill_work else ():
         c.compute("gpsimd", n_slab, 0, 1.0, count, op="memset")
     if any(h_ <= l_ for l_, h_ in zip(lo, hi)):
         return
     n = [hi[a] - lo[a] for a in range(3)]
+    if held:
+        c.compute("vector", n[0] * n[1] * n[2], 1, c.copy_speedup("vector", ds == 2, False, True), count,
+                  op="tensor_copy")
+        return
     full = [g.axes[a].n if x_side else g.axes[a].o for a in range(3)]
     # HBM side: the innermost run of full rows/planes
     run = n[2]

@@ -24,8 +24,14 @@ XT_DMA_BUFS = 3      # x^T tiles in flight: a tile's transposes run while the tw
 def xt_dma_bufs(plan) -> int:
     """x-stationary's ring of x^T bundle tiles (``XT_DMA_BUFS``), one deeper with ``dw_interleave``: there a
     box's last bundle reuses the tile of a bundle two before it, whose matmuls free it too late for the
-    zero-row memset and the transposes' ~1.6 us to land before the PE reaches it (stem: 0.5 us per box)."""
-    return XT_DMA_BUFS + 1 if plan.dw_interleave and plan.dw_x_stationary else XT_DMA_BUFS
+    zero-row memset and the transposes' ~1.6 us to land before the PE reaches it (stem: 0.5 us per box);
+    and with ``dw_xt_merge``: the bundles alternate between H-padding classes (down_s2: kh 0 | kh 1-2 per
+    kd), so an even ring hands each class the tiles it used before, whose zero rows are still there
+    (``RowXtDma`` skips rewriting them), and the queue-bound fills run one bundle further ahead
+    (down_s2 LNC2 25.1 -> 24.5 us from the depth, 24.1 with the kept zero rows)."""
+    if plan.dw_x_stationary and (plan.dw_interleave or plan.dw_xt_merge):
+        return XT_DMA_BUFS + 1
+    return XT_DMA_BUFS
 MEMSET_MAX = 32768   # elements per partition of one memset of the zero tile (engine access limit 64K)
 DMA_TRANSPOSE_EFFICIENCY = 0.9   # dma_transpose from HBM (trn2 arch guide; nkisim's figure)
 ZERO_MEMSET_MAX = 512   # x-column elements per partition up to which a tile's zero rows are one memset

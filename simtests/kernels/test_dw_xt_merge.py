@@ -70,6 +70,21 @@ def test_xt_merge_is_exact(geom, lnc):
     assert res.outputs is not None
 
 
+@pytest.mark.parametrize("geom, lnc", [MERGE_GEOMS[1], MERGE_GEOMS[4],
+                                       pytest.param(MERGE_GEOMS[4].values[0], 1, id="stacked-lnc1")])
+def test_xt_merge_keeps_zero_rows_and_splits_stores(geom, lnc, monkeypatch):
+    """The merged ring (one tile deeper: ``xt_dma_bufs``) hands a kh-0 bundle a tile whose zero rows an
+    earlier kh-0 bundle wrote and no transpose overwrote since: ``RowXtDma`` skips those writes. The
+    finish stores a chunk of several pairs' kw taps one pair at a time. Both paths run and stay exact."""
+    from kernels import nki_dw, nki_dw_xt
+    xts = spy(monkeypatch, nki_dw_xt.RowXtDma, "__init__", lambda self, *a, **k: self)
+    pair_stores = spy(monkeypatch, nki_dw, "_store_pairs_apart", lambda *a: a[4])
+    run_and_compare(**geom, lnc=lnc, plan_edit=_merged())
+    assert xts and all(x.merge for x in xts)
+    assert sum(x.kept_zero_runs for x in xts) > 0
+    assert pair_stores
+
+
 def test_xt_merge_stacked_is_exact_and_stacks():
     geom = {"batch": 2, "c_in": 64, "c_out": 16, "size": (8, 32, 10), "kernel": (3, 3, 3),
             "stride": (2, 2, 2), "padding": (1,) * 6}
@@ -213,6 +228,35 @@ def test_dx_between_bundles_is_exact(geom, monkeypatch):
     assert {k for _t, k, _n in ran} == set(range(ran[0][2] + 1))   # before each bundle and after
 
 
+STACKED = BETWEEN_GEOMS[0].values[0]
+
+
+@pytest.mark.parametrize("geom, grads, dtype, reused", [
+    pytest.param(STACKED, ("dx", "dw", "db"), "bf16", True, id="stacked-dx+dw+db"),
+    pytest.param({**STACKED, "c_out": 130}, ("dx", "dw"), "fp16", True, id="stacked-co130-fp16"),
+    pytest.param(BETWEEN_GEOMS[1].values[0], ("dx", "dw", "db"), "bf16", False, id="odd-ci48"),
+])
+def test_dx_between_reads_dws_dy_boxes(geom, grads, dtype, reused, monkeypatch):
+    """dx's bands whose dy rows are one of dw's boxes are placed from dw's SBUF box (``DxSteps.resident``,
+    ``place_padded``) instead of loaded again (the stacked geometries: a band is a whole batch's dy, as in
+    down_s2); the rest load as before (odd sizes: the bands and boxes differ). Exact, and the planner's
+    ``dx_bands_held`` names exactly the bands the kernel placed that way."""
+    from kernels import nki_dx
+    from kernels.planner import dx_bands_held
+    placed = spy(monkeypatch, nki_dx, "place_padded", lambda buf, ext, lo, hi, held, engine=None: held.shape)
+    keys = spy(monkeypatch, nki_dx, "dy_resident_key", lambda b, co, rows: (b, tuple(tuple(r) for r in rows)))
+    chosen = []
+
+    def edit(p):
+        chosen.append(_between(p))
+        return chosen[-1]
+    run_and_compare(**geom, lnc=2, grads=grads, dtype=dtype, plan_edit=edit)
+    assert bool(placed) is reused
+    held = set().union(*(dx_bands_held(chosen[0].geometry(), chosen[0], pid) for pid in range(2)))
+    hits = [k for k in keys if k in held]
+    assert len(placed) == len(hits)
+
+
 @pytest.mark.parametrize("grads, dtype", [(("dx", "dw"), "fp16"), (("dx", "dw", "db"), "fp16"),
                                           (("dx", "dw"), "bf16")], ids=lambda v: "+".join(v) if isinstance(v, tuple) else v)
 def test_dx_between_bundles_subsets(grads, dtype):
@@ -236,3 +280,36 @@ def test_dx_between_bundles_planner_down_s2():
     # LNC1 (no deferred finish): never listed
     plan1 = plan_conv3d_bwd(*shapes, **kw, dtype="bf16", lnc=1)
     assert not any(a.dx_between_bundles for a in plan1.feasible_candidates())
+
+
+@pytest.mark.parametrize("geom, grads", [
+    pytest.param(STACKED, ("dx", "dw", "db"), id="stacked-dx+dw+db"),
+    pytest.param(BETWEEN_GEOMS[1].values[0], ("dx", "dw"), id="odd-ci48"),
+])
+def test_dx_between_filters_load_behind_dws_dy(geom, grads, monkeypatch):
+    """``filters_after_first_chunk`` with dx between dw's bundles (``conv3d_bwd.LateFilters``): dx's filters
+    are issued once per program, by dw's ``prefetch`` hook, after every dy load of dw's pass and before dx's
+    first step (they used to go before any dw load). Exact."""
+    import sys
+
+    from kernels import nki_dw
+    from kernels.planner import filters_after_first_chunk
+    kernel = sys.modules["kernels.conv3d_bwd"]   # (the package's ``conv3d_bwd`` is the kernel object)
+    events = []
+    spy(monkeypatch, nki_dw, "_load_dy_box", lambda *a: "dy", events)   # dw's dy: a box, or its dy^T by DMA
+    spy(monkeypatch, nki_dw.DwState, "_dyt_by_dma", lambda *a, **k: "dy", events)
+    spy(monkeypatch, nki_dw.DwState, "_head_fill", lambda *a: "dy", events)
+    spy(monkeypatch, kernel.LateFilters, "load", lambda self, *e: "filters" if self.tiles is None else None, events)
+    spy(monkeypatch, kernel, "dx_dpairs_steps", lambda *a: "dx", events)
+    chosen = []
+
+    def edit(p):
+        chosen.append(_between(p))
+        return chosen[-1]
+    run_and_compare(**geom, lnc=2, grads=grads, plan_edit=edit)
+    assert filters_after_first_chunk(chosen[0].geometry(), chosen[0])
+    # per program (run_and_compare traces them in turn): its dy loads, the filters, dx's first step
+    loads = [i for i, e in enumerate(events) if e == "filters"]
+    assert loads and len(loads) == events.count("dx") == 2, events
+    for i in loads:
+        assert events[i - 1] == "dy" and events[i + 1] == "dx", events
