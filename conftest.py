@@ -136,6 +136,26 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     prefer = "nkisim" if backend == "nkisim" else None
     config.conv3d_binding = ensure_nki(prefer=prefer)  # type: ignore[attr-defined]
+    if config.getoption("--run-hw") and not _is_xdist_worker(config):
+        # xdist workers send their reports to the controlling process, so it alone counts.
+        config.pluginmanager.register(_HwGate(), "conv3d_hw_gate")
+
+
+class _HwGate:
+    """Counts what the hardware tests did (under --run-hw, in the controlling process)."""
+
+    def __init__(self) -> None:
+        from hwtests.gating import HwRunTally
+
+        self.tally = HwRunTally()
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if "trainium" not in report.keywords:
+            return
+        reason = None
+        if report.skipped and isinstance(report.longrepr, tuple):
+            reason = str(report.longrepr[2]).removeprefix("Skipped: ")
+        self.tally.add(report.when, report.outcome, reason)
 
 
 def _is_xdist_worker(config: pytest.Config) -> bool:
@@ -194,12 +214,31 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         records = merge_latency_parts(path)
         if records is not None:
             config._conv3d_latency_note = f"hw latency: {len(records)} records written to {path}"
+        _fail_empty_hw_run(session)
+
+
+def _fail_empty_hw_run(session: pytest.Session) -> None:
+    """Under --run-hw, a session in which no hardware test ran fails, naming what is missing."""
+    from hwtests.gating import empty_run_failure, hw_skip_reason
+
+    gate = session.config.pluginmanager.get_plugin("conv3d_hw_gate")
+    if gate is None:
+        return
+    failure = empty_run_failure(hw_skip_reason(hw_prerequisites(session.config)), gate.tally)
+    if failure is None:
+        return
+    session.config._conv3d_gate_failure = failure
+    if session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus: int, config: pytest.Config) -> None:
     note = getattr(config, "_conv3d_latency_note", None)
     if note:
         terminalreporter.write_line(note)
+    failure = getattr(config, "_conv3d_gate_failure", None)
+    if failure:
+        terminalreporter.write_line(f"FAILED {failure}", red=True, bold=True)
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:

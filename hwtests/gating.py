@@ -52,3 +52,40 @@ def hw_skip_reason(pre: HwPrerequisites) -> str | None:
     if pre.device_missing:
         return pre.device_missing
     return None
+
+
+@dataclass
+class HwRunTally:
+    """What the hardware tests of one session did: how many ran, how many skipped, and the first
+    skip reason (filled from pytest's test reports, including those xdist workers send back)."""
+
+    executed: int = 0
+    skipped: int = 0
+    first_skip_reason: str | None = None
+
+    def add(self, when: str, outcome: str, skip_reason: str | None = None) -> None:
+        """Count one report: a test ran when its call phase passed or failed."""
+        if outcome == "skipped":
+            self.skipped += 1
+            if self.first_skip_reason is None and skip_reason:
+                self.first_skip_reason = skip_reason
+        elif when == "call":
+            self.executed += 1
+
+
+def empty_run_failure(gate_reason: str | None, tally: HwRunTally) -> str | None:
+    """Under --run-hw: why a session in which no hardware test ran is a failure (None: some ran).
+
+    A gate that passes with every test skipped would let a mis-provisioned Trainium runner pass,
+    so the message names the first missing prerequisite: the gate's own, else the first reason a
+    test gave for skipping itself, else that no hardware test was selected at all.
+    """
+    if tally.executed:
+        return None
+    if gate_reason:
+        why = gate_reason
+    elif tally.first_skip_reason:
+        why = tally.first_skip_reason
+    else:
+        why = "no test with the trainium marker was selected"
+    return f"hardware gate: no hardware test ran ({tally.skipped} skipped): {why}"

@@ -1,8 +1,9 @@
 """The case matrix on a NeuronCore: oracle comparison, determinism, latency next to the model.
 
 Skipped, with the missing prerequisite as the reason, unless --run-hw is given with --backend trn,
-the Neuron packages import and a device exists (root conftest + hwtests/gating.py). ``--hw-dry``
-runs the same code with only the device call swapped for nkisim.
+the Neuron packages import and a device exists (root conftest + hwtests/gating.py); under --run-hw
+a session in which none of them ran fails. ``--hw-dry`` runs the same code with only the device call
+swapped for nkisim.
 """
 from __future__ import annotations
 

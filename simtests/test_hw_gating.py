@@ -13,7 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from hwtests.gating import HwPrerequisites, device_missing_reason, hw_skip_reason
+from hwtests.gating import (
+    HwPrerequisites,
+    HwRunTally,
+    device_missing_reason,
+    empty_run_failure,
+    hw_skip_reason,
+)
 from hwtests.latency import LatencyLog, merge_latency_parts, parts_dir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -55,6 +61,35 @@ def test_nothing_missing_means_no_skip():
 def test_dry_mode_needs_neither_packages_nor_device():
     assert hw_skip_reason(_pre(dry=True, nki_missing="absent", device_missing="none")) is None
     assert hw_skip_reason(_pre(dry=True, run_hw=False)) is not None  # still opt-in
+
+
+@pytest.mark.fast
+def test_tally_counts_calls_that_ran_and_keeps_the_first_skip_reason():
+    tally = HwRunTally()
+    tally.add("setup", "skipped", "first reason")
+    tally.add("teardown", "passed")
+    tally.add("setup", "passed")
+    tally.add("call", "skipped", "second reason")
+    assert (tally.executed, tally.skipped, tally.first_skip_reason) == (0, 2, "first reason")
+    tally.add("call", "failed")
+    tally.add("call", "passed")
+    assert tally.executed == 2
+
+
+@pytest.mark.fast
+def test_empty_run_fails_with_the_gate_reason_first():
+    skipped = HwRunTally(executed=0, skipped=3, first_skip_reason="LNC2 needs NEURON_LOGICAL_NC_CONFIG=2")
+    assert empty_run_failure("Neuron packages absent: x", skipped) == (
+        "hardware gate: no hardware test ran (3 skipped): Neuron packages absent: x")
+    # The gate let the tests run, but each skipped itself: its own reason is the message.
+    assert empty_run_failure(None, skipped).endswith(": LNC2 needs NEURON_LOGICAL_NC_CONFIG=2")
+    assert empty_run_failure(None, HwRunTally()).endswith("no test with the trainium marker was selected")
+
+
+@pytest.mark.fast
+def test_a_run_in_which_one_hardware_test_ran_is_not_empty():
+    assert empty_run_failure(None, HwRunTally(executed=1, skipped=169)) is None
+    assert empty_run_failure("ignored once something ran", HwRunTally(executed=1)) is None
 
 
 @pytest.mark.fast
@@ -147,15 +182,33 @@ def test_hwtests_skip_without_run_hw(tmp_path):
     assert not (tmp_path / "lat.json").exists()
 
 
-def test_hwtests_skip_with_the_missing_prerequisite(tmp_path):
+def test_hw_gate_fails_when_nothing_ran_and_says_why(tmp_path):
+    """--run-hw on a machine without the packages or a device: every test skips, and the session
+    fails (exit 1) with the first missing prerequisite, so a mis-provisioned runner cannot pass."""
     device = device_missing_reason()
     if device is None:
         pytest.skip("a Neuron device is present here: the hw suite itself runs (tox -e hw)")
     proc = _pytest("--run-hw", "--backend", "trn", tmp_path=tmp_path)
     out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out
+    assert proc.returncode == 1, out
+    assert "FAILED hardware gate: no hardware test ran (" in out, out
     assert ("Neuron packages absent: " in out) or (device in out), out
-    assert " passed" not in out and " failed" not in out
+    assert " passed" not in out
+
+
+def test_hw_gate_names_the_wrong_backend(tmp_path):
+    proc = _pytest("--run-hw", "--backend", "nkisim", tmp_path=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    assert "hardware gate: no hardware test ran" in out
+    assert "Trainium suite runs on --backend trn, got --backend nkisim" in out, out
+
+
+def test_hw_gate_fails_when_no_hardware_test_is_selected(tmp_path):
+    proc = _pytest("--run-hw", "--backend", "trn", "--hw-dry", "-k", "no_such_test_name", tmp_path=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out  # pytest alone would exit 5 (nothing selected)
+    assert "no test with the trainium marker was selected" in out, out
 
 
 def test_hwtests_dry_run_end_to_end(tmp_path, kernel_backend):
