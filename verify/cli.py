@@ -137,6 +137,9 @@ def _backend_help() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="conv3d backward on Trainium: verify, plan, report, bench.")
+    from verify.version import project_version
+
+    parser.add_argument("--version", action="version", version=f"{PROG} {project_version()}")
     sub = parser.add_subparsers(dest="command", metavar="{check,plan,report,bench}")
     sub.required = True
 
