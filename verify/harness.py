@@ -10,18 +10,15 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from reference.tolerance import (
     C_DEFAULT,
     ErrorMetrics,
-    accumulation_lengths,
     compute_metrics,
     format_failure,
-    oracle_gradients,
 )
 from verify.backends import BackendUnavailable, backend_unavailable_reason, run_kernel, tool_versions
 from verify.cases import GRADS, Case
+from verify.check import Reference, oracle_reference
 from verify.inputs import MODES, InputSet, make_input_set
 
 RECORD_SCHEMA = 1
@@ -36,17 +33,6 @@ class GradResult:
     metrics: ErrorMetrics
     passed: bool
     K_structural: int = 0  # terms the geometry allows (all inputs nonzero); K_max counts nonzero ones
-
-
-@dataclass(frozen=True)
-class Reference:
-    """What the oracle side computes for one case: values, magnitudes S, K per element, reachability."""
-
-    values: dict[str, np.ndarray]
-    magnitudes: dict[str, np.ndarray]
-    k_elem: dict[str, np.ndarray]
-    reachable: dict[str, np.ndarray]
-    k_structural: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -130,17 +116,8 @@ class CaseResult:
 
 def reference_for(case: Case, inputs: InputSet) -> Reference:
     """The oracle's values, magnitudes S and K per element on exactly the kernel's inputs."""
-    args = [np.asarray(a, dtype=np.float64) for a in inputs.as_tuple()]
-    geo = {"stride": case.stride, "padding": case.padding, "dilation": case.dilation,
-           "grads": case.grads}
-    values = oracle_gradients(*args, **geo)
-    magnitudes = oracle_gradients(*args, **geo, magnitudes=True)
-    k_elem = accumulation_lengths(*args, **geo)
-    ones = [np.ones(a.shape) for a in args]
-    structural = accumulation_lengths(*ones, **geo)
-    reachable = {g: k > 0 for g, k in structural.items()}
-    return Reference(values, magnitudes, k_elem, reachable,
-                     {g: int(k.max(initial=0.0)) for g, k in structural.items()})
+    return oracle_reference(*inputs.as_tuple(), stride=case.stride, padding=case.padding,
+                            dilation=case.dilation, grads=case.grads)
 
 
 def plan_for(case: Case, target: str = "trn2") -> tuple[dict | None, tuple[str, ...], str | None]:
