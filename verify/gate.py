@@ -89,14 +89,19 @@ def gate_report(path: str | Path, fail_on_mistrusted: bool = False) -> GateVerdi
     return GateVerdict(str(file), len(records), failed, mistrusted, missing, fail_on_mistrusted)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m verify.gate", description=__doc__.split("\n\n")[0])
     parser.add_argument("report", help="a report directory (conv3d-bwd report --out DIR) or its report.json")
     parser.add_argument("--fail-on-mistrusted", action="store_true",
                         help="also fail when a result is MISTRUSTED (default: MISTRUSTED passes)")
     parser.add_argument("--show", type=int, default=10, metavar="N",
                         help="list at most N failed results (default: 10)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``python -m verify.gate``; returns the exit code."""
+    args = build_parser().parse_args(argv)
     try:
         verdict = gate_report(args.report, args.fail_on_mistrusted)
     except GateInputError as exc:
