@@ -1,4 +1,4 @@
-"""Speed of the nkisim emulator (issue 3 item 6).
+"""Speed of the nkisim emulator.
 
 A stream of [128x128] x [128x512] bf16 matmuls, each with its load (dma_copy HBM->SBUF), its
 eviction (tensor_copy PSUM->SBUF) and its store (dma_copy SBUF->HBM): four instructions per tile.

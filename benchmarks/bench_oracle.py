@@ -1,11 +1,11 @@
 """Time the float64 oracle against PyTorch CPU conv3d backward, and measure the oracle's peak memory.
 
 Run from the repo root: ``python benchmarks/bench_oracle.py [--repeats N]`` (needs torch==2.13.0).
-Targets (issue 2): oracle <= 1.0x torch float64 time, <= 2.5x torch float32 time, and peak extra
+Targets: oracle <= 1.0x torch float64 time, <= 2.5x torch float32 time, and peak extra
 memory <= 4x the bytes of the oracle's float64 inputs and outputs. All three gradients everywhere.
 
 Torch is timed two ways: ``bwd``, its conv3d backward alone (``autograd.grad`` on a retained graph:
-dx, dw, db, as the issue's "conv3d backward time" reads), and ``f+b``, forward plus backward (what this
+dx, dw, db, the "conv3d backward time" of the targets), and ``f+b``, forward plus backward (what this
 script timed before; the forward is about a third of it, so its ratios are the lenient ones). The
 verdicts are on ``bwd``; the ``f+b`` ratios are printed for comparison with earlier figures.
 

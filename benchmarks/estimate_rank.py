@@ -1,4 +1,4 @@
-"""How well the planner's estimate ranks ALL feasible candidates of the bench shapes (issue 7 items 3, 4).
+"""How well the planner's estimate ranks ALL feasible candidates of the bench shapes.
 
 For every feasible candidate of every bench shape the modelled time comes from nkisim (a trace-only run
 of the candidate, as ``conv3d-bwd bench`` does), and the estimate from the planner *of this checkout*.

@@ -1,6 +1,6 @@
 """Analytic per-engine cost accounting with the figures of nkisim's cost model (trn1/2/3).
 
-Pure Python. The formulas restate ``docs/nkisim-cost-model.md`` / ``nki-api.md`` §8 so the planner
+Pure Python. The formulas restate ``docs/nkisim-cost-model.md`` (documented figures) so the planner
 can estimate a plan without running it: TensorE ``max(min(64, M), N)`` cycles (x4 fp32);
 Vector/Scalar/GpSimd ``max(64, N*streams/speedup) + 60`` cycles; DMA bytes over the core's
 bandwidth at efficiency ``run / (run + 256)`` plus ~1.3 us start latency.

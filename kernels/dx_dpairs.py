@@ -108,7 +108,7 @@ def band_halves(g: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand]) -> dict
     return first
 
 
-STRIDE_MAX = 32767   # an access-pattern stride is an int16 (nki-api.md, access patterns)
+STRIDE_MAX = 32767   # an access-pattern stride is an int16 (docs/nki-rules.md, "Memory")
 
 
 def one_store(g: ConvGeom, halves: dict[int, tuple[int, int]]) -> bool:

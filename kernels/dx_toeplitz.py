@@ -410,7 +410,7 @@ ENGINE_FREE_MAX = 65536   # elements per partition of one Vector/Scalar/GpSimd S
 def pair_copy_on_vector(g: ConvGeom, n: int) -> bool:
     """The shifted copy (partitions 0..C_out -> C_out..2 C_out, ``n`` elements each) by one VectorE
     tensor_copy: the compute engines move data between partition halves (C_out 64: start 64) and
-    quadrants (C_out 32: start 32) (nki-api.md, "Partition rules"); other C_out: an SBUF->SBUF DMA."""
+    quadrants (C_out 32: start 32) (docs/nki-rules.md, "Memory"); other C_out: an SBUF->SBUF DMA."""
     return g.c_out in (32, 64) and 0 < n <= ENGINE_FREE_MAX
 
 

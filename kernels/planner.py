@@ -96,7 +96,7 @@ def db_on_dw(p: Plan) -> bool:
 def dyt_dma_legal(g: ConvGeom, p: Plan) -> bool:
     """Row-mode dw streaming its own dy (per gradient) may take dy^T by dma_transpose from HBM (2-byte
     dtypes, NC-v3+): no dy box, no PE transposes, no evictions (``Plan.dw_dyt_dma``). Box mode too
-    (session 6, ``dyt_box_dma_legal``)."""
+    (``dyt_box_dma_legal``)."""
     return bool(p.compute_dw and p.strategy is Strategy.PER_GRADIENT
                 and (xt_dma_legal(g, p) or dyt_box_dma_legal(g, p)))
 
@@ -1436,7 +1436,7 @@ def _inside_boxes_variants(g: ConvGeom, p: Plan) -> list[Plan]:
 
 
 # ``dx_inside_boxes``: the stall-share factor of the body that merges dx with dw's boxes (SECTION_LOSS is
-# 0.125). Fitted on unet3d_c64 LNC1/LNC2 and dilated_d2 LNC1 (session 6): nkisim shows the PE nearly never
+# 0.125). Fitted on unet3d_c64 LNC1/LNC2 and dilated_d2 LNC1: nkisim shows the PE nearly never
 # waiting inside that body (unet3d LNC2: 1.9 us of gaps in 58 us), as the transfers are a pass ahead
 BOXES_LOSS = 0.06
 
@@ -2399,7 +2399,7 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         # and the first row pass's dy^T and x^T by column pieces (kernels/dw_head.py)
         out += [q2 for q in out if dw_head_split_legal(g, q2 := replace(q, dw_head_split=True))]
     if p.compute_dw and p.strategy is Strategy.PER_GRADIENT and dyt_box_dma_legal(g, p):
-        # box-mode dw's dy^T by DMA too (session 6)
+        # box-mode dw's dy^T by DMA too
         out += [q2 for q in out if dyt_dma_legal(g, q2 := replace(q, dw_dyt_dma=True))
                 and (hw is None or not _check(g, q2, hw)[0])]
     if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:

@@ -10,7 +10,7 @@ dy = 0 and add exact zeros.
 
 The rows are processed in cache-sized chunks, all taps per chunk: a dx chunk gathers every tap's
 contribution while it sits in L2, and a dy chunk serves all taps of dw, instead of every tap streaming
-whole arrays through memory (same FLOPs; one core's time on the issue-2 bench shapes went from 266 to
+whole arrays through memory (same FLOPs; one core's time on the oracle bench's shapes went from 266 to
 184 ms at C=64 and from 169 to 158 ms at C=128). BLAS keeps its own threads: dealing the chunks to one
 Python thread per core with single-threaded BLAS was tried and measured slower on a quiet machine
 (196 against 121 ms at C=64, 157 against 84 ms at C=128).

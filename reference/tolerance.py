@@ -15,18 +15,18 @@ the output dtype once. Against the float64 oracle run on the *same rounded input
   J. Sci. Comput. 2019, Thm 3.1) show that with independent, zero-mean, bounded rounding errors the
   error of a K-term sum is at most about ``lambda sqrt(K) u`` with probability at least
   ``1 - 2K exp(-lambda**2 (1-u)**2 / 2)``. That probability is a union bound and is loose: at
-  lambda = 4 it guarantees little for large K, so c = 4 is best read as the safety factor that
-  verification.md section 6 prescribes, backed by measurement: fp32 errors normalised by S sit one
-  to two orders of magnitude below ``4 sqrt(K) u`` for zero-mean and non-zero-mean data
-  (verification.md Appendix A; ``simtests/reference/test_tolerance.py`` re-checks it), and blocked
-  (PSUM-like) summation is tighter still. The deterministic bound would be useless at dw-sized K
-  (verification.md section 2.2).
+  lambda = 4 it guarantees little for large K, so c = 4 is best read as a safety factor backed by
+  measurement: fp32 errors normalised by S sit one to two orders of magnitude below ``4 sqrt(K) u``
+  for zero-mean and non-zero-mean data (``simtests/reference/test_tolerance.py`` and
+  ``simtests/verify/test_tolerance_sanity.py`` check it), and blocked (PSUM-like) summation is
+  tighter still. The deterministic bound would be useless at dw-sized K. docs/tolerance.md gives
+  the whole argument and its sources.
 - ``ulp_out(|ref|)`` is one unit in the last place of the output dtype at ``|ref|`` (for 0: the
   smallest subnormal, the tiny absolute floor that lets exact zeros through). The single final cast
-  costs at most half of it (``u_out |ref|``); allowing a whole ULP, as verification.md section 6
-  prescribes ("at most 1 bf16 ULP of ref, plus that term"), is a deliberate margin of up to 2x on
-  this term: a correctly rounded result scores err/bound <= 0.5, so a ratio near 1 flags a real
-  problem. A result one ULP off a representable reference passes; three ULPs off fail.
+  costs at most half of it (``u_out |ref|``); allowing a whole ULP ("at most 1 ULP of ref, plus
+  the accumulation term") is a deliberate margin of up to 2x on this term: a correctly rounded
+  result scores err/bound <= 0.5, so a ratio near 1 flags a real problem. A result one ULP off a
+  representable reference passes; three ULPs off fail.
 
 Exact mode (integer inputs whose partial sums are all exact) requires bit equality with the oracle
 rounded to the output dtype, except for the sign of zero (which depends only on the accumulator's
@@ -68,7 +68,7 @@ MISTRUST_ZERO_SHARE = 0.30
 
 REL_FLOOR_FRACTION = 1e-3
 """max_rel divides by max(|ref|, REL_FLOOR_FRACTION * max|ref|): near-zero references of zero-mean
-data would otherwise turn the relative error into noise (verification.md section 2.2)."""
+data would otherwise turn the relative error into noise (docs/tolerance.md)."""
 
 ULP_HISTOGRAM_EDGES = (0, 1, 2, 3, 4)
 """Bins of ErrorMetrics.ulp_histogram: exactly 0, 1, 2, 3 and >= 4 ULPs."""

@@ -1,6 +1,6 @@
 """The --backend switch of the suites, against the situations CI meets.
 
-The trap (verification.md section 0): PyPI's ``nki`` placeholder raises a plain ImportError, not
+The trap: PyPI's ``nki`` placeholder raises a plain ImportError, not
 ModuleNotFoundError. With it installed, the default backend must still run the kernel under nkisim,
 and ``nki-simulate`` must skip the kernel tests with the placeholder's message as the reason.
 """

@@ -2,9 +2,9 @@
 
 - Every test file seeds its randomness (a flaky numeric test on a simulator or a device is
   indistinguishable from a real bug; nki-library enforces the same rule).
-- Planner coverage (issue 5 item 4): every strategy and method the planner can choose is the pick of
+- Planner coverage: every strategy and method the planner can choose is the pick of
   at least one case of the default matrix, so no branch goes untested or unreachable unnoticed.
-- The default matrix covers what issue 5 item 3 asks for, with unique ids.
+- The default matrix covers every case group, with unique ids.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The performance bench (issue 7): modelled time of conv3d_bwd against the TensorE roofline.
+"""The performance bench: modelled time of conv3d_bwd against the TensorE roofline.
 
 For each bench shape: the planner's pick and every other feasible candidate run under nkisim in
 trace-only mode with the plan forced; each gets a modelled time from nkisim's cost model, which
@@ -59,7 +59,7 @@ class BenchShape:
 
 _P1 = (1, 1, 1, 1, 1, 1)
 
-# Issue 7 item 2: bf16, trn2, LNC1, all three gradients.
+# The bench shapes: bf16, trn2, LNC1, all three gradients.
 BENCH_SHAPES: tuple[BenchShape, ...] = (
     BenchShape("vae3d_c128", 1, 128, 128, (4, 32, 32), (3, 3, 3), padding=_P1),
     BenchShape("unet3d_c64", 2, 64, 64, (8, 32, 32), (3, 3, 3), padding=_P1),
@@ -81,7 +81,7 @@ SMOKE_SHAPES: tuple[BenchShape, ...] = (
 
 BENCH_SETS: dict[str, tuple[BenchShape, ...]] = {"default": BENCH_SHAPES, "smoke": SMOKE_SHAPES}
 
-# Issue 7 item 3: efficiency targets per shape (default 0.5), geometric mean >= 0.6.
+# Efficiency targets per shape (default 0.5), geometric mean >= 0.6.
 EFFICIENCY_TARGETS = {"vae3d_c128": 0.75, "wide_c512": 0.75, "stem_k377": 0.3}
 DEFAULT_EFFICIENCY_TARGET = 0.5
 DEFAULT_JOBS = min(2, os.cpu_count() or 1)   # candidate runs in parallel (the machines have 2 cores)
@@ -324,7 +324,7 @@ def _candidate_lines(record: dict) -> list[str]:
 
 
 def target_checks(records: Sequence[dict]) -> list[str]:
-    """Issue 7 targets: per-shape efficiency, geometric mean, pick within 10 %, estimate within 15 %."""
+    """The bench targets: per-shape efficiency, geometric mean, pick within 10 %, estimate within 15 %."""
     out = []
     effs = []
     for r in records:
@@ -423,7 +423,7 @@ def run_bench(set_name: str = "default", target: str = "trn2", lnc: int = 1,
     print(f"conv3d_bwd bench: set {set_name}{'' if only is None else f' (only {only!r})'}, target {target}, "
           f"lnc {lnc} (nkisim cost model; * marks the planner's pick)"
           + ("" if top is None else f"; top {top}: the pick and the {top} best-estimated other candidates only"))
-    # issue 7's targets are stated for the whole default set
+    # the targets are stated for the whole default set
     print(format_table(records, checks=set_name == "default" and only is None))
     if json_path is not None:
         path = Path(json_path)

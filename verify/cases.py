@@ -1,6 +1,6 @@
 """The named case matrix: one frozen ``Case`` per geometry, grouped, with readable ids.
 
-Groups (issue 5, item 3): basic, strides, dilations, paddings, kernels, channels, batches, lnc2,
+Groups: basic, strides, dilations, paddings, kernels, channels, batches, lnc2,
 dtypes, grads, layers. Spatial sizes stay small so each case runs in seconds under the numpy-eager
 emulator. ``fast=True`` marks a quick subset that covers every group at least once.
 

@@ -2,7 +2,7 @@
 
 ``run_case(case, backend, mode, seed, target)`` is the single entry the CLI, the report and the
 pytest suites share. ``CaseResult.to_records()`` gives one JSON-ready dict per gradient with every
-field of the report (issue 6).
+field of the report (``verify/report``).
 """
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ import pytest
 from verify.bench import SMOKE_SHAPES
 from verify.cli import main
 
-# Issue 7 item 1: the fields every shape record carries.
+# The fields every shape record carries.
 REQUIRED_FIELDS = {"name", "geometry", "plan", "modelled_us", "roofline_us", "efficiency",
                    "tensor_util", "hbm_bytes", "compulsory_bytes", "candidates"}
 
@@ -24,7 +24,7 @@ def test_bench_exits_zero_and_writes_json_and_plot(bench_run):
     assert out.exists() and out.with_suffix(".png").stat().st_size > 0
 
 
-def test_bench_records_carry_issue7_fields(bench_run):
+def test_bench_records_carry_the_required_fields(bench_run):
     _, out = bench_run
     records = json.loads(out.read_text())
     assert [r["name"] for r in records] == [s.name for s in SMOKE_SHAPES]

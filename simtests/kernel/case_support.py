@@ -33,7 +33,7 @@ def _csv(values: Iterable[object]) -> str:
 
 
 def repro_command(case, mode: str, seed: int, backend: str = "nkisim") -> str:
-    """The ``conv3d-bwd check`` command line that reruns exactly this case (issue 6 flags)."""
+    """The ``conv3d-bwd check`` command line that reruns exactly this case."""
     return " ".join(
         [
             "conv3d-bwd check",

@@ -1,4 +1,4 @@
-"""The planted-bug experiment of issue 5: does the suite catch each kind of kernel bug?
+"""The planted-bug experiment: does the suite catch each kind of kernel bug?
 
 Each bug is one textual edit of the kernel source, applied alone to a scratch copy of the committed
 tree (``git archive HEAD``; the working tree is never touched); the suite then runs on the copy and

@@ -1,4 +1,5 @@
-"""The NKI 0.6 names, signatures and defaults that kernels rely on (nki-api.md §1-§6)."""
+"""The NKI 0.6 names, signatures and defaults that kernels rely on (the nki, nki.language and
+nki.isa API pages)."""
 from __future__ import annotations
 
 import inspect

@@ -1,4 +1,5 @@
-"""Cost figures against cycle counts computed by hand from docs/nki-api.md §8."""
+"""Cost figures against cycle counts computed by hand from the documented figures
+(docs/nkisim-cost-model.md)."""
 from __future__ import annotations
 
 import pytest

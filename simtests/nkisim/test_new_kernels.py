@@ -1,4 +1,5 @@
-"""Kernels written from nki-api.md alone, never run here before, against exact numpy results."""
+"""Kernels written from the NKI API pages alone (docs/nki-rules.md lists them), never run here
+before, against exact numpy results."""
 from __future__ import annotations
 
 import ml_dtypes

@@ -1,4 +1,5 @@
-"""NkiTensor views against hand-computed storage offsets and strides (nki-api.md §3)."""
+"""NkiTensor views against hand-computed storage offsets and strides (the NkiTensor and access
+pattern pages, docs/nki-rules.md)."""
 from __future__ import annotations
 
 import numpy as np

@@ -4,7 +4,7 @@ enough in bf16 to catch a one-element fault of a few ULPs.
 What the measurements show (QA run, seeds 0-11, B2 C16->24 4x6x6 k3 p1): bf16 results score
 0.44-0.50 (the bound is about one output ULP and a correctly rounded result uses at most half of
 it); fp32 results score 0.003-0.09 (the S-normalised sqrt(K) term is 10-300x above the errors of
-zero-mean data, verification.md Appendix A), so in fp32 the exact mode, not the stat mode, is what
+zero-mean data, docs/tolerance.md), so in fp32 the exact mode, not the stat mode, is what
 catches small index faults. These tests pin those properties with margins.
 """
 from __future__ import annotations
