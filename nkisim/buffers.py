@@ -5,7 +5,7 @@ from enum import Enum
 
 
 class MemoryRegion(Enum):
-    """Where a tensor lives. ``hbm`` is an alias of ``private_hbm`` (nki-api.md §2)."""
+    """Where a tensor lives. ``hbm`` is an alias of ``private_hbm`` (the nki.language page)."""
 
     sbuf = "sbuf"
     psum = "psum"

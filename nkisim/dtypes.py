@@ -21,7 +21,7 @@ float8_e4m3 = "float8_e4m3"
 float8_e4m3fn = "float8_e4m3fn"
 float8_e5m2 = "float8_e5m2"
 
-# tfloat32 has no numpy type: stored as float32 (nki-api.md §2).
+# tfloat32 has no numpy type: stored as float32 (nki.api.shared, dtypes).
 NUMPY_TYPES: dict[str, np.dtype] = {
     bool_: np.dtype(np.uint8),  # NKI stores bool as uint8
     int8: np.dtype(np.int8),

@@ -1,4 +1,4 @@
-"""The enums of nki.isa (nki-api.md §4). Raw integers are rejected, as in NKI >= 0.3."""
+"""The enums of nki.isa (the nki.isa API page). Raw integers are rejected, as in NKI >= 0.3."""
 from __future__ import annotations
 
 from enum import Enum

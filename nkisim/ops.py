@@ -1,6 +1,6 @@
 """Operator tokens of nki.language (``nl.add``, ``nl.exp``, ...) with their numpy meaning.
 
-Engines compute in fp32 (nki-api.md §4), so the functions receive float32 arrays, except the
+Engines compute in fp32 (nki.api.shared), so the functions receive float32 arrays, except the
 bitwise ops, which receive integers.
 """
 from __future__ import annotations

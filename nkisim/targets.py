@@ -1,4 +1,4 @@
-"""Per-target hardware facts (nki-api.md §2 and §8) and the target chosen from the environment."""
+"""Per-target hardware facts (the NeuronCore architecture guides) and the target chosen from the environment."""
 from __future__ import annotations
 
 import os
@@ -34,7 +34,7 @@ class TargetSpec:
 
 
 # Usable sizes: 212,984 on trn2 matches nki-library's 224*1024-16384-8-256; trn1/trn3 are the
-# third-party figures of nki-api.md §2 (marked unverified there).
+# third-party figures (unverified: no AWS page states them).
 TARGETS: dict[str, TargetSpec] = {
     "trn1": TargetSpec("trn1", "gen2", 192 * 1024, 180_224),
     "trn2": TargetSpec("trn2", "gen3", 224 * 1024, 212_984),
