@@ -10,7 +10,11 @@ Stable API (the pytest suites build on it):
   ``resolve_backend``, ``BackendUnavailable``, ``register_backend`` (tests only);
 - ``verify.harness``: ``run_case(case, backend, mode, seed, target) -> CaseResult`` with
   ``GradResult`` per gradient and ``CaseResult.to_records()``;
+- ``verify.check``: ``check_against_oracle(outputs, dy, x_in, filters, ...) -> OracleCheck`` (one
+  call: oracle, bound and verdict per gradient) and ``oracle_reference``;
+- ``verify.layouts``: filters and padding to and from PyTorch's conventions;
 - ``verify.report``: ``write_reports(records, meta, out_dir)``, ``merge_reports``;
+- ``verify.gate``: ``gate_report(path) -> GateVerdict`` and ``python -m verify.gate DIR`` (CI gate);
 - ``verify.cli``: the ``conv3d-bwd`` command line (``main(argv) -> exit code``).
 
 The tolerance model itself lives in ``reference.tolerance``.
