@@ -134,7 +134,7 @@ def test_every_planner_method_is_exercised_by_the_default_matrix():
 
 
 @pytest.mark.fast
-def test_default_matrix_ids_are_unique_and_cover_the_issue():
+def test_default_matrix_ids_are_unique_and_cover_every_group():
     from verify.cases import CASE_SETS
 
     cases = CASE_SETS["default"]
