@@ -140,6 +140,11 @@ def ndarray(shape: Any, dtype: Any, *, buffer: Any = None, name: str = "", **kwa
             raise violation("ndarray", name or "tile", f"partition dimension {p} exceeds 128 (nl.tile_size.pmax)")
     if buf == shared_hbm and _launch.in_kernel():
         return _launch.shared_allocation(dims, np_dt, name)
+    if buf == psum:
+        # ``psum_tile += nisa.nc_matmul(...)`` on a fresh PSUM tile starts an accumulation group: the
+        # first matmul overwrites. Legacy tiles carry no per-element matmul state, so fresh PSUM reads
+        # as zero, which gives that first ``+=`` the overwrite's result.
+        return LegacyTile(np.zeros(dims, np_dt), buf, name)
     return LegacyTile(_launch._sentinel(dims, np_dt), buf, name)
 
 
