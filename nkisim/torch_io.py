@@ -26,6 +26,8 @@ _TORCH_TO_NUMPY: dict[str, np.dtype] = {
     "torch.int16": np.dtype(np.int16),
     "torch.int32": np.dtype(np.int32),
     "torch.uint8": np.dtype(np.uint8),
+    "torch.uint16": np.dtype(np.uint16),
+    "torch.uint32": np.dtype(np.uint32),
     "torch.bool": np.dtype(np.bool_),
     "torch.float64": np.dtype(np.float64),
     "torch.int64": np.dtype(np.int64),

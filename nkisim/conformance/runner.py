@@ -12,6 +12,7 @@ import importlib
 import importlib.util
 import sys
 import traceback
+import types
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ..torch_io import from_numpy_like, is_torch_tensor, to_numpy
+from ..torch_io import from_numpy_like, to_numpy
 from .spec import FileReference, Generation, KernelSpec, LocalReference
 
 # imports that only exist on a Neuron device host (or with its SDK): a kernel needing one is skipped
@@ -52,8 +53,8 @@ def run_spec(spec: KernelSpec, root: Path, seed: int = 0) -> Outcome:
     rng = np.random.default_rng(seed)
     try:
         with _bound(spec.generation), _on_path(root, spec):
-            kernel = _load_kernel(spec, root)
-            case = spec.inputs(rng)
+            kernel, module = _load_kernel(spec, root)
+            case = spec.inputs(rng, module)
             ref = _reference(spec, root, case)
             out = _call(kernel, spec, case)
     except Skip as exc:
@@ -63,7 +64,7 @@ def run_spec(spec: KernelSpec, root: Path, seed: int = 0) -> Outcome:
             raise
         return Outcome(spec.name, False, False, _first_line(exc), extra=spec.extra)
     try:
-        got = _arrays(spec.output(out) if spec.output else out)
+        got = _arrays(spec.output(out, case) if spec.output else out)
         want = _arrays(spec.ref_output(ref) if spec.ref_output else ref)
         return _compare(spec, got, want)
     except BaseException as exc:
@@ -110,7 +111,7 @@ def _arrays(value: Any) -> list[np.ndarray]:
 
 def _call(kernel: Any, spec: KernelSpec, case: Any) -> Any:
     if spec.generation is Generation.legacy:
-        import nkisim.legacy as legacy
+        from nkisim import legacy
 
         k = kernel if isinstance(kernel, legacy.LegacyKernel) else legacy.jit(kernel)
         if spec.grid:
@@ -119,6 +120,8 @@ def _call(kernel: Any, spec: KernelSpec, case: Any) -> Any:
     import nkisim
 
     k = kernel if isinstance(kernel, nkisim.Kernel) else nkisim.jit(kernel)
+    if spec.lnc != 1:
+        k = k[spec.lnc]
     return nkisim.simulate(k)(*case.args, **case.kwargs)
 
 
@@ -129,12 +132,19 @@ def _reference(spec: KernelSpec, root: Path, case: Any) -> Any:
     if isinstance(ref, LocalReference):
         return ref.fn(*args, **kwargs)
     fn = _load_reference(ref, root)
-    if ref.torch_inputs:
-        import torch
-
-        args = tuple(from_numpy_like(a, torch.zeros(1)) if isinstance(a, np.ndarray) else a for a in args)
-        args = tuple(a.float() if is_torch_tensor(a) and str(a.dtype) == "torch.bfloat16" else a for a in args)
+    if ref.torch_inputs:   # as nki-library's torch_ref_wrapper: numpy -> torch, fp16/bf16 -> fp32
+        args = tuple(_torch_input(a) for a in args)
+        kwargs = {k: _torch_input(v) for k, v in kwargs.items()}
     return fn(*args, **kwargs)
+
+
+def _torch_input(value: Any) -> Any:
+    if not isinstance(value, np.ndarray):
+        return value
+    import torch
+
+    t = from_numpy_like(value, torch.zeros(1))
+    return t.float() if str(t.dtype) in ("torch.bfloat16", "torch.float16") else t
 
 
 def _load_reference(ref: FileReference, root: Path) -> Any:
@@ -153,20 +163,35 @@ def extract_function(path: Path, name: str) -> Any:
     Reference files often import device-only packages at the top or run a test when imported;
     only the file's imports (those that import here), functions and classes are executed.
     """
-    source = path.read_text()
-    tree = ast.parse(source, filename=str(path))
-    namespace: dict[str, Any] = {"__name__": f"nkisim_conformance_ref_{path.stem}", "__file__": str(path)}
-    for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            try:
-                exec(compile(ast.Module([node], []), str(path), "exec"), namespace)
-            except ImportError:
-                continue
-        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
-            exec(compile(ast.Module([node], []), str(path), "exec"), namespace)
+    namespace = extract_namespace(path)
     if name not in namespace:
         raise LookupError(f"{path}: no function '{name}'")
     return namespace[name]
+
+
+def extract_namespace(path: Path) -> dict[str, Any]:
+    """The imports (those that import here), functions and classes of the file at ``path``."""
+    source = path.read_text()
+    tree = ast.parse(source, filename=str(path))
+    mod_name = f"nkisim_conformance_extract_{path.stem}"
+    namespace: dict[str, Any] = {"__name__": mod_name, "__file__": str(path)}
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            try:
+                exec(compile(ast.Module([node], []), str(path), "exec"), namespace)  # noqa: S102 - the user's checkout, by design
+            except ImportError:
+                if _imports_checkout(node):   # the kernel's own package failing to import is the error
+                    raise
+                continue
+        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            exec(compile(ast.Module([node], []), str(path), "exec"), namespace)  # noqa: S102 - the user's checkout, by design
+    return namespace
+
+
+def _imports_checkout(node: ast.Import | ast.ImportFrom) -> bool:
+    """An import of the checkout's own packages (which must work), not of a test utility or device package."""
+    names = [node.module or ""] if isinstance(node, ast.ImportFrom) else [a.name for a in node.names]
+    return getattr(node, "level", 0) > 0 or any(n.startswith("nkilib_src") for n in names)
 
 
 def _load_kernel(spec: KernelSpec, root: Path) -> Any:
@@ -174,6 +199,11 @@ def _load_kernel(spec: KernelSpec, root: Path) -> Any:
     if not path.is_file():
         raise FileNotFoundError(f"{spec.path}: not in the checkout {root}")
     try:
+        if spec.extract:
+            namespace = extract_namespace(path)
+            if spec.entry not in namespace:
+                raise LookupError(f"{spec.path}: no kernel '{spec.entry}'")
+            return namespace[spec.entry], types.SimpleNamespace(**namespace)
         if spec.module:
             mod = importlib.import_module(spec.module)
         else:
@@ -187,7 +217,7 @@ def _load_kernel(spec: KernelSpec, root: Path) -> Any:
         raise
     if not hasattr(mod, spec.entry):
         raise LookupError(f"{spec.path}: no kernel '{spec.entry}'")
-    return getattr(mod, spec.entry)
+    return getattr(mod, spec.entry), mod
 
 
 def _skip_if_device_only(exc: ModuleNotFoundError) -> None:
@@ -205,9 +235,9 @@ def _bound(generation: Generation) -> Iterator[None]:
     prefixes = ("nki", "neuronxcc")
     saved = {k: v for k, v in sys.modules.items() if k.split(".")[0] in prefixes}
     try:
-        if generation is Generation.legacy:
-            binding.ensure_neuronxcc(prefer="nkisim")
-        else:
+        # both generations: current kernels may still import neuronxcc.nki.typing for annotations
+        binding.ensure_neuronxcc(prefer="nkisim")
+        if generation is Generation.current:
             binding.ensure_nki(prefer="nkisim")
         yield
     finally:

@@ -54,19 +54,19 @@ def _interpolate(mode: str):
 
 
 # --- inputs at small shapes ------------------------------------------------------------------------
-def _add_inputs(rng):
+def _add_inputs(rng, module=None):
     return Case((_f32(rng, 256, 1024).astype(np.float16), _f32(rng, 256, 1024).astype(np.float16)))
 
 
-def _transpose_inputs(rng):
+def _transpose_inputs(rng, module=None):
     return Case((np.arange(5 * 3 * 4, dtype=np.int8).reshape(5, 12), (3, 4)))
 
 
-def _avgpool_inputs(rng):
+def _avgpool_inputs(rng, module=None):
     return Case((np.arange(2 * 6 * 6, dtype=np.float16).reshape(2, 6, 6), 2))
 
 
-def _mamba_inputs(rng):
+def _mamba_inputs(rng, module=None):
     b, ch, sl, ss = 1, 128, 512, 2
     delta = _f32(rng, b, ch, sl, hi=0.1)
     u = _f32(rng, b, ch, sl)
@@ -78,31 +78,31 @@ def _mamba_inputs(rng):
 
 
 def _attention_inputs(seqlen: int):
-    def make(rng):
+    def make(rng, module=None):
         return Case(tuple(_f32(rng, 128, seqlen, lo=-1.0, hi=1.0) for _ in range(3)))
     return make
 
 
 def _matmul_inputs(k: int, m: int, n: int, **meta: int):
-    def make(rng):
+    def make(rng, module=None):
         return Case((_bf16(rng, k, m), _bf16(rng, k, n)), dict(meta), ref_kwargs={})
     return make
 
 
-def _contrib_matmul_inputs(rng):
+def _contrib_matmul_inputs(rng, module=None):
     return Case((_f32(rng, 256, 256).astype(np.float16), _f32(rng, 256, 1024).astype(np.float16)),
-                dict(TILES_IN_BLOCK_K=2, TILES_IN_BLOCK_M=2, TILES_IN_BLOCK_N=2))
+                {"TILES_IN_BLOCK_K": 2, "TILES_IN_BLOCK_M": 2, "TILES_IN_BLOCK_N": 2})
 
 
-def _maxpool_inputs(rng):
+def _maxpool_inputs(rng, module=None):
     return Case((_f32(rng, 200, 40), 3))
 
 
-def _bilinear_inputs(rng):
+def _bilinear_inputs(rng, module=None):
     return Case((_f32(rng, 2, 64, 16, 16),))
 
 
-def _trilinear_inputs(rng):
+def _trilinear_inputs(rng, module=None):
     return Case((_f32(rng, 1, 64, 8, 8, 8),))
 
 
@@ -147,8 +147,7 @@ SPECS: tuple[KernelSpec, ...] = (
                _attention_inputs(128), _ATTN_REF, 0.0, 1e-2, _ATTN_TOL),
     KernelSpec("nki-samples contributed/matmul", "nki-samples", f"{C}/matmul.py", "matmul", LEGACY,
                _contrib_matmul_inputs, LocalReference(_matmul_t, "Z_corr = A.T @ B of check_correct"), 1e-2, 1e-4,
-               "matmul.py check_correct: np.isclose(Z, Z_corr, atol=1e-4, rtol=1e-2)",
-               kernel_jitted=False),
+               "matmul.py check_correct: np.isclose(Z, Z_corr, atol=1e-4, rtol=1e-2)"),
     KernelSpec("nki-samples contributed/maxpooling", "nki-samples", f"{C}/maxpooling.py", "max_pooling_2d_stride_1",
                LEGACY, _maxpool_inputs, LocalReference(_max_pool, "F.max_pool2d(x, pool_size, stride=1) of "
                "check_correct"), 1.3e-6, 1e-5, "maxpooling.py check_correct: torch.allclose(rtol=1.3e-6, atol=1e-5)"),

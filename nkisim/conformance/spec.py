@@ -61,14 +61,16 @@ class KernelSpec:
     path: str                          # the kernel file, relative to the checkout
     entry: str                         # the kernel function in that file
     generation: Generation
-    inputs: Callable[[np.random.Generator], Case]
+    inputs: Callable[[np.random.Generator, Any], Case]   # (rng, the loaded kernel module) -> Case
     reference: FileReference | LocalReference
     rtol: float
     atol: float
     tolerance_source: str              # where the tolerance comes from in the checkout
     grid: tuple[int, ...] = ()         # SPMD launch grid, ``kernel[grid](...)``
     module: str | None = None          # import the kernel as this package module (relative imports)
-    output: Callable[[Any], Any] | None = None      # picks the compared array(s) from the kernel's result
+    output: Callable[[Any, Case], Any] | None = None  # picks the compared array(s): (result, case after the call)
     ref_output: Callable[[Any], Any] | None = None  # picks them from the reference's result
     extra: bool = False                # beyond the 27 target kernels (another version of one of them)
-    kernel_jitted: bool = True         # False: the file leaves the function undecorated (wrap it in jit)
+    lnc: int = 1                       # current generation: the LNC degree (``kernel[2]``) the tests use
+    extract: bool = False              # take the entry function out of the file (see extract_function)
+    compare: Callable[[Any, Any], Any] | None = None  # (kernel's arrays, reference's arrays) -> pairs to compare

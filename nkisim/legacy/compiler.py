@@ -60,7 +60,7 @@ def force_auto_alloc(func: Callable | None = None, **kwargs: Any) -> Any:
 
 
 @dataclass(frozen=True)
-class no_reorder:   # noqa: N801 - the NKI name
+class no_reorder:
     """A loop directive (``sequential_range(n, directives=no_reorder())``): loops already run in order."""
 
 

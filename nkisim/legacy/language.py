@@ -42,9 +42,9 @@ maximum = LEGACY_OPS["maximum"]
 minimum = LEGACY_OPS["minimum"]
 exp = LEGACY_OPS["exp"]
 square = LEGACY_OPS["square"]
-max = LEGACY_OPS["max"]    # noqa: A001 - the NKI name
-min = LEGACY_OPS["min"]    # noqa: A001 - the NKI name
-sum = LEGACY_OPS["sum"]    # noqa: A001 - the NKI name
+max = LEGACY_OPS["max"]
+min = LEGACY_OPS["min"]
+sum = LEGACY_OPS["sum"]
 mean = LEGACY_OPS["mean"]
 prod = LEGACY_OPS["prod"]
 
@@ -96,7 +96,7 @@ def ds(start: int, size: int) -> slice:
 
 
 @dataclass(frozen=True)
-class par_dim:   # noqa: N801 - the NKI name
+class par_dim:
     """``nl.par_dim(n)``: marks the partition dimension in a shape; dims before it are block dimensions."""
 
     size: int

@@ -58,7 +58,7 @@ def _two(name: str, args: tuple, kwargs: dict) -> tuple[Any, Any]:
 def reduce_tile(op: Any, x: Any, axis: Any, dtype: Any = None, mask: Any = None, keepdims: bool = False,
                 instruction: str = "reduce") -> LegacyTile:
     """``op`` reduced over ``axis`` (an int or a list; the partition axis 0 is not a reduction axis)."""
-    from .tile import compute_dtype, storage_dtype, cast
+    from .tile import cast, compute_dtype, storage_dtype
 
     a = value_array(x, mask)
     axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)

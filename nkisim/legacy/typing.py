@@ -14,7 +14,7 @@ class _TensorType(type):
         return cls
 
 
-class tensor(metaclass=_TensorType):   # noqa: N801 - the NKI name
+class tensor(metaclass=_TensorType):
     """The annotation type of a kernel tensor (any shape, any dtype)."""
 
 
