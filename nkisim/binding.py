@@ -20,6 +20,9 @@ def _install_nkisim() -> str:
     sys.modules["nki"] = nkisim
     sys.modules["nki.language"] = language
     sys.modules["nki.isa"] = isa
+    from .legacy import typing as nki_typing
+
+    sys.modules["nki.typing"] = nki_typing   # annotations only, the same in both generations
     return "nkisim"
 
 

@@ -2,7 +2,8 @@
 
 Used as ``out_tile: nt.tensor[P, F] = ...`` and ``def kernel(x: nt.tensor)`` in the earlier
 generation's tutorials; the migration guide (nki/migration/index.rst, "nki.typing module") lists the
-module. Indexing ``tensor`` with a shape returns the class itself.
+module, and the later generation keeps it as ``nki.typing``. Indexing ``tensor`` with a shape
+returns the class itself.
 """
 from __future__ import annotations
 
@@ -18,4 +19,8 @@ class tensor(metaclass=_TensorType):
     """The annotation type of a kernel tensor (any shape, any dtype)."""
 
 
-__all__ = ["tensor"]
+class mutable_tensor(metaclass=_TensorType):
+    """The annotation of a tensor argument the kernel writes (nki/library/api/router-topk.rst uses it)."""
+
+
+__all__ = ["mutable_tensor", "tensor"]
