@@ -78,9 +78,25 @@ def jit(fn: Callable | None = None, **kwargs: Any) -> Any:
 
 
 def simulate(kernel: Callable) -> Callable:
-    """``nki.simulate(kernel)(*args)``: run on CPU, target from NEURON_PLATFORM_TARGET_OVERRIDE (default trn3)."""
+    """``nki.simulate(kernel)(*args)``: run on CPU, target from NEURON_PLATFORM_TARGET_OVERRIDE (default trn3).
+
+    Inputs may be numpy arrays or CPU torch tensors; with torch inputs the outputs come back as torch
+    tensors (Neuron docs source nki/api/nki/__init__.py, ``simulate``), and the kernel's writes into a
+    torch input update it, as they update a numpy input.
+    """
     def call(*args: Any, **kwargs: Any) -> Any:
-        return run(kernel, *args, target=target_from_env(), **kwargs).outputs
+        from .torch_io import from_numpy_like, is_torch_tensor, to_numpy
+
+        like = next((v for v in (*args, *kwargs.values()) if is_torch_tensor(v)), None)
+        if like is None:
+            return run(kernel, *args, target=target_from_env(), **kwargs).outputs
+        np_args = [to_numpy(a) if is_torch_tensor(a) else a for a in args]
+        np_kwargs = {k: to_numpy(v) if is_torch_tensor(v) else v for k, v in kwargs.items()}
+        outputs = run(kernel, *np_args, target=target_from_env(), **np_kwargs).outputs
+        for original, arr in [*zip(args, np_args), *((kwargs[k], np_kwargs[k]) for k in kwargs)]:
+            if is_torch_tensor(original):
+                original.copy_(from_numpy_like(arr, like))   # the kernel's writes into its inputs
+        return from_numpy_like(outputs, like)
     return call
 
 

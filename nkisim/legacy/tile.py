@@ -47,7 +47,7 @@ def is_float(dt: np.dtype) -> bool:
 
 def compute_dtype(*arrays: np.ndarray) -> np.dtype:
     """The result dtype of tile arithmetic on arrays (python scalars take no part): numpy promotion."""
-    dts = [a.dtype for a in arrays if isinstance(a, np.ndarray)]
+    dts = [a.dtype for a in arrays if isinstance(a, np.ndarray) and a.ndim]   # numbers (0-d) do not promote
     if not dts:
         return np.dtype(np.float32)
     try:
