@@ -5,7 +5,7 @@
 from __future__ import annotations
 
 from .runner import Outcome, extract_function, run_spec
-from .spec import Case, FileReference, Generation, KernelSpec, LocalReference
+from .spec import Case, Criterion, FileReference, Generation, KernelSpec, LocalReference
 
-__all__ = ["Case", "FileReference", "Generation", "KernelSpec", "LocalReference", "Outcome", "extract_function",
+__all__ = ["Case", "Criterion", "FileReference", "Generation", "KernelSpec", "LocalReference", "Outcome", "extract_function",
            "run_spec"]

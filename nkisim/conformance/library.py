@@ -3,7 +3,8 @@
 Paths are relative to an nki-library checkout, whose ``src`` is put on ``sys.path`` so kernels import
 as ``nkilib_src.nkilib...`` with their relative imports, as the library's own tests import them. Each
 input set is one of the (smallest) parameter sets of the kernel's integration test, generated here
-the way that test generates it; tolerances are that test's ``rtol`` / ``atol``. Kernels that write
+the way that test generates it; tolerances are that test's ``rtol`` / ``atol``, applied as the
+library's test comparator applies them (``Criterion.range``: relative to the reference's largest value). Kernels that write
 into an output argument (``output.must_alias_input`` in their tests) are compared on that argument.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from .spec import Case, FileReference, Generation, KernelSpec
+from .spec import Case, Criterion, FileReference, Generation, KernelSpec
 
 LIB = "src/nkilib_src/nkilib"
 PKG = "nkilib_src.nkilib"
@@ -40,7 +41,7 @@ def _spec(name: str, folder: str, stem: str, entry: str, inputs: Any, ref: FileR
     return KernelSpec(f"nki-library {folder}/{stem}" if name == "" else f"nki-library {name}", "nki-library",
                       f"{LIB}/{folder}/{stem}.py", entry, CURRENT, inputs, ref, rtol, atol,
                       f"{TESTS}/{test}: rtol={rtol}, atol={atol}", module=f"{PKG}.{folder.replace('/', '.')}.{stem}",
-                      **more)
+                      criterion=Criterion.range, **more)
 
 
 # --- inputs: one small parameter set of each kernel's integration test --------------------------------
@@ -166,7 +167,7 @@ SPECS: tuple[KernelSpec, ...] = (
                f"{LIB}/experimental/conv/depthwise_conv1d.py", "depthwise_conv1d_implicit_gemm", CURRENT, _depthwise,
                FileReference(f"{TESTS}/experimental/conv/test_depthwise_conv1d.py", "golden_depthwise_conv1d"),
                1e-2, 1e-2, f"{TESTS}/experimental/conv/test_depthwise_conv1d.py: relative/absolute_accuracy=1e-2",
-               module=f"{PKG}.experimental.conv.depthwise_conv1d"),
+               module=f"{PKG}.experimental.conv.depthwise_conv1d", criterion=Criterion.range),
     _spec("", "core/subkernels", "rmsnorm_tkg", "rmsnorm_tkg", _rmsnorm,
           _ref("core/subkernels", "rmsnorm_torch", "rmsnorm_tkg_torch_ref_lnc1"), 2e-2, 1e-5,
           "core/subkernels/test_rmsnorm_tkg.py", output=_aliased("output")),
@@ -200,5 +201,6 @@ SPECS: tuple[KernelSpec, ...] = (
                "router_topk_kernel_wrapper", CURRENT, _router_topk,
                FileReference(f"{TESTS}/core/router_topk/test_router_topk_common.py", "router_topk_torch_wrapper",
                              torch_inputs=True), 2e-2, 1e-5,
-               f"{TESTS}/core/router_topk/test_router_topk.py: rtol=2e-2, atol=1e-5", extract=True),
+               f"{TESTS}/core/router_topk/test_router_topk.py: rtol=2e-2, atol=1e-5", extract=True,
+               criterion=Criterion.range),
 )

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..torch_io import from_numpy_like, to_numpy
-from .spec import FileReference, Generation, KernelSpec, LocalReference
+from .spec import Criterion, FileReference, Generation, KernelSpec, LocalReference
 
 # imports that only exist on a Neuron device host (or with its SDK): a kernel needing one is skipped
 DEVICE_ONLY = ("torch_xla", "torch_neuronx", "libneuronxla", "neuronxcc.starfish", "nki.compiler.backends")
@@ -87,12 +87,17 @@ def _compare(spec: KernelSpec, got: list[np.ndarray], want: list[np.ndarray]) ->
                                extra=spec.extra)
         err = np.abs(g - w)
         worst = max(worst, float(np.nanmax(err)) if err.size else 0.0)
-        ok = np.isclose(g, w, rtol=spec.rtol, atol=spec.atol)
+        if spec.criterion is Criterion.range:
+            scale = float(np.nanmax(np.abs(w))) if w.size else 0.0
+            ok = err <= spec.atol + spec.rtol * scale
+        else:
+            ok = np.isclose(g, w, rtol=spec.rtol, atol=spec.atol)
         if not ok.all():
             bad = int((~ok).sum())
             at = tuple(int(x) for x in np.argwhere(~ok)[0])
             return Outcome(spec.name, True, False,
                            f"output {i}: {bad} of {ok.size} elements outside rtol={spec.rtol} atol={spec.atol} "
+                           f"({spec.criterion.value}) "
                            f"(first at {at}: {g[at]!r} vs {w[at]!r})", max_abs_err=worst, extra=spec.extra)
     return Outcome(spec.name, True, True, "", max_abs_err=worst, extra=spec.extra)
 

@@ -9,6 +9,17 @@ from typing import Any
 import numpy as np
 
 
+class Criterion(Enum):
+    """How a tolerance is applied: per element (numpy/torch ``allclose``) or against the reference's range.
+
+    ``range``: ``|out - ref| <= atol + rtol * max|ref|`` for every element, the rule of nki-library's
+    test comparator (its default "max" mode: the relative term scales with the largest reference value).
+    """
+
+    elementwise = "allclose"
+    range = "max-range"
+
+
 class Generation(Enum):
     """Which NKI API the kernel file imports: ``nki`` (current) or ``neuronxcc.nki`` (earlier)."""
 
@@ -70,6 +81,7 @@ class KernelSpec:
     module: str | None = None          # import the kernel as this package module (relative imports)
     output: Callable[[Any, Case], Any] | None = None  # picks the compared array(s): (result, case after the call)
     ref_output: Callable[[Any], Any] | None = None  # picks them from the reference's result
+    criterion: Criterion = Criterion.elementwise
     extra: bool = False                # beyond the 27 target kernels (another version of one of them)
     lnc: int = 1                       # current generation: the LNC degree (``kernel[2]``) the tests use
     extract: bool = False              # take the entry function out of the file (see extract_function)

@@ -201,3 +201,14 @@ def test_cli_rejects_missing_checkouts(tmp_path, capsys):
     with pytest.raises(SystemExit):
         cli.main(["--nki-samples", str(tmp_path / "nowhere")])
     assert "is not a directory" in capsys.readouterr().err
+
+
+def test_range_criterion_scales_the_tolerance_with_the_largest_reference_value(samples):
+    from nkisim.conformance import Criterion
+
+    # a + b (inputs in [0, 1)) is off by 5e-4 everywhere; the reference's largest value is close to 2
+    spec = _legacy_spec("add_kernel", LocalReference(lambda a, b: a + b + 5e-4, "a + b, shifted"))
+    per_element = KernelSpec(**{**spec.__dict__, "rtol": 1e-3, "atol": 0.0})
+    by_range = KernelSpec(**{**per_element.__dict__, "criterion": Criterion.range})
+    assert not run_spec(per_element, samples).matched   # 5e-4 > 1e-3 * |ref| where a + b < 0.5
+    assert run_spec(by_range, samples).matched          # 5e-4 <= 1e-3 * max|ref|
