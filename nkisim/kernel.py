@@ -226,3 +226,15 @@ def _summarize(trace: Trace, target: str, lnc: int, peak_sbuf: int, peak_psum: i
     from .cost import summarize
 
     return summarize(trace, target, lnc, peaks={"sbuf_bytes_per_partition": peak_sbuf, "psum_banks": peak_psum})
+
+
+def simulate_kernel(kernel: Callable, *args: Any, **kwargs: Any) -> Any:
+    """``nki.simulate_kernel``: absent from NKI 0.6, where calling it raises an error naming it.
+
+    Release notes (release-notes/components/nki.rst): "APIs not available in this release
+    (nki.baremetal, nki.benchmark, nki.profile, nki.simulate_kernel) ... Each now raises a specific
+    message naming the unsupported API". Earlier-generation kernels have it as
+    ``neuronxcc.nki.simulate_kernel`` (``nkisim.legacy``).
+    """
+    raise NkiUsageError("nki.simulate_kernel is not available in NKI 0.6: use nki.simulate(kernel)(*args); "
+                        "kernels written for neuronxcc.nki get it from neuronxcc.nki.simulate_kernel")
