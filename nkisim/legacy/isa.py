@@ -59,11 +59,19 @@ def _f32(a: np.ndarray) -> np.ndarray:
     return a.astype(np.float32)
 
 
-def nc_matmul(stationary: Any, moving: Any, is_stationary_onezero: bool = False, is_moving_onezero: bool = False,
-              *, is_transpose: bool = False, mask: Any = None, **kwargs: Any) -> LegacyTile:
-    """``stationary.T @ moving`` on the TensorE: a new fp32 PSUM tile (K <= 128, M <= 128, N <= 512)."""
+def nc_matmul(stationary: Any, moving: Any, *, is_stationary_onezero: bool = False, is_moving_onezero: bool = False,
+              is_transpose: bool = False, tile_position: Any = (), tile_size: Any = (), mask: Any = None,
+              **kwargs: Any) -> LegacyTile:
+    """``stationary.T @ moving`` on the TensorE: a new fp32 PSUM tile (K <= 128, M <= 128, N <= 512).
+
+    Page generated/nki.isa.nc_matmul.html (v2.21): inputs must be SBUF tiles, the result is a PSUM tile,
+    accumulation and results are fp32.
+    """
     s = _data(stationary, "nc_matmul", "stationary", mask)
     m = _data(moving, "nc_matmul", "moving", mask)
+    for role, t in (("stationary", stationary), ("moving", moving)):
+        if t.buffer != "sbuf":
+            raise violation("nc_matmul", role, f"must be an SBUF tile, got one in {t.buffer}")
     s2 = s.reshape(s.shape[0], -1)
     m2 = m.reshape(m.shape[0], -1)
     if s2.shape[0] != m2.shape[0]:
@@ -219,6 +227,8 @@ def tensor_tensor_scan(data0: Any, data1: Any, initial: Any, op0: Any, op1: Any,
     b = _f32(_data(data1, "tensor_tensor_scan", "data1", mask))
     if a.shape != b.shape or a.ndim != 2:
         raise violation("tensor_tensor_scan", "data1", f"data0 {a.shape} and data1 {b.shape} must be equal 2-D tiles")
+    if data0.buffer == "psum" and data1.buffer == "psum":
+        raise violation("tensor_tensor_scan", "data1", "data0 and data1 cannot both be in PSUM")
     f0 = elementwise(op0, "tensor_tensor_scan", "op0")
     f1 = elementwise(op1, "tensor_tensor_scan", "op1")
     prev = np.broadcast_to(_scalar_or_vector(initial, a, "tensor_tensor_scan", "initial", mask),

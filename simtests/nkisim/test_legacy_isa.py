@@ -119,3 +119,23 @@ def test_instruction_operand_in_hbm_is_refused():
 
     with pytest.raises(NkiValidationError, match="tensor_copy: operand 'src': must be an on-chip tile"):
         nki.simulate_kernel(kernel, _rand(2, 2))
+
+
+def test_nc_matmul_reads_sbuf_only():
+    @nki.jit
+    def kernel(a):
+        p = nisa.nc_matmul(nl.load(a), nl.load(a))
+        nisa.nc_matmul(p, nl.load(a))
+
+    with pytest.raises(NkiValidationError, match="nc_matmul: operand 'stationary': must be an SBUF tile"):
+        nki.simulate_kernel(kernel, _rand(8, 8))
+
+
+def test_tensor_tensor_scan_inputs_not_both_in_psum():
+    @nki.jit
+    def kernel(a):
+        p = nisa.nc_matmul(nl.load(a), nl.load(a))
+        nisa.tensor_tensor_scan(p, p, initial=0.0, op0=nl.multiply, op1=nl.add)
+
+    with pytest.raises(NkiValidationError, match="tensor_tensor_scan: operand 'data1': data0 and data1 cannot both"):
+        nki.simulate_kernel(kernel, _rand(8, 8))
