@@ -18,7 +18,16 @@ from ..errors import NkiValidationError, violation
 from ..isa_enums import engine, nc_version, reduce_cmd
 from ..targets import target_from_env
 from .ops import elementwise, reducer
-from .tile import IndexedAccess, LegacyTile, align, cast, compute_dtype, storage_dtype, value_array
+from .tile import (
+    IndexedAccess,
+    LegacyTile,
+    align,
+    carry_mask,
+    cast,
+    compute_dtype,
+    storage_dtype,
+    value_array,
+)
 
 vector_engine = engine.vector
 scalar_engine = engine.scalar
@@ -29,9 +38,10 @@ unknown_engine = engine.unknown
 _PMAX = 128
 
 
-def _tile(values: np.ndarray, dtype: Any, default: np.dtype, buffer: str = "sbuf", name: str = "") -> LegacyTile:
+def _tile(values: np.ndarray, dtype: Any, default: np.dtype, buffer: str = "sbuf", name: str = "",
+          mask: Any = None) -> LegacyTile:
     out_dt = storage_dtype(dtype) if dtype is not None else default
-    return LegacyTile(cast(np.asarray(values), np.dtype(out_dt)), buffer, name)
+    return carry_mask(LegacyTile(cast(np.asarray(values), np.dtype(out_dt)), buffer, name), mask)
 
 
 def _data(x: Any, instruction: str, operand: str, mask: Any) -> np.ndarray:
@@ -114,7 +124,7 @@ def activation(op: Any, data: Any, bias: Any = None, scale: Any = 1.0, *, reduce
         res = np.asarray(fn(x.astype(np.float32)), dtype=np.float32)
     if reduce_res is not None:
         _write_reduction(res, reduce_op or op, reduce_res, "activation", mask)
-    return _tile(res, dtype, a.dtype if dtype is None else None, name=getattr(data, "name", ""))
+    return _tile(res, dtype, a.dtype if dtype is None else None, mask=mask, name=getattr(data, "name", ""))
 
 
 def activation_reduce(op: Any, data: Any, *, reduce_op: Any, reduce_res: Any, bias: Any = None, scale: Any = 1.0,
@@ -149,7 +159,7 @@ def tensor_tensor(data1: Any, data2: Any, op: Any, *, dtype: Any = None, mask: A
             res = fn(x, y)
     except ValueError:
         raise violation("tensor_tensor", "data2", f"shape {b.shape} does not match data1 {a.shape}") from None
-    return _tile(res, dtype, compute_dtype(a, b), name=getattr(data1, "name", ""))
+    return _tile(res, dtype, compute_dtype(a, b), mask=mask, name=getattr(data1, "name", ""))
 
 
 def tensor_scalar(data: Any, op0: Any, operand0: Any, reverse0: bool = False, op1: Any = None, operand1: Any = None,
@@ -162,7 +172,7 @@ def tensor_scalar(data: Any, op0: Any, operand0: Any, reverse0: bool = False, op
     if op1 is not None:
         res = _apply(elementwise(op1, "tensor_scalar", "op1"), res,
                      _scalar_or_vector(operand1, a, "tensor_scalar", "operand1", mask), reverse1)
-    return _tile(res, dtype, a.dtype, name=getattr(data, "name", ""))
+    return _tile(res, dtype, a.dtype, mask=mask, name=getattr(data, "name", ""))
 
 
 def _apply(fn: Any, x: np.ndarray, operand: np.ndarray, reverse: bool) -> np.ndarray:
@@ -177,7 +187,7 @@ def tensor_scalar_reduce(*, data: Any, op0: Any, operand0: Any, reduce_op: Any, 
     res = _apply(elementwise(op0, "tensor_scalar_reduce", "op0"), _f32(a),
                  _scalar_or_vector(operand0, a, "tensor_scalar_reduce", "operand0", mask), reverse0)
     _write_reduction(res, reduce_op, reduce_res, "tensor_scalar_reduce", mask)
-    return _tile(res, dtype, a.dtype, name=getattr(data, "name", ""))
+    return _tile(res, dtype, a.dtype, mask=mask, name=getattr(data, "name", ""))
 
 
 def scalar_tensor_tensor(*, data: Any, op0: Any, operand0: Any, op1: Any, operand1: Any, reverse0: bool = False,
@@ -189,7 +199,7 @@ def scalar_tensor_tensor(*, data: Any, op0: Any, operand0: Any, op1: Any, operan
                  _scalar_or_vector(operand0, a, "scalar_tensor_tensor", "operand0", mask), reverse0)
     x, y = align(tmp, _f32(b))
     res = _apply(elementwise(op1, "scalar_tensor_tensor", "op1"), x, y, reverse1)
-    return _tile(res, dtype, a.dtype, name=getattr(data, "name", ""))
+    return _tile(res, dtype, a.dtype, mask=mask, name=getattr(data, "name", ""))
 
 
 def tensor_reduce(op: Any, data: Any, axis: Any, *, mask: Any = None, dtype: Any = None, negate: bool = False,
@@ -204,20 +214,21 @@ def tensor_reduce(op: Any, data: Any, axis: Any, *, mask: Any = None, dtype: Any
     res = reducer(op, "tensor_reduce")(work, axis=axes, keepdims=keepdims)
     if negate:
         res = -res
-    return _tile(res, dtype, a.dtype, name=getattr(data, "name", ""))
+    out = _tile(res, dtype, a.dtype, name=getattr(data, "name", ""))
+    return carry_mask(out, mask, a.shape, axes, keepdims)
 
 
 def tensor_copy(src: Any, *, mask: Any = None, dtype: Any = None, engine: engine = engine.unknown,
                 **kwargs: Any) -> LegacyTile:
     a = _data(src, "tensor_copy", "src", mask)
-    return _tile(np.array(a), dtype, a.dtype, name=getattr(src, "name", ""))
+    return _tile(np.array(a), dtype, a.dtype, mask=mask, name=getattr(src, "name", ""))
 
 
 def reciprocal(data: Any, *, dtype: Any = None, mask: Any = None, **kwargs: Any) -> LegacyTile:
     a = _data(data, "reciprocal", "data", mask)
     with np.errstate(all="ignore"):
         res = np.reciprocal(_f32(a))
-    return _tile(res, dtype, a.dtype, name=getattr(data, "name", ""))
+    return _tile(res, dtype, a.dtype, mask=mask, name=getattr(data, "name", ""))
 
 
 def tensor_tensor_scan(data0: Any, data1: Any, initial: Any, op0: Any, op1: Any, reverse0: bool = False,
@@ -238,7 +249,7 @@ def tensor_tensor_scan(data0: Any, data1: Any, initial: Any, op0: Any, op1: Any,
         t = _apply(f0, a[:, i], prev, reverse0)
         prev = _apply(f1, t, b[:, i], reverse1)
         out[:, i] = prev
-    return _tile(out, dtype, value_array(data0).dtype, name=getattr(data0, "name", ""))
+    return _tile(out, dtype, value_array(data0).dtype, mask=mask, name=getattr(data0, "name", ""))
 
 
 def iota(expr: Any, dtype: Any, *, mask: Any = None, **kwargs: Any) -> LegacyTile:

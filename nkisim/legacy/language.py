@@ -19,7 +19,7 @@ from ..errors import NkiUsageError, violation
 from ..language import tile_size  # noqa: F401 - the same hardware constants in both generations
 from . import launch as _launch
 from .ops import LEGACY_OPS, copy, reduce_tile, reducer  # noqa: F401
-from .tile import IndexedAccess, LegacyTile, cast, fit, storage_dtype, value_array
+from .tile import IndexedAccess, LegacyTile, carry_mask, cast, fit, storage_dtype, value_array
 
 # dtypes: the same names as the later generation
 bool_ = _dt.bool_
@@ -196,7 +196,7 @@ def load(src: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> Leg
     out_dt = storage_dtype(dtype) if dtype is not None else arr.dtype
     if arr.ndim == 0:
         arr = arr.reshape(1, 1)
-    return LegacyTile(cast(np.array(arr), np.dtype(out_dt)), sbuf, src.name)
+    return carry_mask(LegacyTile(cast(np.array(arr), np.dtype(out_dt)), sbuf, src.name), mask)
 
 
 def store(dst: Any, value: Any, *, mask: Any = None, **kwargs: Any) -> None:

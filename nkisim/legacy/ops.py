@@ -58,7 +58,7 @@ def _two(name: str, args: tuple, kwargs: dict) -> tuple[Any, Any]:
 def reduce_tile(op: Any, x: Any, axis: Any, dtype: Any = None, mask: Any = None, keepdims: bool = False,
                 instruction: str = "reduce") -> LegacyTile:
     """``op`` reduced over ``axis`` (an int or a list; the partition axis 0 is not a reduction axis)."""
-    from .tile import cast, compute_dtype, storage_dtype
+    from .tile import carry_mask, cast, compute_dtype, storage_dtype
 
     a = value_array(x, mask)
     axes = tuple(axis) if isinstance(axis, (list, tuple)) else (axis,)
@@ -69,7 +69,8 @@ def reduce_tile(op: Any, x: Any, axis: Any, dtype: Any = None, mask: Any = None,
     work = a.astype(np.float32) if a.dtype.kind not in "iu" else a
     res = red(work, axis=axes, keepdims=keepdims)
     out_dt = storage_dtype(dtype) if dtype is not None else compute_dtype(a)
-    return LegacyTile(cast(np.asarray(res), out_dt), "sbuf", getattr(x, "name", ""))
+    out = LegacyTile(cast(np.asarray(res), out_dt), "sbuf", getattr(x, "name", ""))
+    return carry_mask(out, mask, a.shape, axes, keepdims)
 
 
 def reducer(op: Any, instruction: str) -> Callable[..., np.ndarray]:

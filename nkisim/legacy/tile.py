@@ -70,6 +70,10 @@ class LegacyTile:
         self.data = data
         self.buffer = buffer
         self.name = name
+        # The mask of the instruction that computed this tile: ``t[idx] = instr(..., mask=m)`` writes
+        # only where m holds (migration guide, "Deprecation of masking": the mask keeps the
+        # assignment's indices in bounds), so the assignment takes it over.
+        self.mask: np.ndarray | None = None
 
     # --- attributes -------------------------------------------------------------------------
     @property
@@ -116,10 +120,11 @@ class LegacyTile:
 
     def __setitem__(self, key: Any, value: Any) -> None:
         target = self[key]
+        mask = value.mask if isinstance(value, LegacyTile) else None
         if isinstance(target, IndexedAccess):
-            target.write(value)
+            target.write(value, mask)
         else:
-            target.assign(value)
+            target.assign(value, mask)
 
     def assign(self, value: Any, mask: Any = None) -> None:
         """Write ``value`` (a tile, an access, a number, or an ``nl.loop_reduce`` result) into this whole tile."""
@@ -134,7 +139,7 @@ class LegacyTile:
         if mask is None:
             self.data[...] = cast(fitted, self.data.dtype)
             return
-        m = np.broadcast_to(np.asarray(_mask_array(mask)), self.shape)
+        m = fit(_mask_array(mask), self.shape, "mask", self.name)
         self.data[m] = cast(fitted[m], self.data.dtype)
 
     # --- reshaping ----------------------------------------------------------------------------
@@ -233,7 +238,7 @@ class IndexedAccess:
         if mask is None:
             _check_bounds(idx, self.tile, None)
             return self.tile.data[tuple(idx)]
-        m = np.broadcast_to(_mask_array(mask), idx[0].shape)
+        m = fit(_mask_array(mask), idx[0].shape, "mask", self.tile.name)
         _check_bounds(idx, self.tile, m)
         fill = np.nan if is_float(self.tile.data.dtype) else 0
         out = np.full(idx[0].shape, fill, dtype=self.tile.data.dtype)
@@ -253,7 +258,7 @@ class IndexedAccess:
             _check_bounds(idx, self.tile, None)
             self.tile.data[tuple(idx)] = arr
             return
-        m = np.broadcast_to(_mask_array(mask), shape)
+        m = fit(_mask_array(mask), shape, "mask", self.tile.name)
         _check_bounds(idx, self.tile, m)
         self.tile.data[tuple(i[m] for i in idx)] = arr[m]
 
@@ -295,6 +300,22 @@ def _mask_array(mask: Any) -> np.ndarray:
     if m.dtype != np.bool_:
         raise NkiUsageError(f"mask: {mask!r} must be a comparison of index tiles (a boolean expression)")
     return m
+
+
+def carry_mask(tile: LegacyTile, mask: Any, source_shape: tuple[int, ...] | None = None,
+               axes: tuple[int, ...] = (), keepdims: bool = False) -> LegacyTile:
+    """Record on ``tile`` the mask it was computed under (reduced over ``axes`` for a reduction)."""
+    if mask is None:
+        return tile
+    m = _mask_array(mask)
+    if axes and source_shape is not None:
+        m = np.broadcast_to(m, source_shape).all(axis=axes, keepdims=keepdims)
+    try:
+        np.broadcast_shapes(m.shape, tile.shape)
+    except ValueError:
+        return tile   # a mask of another shape (a transpose's): not carried
+    tile.mask = m
+    return tile
 
 
 def is_advanced(key: tuple) -> bool:
@@ -416,7 +437,7 @@ def binary(fn: Any, x: Any, y: Any, dtype: object = None, mask: Any = None) -> L
     except ValueError:
         raise violation(getattr(fn, "__name__", "op"), "operands",
                         f"shapes {a.shape} and {b.shape} do not broadcast") from None
-    return LegacyTile(cast(np.asarray(res), out_dt), "sbuf", _name(x) or _name(y))
+    return carry_mask(LegacyTile(cast(np.asarray(res), out_dt), "sbuf", _name(x) or _name(y)), mask)
 
 
 def unary(fn: Any, x: Any, dtype: object = None, mask: Any = None) -> LegacyTile:
@@ -424,7 +445,7 @@ def unary(fn: Any, x: Any, dtype: object = None, mask: Any = None) -> LegacyTile
     out_dt = storage_dtype(dtype) if dtype is not None else compute_dtype(a)
     with np.errstate(all="ignore"):
         res = fn(a.astype(np.float32))
-    return LegacyTile(cast(np.asarray(res), out_dt), "sbuf", _name(x))
+    return carry_mask(LegacyTile(cast(np.asarray(res), out_dt), "sbuf", _name(x)), mask)
 
 
 def _name(x: Any) -> str:

@@ -275,3 +275,41 @@ def test_numbers_do_not_promote_a_tiles_dtype():
     t = LegacyTile(np.ones((2, 2), dtype=np.float16), "sbuf")
     assert (t * 3.0).dtype == "float16"
     assert (t + LegacyTile(np.ones((2, 2), dtype=np.float32), "sbuf")).dtype == "float32"
+
+
+def test_assigning_a_masked_instruction_writes_only_inside_the_mask():
+    # the migration guide's pattern: t[idx] = nisa.tensor_copy(src[idx], mask=m) with idx partly out of bounds
+    @nki.jit
+    def kernel(x):
+        n, f = x.shape
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        src = nl.load(x)
+        dst = nl.zeros((n, f), dtype=x.dtype)
+        for j in nl.affine_range(2):
+            i_p, i_f = nl.mgrid[0:n, 0:8]
+            cols = i_f + 8 * j
+            dst[i_p, cols] = nisa.tensor_copy(src[i_p, cols], mask=(cols < f - 3))
+        nl.store(out, value=dst)
+        return out
+
+    x = _rand(4, 12)
+    want = x.copy()
+    want[:, 9:] = 0.0   # outside the mask: the zeros dst held
+    np.testing.assert_array_equal(nki.simulate_kernel(kernel, x), want)
+
+
+def test_masked_reduction_keeps_the_rows_the_mask_covers():
+    @nki.jit
+    def kernel(x):
+        out = nl.zeros((x.shape[0], 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        i_p, i_f = nl.mgrid[0:8, 0:x.shape[1]]
+        t = nl.ndarray((8, 1), dtype=nl.float32)
+        t[...] = 1.0
+        t[...] = nl.sum(nl.load(x)[i_p, i_f], axis=1, keepdims=True, mask=(i_p < 5))
+        nl.store(out[0:8, 0:1], value=t)
+        return out
+
+    x = _rand(8, 6)
+    want = np.ones((8, 1), np.float32)
+    want[:5, 0] = x[:5].sum(axis=1)
+    np.testing.assert_allclose(nki.simulate_kernel(kernel, x), want, rtol=1e-6)
