@@ -15,7 +15,7 @@ from nkisim.torch_io import from_numpy_like, to_numpy
 torch = pytest.importorskip("torch")   # torch is an optional dependency
 
 
-def _randn(*shape: int) -> "torch.Tensor":
+def _randn(*shape: int) -> torch.Tensor:
     return torch.from_numpy(np.random.default_rng(0).standard_normal(shape).astype(np.float32))
 
 
