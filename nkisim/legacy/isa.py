@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import NkiValidationError, violation
+from ..errors import NkiValidationError, violation  # noqa: F401 - nisa.NkiValidationError
 from ..isa_enums import engine, nc_version, reduce_cmd
 from ..targets import target_from_env
 from .ops import elementwise, reducer
@@ -274,4 +274,3 @@ def get_nc_version() -> nc_version:
 
 
 __all__ = [n for n in dir() if not n.startswith("_")]
-_ = (NkiValidationError,)

@@ -18,8 +18,8 @@ from .. import dtypes as _dt
 from ..errors import NkiUsageError, violation
 from ..language import tile_size  # noqa: F401 - the same hardware constants in both generations
 from . import launch as _launch
-from .ops import LEGACY_OPS, copy, reduce_tile, reducer  # noqa: F401
-from .tile import IndexedAccess, LegacyTile, carry_mask, cast, fit, storage_dtype, value_array
+from .ops import LEGACY_OPS, copy  # noqa: F401 - nl.copy
+from .tile import IndexedAccess, LegacyTile, carry_mask, cast, storage_dtype, value_array
 
 # dtypes: the same names as the later generation
 bool_ = _dt.bool_
@@ -331,4 +331,3 @@ def device_print(prefix: str, x: Any, *args: Any, **kwargs: Any) -> None:
 
 
 __all__ = [n for n in dir() if not n.startswith("_")]
-_ = (fit, reduce_tile, reducer)

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from .. import ops as current_ops
-from ..errors import NkiUsageError, violation
-from .tile import IndexedAccess, LegacyTile, binary, unary, value_array
+from ..errors import violation
+from .tile import LegacyTile, binary, unary, value_array
 
 
 @dataclass(frozen=True, eq=False)
@@ -145,22 +145,9 @@ LEGACY_OPS.update({n: LegacyOp(n, "reduce", {"max": np.maximum, "min": np.minimu
 
 
 def copy(x: Any, dtype: Any = None, mask: Any = None) -> LegacyTile:
-    """``nl.copy(x, dtype=None, mask=None)``: a new tile with x's values."""
-    return unary(lambda a: a, x, dtype=dtype, mask=mask) if not _is_int(x) or dtype is not None \
-        else LegacyTile(np.array(value_array(x, mask)), "sbuf", getattr(x, "name", ""))
+    """``nl.copy(x, dtype=None, mask=None)``: a new tile with x's values (bit-exact when the dtype is kept)."""
+    from .tile import carry_mask, cast, storage_dtype
 
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, (LegacyTile, IndexedAccess)) and value_array(x).dtype.kind in "iu"
-
-
-def check_op(op: Any, instruction: str, operand: str) -> None:
-    if op is None:
-        return
-    elementwise(op, instruction, operand)
-
-
-def not_emulated(name: str) -> Callable[..., Any]:
-    def call(*args: Any, **kwargs: Any) -> Any:
-        raise NkiUsageError(f"nl.{name} is not emulated by nkisim's earlier-generation (neuronxcc.nki) support")
-    return call
+    a = value_array(x, mask)
+    out_dt = storage_dtype(dtype) if dtype is not None else a.dtype
+    return carry_mask(LegacyTile(cast(np.array(a), np.dtype(out_dt)), "sbuf", getattr(x, "name", "")), mask)
