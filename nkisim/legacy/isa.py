@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import NkiValidationError, violation  # noqa: F401 - nisa.NkiValidationError
-from ..isa_enums import engine, nc_version, reduce_cmd
+from ..isa_enums import dge_mode, engine, nc_version, oob_mode, reduce_cmd  # noqa: F401 - nisa.dge_mode, nisa.oob_mode
 from ..targets import target_from_env
 from .ops import elementwise, reducer
 from .tile import (
@@ -267,6 +267,56 @@ def memset(shape: Any, value: Any, dtype: Any, *, mask: Any = None, engine: engi
     from .language import full
 
     return full(shape, value, dtype)
+
+
+def affine_select(pred: Any, on_true_tile: Any, on_false_value: Any, *, dtype: Any = None, mask: Any = None,
+                  **kwargs: Any) -> LegacyTile:
+    """``on_true_tile`` where the index expression ``pred`` holds, else the number ``on_false_value``.
+
+    Example: nki/test/test_nki_isa_affine_select.py (``pred=(iy < ix)`` keeps the lower triangle).
+    """
+    p = np.asarray(pred)
+    if p.dtype != np.bool_:
+        raise violation("affine_select", "pred", "must be a comparison of index expressions (nl.arange/nl.mgrid)")
+    if not isinstance(on_false_value, (int, float, np.number)):
+        raise violation("affine_select", "on_false_value", f"must be a number, got {type(on_false_value).__name__}")
+    a = _data(on_true_tile, "affine_select", "on_true_tile", mask)
+    p2, a2 = align(p, a)
+    res = np.where(p2, a2.astype(np.float32), np.float32(on_false_value))
+    return _tile(res, dtype, a.dtype, mask=mask, name=getattr(on_true_tile, "name", ""))
+
+
+def tensor_partition_reduce(op: Any, data: Any, *, mask: Any = None, dtype: Any = None, **kwargs: Any) -> LegacyTile:
+    """``op`` over the partition axis: a (1, free...) tile (example: nki/test/test_nki_isa_partition_reduce.py)."""
+    a = _data(data, "tensor_partition_reduce", "data", mask)
+    work = a if a.dtype.kind in "iu" else _f32(a)
+    res = reducer(op, "tensor_partition_reduce")(work, axis=(0,), keepdims=True)
+    return _tile(res, dtype, a.dtype, name=getattr(data, "name", ""))
+
+
+def dma_copy(*, dst: Any, src: Any, mask: Any = None, dst_rmw_op: Any = None, oob_mode: oob_mode = oob_mode.error,
+             dge_mode: dge_mode = dge_mode.unknown, **kwargs: Any) -> None:
+    """Copy ``src`` into ``dst`` (``dst = dst_rmw_op(dst, src)`` with a read-modify-write op); returns nothing.
+
+    Examples: nki/test/test_nki_isa_dma_copy.py. Indirect (data-dependent) indices are not emulated;
+    ``oob_mode`` and ``dge_mode`` are accepted and have no effect on static accesses.
+    """
+    from .ops import elementwise
+
+    for role, t in (("dst", dst), ("src", src)):
+        if not isinstance(t, (LegacyTile, IndexedAccess)):
+            raise violation("dma_copy", role, f"must be a tensor, got {type(t).__name__}")
+        if t.buffer == "psum":
+            raise violation("dma_copy", role, "DMA cannot access PSUM")
+    value: Any = src
+    if dst_rmw_op is not None:
+        fn = elementwise(dst_rmw_op, "dma_copy", "dst_rmw_op")
+        old = value_array(dst, mask).astype(np.float32)
+        value = LegacyTile(np.asarray(fn(old, value_array(src, mask).astype(np.float32))), "sbuf")
+    if isinstance(dst, IndexedAccess):
+        dst.write(value, mask)
+    else:
+        dst.assign(value, mask)
 
 
 def get_nc_version() -> nc_version:

@@ -28,6 +28,15 @@ uint8, uint16, uint32 = _dt.uint8, _dt.uint16, _dt.uint32
 float16, float32, bfloat16, tfloat32 = _dt.float16, _dt.float32, _dt.bfloat16, _dt.tfloat32
 float8_e4m3, float8_e5m2 = _dt.float8_e4m3, _dt.float8_e5m2
 
+class _FloatLimits:
+    """``nl.fp32.min`` / ``.max``: float32's finite limits (used in nki/test/test_nki_isa_affine_select.py)."""
+
+    min = float(np.finfo(np.float32).min)
+    max = float(np.finfo(np.float32).max)
+
+
+fp32 = _FloatLimits()
+
 # buffers (``nl.sbuf``, ``nl.psum``, ``nl.hbm``, ``nl.shared_hbm``, ``nl.private_hbm``)
 sbuf, psum, hbm, shared_hbm, private_hbm = "sbuf", "psum", "hbm", "shared_hbm", "private_hbm"
 _BUFFERS = frozenset({sbuf, psum, hbm, shared_hbm, private_hbm})

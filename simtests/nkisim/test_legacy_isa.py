@@ -139,3 +139,46 @@ def test_tensor_tensor_scan_inputs_not_both_in_psum():
 
     with pytest.raises(NkiValidationError, match="tensor_tensor_scan: operand 'data1': data0 and data1 cannot both"):
         nki.simulate_kernel(kernel, _rand(8, 8))
+
+
+def test_affine_select_keeps_the_lower_triangle():
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        ix, iy = nl.mgrid[0:16, 0:16]
+        t = nl.load(a[ix, iy])
+        nl.store(out[ix, iy], nisa.affine_select(pred=(iy < ix), on_true_tile=t[ix, iy], on_false_value=nl.fp32.min))
+        return out
+
+    a = _rand(16, 16)
+    want = np.where(np.tril(np.ones((16, 16), bool), -1), a, np.finfo(np.float32).min)
+    np.testing.assert_array_equal(nki.simulate_kernel(kernel, a), want)
+
+
+def test_tensor_partition_reduce_sums_over_partitions():
+    got = _run(lambda a: nisa.tensor_partition_reduce(np.add, a), _rand(32, 4, 3))
+    np.testing.assert_allclose(got, _rand(32, 4, 3).sum(axis=0, keepdims=True), rtol=1e-5, atol=1e-5)
+
+
+def test_dma_copy_with_and_without_a_read_modify_write_op():
+    @nki.jit
+    def kernel(a, b):
+        nisa.dma_copy(dst=b, src=a, dst_rmw_op=np.add)
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nisa.dma_copy(dst=out, src=b)
+        return out
+
+    a, b = _rand(4, 8), _rand(4, 8, seed=1)
+    want = a + b
+    np.testing.assert_allclose(nki.simulate_kernel(kernel, a, b), want, rtol=1e-6)
+    np.testing.assert_allclose(b, want, rtol=1e-6)   # the kernel wrote into its input
+
+
+def test_dma_copy_never_touches_psum():
+    @nki.jit
+    def kernel(a):
+        p = nisa.nc_matmul(nl.load(a), nl.load(a))
+        nisa.dma_copy(dst=a, src=p)
+
+    with pytest.raises(NkiValidationError, match="dma_copy: operand 'src': DMA cannot access PSUM"):
+        nki.simulate_kernel(kernel, _rand(4, 4))
