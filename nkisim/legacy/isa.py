@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import NkiValidationError, violation  # noqa: F401 - nisa.NkiValidationError
-from ..isa_enums import dge_mode, engine, nc_version, oob_mode, reduce_cmd  # noqa: F401 - nisa.dge_mode, nisa.oob_mode
+from ..isa_enums import dge_mode, engine, nc_version, oob_mode, reduce_cmd
 from ..targets import target_from_env
 from .ops import elementwise, reducer
 from .tile import (
