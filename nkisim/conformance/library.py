@@ -148,9 +148,20 @@ def _router_topk(rng, module):
                  shard_on_tokens=False, x_input_in_sbuf=False)
 
 
+def _rope_hf(rng, module):
+    # test_rope_hf: (batch 1, 32 q heads, 8 kv heads, seq 256, head_dim 128, fp32, forward), lnc 1
+    q, k = _gauss(rng, 1, 32, 256, 128), _gauss(rng, 1, 8, 256, 128)
+    return _case(q=q, k=k, q_out=np.zeros_like(q), k_out=np.zeros_like(k), cos=_gauss(rng, 1, 256, 128),
+                 sin=_gauss(rng, 1, 256, 128), backward=False)
+
+
 def _aliased(name: str):
     """Compare the output argument the kernel writes (its test's ``<name>.must_alias_input``)."""
     return lambda result, case: case.kwargs[name]
+
+
+def _aliased_pair(first: str, second: str):
+    return lambda result, case: (case.kwargs[first], case.kwargs[second])
 
 
 def _first(result, case):
@@ -195,6 +206,10 @@ SPECS: tuple[KernelSpec, ...] = (
     _spec("", "core/subkernels", "indexed_flatten", "indexed_flatten", _indexed_flatten,
           _ref("core/subkernels", "indexed_flatten_torch", "indexed_flatten_torch_ref"), 0.0, 0.0,
           "core/subkernels/test_indexed_flatten.py", lnc=2),
+    # further kernels with a torch reference (not among the 27 targets)
+    _spec("", "core/embeddings", "rope_hf", "rope_hf", _rope_hf,
+          _ref("core/embeddings", "rope_hf_torch", "rope_hf_torch_ref"), 1e-6, 1e-6,
+          "core/embeddings/test_rope_hf.py", output=_aliased_pair("q_out", "k_out"), extra=True),
     # router_topk's test runs the kernel through a wrapper function in its test module (it allocates the
     # outputs the kernel writes); both the wrapper and its torch counterpart are read from that file.
     KernelSpec("nki-library core/router_topk", "nki-library", f"{TESTS}/core/router_topk/test_router_topk_common.py",

@@ -86,7 +86,3 @@ def test_device_tensors_are_refused_by_name():
     with pytest.raises(nkisim.NkiUsageError, match="device 'xla:0'"):
         to_numpy(FakeTensor())
 
-
-def test_current_generation_simulate_kernel_names_itself_and_the_alternatives():
-    with pytest.raises(nkisim.NkiUsageError, match="nki.simulate_kernel is not available in NKI 0.6"):
-        nkisim.simulate_kernel(_double_into, np.zeros((2, 2), np.float32))
