@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from . import isa, language
 from .errors import NkiStrictWarning, NkiUsageError, NkiValidationError
-from .kernel import Kernel, RunResult, TensorSpec, jit, run, simulate
+from .kernel import Kernel, RunResult, TensorSpec, jit, run, simulate, simulate_kernel
 from .tensor import NkiTensor
 
 __all__ = ["Kernel", "NkiStrictWarning", "NkiTensor", "NkiUsageError", "NkiValidationError", "RunResult", "TensorSpec", "isa", "jit",
-           "language", "run", "simulate"]
+           "language", "run", "simulate", "simulate_kernel"]

@@ -20,6 +20,9 @@ def _install_nkisim() -> str:
     sys.modules["nki"] = nkisim
     sys.modules["nki.language"] = language
     sys.modules["nki.isa"] = isa
+    from .legacy import typing as nki_typing
+
+    sys.modules["nki.typing"] = nki_typing   # annotations only, the same in both generations
     return "nkisim"
 
 
@@ -62,3 +65,51 @@ def ensure_nki(prefer: str | None = None) -> str:
             raise
         return _install_nkisim()
     return "nki"
+
+
+_LEGACY_NAMES = ("neuronxcc", "neuronxcc.nki", "neuronxcc.nki.language", "neuronxcc.nki.isa",
+                 "neuronxcc.nki.typing", "neuronxcc.nki.compiler")
+
+
+def ensure_neuronxcc(prefer: str | None = None) -> str:
+    """Make ``import neuronxcc.nki`` (the earlier generation) work: the real package, else nkisim.legacy.
+
+    Returns "neuronxcc" or "nkisim". ``prefer="nkisim"`` or ``NKISIM=1`` installs nkisim even where
+    the real compiler package imports; ``prefer="neuronxcc"`` requires the real one.
+    """
+    if prefer not in (None, "nkisim", "neuronxcc"):
+        raise NkiUsageError(f"ensure_neuronxcc: argument 'prefer': {prefer!r} must be None, 'nkisim' or 'neuronxcc'")
+    mod = sys.modules.get("neuronxcc.nki")
+    if mod is not None and getattr(mod, "__name__", "") == "nkisim.legacy" and prefer != "neuronxcc":
+        return "nkisim"
+    force_sim = prefer == "nkisim" or (prefer is None and os.environ.get("NKISIM") == "1")
+    if not force_sim:
+        try:
+            importlib.import_module("neuronxcc.nki")
+            return "neuronxcc"
+        except ImportError:
+            if prefer == "neuronxcc":
+                raise
+    return _install_legacy()
+
+
+def _install_legacy() -> str:
+    import types
+
+    from . import legacy
+    from .legacy import compiler, isa, language, typing
+
+    for name in list(sys.modules):
+        if name == "neuronxcc" or name.startswith("neuronxcc."):
+            del sys.modules[name]
+    root = types.ModuleType("neuronxcc")
+    root.__doc__ = "nkisim's stand-in for the Neuron compiler package: only its 'nki' subpackage"
+    root.__path__ = []   # a package, so 'import neuronxcc.nki' resolves through sys.modules
+    root.nki = legacy
+    sys.modules["neuronxcc"] = root
+    sys.modules["neuronxcc.nki"] = legacy
+    sys.modules["neuronxcc.nki.language"] = language
+    sys.modules["neuronxcc.nki.isa"] = isa
+    sys.modules["neuronxcc.nki.typing"] = typing
+    sys.modules["neuronxcc.nki.compiler"] = compiler
+    return "nkisim"

@@ -78,9 +78,25 @@ def jit(fn: Callable | None = None, **kwargs: Any) -> Any:
 
 
 def simulate(kernel: Callable) -> Callable:
-    """``nki.simulate(kernel)(*args)``: run on CPU, target from NEURON_PLATFORM_TARGET_OVERRIDE (default trn3)."""
+    """``nki.simulate(kernel)(*args)``: run on CPU, target from NEURON_PLATFORM_TARGET_OVERRIDE (default trn3).
+
+    Inputs may be numpy arrays or CPU torch tensors; with torch inputs the outputs come back as torch
+    tensors (Neuron docs source nki/api/nki/__init__.py, ``simulate``), and the kernel's writes into a
+    torch input update it, as they update a numpy input.
+    """
     def call(*args: Any, **kwargs: Any) -> Any:
-        return run(kernel, *args, target=target_from_env(), **kwargs).outputs
+        from .torch_io import from_numpy_like, is_torch_tensor, to_numpy
+
+        like = next((v for v in (*args, *kwargs.values()) if is_torch_tensor(v)), None)
+        if like is None:
+            return run(kernel, *args, target=target_from_env(), **kwargs).outputs
+        np_args = [to_numpy(a) if is_torch_tensor(a) else a for a in args]
+        np_kwargs = {k: to_numpy(v) if is_torch_tensor(v) else v for k, v in kwargs.items()}
+        outputs = run(kernel, *np_args, target=target_from_env(), **np_kwargs).outputs
+        for original, arr in [*zip(args, np_args), *((kwargs[k], np_kwargs[k]) for k in kwargs)]:
+            if is_torch_tensor(original):
+                original.copy_(from_numpy_like(arr, like))   # the kernel's writes into its inputs
+        return from_numpy_like(outputs, like)
     return call
 
 
@@ -122,6 +138,7 @@ def run(kernel: Callable, *args: Any, lnc: int | None = None, target: Any = "trn
     names = _parameter_names(fn, len(args))
     targs = [wrap(n, a) for n, a in zip(names, args)]
     tkwargs = {k: wrap(k, v) for k, v in kwargs.items()}
+    arguments = {id(t.storage) for t in (*targs, *tkwargs.values()) if isinstance(t, NkiTensor)}
     cores = [CoreState(state, pid) for pid in range(degree)]
     results: list[Any] = [None] * degree
 
@@ -130,7 +147,7 @@ def run(kernel: Callable, *args: Any, lnc: int | None = None, target: Any = "trn
             set_core(cores[pid])
             try:
                 results[pid] = fn(*targs, **tkwargs)
-                _check_returned(results[pid])
+                _check_returned(results[pid], arguments)
             finally:
                 set_core(None)
         return go
@@ -173,10 +190,15 @@ def _returned_tensors(value: Any) -> list[tuple[str, NkiTensor]]:
     return [("return", value)]
 
 
-def _check_returned(value: Any) -> None:
+def _check_returned(value: Any, arguments: set[int] = frozenset()) -> None:
+    """Returned tensors are ones the kernel allocated in shared_hbm (migration guide, "Output tensors must
+    use nl.shared_hbm"), or its own arguments: nki-library's tests pass outputs as inputs the kernel
+    writes and returns ("must_alias_input"), which the compiler accepts."""
     for role, t in _returned_tensors(value):
         if not isinstance(t, NkiTensor):
             raise violation("kernel return", role, f"must be an NkiTensor, got {type(t).__name__}")
+        if id(t.storage) in arguments:
+            continue
         if t.storage.buffer != "shared_hbm":
             raise violation("kernel return", role, f"returned tensors must be in shared_hbm, '{t.name}' is in "
                             f"{t.storage.buffer}")
@@ -210,3 +232,15 @@ def _summarize(trace: Trace, target: str, lnc: int, peak_sbuf: int, peak_psum: i
     from .cost import summarize
 
     return summarize(trace, target, lnc, peaks={"sbuf_bytes_per_partition": peak_sbuf, "psum_banks": peak_psum})
+
+
+def simulate_kernel(kernel: Callable, *args: Any, **kwargs: Any) -> Any:
+    """``nki.simulate_kernel``: absent from NKI 0.6, where calling it raises an error naming it.
+
+    Release notes (release-notes/components/nki.rst): "APIs not available in this release
+    (nki.baremetal, nki.benchmark, nki.profile, nki.simulate_kernel) ... Each now raises a specific
+    message naming the unsupported API". Earlier-generation kernels have it as
+    ``neuronxcc.nki.simulate_kernel`` (``nkisim.legacy``).
+    """
+    raise NkiUsageError("nki.simulate_kernel is not available in NKI 0.6: use nki.simulate(kernel)(*args); "
+                        "kernels written for neuronxcc.nki get it from neuronxcc.nki.simulate_kernel")

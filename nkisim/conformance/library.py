@@ -1,0 +1,221 @@
+"""Specs for aws-neuron/nki-library kernels: small shapes from their tests, their torch references.
+
+Paths are relative to an nki-library checkout, whose ``src`` is put on ``sys.path`` so kernels import
+as ``nkilib_src.nkilib...`` with their relative imports, as the library's own tests import them. Each
+input set is one of the (smallest) parameter sets of the kernel's integration test, generated here
+the way that test generates it; tolerances are that test's ``rtol`` / ``atol``, applied as the
+library's test comparator applies them (``Criterion.range``: relative to the reference's largest value). Kernels that write
+into an output argument (``output.must_alias_input`` in their tests) are compared on that argument.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import ml_dtypes
+import numpy as np
+
+from .spec import Case, Criterion, FileReference, Generation, KernelSpec
+
+LIB = "src/nkilib_src/nkilib"
+PKG = "nkilib_src.nkilib"
+TESTS = "test/integration/nkilib"
+CURRENT = Generation.current
+
+
+def _case(**kwargs: Any) -> Case:
+    """The library's convention: the kernel and its torch reference take the same keyword arguments."""
+    return Case((), kwargs, ref_args=(), ref_kwargs=kwargs)
+
+
+def _gauss(rng: np.random.Generator, *shape: int, dtype: Any = np.float32) -> np.ndarray:
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def _ref(folder: str, stem: str, name: str) -> FileReference:
+    return FileReference(f"{LIB}/{folder}/{stem}.py", name, torch_inputs=True,
+                         module=f"{PKG}.{folder.replace('/', '.')}.{stem}")
+
+
+def _spec(name: str, folder: str, stem: str, entry: str, inputs: Any, ref: FileReference, rtol: float, atol: float,
+          test: str, **more: Any) -> KernelSpec:
+    return KernelSpec(f"nki-library {folder}/{stem}" if name == "" else f"nki-library {name}", "nki-library",
+                      f"{LIB}/{folder}/{stem}.py", entry, CURRENT, inputs, ref, rtol, atol,
+                      f"{TESTS}/{test}: rtol={rtol}, atol={atol}", module=f"{PKG}.{folder.replace('/', '.')}.{stem}",
+                      criterion=Criterion.range, **more)
+
+
+# --- inputs: one small parameter set of each kernel's integration test --------------------------------
+def _cumsum(rng, module):
+    return _case(x=_gauss(rng, 1, 256), axis=-1)                       # test_cumsum: (1, 256, 2, 1, float32)
+
+
+def _conv1d(rng, module):
+    # test_conv1d CONV1D_BASIC_PARAMS[0]: B=1, C_in=16, C_out=32, L=20, K=3, no padding/bias/activation
+    return _case(x_in=_gauss(rng, 1, 16, 20), filters=_gauss(rng, 3, 16, 32), bias=None, stride=1, padding=(0, 0),
+                 dilation=1, activation_fn=None, lnc_shard=False)
+
+
+def _depthwise(rng, module):
+    # test_depthwise_conv1d all_test_cases[0]: batch 1, 16 channels, width 512, kernel 3, bf16
+    kw = {"img_ref": _gauss(rng, 1, 16, 1, 512, dtype=ml_dtypes.bfloat16),
+              "filter_ref": _gauss(rng, 16, 1, 1, 3, dtype=ml_dtypes.bfloat16), "padding": ((0, 0), (0, 0)), "stride": (1, 1),
+              "rhs_dilation": (1, 1), "lhs_dilation": (1, 1), "feature_group_count": 16, "batch_group_count": 1}
+    return Case((), kw, ref_args=(kw,))
+
+
+def _rmsnorm(rng, module):
+    # test_rmsnorm_tkg: (lnc 1, batch 1, seqlen 1, hidden 8192, fp16); output aliases an input
+    return _case(input=_gauss(rng, 1, 1, 8192, dtype=np.float16), gamma=_gauss(rng, 1, 8192, dtype=np.float16),
+                 output=np.zeros((128, 1, 64), np.float16), hidden_actual=None, hidden_dim_tp=False,
+                 shard_on_h=False)
+
+
+def _layernorm(rng, module):
+    # test_layernorm_tkg: (lnc 1, batch 1, seqlen 1, hidden 8192, fp16)
+    return _case(input=_gauss(rng, 1, 1, 8192, dtype=np.float16), gamma=_gauss(rng, 1, 8192, dtype=np.float16),
+                 output=np.zeros((128, 1, 64), np.float16), beta=_gauss(rng, 1, 8192, dtype=np.float16),
+                 shard_on_h=False)
+
+
+def _rope(rng, module):
+    # test_rope: (d_head 128, B 32, n_heads 4, S 64, interleaved layout), bf16
+    bf = ml_dtypes.bfloat16
+    return _case(x_in=_gauss(rng, 128, 32, 4, 64, dtype=bf), cos=_gauss(rng, 64, 32, 64, dtype=bf),
+                 sin=_gauss(rng, 64, 32, 64, dtype=bf), lnc_shard=False, contiguous_layout=False,
+                 relayout_in_sbuf=False)
+
+
+def _cross_entropy(rng, module):
+    # test_cross_entropy_forward: fp32 logits (B*T = 64 positions, V = 1024), PB 64, CS = V
+    logits = _gauss(rng, 64, 1024)
+    targets = rng.integers(0, 1024, size=(64,), dtype=np.int32)
+    return Case((), {"logits_hbm": logits, "targets_hbm": targets, "positions_per_batch": 64, "chunk_size": 1024,
+                         "dtype": "float32"}, ref_args=(logits, targets.astype(np.int64)))
+
+
+def _cascaded_max(rng, module):
+    return _case(input_tensor=_gauss(rng, 1, 1, 3168))                 # test_cascaded_max: [1, 1, 1, 3168, fp32]
+
+
+def _topk(rng, module):
+    # test_topk: batch 1, seqlen 1, vocab 3168, k 8, fp32, lnc 1; config built with the module's own helpers
+    inp = _gauss(rng, 1, 3168)
+    topk_config = module.create_topk_config(inp_shape=(1, 1, 3168), inp_dtype="float32", k=8, sorted=True,
+                                            num_programs=1)
+    config = module.create_rotational_topk_config(inp_shape=inp.shape, topk_config=topk_config)
+    config = module.prepare_rotational_constants(config)
+    return Case((), {"inp": inp, "config": config}, ref_args=(), ref_kwargs={"inp": inp, "config": config})
+
+
+def _dynamic_add(rng, module):
+    # test_dynamic_elementwise_add: m 256, h 512, bf16; num_m_tiles = m // 128 in a [[n]] int32 tensor
+    a = _gauss(rng, 256, 512, dtype=ml_dtypes.bfloat16)
+    b = _gauss(rng, 256, 512, dtype=ml_dtypes.bfloat16)
+    return Case((), {"input_a": a, "input_b": b, "num_m_tiles": np.array([[2]], np.int32)}, ref_args=(a, b))
+
+
+def _find_nonzero(rng, module):
+    # test_find_nonzero_indices: T 4096, E 128, top_k 8, chunk 4096, int32; K nonzeros per column, shuffled
+    t, e, top_k = 4096, 128, 8
+    k = t * top_k // e
+    flat = rng.permutation(np.concatenate([np.ones(k * e), np.zeros((t - k) * e)]))
+    return _case(input_tensor=flat.reshape(e, t).T.astype(np.int32), chunk_size=4096)
+
+
+def _indexed_flatten(rng, module):
+    # test_indexed_flatten: T 4096, E 2, f_len 128
+    t, e, f_len = 4096, 2, 128
+    output_len = ((e * t + 1024 + 127) // 128) * 128
+    return _case(input_tensor=np.arange(e * t, dtype=np.int32).reshape(e, t), f_len=f_len, output_len=output_len,
+                 row_offsets=np.array([(t // f_len) * i for i in range(e)], np.int32), row_offsets_start=None,
+                 padding_val=-1)
+
+
+def _router_topk(rng, module):
+    # test_router_topk base config 0: T 4, H 3072, E 128, k 4, softmax, bias; x in HBM as [H, T]; bf16
+    import importlib
+
+    act = importlib.import_module(f"{PKG}.core.utils.common_types").RouterActFnType.SOFTMAX
+    t, h, e, k = 4, 3072, 128, 4
+    bf = ml_dtypes.bfloat16
+
+    def uniform(*shape):
+        return rng.uniform(-0.1, 0.1, shape).astype(np.float32).astype(bf)
+    return _case(x=uniform(h, t), w=uniform(h, e), w_bias=uniform(1, e), router_logits=np.zeros((t, e), bf),
+                 expert_affinities=np.zeros((t, e), bf), expert_index=np.zeros((t, k), np.uint32), act_fn=act, k=k,
+                 x_hbm_layout=0, x_sb_layout=0, output_in_sbuf=False, router_pre_norm=False, norm_topk_prob=False,
+                 use_column_tiling=False, use_indirect_dma_scatter=False, use_PE_broadcast_w_bias=False,
+                 shard_on_tokens=False, x_input_in_sbuf=False)
+
+
+def _rope_hf(rng, module):
+    # test_rope_hf: (batch 1, 32 q heads, 8 kv heads, seq 256, head_dim 128, fp32, forward), lnc 1
+    q, k = _gauss(rng, 1, 32, 256, 128), _gauss(rng, 1, 8, 256, 128)
+    return _case(q=q, k=k, q_out=np.zeros_like(q), k_out=np.zeros_like(k), cos=_gauss(rng, 1, 256, 128),
+                 sin=_gauss(rng, 1, 256, 128), backward=False)
+
+
+def _aliased(name: str):
+    """Compare the output argument the kernel writes (its test's ``<name>.must_alias_input``)."""
+    return lambda result, case: case.kwargs[name]
+
+
+def _aliased_pair(first: str, second: str):
+    return lambda result, case: (case.kwargs[first], case.kwargs[second])
+
+
+def _first(result, case):
+    return result[0] if isinstance(result, tuple) else result
+
+
+SPECS: tuple[KernelSpec, ...] = (
+    _spec("", "core/cumsum", "cumsum", "cumsum", _cumsum, _ref("core/cumsum", "cumsum_torch", "cumsum_torch_ref"),
+          1e-3, 1e-3, "core/cumsum/test_cumsum.py"),
+    _spec("", "experimental/conv", "conv1d", "conv1d", _conv1d,
+          _ref("experimental/conv", "conv1d_torch", "conv1d_torch_ref"), 1e-5, 1e-5,
+          "experimental/conv/test_conv1d.py"),
+    KernelSpec("nki-library experimental/conv/depthwise_conv1d", "nki-library",
+               f"{LIB}/experimental/conv/depthwise_conv1d.py", "depthwise_conv1d_implicit_gemm", CURRENT, _depthwise,
+               FileReference(f"{TESTS}/experimental/conv/test_depthwise_conv1d.py", "golden_depthwise_conv1d"),
+               1e-2, 1e-2, f"{TESTS}/experimental/conv/test_depthwise_conv1d.py: relative/absolute_accuracy=1e-2",
+               module=f"{PKG}.experimental.conv.depthwise_conv1d", criterion=Criterion.range),
+    _spec("", "core/subkernels", "rmsnorm_tkg", "rmsnorm_tkg", _rmsnorm,
+          _ref("core/subkernels", "rmsnorm_torch", "rmsnorm_tkg_torch_ref_lnc1"), 2e-2, 1e-5,
+          "core/subkernels/test_rmsnorm_tkg.py", output=_aliased("output")),
+    _spec("", "core/subkernels", "layernorm_tkg", "layernorm_tkg", _layernorm,
+          _ref("core/subkernels", "layernorm_torch", "layernorm_tkg_torch_ref_lnc1"), 2e-2, 1e-5,
+          "core/subkernels/test_layernorm_tkg.py", output=_aliased("output")),
+    _spec("", "core/embeddings", "rope", "RoPE", _rope, _ref("core/embeddings", "rope_torch", "rope_torch_ref"),
+          2 ** -7, 1e-3, "core/embeddings/test_rope.py"),
+    _spec("experimental/loss/cross_entropy (forward)", "experimental/loss", "cross_entropy", "cross_entropy_forward",
+          _cross_entropy, FileReference(f"{LIB}/experimental/loss/cross_entropy_torch.py",
+                                        "cross_entropy_forward_torch_ref", torch_inputs=True,
+                                        module=f"{PKG}.experimental.loss.cross_entropy_torch"),
+          1e-5, 1e-5, "experimental/loss/test_cross_entropy_forward.py (fp32)", lnc=2),
+    _spec("", "core/max", "cascaded_max", "cascaded_max", _cascaded_max,
+          _ref("core/max", "cascaded_max_torch", "cascaded_max_torch_ref"), 1e-5, 1e-5, "core/max/test_cascaded_max.py"),
+    _spec("core/topk (rotational)", "core/topk", "rotational_topk", "rotational_topk", _topk,
+          _ref("core/topk", "torch_ref", "topk_torch_ref"), 1e-5, 1e-5, "core/topk/test_topk.py (values only)",
+          output=_first, ref_output=lambda r: r["topk_values"]),
+    _spec("", "experimental/dynamic_shapes", "dynamic_elementwise_add", "dynamic_elementwise_add", _dynamic_add,
+          _ref("experimental/dynamic_shapes", "dynamic_elementwise_add_torch", "dynamic_elementwise_add_torch_ref"),
+          1e-2, 1e-3, "experimental/dynamic_shapes/test_dynamic_elementwise_add.py"),
+    _spec("", "core/subkernels", "find_nonzero_indices", "find_nonzero_indices", _find_nonzero,
+          _ref("core/subkernels", "find_nonzero_indices_torch", "find_nonzero_indices_torch_ref"), 0.0, 0.0,
+          "core/subkernels/test_find_nonzero_indices.py", lnc=2),
+    _spec("", "core/subkernels", "indexed_flatten", "indexed_flatten", _indexed_flatten,
+          _ref("core/subkernels", "indexed_flatten_torch", "indexed_flatten_torch_ref"), 0.0, 0.0,
+          "core/subkernels/test_indexed_flatten.py", lnc=2),
+    # further kernels with a torch reference (not among the 27 targets)
+    _spec("", "core/embeddings", "rope_hf", "rope_hf", _rope_hf,
+          _ref("core/embeddings", "rope_hf_torch", "rope_hf_torch_ref"), 1e-6, 1e-6,
+          "core/embeddings/test_rope_hf.py", output=_aliased_pair("q_out", "k_out"), extra=True),
+    # router_topk's test runs the kernel through a wrapper function in its test module (it allocates the
+    # outputs the kernel writes); both the wrapper and its torch counterpart are read from that file.
+    KernelSpec("nki-library core/router_topk", "nki-library", f"{TESTS}/core/router_topk/test_router_topk_common.py",
+               "router_topk_kernel_wrapper", CURRENT, _router_topk,
+               FileReference(f"{TESTS}/core/router_topk/test_router_topk_common.py", "router_topk_torch_wrapper",
+                             torch_inputs=True), 2e-2, 1e-5,
+               f"{TESTS}/core/router_topk/test_router_topk.py: rtol=2e-2, atol=1e-5", extract=True,
+               criterion=Criterion.range),
+)
