@@ -12,7 +12,7 @@ _NAMES = ("nki", "nki.language", "nki.isa")
 
 def _install_nkisim() -> str:
     import nkisim
-    from nkisim import isa, language
+    from nkisim import isa, isa_constants, language
 
     for name in list(sys.modules):
         if name == "nki" or name.startswith("nki."):
@@ -20,6 +20,7 @@ def _install_nkisim() -> str:
     sys.modules["nki"] = nkisim
     sys.modules["nki.language"] = language
     sys.modules["nki.isa"] = isa
+    sys.modules["nki.isa.constants"] = isa_constants
     return "nkisim"
 
 

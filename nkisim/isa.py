@@ -1,6 +1,7 @@
 """nki.isa for nkisim: every instruction takes ``dst`` first and returns nothing."""
 from __future__ import annotations
 
+from . import isa_constants as constants
 from .errors import NkiValidationError
 from .isa_compute import (
     activation,
@@ -15,6 +16,7 @@ from .isa_compute import (
 from .isa_dma import core_barrier, dma_compute, dma_copy, dma_transpose, sendrecv
 from .isa_enums import (
     dge_mode,
+    dma_engine,
     engine,
     gpsimd_engine,
     matmul_perf_mode,
@@ -40,8 +42,34 @@ def get_nc_version() -> nc_version:
 
 
 __all__ = [
-    "NkiValidationError", "activation", "affine_select", "core_barrier", "dge_mode", "dma_compute", "dma_copy", "dma_transpose",
-    "engine", "get_nc_version", "gpsimd_engine", "iota", "matmul_perf_mode", "memset", "nc_matmul",
-    "nc_transpose", "nc_version", "oob_mode", "reduce_cmd", "scalar_engine", "sendrecv", "tensor_copy",
-    "tensor_engine", "tensor_reduce", "tensor_scalar", "tensor_tensor", "unknown_engine", "vector_engine",
+    "NkiValidationError",
+    "activation",
+    "affine_select",
+    "constants",
+    "core_barrier",
+    "dge_mode",
+    "dma_compute",
+    "dma_copy",
+    "dma_engine",
+    "dma_transpose",
+    "engine",
+    "get_nc_version",
+    "gpsimd_engine",
+    "iota",
+    "matmul_perf_mode",
+    "memset",
+    "nc_matmul",
+    "nc_transpose",
+    "nc_version",
+    "oob_mode",
+    "reduce_cmd",
+    "scalar_engine",
+    "sendrecv",
+    "tensor_copy",
+    "tensor_engine",
+    "tensor_reduce",
+    "tensor_scalar",
+    "tensor_tensor",
+    "unknown_engine",
+    "vector_engine",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from .context import current_core
-from .dtypes import INT_TYPES, float32, int32
+from .dtypes import INT_TYPES, dtype_name, float32, int32
 from .errors import violation
 from .isa_core import (
     F32,
@@ -53,11 +53,18 @@ def _operands(ins, dst, **reads):
         engine_free_size(ins, role, t)
 
 
-def tensor_copy(dst, src, engine=engine.unknown, name=None):
-    """Copy on chip (bit-exact for equal dtypes, else through fp32)."""
+def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
+    """Copy on chip (bit-exact for equal dtypes, else through fp32).
+
+    ``dtype=`` is not in the documented signature but AWS's current matmul tutorial passes it
+    (``dtype=result.dtype``): accepted when it names dst's dtype, the type the copy writes.
+    """
     core = current_core()
     ins = "tensor_copy"
     _operands(ins, dst, src=src)
+    if dtype is not None and dtype_name(dtype) != dst.dtype:
+        raise violation(ins, "dtype", f"{dtype!r} must equal dst's dtype {dst.dtype} (the copy writes dst's "
+                        "dtype; allocate dst with the dtype you want)")
     eng = pick_engine(ins, engine, (_E.vector, _E.scalar, _E.gpsimd), _E.vector)
     if eng is _E.scalar and core.target.generation < 3:
         raise violation(ins, "engine", "the Scalar engine cannot tensor_copy on NC-v2 (trn1); use "

@@ -87,6 +87,21 @@ def same_partitions_and_free(instr: str, role_a: str, a: NkiTensor, role_b: str,
                         f"({la[1]} x {la[2]})")
 
 
+def enum_member(instr: str, role: str, value: object, kind: type, ints: bool = False):
+    """``value`` as a member of the enum ``kind``; with ``ints``, an int that is a member's value
+    is that member (the real compiler takes ``dge_mode=3``), any other int is an error."""
+    if isinstance(value, kind):
+        return value
+    if ints and isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return kind(value)
+        except ValueError:
+            values = ", ".join(f"{m.value} ({m.name})" for m in kind)
+            raise violation(instr, role, f"{value} is not a value of nki.isa.{kind.__name__} (one of "
+                            f"{values})") from None
+    raise violation(instr, role, f"{value!r} is not an nki.isa.{kind.__name__} member (raw values are rejected)")
+
+
 def pick_engine(instr: str, value: object, allowed: tuple[engine, ...], default: engine) -> engine:
     if not isinstance(value, engine):
         raise violation(instr, "engine", f"{value!r} is not an nki.isa.engine member (raw values are "

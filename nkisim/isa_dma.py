@@ -8,8 +8,9 @@ import numpy as np
 from .context import current_core
 from .dtypes import ITEMSIZE
 from .errors import violation
-from .isa_core import F32, access, buffer_in, is_scalar, tensor, write
+from .isa_core import F32, access, buffer_in, enum_member, is_scalar, tensor, write
 from .isa_enums import dge_mode, engine, oob_mode
+from .isa_enums import dma_engine as _dma_engine
 from .memory import PSUM, SBUF
 from .ops import as_op
 from .trace import Instr
@@ -37,7 +38,7 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     tensor(ins, "dst", dst)
     tensor(ins, "src", src)
     _enum(ins, "oob_mode", oob_mode, _oob_mode)
-    _enum(ins, "dge_mode", dge_mode, _dge_mode)
+    dge_mode = enum_member(ins, "dge_mode", dge_mode, _dge_mode, ints=True)
     _priority(ins, priority)
     if src.storage.buffer == PSUM:
         raise violation(ins, "src", "dma_copy cannot read PSUM (tensor_copy it to SBUF first)")
@@ -72,7 +73,7 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
     ins = "dma_transpose"
     tensor(ins, "dst", dst)
     tensor(ins, "src", src)
-    _enum(ins, "dge_mode", dge_mode, _dge_mode)
+    dge_mode = enum_member(ins, "dge_mode", dge_mode, _dge_mode, ints=True)
     _enum(ins, "oob_mode", oob_mode, _oob_mode)
     _priority(ins, priority)
     if core.target.generation < 3:
@@ -144,10 +145,14 @@ def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode
     core.record(Instr(ins, "dma", tuple(accesses), (("reduce_op", op.name),), core.program_id))
 
 
-def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, name=None):
-    """Send ``src`` to the other LNC program's ``dst`` and receive its ``src`` into ours."""
+def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=_dma_engine.dma, name=None):
+    """Send ``src`` to the other LNC program's ``dst`` and receive its ``src`` into ours.
+
+    ``dma_engine`` is validated and has no effect here.
+    """
     core = current_core()
     ins = "sendrecv"
+    _enum(ins, "dma_engine", dma_engine, _dma_engine)
     tensor(ins, "src", src)
     tensor(ins, "dst", dst)
     if core.target.generation < 3:

@@ -1,4 +1,8 @@
-"""The enums of nki.isa (nki-api.md §4). Raw integers are rejected, as in NKI >= 0.3."""
+"""The enums of nki.isa (Neuron docs, nki.isa "NKI ISA Config Enums").
+
+Raw integers are rejected, except for ``dge_mode``: AWS's nki-library passes ``dge_mode=3``
+(``none``), so an int that is a member's value is taken as that member (``enum_member``).
+"""
 from __future__ import annotations
 
 from enum import Enum
@@ -35,14 +39,21 @@ class reduce_cmd(Enum):
 
 
 class matmul_perf_mode(Enum):
-    none = 0
-    double_row = 1
+    none = "none"
+    double_row = "double_row"
 
 
 class nc_version(Enum):
     gen2 = 2
     gen3 = 3
     gen4 = 4
+
+
+class dma_engine(Enum):
+    """The DMA transfer engine of ``sendrecv`` (Neuron docs, nki.isa.dma_engine)."""
+
+    dma = 1
+    gpsimd_dma = 2
 
 
 # Deprecated aliases still used widely by nki-library code.

@@ -30,26 +30,45 @@ from .errors import NkiUsageError as _NkiUsageError
 from .errors import violation as _violation
 from .ops import (  # noqa: F401 - op tokens re-exported under their NKI names
     abs,
+    abs_max,
+    abs_min,
     add,
+    arctan,
+    average,
     bitwise_and,
     bitwise_or,
     bitwise_xor,
+    bypass,
+    ceil,
     copy,
     cos,
     divide,
     equal,
+    erf,
+    erf_dx,
     exp,
+    floor,
+    fmod,
+    gelu,
+    gelu_apprx_sigmoid,
+    gelu_apprx_sigmoid_dx,
+    gelu_apprx_tanh,
+    gelu_dx,
     greater,
     greater_equal,
+    invert,
     left_shift,
     less,
     less_equal,
     log,
     logical_and,
+    logical_not,
     logical_or,
     logical_xor,
     maximum,
     minimum,
+    mish,
+    mod,
     multiply,
     negative,
     not_equal,
@@ -61,11 +80,15 @@ from .ops import (  # noqa: F401 - op tokens re-exported under their NKI names
     sigmoid,
     sign,
     silu,
+    silu_dx,
     sin,
+    softplus,
     sqrt,
     square,
     subtract,
+    tan,
     tanh,
+    trunc,
 )
 from .targets import TargetSpec as _TargetSpec
 from .targets import target_from_env as _target_from_env
@@ -79,6 +102,18 @@ shared_hbm = MemoryRegion.shared_hbm
 
 _ = (bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float16, float32, int8, int16, int32, tfloat32,
      uint8, uint16, uint32, is_hbm, is_on_chip, is_psum, is_sbuf, _ops)
+
+
+class NKIObject:
+    """``nl.NKIObject``: the base class of NKI kernel dataclasses and configuration objects.
+
+    Neuron docs, nki.language ("class NKIObject", ``__init__(self, **kwargs)``); nki-library's
+    configuration dataclasses derive from it.
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        for key, value in kwargs.items():
+            setattr(self, key, value)
 
 
 def _target() -> _TargetSpec:

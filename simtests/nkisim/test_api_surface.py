@@ -47,13 +47,13 @@ def test_tuple_returns_and_kwargs():
 SIGNATURES = {
     nisa.nc_matmul: "(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, "
                     "is_transpose=False, accumulate=None, tile_position=(), tile_size=(), "
-                    "perf_mode=<matmul_perf_mode.none: 0>, name=None)",
+                    "perf_mode=<matmul_perf_mode.none: 'none'>, name=None)",
     nisa.nc_transpose: "(dst, data, engine=<engine.unknown: 0>, name=None)",
     nisa.dma_copy: "(dst, src, priority=None, oob_mode=<oob_mode.error: 0>, dge_mode=<dge_mode.unknown: 0>, "
                    "engine=<engine.unknown: 0>, name=None)",
     nisa.dma_transpose: "(dst, src, axes=None, priority=None, dge_mode=<dge_mode.unknown: 0>, "
                         "oob_mode=<oob_mode.error: 0>, name=None)",
-    nisa.tensor_copy: "(dst, src, engine=<engine.unknown: 0>, name=None)",
+    nisa.tensor_copy: "(dst, src, engine=<engine.unknown: 0>, name=None, dtype=None)",
     nisa.memset: "(dst, value, engine=<engine.unknown: 0>, name=None)",
     nisa.tensor_tensor: "(dst, data1, data2, op, engine=<engine.unknown: 0>, name=None)",
     nisa.tensor_scalar: "(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, "
@@ -64,7 +64,7 @@ SIGNATURES = {
     nisa.iota: "(dst, pattern, offset=0, channel_multiplier=0, name=None)",
     nisa.affine_select: "(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=nl.equal, "
                         "offset=0, name=None)",
-    nisa.sendrecv: "(src, dst, send_to_rank, recv_from_rank, pipe_id, name=None)",
+    nisa.sendrecv: "(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=<dma_engine.dma: 1>, name=None)",
     nisa.core_barrier: "(data, cores, engine=<engine.unknown: 0>, name=None)",
     nl.load: "(src, dtype=None)",
     nl.store: "(dst, value) -> 'None'",

@@ -422,7 +422,6 @@ CASES = [
     (_dst_in_sbuf, "trn2", "nc_matmul", "dst", "must be in PSUM"),
     (_bank_crossing, "trn2", "nc_matmul", "dst", "cross a 2048 B bank boundary"),
     (_accumulate_onto_memset, "trn2", "nc_matmul", "dst", "written by a non-matmul"),
-    (_accumulate_none_onto_tensor_copy, "trn2", "nc_matmul", "dst", "written by a non-matmul"),
     (_accumulate_true_fresh, "trn2", "nc_matmul", "dst", "never written"),
     (_dma_reads_psum, "trn2", "dma_copy", "src", "cannot read PSUM"),
     (_dma_writes_psum, "trn2", "dma_copy", "dst", "cannot write PSUM"),
@@ -517,6 +516,29 @@ CASES = [
 def test_rule_is_enforced(kernel, target, instruction, operand, rule):
     with raises_rule(instruction, operand, rule):
         nkisim.run(kernel, target=target)
+
+
+def test_accumulate_none_onto_non_matmul_psum_warns_and_overwrites():
+    # The compiler infers the flag from matmul writes only; AWS's depthwise_conv1d zeroes PSUM with
+    # memset before its first matmul. The first matmul overwrites whatever the memset wrote.
+    def kernel(s, m):
+        s_sb, m_sb = nl.load(s), nl.load(m)
+        tile = ps((4, 8))
+        nisa.memset(tile, 5.0)
+        nisa.nc_matmul(tile, s_sb, m_sb)
+        nisa.nc_matmul(tile, s_sb, m_sb)   # the second accumulates
+        out_sb = nl.ndarray((4, 8), F32)
+        nisa.tensor_copy(out_sb, tile)
+        out = nl.ndarray((4, 8), F32, buffer=nl.shared_hbm)
+        nl.store(out, out_sb)
+        return out
+    rng = np.random.default_rng(0)
+    s, m = rng.standard_normal((16, 4), np.float32), rng.standard_normal((16, 8), np.float32)
+    with pytest.warns(nkisim.NkiStrictWarning, match="accumulate=None onto PSUM written by a non-matmul"):
+        out = nkisim.run(kernel, s, m, target="trn2").outputs
+    np.testing.assert_allclose(out, 2 * (s.T @ m), rtol=1e-5, atol=1e-5)
+    with raises_rule("nc_matmul", "dst", "written by a non-matmul"):   # accumulate=True stays an error
+        nkisim.run(_accumulate_onto_memset, target="trn2")
 
 
 def test_validation_error_is_an_assertion_error():
