@@ -265,6 +265,38 @@ def static_range(*args) -> range:
     return range(*args)
 
 
+def dynamic_range(start, stop=None, step=1) -> range:
+    """A loop whose bounds may be registers (their values now: the emulator runs eagerly)."""
+    from .isa_register import bound, step_of
+
+    lo, hi = (0, start) if stop is None else (start, stop)
+    return range(bound(lo, "dynamic_range", "start"), bound(hi, "dynamic_range", "stop"),
+                 step_of(step, "dynamic_range"))
+
+
+def fori_loop(lower, upper, body_fun, step=1) -> None:
+    """``for i in range(lower, upper, step): body_fun(i)`` with ``i`` passed as a VirtualRegister."""
+    from .isa_register import VirtualRegister, bound, step_of
+
+    for i in range(bound(lower, "fori_loop", "lower"), bound(upper, "fori_loop", "upper"),
+                   step_of(step, "fori_loop")):
+        body_fun(VirtualRegister(i))
+
+
+def while_loop(init, body_fun) -> None:
+    """``r = init; while r != 0: r = body_fun(r)`` with registers, checked before each iteration."""
+    from .isa_register import VirtualRegister, known_value
+
+    r = init
+    while True:
+        if not isinstance(r, VirtualRegister):
+            raise _NkiUsageError(f"while_loop: the condition {r!r} must be a VirtualRegister (body_fun returns "
+                                 "the next one)")
+        if known_value(r, "while_loop") == 0:
+            return
+        r = body_fun(VirtualRegister(r.value))
+
+
 def device_print(prefix, tensor) -> None:
     """Print a tensor's values (as the simulator does)."""
     core = _current_core()

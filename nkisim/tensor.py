@@ -404,9 +404,24 @@ class NkiTensor:
 
         ``dtype=`` reads the storage as another dtype: pattern and offset count its elements.
         """
-        for arg, value in (("scalar_offset", scalar_offset), ("vector_offset", vector_offset)):
-            if value is not None:
-                raise NkiUsageError(f"ap: argument '{arg}' (a dynamic offset) is not emulated by nkisim")
+        if vector_offset is not None:
+            raise NkiUsageError("ap: argument 'vector_offset' (a per-partition dynamic offset) is not emulated "
+                                "by nkisim")
+        if scalar_offset is not None:
+            # A runtime offset (a register or a one-element tensor) scaled by the stride of
+            # dim ``indirect_dim`` of this view (Neuron docs, NkiTensor.ap), read now: the
+            # emulator runs eagerly.
+            from .isa_register import dynamic_offset
+
+            if dtype is not None and dtype_name(dtype) != self.storage.dtype:
+                raise NkiUsageError("ap: scalar_offset together with a dtype reinterpretation is not emulated by "
+                                    "nkisim")
+            d = operator.index(indirect_dim)
+            if not 0 <= d < len(self.pattern):
+                raise IndexError(f"ap: indirect_dim {indirect_dim} out of range for a {len(self.pattern)}-D tensor "
+                                 f"'{self.name}'")
+            base = self.offset if offset is None else operator.index(offset)
+            return self.ap(pattern, base + dynamic_offset(scalar_offset) * self.pattern[d][0])
         if dtype is not None:
             dt = dtype_name(dtype)
             if dt != self.storage.dtype:
