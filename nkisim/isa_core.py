@@ -11,7 +11,7 @@ from .dtypes import INT_TYPES, int_limits
 from .errors import NkiStrictWarning, violation
 from .isa_enums import engine
 from .memory import ON_CHIP, PSUM, PSUM_BY_OTHER, PSUM_FRESH, SBUF
-from .tensor import NkiTensor
+from .tensor import NkiTensor, OutOfBoundsAccess
 from .trace import Access
 
 F32 = np.float32
@@ -23,6 +23,9 @@ ENGINE_NAMES = {engine.tensor: "tensor", engine.vector: "vector", engine.scalar:
 def tensor(instr: str, role: str, t: object) -> NkiTensor:
     """``t`` must be a live NkiTensor whose memory was not handed to a newer allocation."""
     if not isinstance(t, NkiTensor):
+        if isinstance(t, OutOfBoundsAccess):
+            raise violation(instr, role, f"the dynamic offset {t.value} puts the access outside '{t.name}' "
+                            f"({t.message}); only a DMA with oob_mode=oob_mode.skip skips such an access")
         raise violation(instr, role, f"expected an NkiTensor, got {type(t).__name__}")
     if 0 in t.shape:
         raise violation(instr, role, f"empty access (shape {t.shape})")

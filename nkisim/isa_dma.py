@@ -1,18 +1,20 @@
 """DMA instructions: dma_copy, dma_transpose, dma_compute; sendrecv and core_barrier between LNC programs."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 
 import numpy as np
 
 from .context import current_core
 from .dtypes import ITEMSIZE
-from .errors import violation
+from .errors import NkiStrictWarning, violation
 from .isa_core import F32, access, buffer_in, enum_member, is_scalar, tensor, write
 from .isa_enums import dge_mode, engine, oob_mode
 from .isa_enums import dma_engine as _dma_engine
 from .memory import PSUM, SBUF
 from .ops import as_op
+from .tensor import OutOfBoundsAccess
 from .trace import Instr
 
 _NOT_PSUM = frozenset({SBUF, "private_hbm", "shared_hbm"})
@@ -35,9 +37,15 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     """Copy src to dst (same total elements) through the DMA queues; casts via fp32 if dtypes differ."""
     core = current_core()
     ins = "dma_copy"
+    _enum(ins, "oob_mode", oob_mode, _oob_mode)
+    if oob_mode is _oob_mode.skip and (isinstance(dst, OutOfBoundsAccess) or isinstance(src, OutOfBoundsAccess)):
+        # The runtime bounds check drops the whole transfer; the other operand must still be valid.
+        for role, t in (("dst", dst), ("src", src)):
+            if not isinstance(t, OutOfBoundsAccess):
+                tensor(ins, role, t)
+        return
     tensor(ins, "dst", dst)
     tensor(ins, "src", src)
-    _enum(ins, "oob_mode", oob_mode, _oob_mode)
     dge_mode = enum_member(ins, "dge_mode", dge_mode, _dge_mode, ints=True)
     _priority(ins, priority)
     if src.storage.buffer == PSUM:
@@ -190,12 +198,16 @@ def core_barrier(data, cores, engine=engine.unknown, name=None):
         raise violation(ins, "engine", f"{engine!r} is not an nki.isa.engine member (raw values are rejected)")
     if not isinstance(cores, tuple) or tuple(cores) != (0, 1):
         raise violation(ins, "cores", f"{cores!r}: only the tuple (0, 1) is supported")
+    if core.run.lnc < 2:
+        # The docs allow core_barrier only with LNC enabled; AWS's router_topk issues it in its LNC=1
+        # configurations too. With one program there is no peer to wait for: a no-op, with a warning.
+        warnings.warn(NkiStrictWarning(
+            "core_barrier: operand 'cores': an LNC=1 launch has no peer core; the barrier is a no-op here (the "
+            "nki.isa.core_barrier docs allow it only when LNC is enabled)"), stacklevel=2)
+        return
     if data.storage.buffer != "shared_hbm":
         raise violation(ins, "data", f"must be in shared_hbm (the data both cores synchronise on), got "
                         f"{data.storage.buffer}")
-    if core.run.lnc < 2:
-        raise violation(ins, "cores", "core_barrier needs LNC=2 here (launch the kernel as kernel[2]); nkisim "
-                        "does not emulate the peer core of an LNC=1 launch")
     # A sync point, not a transfer: 'data' orders the barrier after this core's writes to it,
     # with no bytes moved (the cost model schedules both cores' k-th barrier together).
     a = access(data, "data", False)

@@ -44,9 +44,31 @@ class matmul_perf_mode(Enum):
 
 
 class nc_version(Enum):
+    """NeuronCore generations, ordered (AWS's nki-library compares them: ``version <= gen3``)."""
+
     gen2 = 2
     gen3 = 3
     gen4 = 4
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, nc_version):
+            return NotImplemented
+        return self.value < other.value
+
+    def __le__(self, other: object) -> bool:
+        if not isinstance(other, nc_version):
+            return NotImplemented
+        return self.value <= other.value
+
+    def __gt__(self, other: object) -> bool:
+        if not isinstance(other, nc_version):
+            return NotImplemented
+        return self.value > other.value
+
+    def __ge__(self, other: object) -> bool:
+        if not isinstance(other, nc_version):
+            return NotImplemented
+        return self.value >= other.value
 
 
 class dma_engine(Enum):

@@ -213,6 +213,28 @@ def ds(start: int, size: int) -> slice:
     return slice(start, start + size)
 
 
+def shared_constant(constant) -> NkiTensor:
+    """A shared_hbm tensor holding ``constant`` (a numpy array or the path of a ``.npy`` file).
+
+    Neuron docs, nki.language.shared_constant: embedded in the binary and loaded at model load
+    time, so nothing is traced; under LNC2 both programs get the same tensor.
+    """
+    from .dtypes import dtype_name
+
+    if isinstance(constant, (str, os.PathLike)):
+        constant = np.load(constant)
+    if not isinstance(constant, np.ndarray):
+        raise _NkiUsageError(f"shared_constant: argument 'constant': {type(constant).__name__} must be a numpy "
+                             "array or a .npy path")
+    core = _current_core()
+    shape = constant.shape if constant.ndim else (1,)
+    t = _allocate(core, shape, dtype_name(constant.dtype), shared_hbm, "shared_constant", None,
+                  instruction="shared_constant")
+    if not core.trace_only:
+        t.array()[...] = constant.reshape(shape)
+    return t
+
+
 def shared_identity_matrix(n, dtype=uint8, dst=None) -> NkiTensor:
     """An n x n identity in SBUF (or written into ``dst``), loaded from a shared constant."""
     from .isa_core import access, mark_written_by_other

@@ -421,7 +421,11 @@ class NkiTensor:
                 raise IndexError(f"ap: indirect_dim {indirect_dim} out of range for a {len(self.pattern)}-D tensor "
                                  f"'{self.name}'")
             base = self.offset if offset is None else operator.index(offset)
-            return self.ap(pattern, base + dynamic_offset(scalar_offset) * self.pattern[d][0])
+            value = dynamic_offset(scalar_offset)
+            try:
+                return self.ap(pattern, base + value * self.pattern[d][0])
+            except IndexError as exc:   # known only at run time: the instruction's oob_mode decides
+                return OutOfBoundsAccess(self.name, value, str(exc))
         if dtype is not None:
             dt = dtype_name(dtype)
             if dt != self.storage.dtype:
@@ -504,6 +508,22 @@ class NkiTensor:
             raise violation(method, self.name, f"{base.size * base.itemsize} B is not a whole number of {dt} "
                             "elements")
         return retyped_storage(st, next(current_core().run.ids), dt, NUMPY_TYPES[dt])
+
+
+class OutOfBoundsAccess:
+    """A dynamic-offset access (``.ap(scalar_offset=)``) that falls outside its tensor at run time.
+
+    A DMA with ``oob_mode=oob_mode.skip`` skips it (Neuron docs, nki.isa.oob_mode: "Silently skip
+    the runtime out-of-bounds access"); any other use is an error naming the offset.
+    """
+
+    __slots__ = ("message", "name", "value")
+
+    def __init__(self, name: str, value: int, message: str) -> None:
+        self.name, self.value, self.message = name, value, message
+
+    def __repr__(self) -> str:
+        return f"OutOfBoundsAccess({self.name!r}, scalar_offset={self.value})"
 
 
 def _slice_bounds(k: slice, c: int, d: int, name: str) -> tuple[int, int, int]:

@@ -51,7 +51,7 @@ def _activation(op, x):
     return nkisim.simulate(kernel)(x)
 
 
-@pytest.mark.parametrize("op", list(UNARY), ids=repr)
+@pytest.mark.parametrize("op", list(UNARY), ids=[op.name for op in UNARY])
 def test_activation_functions_match_their_formulas(op):
     np.testing.assert_allclose(_activation(op, X), UNARY[op](X.astype(np.float64)), rtol=2e-5, atol=2e-6)
 
@@ -68,7 +68,7 @@ def _tensor_tensor(op, a, b):
 
 @pytest.mark.parametrize("op,ref", [(nl.abs_max, lambda a, b: np.maximum(abs(a), abs(b))),
                                     (nl.abs_min, lambda a, b: np.minimum(abs(a), abs(b))),
-                                    (nl.fmod, np.fmod), (nl.mod, np.mod)], ids=repr)
+                                    (nl.fmod, np.fmod), (nl.mod, np.mod)], ids=["abs_max", "abs_min", "fmod", "mod"])
 def test_binary_alu_ops_match_numpy(op, ref):
     a, b = X, np.flip(X, axis=1) + np.float32(0.25)
     np.testing.assert_allclose(_tensor_tensor(op, a, b), ref(a, b), rtol=1e-6)

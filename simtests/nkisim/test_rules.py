@@ -393,10 +393,6 @@ def _view_strided_last_dim():
     sb((8, 16), BF16, "t")[:, ::2].view(nl.float32)
 
 
-def _core_barrier_lnc1():
-    nisa.core_barrier(hbm((2, 4), name="h"), (0, 1))
-
-
 def _load_from_sbuf():
     nl.load(sb((8, 8), name="t"))
 
@@ -506,7 +502,6 @@ CASES = [
     (_address_on_hbm, "trn2", "ndarray", "h", "address= places on-chip tensors only"),
     (_address_partitions, "trn2", "ndarray", "t", "address partition 96 \\+ 64 partitions exceeds 128"),
     (_view_strided_last_dim, "trn2", "view", "t", "last dim must be contiguous"),
-    (_core_barrier_lnc1, "trn2", "core_barrier", "cores", "needs LNC=2"),
     (_load_from_sbuf, "trn2", "load", "src", "must be an HBM tensor"),
 ]
 
