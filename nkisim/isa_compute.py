@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 
 from .context import current_core
-from .dtypes import INT_TYPES, dtype_name, float32, int32
+from .dtypes import INT_TYPES, PACKED_TYPES, dtype_name, float32, int32
 from .errors import NkiStrictWarning, violation
 from .isa_core import (
     F32,
@@ -43,16 +43,18 @@ def _finish(core, ins, eng, reads, dst, attrs=()):
     core.record(Instr(ins, _ENGINE_NAME[eng], accesses, attrs, core.program_id))
 
 
+_MOVES_PACKED = frozenset({"tensor_copy", "memset"})   # the engine instructions that may touch x4 types
+
+
 def _operands(ins, dst, **reads):
-    tensor(ins, "dst", dst)
-    on_chip(ins, "dst", dst)
-    start_partition(ins, "dst", dst)
-    engine_free_size(ins, "dst", dst)
-    for role, t in reads.items():
+    for role, t in (("dst", dst), *reads.items()):
         tensor(ins, role, t)
         on_chip(ins, role, t)
         start_partition(ins, role, t)
         engine_free_size(ins, role, t)
+        if t.dtype in PACKED_TYPES and ins not in _MOVES_PACKED:
+            raise violation(ins, role, f"dtype {t.dtype} is a packed MX type: engines only copy or zero it (its "
+                            "arithmetic is nc_matmul_mx's)")
 
 
 def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
@@ -75,6 +77,9 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
                         "activation(op=nl.copy)")
     no_psum_on_gpsimd(ins, eng, (("src", src), ("dst", dst)))
     same_partitions_and_free(ins, "src", src, "dst", dst)
+    if src.dtype != dst.dtype and PACKED_TYPES & {src.dtype, dst.dtype}:
+        raise violation(ins, "dst", f"dtype {dst.dtype} must equal src's {src.dtype}: packed MX types are copied "
+                        "bit-exactly, never converted")
     if not core.trace_only:
         values = src.array()
         if src.dtype != dst.dtype:
@@ -92,6 +97,8 @@ def memset(dst, value, engine=engine.unknown, name=None):
     no_psum_on_gpsimd(ins, eng, (("dst", dst),))
     if not is_scalar(value):
         raise violation(ins, "value", f"{value!r} is not a compile-time number")
+    if dst.dtype in PACKED_TYPES and value != 0:
+        raise violation(ins, "value", f"{value!r}: a packed x4 dtype ({dst.dtype}) can only be set to 0 (memset docs)")
     if dst.dtype in INT_TYPES and isinstance(value, (float, np.floating)):
         raise violation(ins, "value", f"{value!r} does not match dst dtype {dst.dtype} (an int dtype needs an "
                         "int value, e.g. 2 not 2.0)")

@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 
 from .context import current_core
-from .dtypes import ITEMSIZE
+from .dtypes import ITEMSIZE, PACKED_TYPES
 from .errors import NkiStrictWarning, violation
 from .isa_core import F32, access, buffer_in, enum_member, is_scalar, tensor, write
 from .isa_enums import dge_mode, engine, oob_mode
@@ -60,6 +60,9 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
                         "with dge_mode=hwdge")
     if hw and core.target.generation < 3:
         raise violation(ins, "dge_mode", f"hwdge needs NC-v3+ (trn2), target is {core.target.name}")
+    if src.dtype != dst.dtype and PACKED_TYPES & {src.dtype, dst.dtype}:
+        raise violation(ins, "dst", f"dtype {dst.dtype} must equal src's {src.dtype}: packed MX types are copied "
+                        "bit-exactly, never converted")
     if hw and src.dtype != dst.dtype:
         raise violation(ins, "dst", f"dtype {dst.dtype} must equal src dtype {src.dtype} with dge_mode=hwdge")
     if src.size != dst.size:

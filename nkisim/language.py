@@ -13,9 +13,13 @@ from .context import maybe_core as _maybe_core
 from .dtypes import (
     bfloat16,
     bool_,
+    float4_e2m1fn_x4,
     float8_e4m3,
     float8_e4m3fn,
+    float8_e4m3fn_x4,
     float8_e5m2,
+    float8_e5m2_x4,
+    float8_e8m0fnu,
     float16,
     float32,
     int8,
@@ -100,7 +104,8 @@ hbm = MemoryRegion.hbm
 private_hbm = MemoryRegion.private_hbm
 shared_hbm = MemoryRegion.shared_hbm
 
-_ = (bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float16, float32, int8, int16, int32, tfloat32,
+_ = (bfloat16, bool_, float4_e2m1fn_x4, float8_e4m3, float8_e4m3fn, float8_e4m3fn_x4, float8_e5m2, float8_e5m2_x4,
+     float8_e8m0fnu, float16, float32, int8, int16, int32, tfloat32,
      uint8, uint16, uint32, is_hbm, is_on_chip, is_psum, is_sbuf, _ops)
 
 

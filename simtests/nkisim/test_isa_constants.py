@@ -101,3 +101,39 @@ def test_nki_object_is_a_dataclass_base():
     plain = nl.NKIObject(a=1, b="two")
     assert (plain.a, plain.b) == (1, "two")
     assert nkisim.dtype is str and isinstance(nl.float32, nkisim.dtype)
+
+
+def test_packed_x4_dtypes_move_bit_exactly_and_refuse_arithmetic():
+    from nkisim.dtypes import ITEMSIZE
+    assert (ITEMSIZE[nl.float8_e4m3fn_x4], ITEMSIZE[nl.float8_e5m2_x4], ITEMSIZE[nl.float4_e2m1fn_x4]) == (4, 4, 2)
+    assert ITEMSIZE[nl.float8_e8m0fnu] == 1
+    bits = np.arange(8 * 4, dtype=np.uint32).reshape(8, 4) * 0x01010101
+
+    def kernel(x):
+        packed = nl.ndarray((8, 4), nl.float8_e4m3fn_x4)
+        nisa.dma_copy(packed, x.view(nl.float8_e4m3fn_x4))
+        copy = nl.ndarray((8, 4), nl.float8_e4m3fn_x4)
+        nisa.tensor_copy(copy, packed)
+        out = nl.ndarray((8, 4), nl.uint32, buffer=nl.shared_hbm)
+        nisa.dma_copy(out.view(nl.float8_e4m3fn_x4), copy)
+        return out
+    np.testing.assert_array_equal(nkisim.simulate(kernel)(bits), bits)
+
+    def arithmetic():
+        t = nl.ndarray((8, 4), nl.float8_e4m3fn_x4)
+        nisa.memset(t, 0)
+        nisa.tensor_scalar(t, t, nl.add, 1.0)
+    with raises_rule("tensor_scalar", "dst", "packed MX type"):
+        nkisim.run(arithmetic)
+
+    def convert():
+        t = nl.ndarray((8, 4), nl.float8_e4m3fn_x4)
+        nisa.memset(t, 0)
+        nisa.tensor_copy(nl.ndarray((8, 4), nl.float32), t)
+    with raises_rule("tensor_copy", "dst", "copied bit-exactly"):
+        nkisim.run(convert)
+
+    def nonzero_memset():
+        nisa.memset(nl.ndarray((8, 4), nl.float4_e2m1fn_x4), 1)
+    with raises_rule("memset", "value", "can only be set to 0"):
+        nkisim.run(nonzero_memset)
