@@ -24,7 +24,9 @@ def tensor(instr: str, role: str, t: object) -> NkiTensor:
     """``t`` must be a live NkiTensor whose memory was not handed to a newer allocation."""
     if not isinstance(t, NkiTensor):
         if isinstance(t, OutOfBoundsAccess):
-            raise violation(instr, role, f"the dynamic offset {t.value} puts the access outside '{t.name}' "
+            if t.dynamic_offset is None:
+                raise violation(instr, role, f"the access is out of bounds ({t.message})")
+            raise violation(instr, role, f"the dynamic offset {t.dynamic_offset} puts the access out of bounds "
                             f"({t.message}); only a DMA with oob_mode=oob_mode.skip skips such an access")
         raise violation(instr, role, f"expected an NkiTensor, got {type(t).__name__}")
     if 0 in t.shape:

@@ -38,10 +38,11 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     core = current_core()
     ins = "dma_copy"
     _enum(ins, "oob_mode", oob_mode, _oob_mode)
-    if oob_mode is _oob_mode.skip and (isinstance(dst, OutOfBoundsAccess) or isinstance(src, OutOfBoundsAccess)):
+    if oob_mode is _oob_mode.skip and any(isinstance(t, OutOfBoundsAccess) and t.dynamic_offset is not None
+                                          for t in (dst, src)):
         # The runtime bounds check drops the whole transfer; the other operand must still be valid.
         for role, t in (("dst", dst), ("src", src)):
-            if not isinstance(t, OutOfBoundsAccess):
+            if not (isinstance(t, OutOfBoundsAccess) and t.dynamic_offset is not None):
                 tensor(ins, role, t)
         return
     tensor(ins, "dst", dst)

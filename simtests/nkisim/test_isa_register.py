@@ -108,7 +108,7 @@ def _oob_kernel(mode):
 def test_out_of_bounds_dynamic_offsets_skip_or_fail_per_oob_mode():
     out = nkisim.simulate(_oob_kernel(nisa.oob_mode.skip))(np.zeros(1, F32))
     assert (out[0] == 5).all() and np.isnan(out[1]).all()   # the out-of-bounds write was dropped
-    with raises_rule("dma_copy", "dst", "dynamic offset 100 puts the access outside"):
+    with raises_rule("dma_copy", "dst", "dynamic offset 100 puts the access out of bounds"):
         nkisim.run(_oob_kernel(nisa.oob_mode.error), np.zeros(1, F32))
 
 
