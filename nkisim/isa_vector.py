@@ -225,7 +225,7 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
     core = current_core()
     ins = "tensor_copy_predicated"
     check_operands(ins, dst, predicate=predicate)
-    if predicate.dtype not in ("uint8", "uint16", "uint32"):
+    if predicate.dtype not in ("uint8", "uint16", "uint32", "bool"):   # bool_ is stored as uint8 (docs' example)
         raise violation(ins, "predicate", f"dtype {predicate.dtype} must be uint8, uint16 or uint32")
     same_partitions_and_free(ins, "predicate", predicate, "dst", dst)
     if not is_scalar(src):

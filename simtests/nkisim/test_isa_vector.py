@@ -96,7 +96,7 @@ def test_activation_reduce_is_activation_with_reset_reduce():
 
 def test_tensor_copy_predicated_keeps_dst_where_false():
     x = RNG.standard_normal((8, 16)).astype(F32)
-    pred = (RNG.random((8, 16)) < 0.5).astype(np.uint8)
+    pred = RNG.random((8, 16)) < 0.5   # a bool predicate, as in the docs' example (stored as uint8)
 
     def body(tx, tp):
         d, e = _tile((8, 16)), _tile((8, 16))
@@ -215,3 +215,19 @@ def test_trace_records_one_vector_instruction_with_both_outputs():
     assert [a.role for a in last.accesses if a.write] == ["dst", "reduce_res"]
     # costed by the generic per-engine rule (free size on the Vector engine)
     assert r.summary.instr_counts["tensor_scalar_reduce"] == 1 and r.summary.engine_busy_us["vector"] > 0
+
+
+def test_nc_stream_shuffle_broadcasts_one_partition_and_shifts_in_place():
+    # the docs' examples: broadcast one partition to 32; rotate each quadrant by one, in place
+    one = RNG.standard_normal((1, 16)).astype(F32)
+    x = RNG.standard_normal((64, 16)).astype(F32)
+
+    def body(t1, tx):
+        b = _tile((32, 16))
+        nisa.nc_stream_shuffle(b, t1, [0] * 32)
+        nisa.nc_stream_shuffle(tx, tx, [(i - 1) % 32 for i in range(32)])
+        return b, tx
+    b, shifted = on_chip(body, one, x)
+    np.testing.assert_array_equal(b, np.repeat(one, 32, axis=0))
+    expect = np.concatenate([x[[(i - 1) % 32 + q * 32 for i in range(32)]] for q in range(2)])
+    np.testing.assert_array_equal(shifted, expect)
