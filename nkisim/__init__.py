@@ -10,5 +10,9 @@ from .errors import NkiStrictWarning, NkiUsageError, NkiValidationError
 from .kernel import Kernel, RunResult, TensorSpec, jit, run, simulate, simulate_kernel
 from .tensor import NkiTensor
 
-__all__ = ["Kernel", "NkiStrictWarning", "NkiTensor", "NkiUsageError", "NkiValidationError", "RunResult", "TensorSpec", "isa", "jit",
-           "language", "run", "simulate", "simulate_kernel"]
+# ``nki.dtype``: the type of NKI dtypes (Neuron docs, nki.language: ``DType = str``); nki-library
+# annotates arguments with it (``dtype: nki.dtype = nl.bfloat16``).
+dtype = str
+
+__all__ = ["Kernel", "NkiStrictWarning", "NkiTensor", "NkiUsageError", "NkiValidationError", "RunResult", "TensorSpec", "dtype", "isa",
+           "jit", "language", "run", "simulate", "simulate_kernel"]

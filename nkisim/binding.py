@@ -12,7 +12,7 @@ _NAMES = ("nki", "nki.language", "nki.isa")
 
 def _install_nkisim() -> str:
     import nkisim
-    from nkisim import isa, language
+    from nkisim import isa, isa_constants, language
 
     for name in list(sys.modules):
         if name == "nki" or name.startswith("nki."):
@@ -23,6 +23,7 @@ def _install_nkisim() -> str:
     from .legacy import typing as nki_typing
 
     sys.modules["nki.typing"] = nki_typing   # annotations only, the same in both generations
+    sys.modules["nki.isa.constants"] = isa_constants
     return "nkisim"
 
 

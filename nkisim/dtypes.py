@@ -20,6 +20,14 @@ tfloat32 = "tfloat32"
 float8_e4m3 = "float8_e4m3"
 float8_e4m3fn = "float8_e4m3fn"
 float8_e5m2 = "float8_e5m2"
+float8_e8m0fnu = "float8_e8m0fnu"
+# Quad-packed types of the MX matmul (Neuron docs, nki.api.shared "Packed"; trainium3_arch): one
+# element holds four fp8 (4 bytes) or four fp4 (2 bytes) values. nkisim stores them as opaque
+# unsigned integers: they move bit-exactly (DMA, equal-dtype copies, memset 0) and no engine
+# arithmetic reads them.
+float8_e5m2_x4 = "float8_e5m2_x4"
+float8_e4m3fn_x4 = "float8_e4m3fn_x4"
+float4_e2m1fn_x4 = "float4_e2m1fn_x4"
 
 # tfloat32 has no numpy type: stored as float32 (nki.api.shared, dtypes).
 NUMPY_TYPES: dict[str, np.dtype] = {
@@ -37,8 +45,14 @@ NUMPY_TYPES: dict[str, np.dtype] = {
     float8_e4m3: np.dtype(ml_dtypes.float8_e4m3),
     float8_e4m3fn: np.dtype(ml_dtypes.float8_e4m3fn),
     float8_e5m2: np.dtype(ml_dtypes.float8_e5m2),
+    float8_e8m0fnu: np.dtype(ml_dtypes.float8_e8m0fnu),
+    float8_e5m2_x4: np.dtype(np.uint32),
+    float8_e4m3fn_x4: np.dtype(np.uint32),
+    float4_e2m1fn_x4: np.dtype(np.uint16),
 }
-FLOAT_TYPES = frozenset({float16, float32, bfloat16, tfloat32, float8_e4m3, float8_e4m3fn, float8_e5m2})
+FLOAT_TYPES = frozenset({float16, float32, bfloat16, tfloat32, float8_e4m3, float8_e4m3fn, float8_e5m2,
+                         float8_e8m0fnu})
+PACKED_TYPES = frozenset({float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4})
 INT_TYPES = frozenset({bool_, int8, int16, int32, uint8, uint16, uint32})
 FP8_TYPES = frozenset({float8_e4m3, float8_e4m3fn, float8_e5m2})
 ITEMSIZE: dict[str, int] = {name: dt.itemsize for name, dt in NUMPY_TYPES.items()}
@@ -57,6 +71,7 @@ _FROM_NUMPY: dict[np.dtype, str] = {
     np.dtype(ml_dtypes.float8_e4m3): float8_e4m3,
     np.dtype(ml_dtypes.float8_e4m3fn): float8_e4m3fn,
     np.dtype(ml_dtypes.float8_e5m2): float8_e5m2,
+    np.dtype(ml_dtypes.float8_e8m0fnu): float8_e8m0fnu,
 }
 _ALIASES = {"bool_": bool_, "bf16": bfloat16, "fp16": float16, "fp32": float32}
 

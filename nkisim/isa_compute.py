@@ -1,11 +1,13 @@
 """Vector/Scalar/GpSimd instructions: copies, element-wise ops, reductions, activation, iota."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .context import current_core
-from .dtypes import INT_TYPES, float32, int32
-from .errors import violation
+from .dtypes import INT_TYPES, PACKED_TYPES, dtype_name, float32, int32
+from .errors import NkiStrictWarning, violation
 from .isa_core import (
     F32,
     access,
@@ -41,29 +43,43 @@ def _finish(core, ins, eng, reads, dst, attrs=()):
     core.record(Instr(ins, _ENGINE_NAME[eng], accesses, attrs, core.program_id))
 
 
+_MOVES_PACKED = frozenset({"tensor_copy", "memset"})   # the engine instructions that may touch x4 types
+
+
 def _operands(ins, dst, **reads):
-    tensor(ins, "dst", dst)
-    on_chip(ins, "dst", dst)
-    start_partition(ins, "dst", dst)
-    engine_free_size(ins, "dst", dst)
-    for role, t in reads.items():
+    for role, t in (("dst", dst), *reads.items()):
         tensor(ins, role, t)
         on_chip(ins, role, t)
         start_partition(ins, role, t)
         engine_free_size(ins, role, t)
+        if t.dtype in PACKED_TYPES and ins not in _MOVES_PACKED:
+            raise violation(ins, role, f"dtype {t.dtype} is a packed MX type: engines only copy or zero it (its "
+                            "arithmetic is nc_matmul_mx's)")
 
 
-def tensor_copy(dst, src, engine=engine.unknown, name=None):
-    """Copy on chip (bit-exact for equal dtypes, else through fp32)."""
+def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
+    """Copy on chip (bit-exact for equal dtypes, else through fp32).
+
+    ``dtype=`` is not in the documented signature but AWS's current matmul tutorial passes it
+    (``dtype=result.dtype``), also with an fp32 dst: accepted; the copy writes dst's dtype, and a
+    different ``dtype`` draws a warning (the docs give it no meaning).
+    """
     core = current_core()
     ins = "tensor_copy"
     _operands(ins, dst, src=src)
+    if dtype is not None and dtype_name(dtype) != dst.dtype:
+        warnings.warn(NkiStrictWarning(
+            f"tensor_copy: operand 'dtype': {dtype!r} differs from dst's dtype {dst.dtype}; the copy writes "
+            "dst's dtype (the nki.isa.tensor_copy docs have no dtype argument)"), stacklevel=2)
     eng = pick_engine(ins, engine, (_E.vector, _E.scalar, _E.gpsimd), _E.vector)
     if eng is _E.scalar and core.target.generation < 3:
         raise violation(ins, "engine", "the Scalar engine cannot tensor_copy on NC-v2 (trn1); use "
                         "activation(op=nl.copy)")
     no_psum_on_gpsimd(ins, eng, (("src", src), ("dst", dst)))
     same_partitions_and_free(ins, "src", src, "dst", dst)
+    if src.dtype != dst.dtype and PACKED_TYPES & {src.dtype, dst.dtype}:
+        raise violation(ins, "dst", f"dtype {dst.dtype} must equal src's {src.dtype}: packed MX types are copied "
+                        "bit-exactly, never converted")
     if not core.trace_only:
         values = src.array()
         if src.dtype != dst.dtype:
@@ -81,6 +97,8 @@ def memset(dst, value, engine=engine.unknown, name=None):
     no_psum_on_gpsimd(ins, eng, (("dst", dst),))
     if not is_scalar(value):
         raise violation(ins, "value", f"{value!r} is not a compile-time number")
+    if dst.dtype in PACKED_TYPES and value != 0:
+        raise violation(ins, "value", f"{value!r}: a packed x4 dtype ({dst.dtype}) can only be set to 0 (memset docs)")
     if dst.dtype in INT_TYPES and isinstance(value, (float, np.floating)):
         raise violation(ins, "value", f"{value!r} does not match dst dtype {dst.dtype} (an int dtype needs an "
                         "int value, e.g. 2 not 2.0)")

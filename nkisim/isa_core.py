@@ -11,7 +11,7 @@ from .dtypes import INT_TYPES, int_limits
 from .errors import NkiStrictWarning, violation
 from .isa_enums import engine
 from .memory import ON_CHIP, PSUM, PSUM_BY_OTHER, PSUM_FRESH, SBUF
-from .tensor import NkiTensor
+from .tensor import NkiTensor, OutOfBoundsAccess
 from .trace import Access
 
 F32 = np.float32
@@ -23,6 +23,11 @@ ENGINE_NAMES = {engine.tensor: "tensor", engine.vector: "vector", engine.scalar:
 def tensor(instr: str, role: str, t: object) -> NkiTensor:
     """``t`` must be a live NkiTensor whose memory was not handed to a newer allocation."""
     if not isinstance(t, NkiTensor):
+        if isinstance(t, OutOfBoundsAccess):
+            if t.dynamic_offset is None:
+                raise violation(instr, role, f"the access is out of bounds ({t.message})")
+            raise violation(instr, role, f"the dynamic offset {t.dynamic_offset} puts the access out of bounds "
+                            f"({t.message}); only a DMA with oob_mode=oob_mode.skip skips such an access")
         raise violation(instr, role, f"expected an NkiTensor, got {type(t).__name__}")
     if 0 in t.shape:
         raise violation(instr, role, f"empty access (shape {t.shape})")
@@ -85,6 +90,21 @@ def same_partitions_and_free(instr: str, role_a: str, a: NkiTensor, role_b: str,
         raise violation(instr, role_b, f"shape {b.shape} ({lb[1]} partitions x {lb[2]} elements) must have "
                         f"the same partitions and elements per partition as '{role_a}' {a.shape} "
                         f"({la[1]} x {la[2]})")
+
+
+def enum_member(instr: str, role: str, value: object, kind: type, ints: bool = False):
+    """``value`` as a member of the enum ``kind``; with ``ints``, an int that is a member's value
+    is that member (the real compiler takes ``dge_mode=3``), any other int is an error."""
+    if isinstance(value, kind):
+        return value
+    if ints and isinstance(value, int) and not isinstance(value, bool):
+        try:
+            return kind(value)
+        except ValueError:
+            values = ", ".join(f"{m.value} ({m.name})" for m in kind)
+            raise violation(instr, role, f"{value} is not a value of nki.isa.{kind.__name__} (one of "
+                            f"{values})") from None
+    raise violation(instr, role, f"{value!r} is not an nki.isa.{kind.__name__} member (raw values are rejected)")
 
 
 def pick_engine(instr: str, value: object, allowed: tuple[engine, ...], default: engine) -> engine:

@@ -1,17 +1,20 @@
 """DMA instructions: dma_copy, dma_transpose, dma_compute; sendrecv and core_barrier between LNC programs."""
 from __future__ import annotations
 
+import warnings
 from dataclasses import replace
 
 import numpy as np
 
 from .context import current_core
-from .dtypes import ITEMSIZE
-from .errors import violation
-from .isa_core import F32, access, buffer_in, is_scalar, tensor, write
+from .dtypes import ITEMSIZE, PACKED_TYPES
+from .errors import NkiStrictWarning, violation
+from .isa_core import F32, access, buffer_in, enum_member, is_scalar, tensor, write
 from .isa_enums import dge_mode, engine, oob_mode
+from .isa_enums import dma_engine as _dma_engine
 from .memory import PSUM, SBUF
 from .ops import as_op
+from .tensor import OutOfBoundsAccess
 from .trace import Instr
 
 _NOT_PSUM = frozenset({SBUF, "private_hbm", "shared_hbm"})
@@ -34,10 +37,17 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     """Copy src to dst (same total elements) through the DMA queues; casts via fp32 if dtypes differ."""
     core = current_core()
     ins = "dma_copy"
+    _enum(ins, "oob_mode", oob_mode, _oob_mode)
+    if oob_mode is _oob_mode.skip and any(isinstance(t, OutOfBoundsAccess) and t.dynamic_offset is not None
+                                          for t in (dst, src)):
+        # The runtime bounds check drops the whole transfer; the other operand must still be valid.
+        for role, t in (("dst", dst), ("src", src)):
+            if not (isinstance(t, OutOfBoundsAccess) and t.dynamic_offset is not None):
+                tensor(ins, role, t)
+        return
     tensor(ins, "dst", dst)
     tensor(ins, "src", src)
-    _enum(ins, "oob_mode", oob_mode, _oob_mode)
-    _enum(ins, "dge_mode", dge_mode, _dge_mode)
+    dge_mode = enum_member(ins, "dge_mode", dge_mode, _dge_mode, ints=True)
     _priority(ins, priority)
     if src.storage.buffer == PSUM:
         raise violation(ins, "src", "dma_copy cannot read PSUM (tensor_copy it to SBUF first)")
@@ -51,6 +61,9 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
                         "with dge_mode=hwdge")
     if hw and core.target.generation < 3:
         raise violation(ins, "dge_mode", f"hwdge needs NC-v3+ (trn2), target is {core.target.name}")
+    if src.dtype != dst.dtype and PACKED_TYPES & {src.dtype, dst.dtype}:
+        raise violation(ins, "dst", f"dtype {dst.dtype} must equal src's {src.dtype}: packed MX types are copied "
+                        "bit-exactly, never converted")
     if hw and src.dtype != dst.dtype:
         raise violation(ins, "dst", f"dtype {dst.dtype} must equal src dtype {src.dtype} with dge_mode=hwdge")
     if src.size != dst.size:
@@ -72,7 +85,7 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
     ins = "dma_transpose"
     tensor(ins, "dst", dst)
     tensor(ins, "src", src)
-    _enum(ins, "dge_mode", dge_mode, _dge_mode)
+    dge_mode = enum_member(ins, "dge_mode", dge_mode, _dge_mode, ints=True)
     _enum(ins, "oob_mode", oob_mode, _oob_mode)
     _priority(ins, priority)
     if core.target.generation < 3:
@@ -144,10 +157,14 @@ def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode
     core.record(Instr(ins, "dma", tuple(accesses), (("reduce_op", op.name),), core.program_id))
 
 
-def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, name=None):
-    """Send ``src`` to the other LNC program's ``dst`` and receive its ``src`` into ours."""
+def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=_dma_engine.dma, name=None):
+    """Send ``src`` to the other LNC program's ``dst`` and receive its ``src`` into ours.
+
+    ``dma_engine`` is validated and has no effect here.
+    """
     core = current_core()
     ins = "sendrecv"
+    _enum(ins, "dma_engine", dma_engine, _dma_engine)
     tensor(ins, "src", src)
     tensor(ins, "dst", dst)
     if core.target.generation < 3:
@@ -185,12 +202,16 @@ def core_barrier(data, cores, engine=engine.unknown, name=None):
         raise violation(ins, "engine", f"{engine!r} is not an nki.isa.engine member (raw values are rejected)")
     if not isinstance(cores, tuple) or tuple(cores) != (0, 1):
         raise violation(ins, "cores", f"{cores!r}: only the tuple (0, 1) is supported")
+    if core.run.lnc < 2:
+        # The docs allow core_barrier only with LNC enabled; AWS's router_topk issues it in its LNC=1
+        # configurations too. With one program there is no peer to wait for: a no-op, with a warning.
+        warnings.warn(NkiStrictWarning(
+            "core_barrier: operand 'cores': an LNC=1 launch has no peer core; the barrier is a no-op here (the "
+            "nki.isa.core_barrier docs allow it only when LNC is enabled)"), stacklevel=2)
+        return
     if data.storage.buffer != "shared_hbm":
         raise violation(ins, "data", f"must be in shared_hbm (the data both cores synchronise on), got "
                         f"{data.storage.buffer}")
-    if core.run.lnc < 2:
-        raise violation(ins, "cores", "core_barrier needs LNC=2 here (launch the kernel as kernel[2]); nkisim "
-                        "does not emulate the peer core of an LNC=1 launch")
     # A sync point, not a transfer: 'data' orders the barrier after this core's writes to it,
     # with no bytes moved (the cost model schedules both cores' k-th barrier together).
     a = access(data, "data", False)

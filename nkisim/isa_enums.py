@@ -1,4 +1,8 @@
-"""The enums of nki.isa (the nki.isa API page). Raw integers are rejected, as in NKI >= 0.3."""
+"""The enums of nki.isa (Neuron docs, nki.isa "NKI ISA Config Enums").
+
+Raw integers are rejected, except for ``dge_mode``: AWS's nki-library passes ``dge_mode=3``
+(``none``), so an int that is a member's value is taken as that member (``enum_member``).
+"""
 from __future__ import annotations
 
 from enum import Enum
@@ -35,14 +39,43 @@ class reduce_cmd(Enum):
 
 
 class matmul_perf_mode(Enum):
-    none = 0
-    double_row = 1
+    none = "none"
+    double_row = "double_row"
 
 
 class nc_version(Enum):
+    """NeuronCore generations, ordered (AWS's nki-library compares them: ``version <= gen3``)."""
+
     gen2 = 2
     gen3 = 3
     gen4 = 4
+
+    def __lt__(self, other: object) -> bool:
+        if not isinstance(other, nc_version):
+            return NotImplemented
+        return self.value < other.value
+
+    def __le__(self, other: object) -> bool:
+        if not isinstance(other, nc_version):
+            return NotImplemented
+        return self.value <= other.value
+
+    def __gt__(self, other: object) -> bool:
+        if not isinstance(other, nc_version):
+            return NotImplemented
+        return self.value > other.value
+
+    def __ge__(self, other: object) -> bool:
+        if not isinstance(other, nc_version):
+            return NotImplemented
+        return self.value >= other.value
+
+
+class dma_engine(Enum):
+    """The DMA transfer engine of ``sendrecv`` (Neuron docs, nki.isa.dma_engine)."""
+
+    dma = 1
+    gpsimd_dma = 2
 
 
 # Deprecated aliases still used widely by nki-library code.

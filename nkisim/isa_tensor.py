@@ -1,11 +1,13 @@
 """TensorE instructions: nc_matmul and nc_transpose (plus Vector-engine transposes)."""
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .context import current_core
 from .dtypes import bfloat16, float8_e4m3, float8_e4m3fn, float16, float32, tfloat32
-from .errors import NkiUsageError, violation
+from .errors import NkiStrictWarning, NkiUsageError, violation
 from .isa_core import (
     F32,
     access,
@@ -125,14 +127,29 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
     else:
         fresh = state == PSUM_FRESH
         any_other, all_fresh, any_fresh = bool((state == PSUM_BY_OTHER).any()), bool(fresh.all()), bool(fresh.any())
-    if accumulate is not False:
+    if accumulate is None and any_other:
+        # The compiler infers the flag from matmul writes only ("first write overwrites"): a tile a
+        # memset/tensor_copy initialised is overwritten by its first matmul. AWS's depthwise_conv1d
+        # zeroes its PSUM tile with memset first, which the docs call undefined on NC-v2/v3
+        # (nc_matmul, "Accumulation mode"): accepted, with a warning.
+        warnings.warn(NkiStrictWarning(
+            "nc_matmul: operand 'dst': accumulate=None onto PSUM written by a non-matmul instruction: the "
+            "first matmul overwrites it (accumulating onto memset/tensor_copy-initialised PSUM is undefined "
+            "on NC-v2/v3 per the nc_matmul docs)"), stacklevel=2)
+        if state is None:
+            all_fresh = any_fresh = True
+        else:
+            fresh = state != PSUM_BY_MATMUL
+            all_fresh, any_fresh = bool(fresh.all()), bool(fresh.any())
+        any_other = False
+    if accumulate is True:
         if any_other:
             rule = ("accumulating onto PSUM written by a non-matmul instruction (memset/tensor_copy/nl.zeros/...) "
                     "is undefined on hardware")
             if target.generation < 4:   # documented for NC-v2/v3
                 raise violation(ins, "dst", rule)
             stricter(core, ins, "dst", rule)
-        if accumulate is True and any_fresh:   # the real simulator warns
+        if any_fresh:   # the real simulator warns
             stricter(core, ins, "dst", "accumulate=True onto PSUM never written is undefined on hardware (use "
                      "accumulate=False or None for the first matmul)")
     # Overwrite: accumulate=False, or None onto a tile no matmul wrote. accumulate=True always adds

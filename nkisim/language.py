@@ -13,9 +13,13 @@ from .context import maybe_core as _maybe_core
 from .dtypes import (
     bfloat16,
     bool_,
+    float4_e2m1fn_x4,
     float8_e4m3,
     float8_e4m3fn,
+    float8_e4m3fn_x4,
     float8_e5m2,
+    float8_e5m2_x4,
+    float8_e8m0fnu,
     float16,
     float32,
     int8,
@@ -30,26 +34,45 @@ from .errors import NkiUsageError as _NkiUsageError
 from .errors import violation as _violation
 from .ops import (  # noqa: F401 - op tokens re-exported under their NKI names
     abs,
+    abs_max,
+    abs_min,
     add,
+    arctan,
+    average,
     bitwise_and,
     bitwise_or,
     bitwise_xor,
+    bypass,
+    ceil,
     copy,
     cos,
     divide,
     equal,
+    erf,
+    erf_dx,
     exp,
+    floor,
+    fmod,
+    gelu,
+    gelu_apprx_sigmoid,
+    gelu_apprx_sigmoid_dx,
+    gelu_apprx_tanh,
+    gelu_dx,
     greater,
     greater_equal,
+    invert,
     left_shift,
     less,
     less_equal,
     log,
     logical_and,
+    logical_not,
     logical_or,
     logical_xor,
     maximum,
     minimum,
+    mish,
+    mod,
     multiply,
     negative,
     not_equal,
@@ -61,11 +84,15 @@ from .ops import (  # noqa: F401 - op tokens re-exported under their NKI names
     sigmoid,
     sign,
     silu,
+    silu_dx,
     sin,
+    softplus,
     sqrt,
     square,
     subtract,
+    tan,
     tanh,
+    trunc,
 )
 from .targets import TargetSpec as _TargetSpec
 from .targets import target_from_env as _target_from_env
@@ -77,8 +104,21 @@ hbm = MemoryRegion.hbm
 private_hbm = MemoryRegion.private_hbm
 shared_hbm = MemoryRegion.shared_hbm
 
-_ = (bfloat16, bool_, float8_e4m3, float8_e4m3fn, float8_e5m2, float16, float32, int8, int16, int32, tfloat32,
+_ = (bfloat16, bool_, float4_e2m1fn_x4, float8_e4m3, float8_e4m3fn, float8_e4m3fn_x4, float8_e5m2, float8_e5m2_x4,
+     float8_e8m0fnu, float16, float32, int8, int16, int32, tfloat32,
      uint8, uint16, uint32, is_hbm, is_on_chip, is_psum, is_sbuf, _ops)
+
+
+class NKIObject:
+    """``nl.NKIObject``: the base class of NKI kernel dataclasses and configuration objects.
+
+    Neuron docs, nki.language ("class NKIObject", ``__init__(self, **kwargs)``); nki-library's
+    configuration dataclasses derive from it.
+    """
+
+    def __init__(self, **kwargs: object) -> None:
+        for key, value in kwargs.items():
+            setattr(self, key, value)
 
 
 def _target() -> _TargetSpec:
@@ -178,6 +218,28 @@ def ds(start: int, size: int) -> slice:
     return slice(start, start + size)
 
 
+def shared_constant(constant) -> NkiTensor:
+    """A shared_hbm tensor holding ``constant`` (a numpy array or the path of a ``.npy`` file).
+
+    Neuron docs, nki.language.shared_constant: embedded in the binary and loaded at model load
+    time, so nothing is traced; under LNC2 both programs get the same tensor.
+    """
+    from .dtypes import dtype_name
+
+    if isinstance(constant, (str, os.PathLike)):
+        constant = np.load(constant)
+    if not isinstance(constant, np.ndarray):
+        raise _NkiUsageError(f"shared_constant: argument 'constant': {type(constant).__name__} must be a numpy "
+                             "array or a .npy path")
+    core = _current_core()
+    shape = constant.shape if constant.ndim else (1,)
+    t = _allocate(core, shape, dtype_name(constant.dtype), shared_hbm, "shared_constant", None,
+                  instruction="shared_constant")
+    if not core.trace_only:
+        t.array()[...] = constant.reshape(shape)
+    return t
+
+
 def shared_identity_matrix(n, dtype=uint8, dst=None) -> NkiTensor:
     """An n x n identity in SBUF (or written into ``dst``), loaded from a shared constant."""
     from .isa_core import access, mark_written_by_other
@@ -228,6 +290,38 @@ def sequential_range(*args) -> range:
 
 def static_range(*args) -> range:
     return range(*args)
+
+
+def dynamic_range(start, stop=None, step=1) -> range:
+    """A loop whose bounds may be registers (their values now: the emulator runs eagerly)."""
+    from .isa_register import bound, step_of
+
+    lo, hi = (0, start) if stop is None else (start, stop)
+    return range(bound(lo, "dynamic_range", "start"), bound(hi, "dynamic_range", "stop"),
+                 step_of(step, "dynamic_range"))
+
+
+def fori_loop(lower, upper, body_fun, step=1) -> None:
+    """``for i in range(lower, upper, step): body_fun(i)`` with ``i`` passed as a VirtualRegister."""
+    from .isa_register import VirtualRegister, bound, step_of
+
+    for i in range(bound(lower, "fori_loop", "lower"), bound(upper, "fori_loop", "upper"),
+                   step_of(step, "fori_loop")):
+        body_fun(VirtualRegister(i))
+
+
+def while_loop(init, body_fun) -> None:
+    """``r = init; while r != 0: r = body_fun(r)`` with registers, checked before each iteration."""
+    from .isa_register import VirtualRegister, known_value
+
+    r = init
+    while True:
+        if not isinstance(r, VirtualRegister):
+            raise _NkiUsageError(f"while_loop: the condition {r!r} must be a VirtualRegister (body_fun returns "
+                                 "the next one)")
+        if known_value(r, "while_loop") == 0:
+            return
+        r = body_fun(VirtualRegister(r.value))
 
 
 def device_print(prefix, tensor) -> None:

@@ -404,9 +404,28 @@ class NkiTensor:
 
         ``dtype=`` reads the storage as another dtype: pattern and offset count its elements.
         """
-        for arg, value in (("scalar_offset", scalar_offset), ("vector_offset", vector_offset)):
-            if value is not None:
-                raise NkiUsageError(f"ap: argument '{arg}' (a dynamic offset) is not emulated by nkisim")
+        if vector_offset is not None:
+            raise NkiUsageError("ap: argument 'vector_offset' (a per-partition dynamic offset) is not emulated "
+                                "by nkisim")
+        if scalar_offset is not None:
+            # A runtime offset (a register or a one-element tensor) scaled by the stride of
+            # dim ``indirect_dim`` of this view (Neuron docs, NkiTensor.ap), read now: the
+            # emulator runs eagerly.
+            from .isa_register import dynamic_offset
+
+            if dtype is not None and dtype_name(dtype) != self.storage.dtype:
+                raise NkiUsageError("ap: scalar_offset together with a dtype reinterpretation is not emulated by "
+                                    "nkisim")
+            d = operator.index(indirect_dim)
+            if not 0 <= d < len(self.pattern):
+                raise IndexError(f"ap: indirect_dim {indirect_dim} out of range for a {len(self.pattern)}-D tensor "
+                                 f"'{self.name}'")
+            base = self.offset if offset is None else operator.index(offset)
+            value = dynamic_offset(scalar_offset)
+            view = self.ap(pattern, base + value * self.pattern[d][0])
+            if isinstance(view, OutOfBoundsAccess):   # known only at run time: the DMA's oob_mode decides
+                view.dynamic_offset = value
+            return view
         if dtype is not None:
             dt = dtype_name(dtype)
             if dt != self.storage.dtype:
@@ -428,9 +447,13 @@ class NkiTensor:
                 hi += s * (c - 1)
             else:
                 lo += s * (c - 1)
+        shape = tuple(c for _, c in pat)
         if lo < 0 or hi >= st.size:
-            raise IndexError(f"ap: pattern {[list(x) for x in pat]} at offset {off} reaches elements "
-                             f"[{lo}, {hi}] outside '{self.name}' ({st.size} elements)")
+            # Not an error yet: AWS's kernels build views they use only under a condition; an
+            # instruction that uses this one fails, naming itself and the operand.
+            return OutOfBoundsAccess(self.name, f"ap: pattern {[list(x) for x in pat]} at offset {off} reaches "
+                                     f"elements [{lo}, {hi}] outside '{self.name}' ({st.size} elements)", shape,
+                                     st.dtype)
         if st.buffer in ON_CHIP:
             ps, pc = pat[0]
             if pc > 1 and ps != st.row:
@@ -443,8 +466,8 @@ class NkiTensor:
                 else:
                     f_lo += s * (c - 1)
             if f_lo < 0 or f_hi >= st.row:
-                raise violation("ap", self.name, f"free-dim pattern reaches elements [{f_lo}, {f_hi}] "
-                                f"outside one partition's {st.row} elements")
+                return OutOfBoundsAccess(self.name, f"ap: free-dim pattern reaches elements [{f_lo}, {f_hi}] "
+                                         f"outside one partition's {st.row} elements", shape, st.dtype)
         return NkiTensor(st, off, pat, self.name)
 
 
@@ -489,6 +512,26 @@ class NkiTensor:
             raise violation(method, self.name, f"{base.size * base.itemsize} B is not a whole number of {dt} "
                             "elements")
         return retyped_storage(st, next(current_core().run.ids), dt, NUMPY_TYPES[dt])
+
+
+class OutOfBoundsAccess:
+    """An ``.ap`` view that reaches outside its tensor: usable by no instruction.
+
+    Building one is not an error (AWS's kernels build views they then use only under a condition);
+    an instruction that uses it raises, naming itself, the operand and the bounds. When the bounds
+    come from a dynamic offset (``dynamic_offset`` set), a DMA with ``oob_mode=oob_mode.skip`` skips
+    the transfer instead (Neuron docs, nki.isa.oob_mode: "Silently skip the runtime out-of-bounds
+    access").
+    """
+
+    __slots__ = ("dtype", "dynamic_offset", "message", "name", "shape")
+
+    def __init__(self, name: str, message: str, shape: tuple[int, ...], dtype: str) -> None:
+        self.name, self.message, self.shape, self.dtype = name, message, shape, dtype
+        self.dynamic_offset: int | None = None
+
+    def __repr__(self) -> str:
+        return f"OutOfBoundsAccess({self.message})"
 
 
 def _slice_bounds(k: slice, c: int, d: int, name: str) -> tuple[int, int, int]:

@@ -48,3 +48,22 @@ def acc(role, buffer, storage, dtype="bfloat16", shape=(128, 512), write=False, 
         contig = contig if contig is not None else shape[-1] * isz
     return Access(role, buffer, storage, dtype, tuple(shape), pstart, parts, free, size * isz, span,
                   contig, write)
+
+
+def on_chip(body: Callable[..., Any], *arrays: Any, target: str = "trn2") -> Any:
+    """Run ``body`` on SBUF copies of ``arrays`` (each loaded with nl.load); store the tile(s) it
+    returns to shared HBM and return them as numpy arrays (a tuple for several)."""
+    import nkisim.isa as nisa
+    import nkisim.language as nl
+
+    def kernel(*xs):
+        outs = body(*[nl.load(x) for x in xs])
+        single = not isinstance(outs, tuple)
+        stored = []
+        for t in (outs,) if single else outs:
+            h = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
+            nisa.dma_copy(h, t)
+            stored.append(h)
+        return stored[0] if single else tuple(stored)
+
+    return nkisim.run(kernel, *arrays, target=target).outputs

@@ -145,8 +145,8 @@ def test_core_barrier_deadlock_and_rules():
 
     def lnc1():
         nisa.core_barrier(nl.ndarray((2, 4), nl.float32, buffer=nl.shared_hbm), (0, 1))
-    with raises_rule("core_barrier", "cores", "needs LNC=2"):
-        nkisim.run(lnc1)
+    with pytest.warns(nkisim.NkiStrictWarning, match="LNC=1 launch has no peer core"):
+        assert len(nkisim.run(lnc1).trace) == 0   # AWS's router_topk issues it at LNC=1: a no-op
     with raises_rule("core_barrier", "data", "needs NC-v3"):
         nkisim.run(lnc1, target="trn1")
 

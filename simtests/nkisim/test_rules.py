@@ -246,7 +246,7 @@ def _ap_partition_holes():
 
 
 def _ap_outside_row():
-    sb((16, 32), F32, "t").ap([[32, 2], [1, 40]])
+    nisa.memset(sb((16, 32), F32, "t").ap([[32, 2], [1, 40]]), 0.0)   # (building the view alone is allowed)
 
 
 def _psum_free_limit():
@@ -393,10 +393,6 @@ def _view_strided_last_dim():
     sb((8, 16), BF16, "t")[:, ::2].view(nl.float32)
 
 
-def _core_barrier_lnc1():
-    nisa.core_barrier(hbm((2, 4), name="h"), (0, 1))
-
-
 def _load_from_sbuf():
     nl.load(sb((8, 8), name="t"))
 
@@ -422,7 +418,6 @@ CASES = [
     (_dst_in_sbuf, "trn2", "nc_matmul", "dst", "must be in PSUM"),
     (_bank_crossing, "trn2", "nc_matmul", "dst", "cross a 2048 B bank boundary"),
     (_accumulate_onto_memset, "trn2", "nc_matmul", "dst", "written by a non-matmul"),
-    (_accumulate_none_onto_tensor_copy, "trn2", "nc_matmul", "dst", "written by a non-matmul"),
     (_accumulate_true_fresh, "trn2", "nc_matmul", "dst", "never written"),
     (_dma_reads_psum, "trn2", "dma_copy", "src", "cannot read PSUM"),
     (_dma_writes_psum, "trn2", "dma_copy", "dst", "cannot write PSUM"),
@@ -471,7 +466,7 @@ CASES = [
     (_matmul_wrong_engine_transpose, "trn2", "nc_transpose", "engine", "cannot run nc_transpose"),
     (_slice_partition_step, "trn2", "slice", "t", "partition dim is never strided"),
     (_ap_partition_holes, "trn2", "ap", "t", "partition access has holes"),
-    (_ap_outside_row, "trn2", "ap", "t", "outside one partition"),
+    (_ap_outside_row, "trn2", "memset", "dst", "outside one partition"),
     (_psum_free_limit, "trn2", "memset", "dst", "4097 elements per partition exceed the engine limit of 4096"),
     (_fp32_with_bf16, "trn2", "nc_matmul", "moving", "if one input is fp32/tf32 both must be"),
     (_e4m3_with_e4m3fn, "trn3", "nc_matmul", "moving", "cannot be mixed"),
@@ -507,7 +502,6 @@ CASES = [
     (_address_on_hbm, "trn2", "ndarray", "h", "address= places on-chip tensors only"),
     (_address_partitions, "trn2", "ndarray", "t", "address partition 96 \\+ 64 partitions exceeds 128"),
     (_view_strided_last_dim, "trn2", "view", "t", "last dim must be contiguous"),
-    (_core_barrier_lnc1, "trn2", "core_barrier", "cores", "needs LNC=2"),
     (_load_from_sbuf, "trn2", "load", "src", "must be an HBM tensor"),
 ]
 
@@ -517,6 +511,29 @@ CASES = [
 def test_rule_is_enforced(kernel, target, instruction, operand, rule):
     with raises_rule(instruction, operand, rule):
         nkisim.run(kernel, target=target)
+
+
+def test_accumulate_none_onto_non_matmul_psum_warns_and_overwrites():
+    # The compiler infers the flag from matmul writes only; AWS's depthwise_conv1d zeroes PSUM with
+    # memset before its first matmul. The first matmul overwrites whatever the memset wrote.
+    def kernel(s, m):
+        s_sb, m_sb = nl.load(s), nl.load(m)
+        tile = ps((4, 8))
+        nisa.memset(tile, 5.0)
+        nisa.nc_matmul(tile, s_sb, m_sb)
+        nisa.nc_matmul(tile, s_sb, m_sb)   # the second accumulates
+        out_sb = nl.ndarray((4, 8), F32)
+        nisa.tensor_copy(out_sb, tile)
+        out = nl.ndarray((4, 8), F32, buffer=nl.shared_hbm)
+        nl.store(out, out_sb)
+        return out
+    rng = np.random.default_rng(0)
+    s, m = rng.standard_normal((16, 4), np.float32), rng.standard_normal((16, 8), np.float32)
+    with pytest.warns(nkisim.NkiStrictWarning, match="accumulate=None onto PSUM written by a non-matmul"):
+        out = nkisim.run(kernel, s, m, target="trn2").outputs
+    np.testing.assert_allclose(out, 2 * (s.T @ m), rtol=1e-5, atol=1e-5)
+    with raises_rule("nc_matmul", "dst", "written by a non-matmul"):   # accumulate=True stays an error
+        nkisim.run(_accumulate_onto_memset, target="trn2")
 
 
 def test_validation_error_is_an_assertion_error():
