@@ -17,7 +17,8 @@ def _record(case_id: str, grad: str, status: str, ratio: float, group: str = "ba
             methods=("dx:gather_s1",), mode: str = "stat") -> dict:
     metrics = {"bound_ratio": ratio, "max_ulp": 1, "max_abs": 0.1, "max_norm_err": 1e-3,
                "max_range_rel": 1e-3, "zero_share": 0.0, "reachable_zero_share": 0.0,
-               "ulp_histogram": [90, 10, 0, 0, 0], "reason": "" if status != "FAIL" else "too far"}
+               "ulp_histogram": [90, 10, 0, 0, 0], "reason": "" if status != "FAIL" else "too far",
+               "accumulation_share": ratio / 2}
     return {"case_id": case_id, "group": group, "grad": grad, "mode": mode, "seed": 0, "K": 27,
             "dtype": "bf16", "status": status, "passed": status != "FAIL", "metrics": metrics,
             "methods": list(methods), "backend": "nkisim", "modelled_us": 3.0, "error": None}
@@ -35,9 +36,10 @@ def test_markdown_tables_count_statuses():
     text = render_markdown(RECORDS, META)
     assert text.startswith("# conv3d_bwd tolerance report")
     assert "**FAIL**: 3 gradient results" in text
-    assert "| basic | 1 | 2 | 1 | 1 | 0 | 2.5 | 1 |" in text
-    assert "| strides | 1 | 1 | 0 | 0 | 1 | 0.1 | 1 |" in text
-    assert "| dw:tap_pack | 1 | 1 | 0 | 1 | 0 | 2.5 | 1 |" in text
+    # the last column: the worst error beyond output rounding as a share of the accumulation term
+    assert "| basic | 1 | 2 | 1 | 1 | 0 | 2.5 | 1.25 |" in text
+    assert "| strides | 1 | 1 | 0 | 0 | 1 | 0.1 | 0.05 |" in text
+    assert "| dw:tap_pack | 1 | 1 | 0 | 1 | 0 | 2.5 | 1.25 |" in text
     assert "too far" in text  # the failure's reason
     assert "## Mistrusted" in text and "| b | dx | stat |" in text
     # A failing report opens on its failures, before the summary tables.
