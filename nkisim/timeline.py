@@ -86,8 +86,9 @@ def _operands(instr: Instr) -> list[str]:
 
 def _event(s: TimelineSlice) -> dict:
     args: dict = {"op": s.instr.op, "operands": _operands(s.instr), "visible_us": round(s.visible_ns / 1e3, 4)}
-    args.update((str(k), v if isinstance(v, (int, float, str, bool)) else str(v))
-                for k, v in s.instr.attrs)
+    if s.instr.attrs:  # op-specific facts (matmul sizes, ALU op, ...), apart: they may be named "op"
+        args["attrs"] = {str(k): v if isinstance(v, (int, float, str, bool)) else str(v)
+                         for k, v in s.instr.attrs}
     return {"name": s.instr.op, "cat": s.lane.rstrip("0123456789"), "ph": "X",
             "ts": round(s.start_ns / 1e3, 4), "dur": round(max(0.0, s.release_ns - s.start_ns) / 1e3, 4),
             "pid": s.core, "tid": lane_order(s.lane), "args": args}

@@ -18,6 +18,9 @@ an assumption, replaced by the fit as soon as runs finish."""
 PER_MAC_PRIOR_S = 0.5e-6
 """Seconds per MAC assumed before any run has finished (an assumption, replaced by the fit)."""
 
+HEARTBEAT_EVERY_S = 5.0
+"""Seconds between a slow step's progress lines."""
+
 
 def fmt_duration(seconds: float) -> str:
     """m:ss (minutes unbounded)."""
@@ -104,27 +107,28 @@ class Progress:
 
 
 class Heartbeat:
-    """``with Heartbeat("planning ..."):`` prints the message and then the elapsed time every
-    ``every`` seconds on stderr until the block ends, so a long silent step shows it is alive."""
+    """``with Heartbeat("planning ..."):`` silent for a quick step; a step still running after
+    ``every`` seconds prints the elapsed time on stderr every ``every`` seconds, and its end, so a
+    long step shows it is alive (and a quick one keeps stderr to its errors alone)."""
 
-    def __init__(self, message: str, stream=None, every: float = 5.0):
+    def __init__(self, message: str, stream=None, every: float | None = None):
         self.message = message
         self.stream = stream or sys.stderr
-        self.every = every
+        self.every = HEARTBEAT_EVERY_S if every is None else every
+        self.beats = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.start = 0.0
 
     def _beat(self) -> None:
         while not self._stop.wait(self.every):
+            self.beats += 1
             self.stream.write(f"{self.message}: {fmt_duration(time.perf_counter() - self.start)} "
                               "elapsed\n")
             self.stream.flush()
 
     def __enter__(self) -> Heartbeat:  # noqa: PYI034 - typing.Self needs Python 3.11
         self.start = time.perf_counter()
-        self.stream.write(f"{self.message} ...\n")
-        self.stream.flush()
         self._thread = threading.Thread(target=self._beat, daemon=True)
         self._thread.start()
         return self
@@ -133,5 +137,6 @@ class Heartbeat:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        self.stream.write(f"{self.message}: done in {time.perf_counter() - self.start:.1f} s\n")
-        self.stream.flush()
+        if self.beats and exc[0] is None:
+            self.stream.write(f"{self.message}: done in {time.perf_counter() - self.start:.1f} s\n")
+            self.stream.flush()

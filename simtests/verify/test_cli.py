@@ -196,27 +196,90 @@ def test_check_says_when_a_pass_is_mistrusted(standin, monkeypatch, capsys):
 
 # ----------------------------------------------------------------------------------------------- plan
 
-def test_plan_prints_the_explanation_and_json(capsys):
+def test_plan_prints_the_table_and_json(capsys):
     assert main(["plan", *GEOMETRY]) == 0
     text = capsys.readouterr().out
-    assert text.strip()
+    assert "pick (*):" in text and "runner-up:" in text
     assert main(["plan", *GEOMETRY, "--target", "trn1", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert "strategy" in plan
 
 
-def test_plan_table_columns_line_up(capsys):
+def _plan_rows(text: str) -> list[str]:
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("rank"))
+    rows = []
+    for line in lines[header + 1:]:
+        if line.startswith("pick (*):") or line.lstrip().startswith("rejected ("):
+            break
+        rows.append(line)
+    return rows
+
+
+def test_plan_shows_the_top_candidates_sorted_with_the_pick_and_the_runner_up(capsys):
+    from kernels.planner import plan_conv3d_bwd
+    from verify.cli import _case_from, build_parser
+
+    assert main(["plan", *GEOMETRY, "--top", "5"]) == 0
+    text = capsys.readouterr().out
+    rows = _plan_rows(text)
+    assert len(rows) == 5
+    estimates = [float(row[2:].split()[1]) for row in rows]
+    assert estimates == sorted(estimates)
+    assert [int(row[2:].split()[0]) for row in rows] == [1, 2, 3, 4, 5]
+    case = _case_from(build_parser().parse_args(["plan", *GEOMETRY]))
+    plan = plan_conv3d_bwd(case.dy_shape, case.x_shape, case.w_shape, stride=case.stride,
+                           padding=case.padding, dilation=case.dilation, dtype=case.dtype)
+    marked = [row for row in rows if row.startswith("*")]
+    assert len(marked) == 1 and marked[0].endswith(plan.label)
+    feasible = sorted(c.estimated_us for c in plan.candidates if c.feasible)
+    others = sorted(c.estimated_us for c in plan.candidates if c.feasible and c.label != plan.label)
+    gap = others[0] / plan.estimated_us - 1
+    assert f"runner-up: {others[0]:.2f} us ({gap:+.1%} over the pick)" in text
+    assert f"shown: 5 of {len(feasible)} feasible candidates" in text
+
+
+def test_plan_all_lists_every_candidate(capsys):
     argv = ["plan", "--batch", "1", "--channels", "65,3", "--input", "5,9,9", "--kernel", "7,7,7",
             "--padding", "6,0,3,3,0,6", "--target", "trn1"]
-    assert main(argv) == 0
-    lines = capsys.readouterr().out.splitlines()
-    header = next(line for line in lines if line.startswith("candidate"))
-    est_end = header.index("est us") + len("est us")
-    rows = [line for line in lines[lines.index(header) + 1:] if not line.startswith("pick:")]
-    assert rows
-    for row in rows:
-        # The estimate (a number or '-') ends where the header's "est us" ends.
-        assert row[:est_end].rstrip() == row[:est_end] and row[est_end] == " ", row
+    assert main([*argv, "--json"]) == 0
+    candidates = json.loads(capsys.readouterr().out)["candidates"]
+    assert main([*argv, "--all"]) == 0
+    text = capsys.readouterr().out
+    rows = _plan_rows(text)
+    rejected = [c for c in candidates if not c["feasible"]]
+    assert len(rows) == len(candidates) - len(rejected)
+    if rejected:
+        assert f"rejected ({len(rejected)}):" in text and rejected[0]["reason"] in text
+    # the numbers come first, so they line up whatever the labels' lengths
+    assert len({row.index(row[2:].split()[1]) + len(row[2:].split()[1]) for row in rows}) == 1
+
+
+def test_plan_refuses_a_geometry_too_big_for_this_machine(monkeypatch, capsys):
+    from verify import cli
+
+    monkeypatch.setattr(cli, "_available_memory", lambda: 1024)
+    assert main(["plan", *GEOMETRY]) == 2
+    assert "is available here" in _one_line_error(capsys.readouterr().err)
+
+
+def test_plan_shows_it_is_alive_when_planning_is_slow(monkeypatch, capsys):
+    import time as time_module
+
+    from kernels import planner
+    from verify import progress
+
+    real = planner.plan_conv3d_bwd
+
+    def slow(*args, **kwargs):
+        time_module.sleep(0.35)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(planner, "plan_conv3d_bwd", slow)
+    monkeypatch.setattr(progress, "HEARTBEAT_EVERY_S", 0.1)
+    assert main(["plan", *GEOMETRY]) == 0
+    err = capsys.readouterr().err
+    assert "elapsed" in err and "done in" in err and "planning b2-ci8-co8" in err
 
 
 def test_no_plan_lists_the_rejections_one_per_line(monkeypatch, capsys):
@@ -383,9 +446,9 @@ def test_bench_calls_run_bench(monkeypatch, tmp_path):
     fake.run_bench = lambda **kwargs: calls.append(kwargs) or []
     monkeypatch.setitem(sys.modules, "verify.bench", fake)
     path = str(tmp_path / "b.json")
-    assert main(["bench", "--set", "quick", "--target", "trn3", "--lnc", "2", "--json", path]) == 0
+    assert main(["bench", "--set", "smoke", "--target", "trn3", "--lnc", "2", "--json", path]) == 0
     assert main(["bench", "--only", "vae|wide", "--top", "5"]) == 0
-    assert calls == [{"set_name": "quick", "target": "trn3", "lnc": 2, "json_path": path, "only": None, "top": None},
+    assert calls == [{"set_name": "smoke", "target": "trn3", "lnc": 2, "json_path": path, "only": None, "top": None},
                      {"set_name": "default", "target": "trn2", "lnc": 1, "json_path": None, "only": "vae|wide",
                       "top": 5}]
 
