@@ -2,6 +2,7 @@
 nkisim.timeline_svg's picture of it."""
 from __future__ import annotations
 
+import itertools
 import json
 import xml.etree.ElementTree as ET
 
@@ -82,7 +83,7 @@ def test_a_track_runs_one_instruction_at_a_time(run_and_file):
         by_track.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
     for spans in by_track.values():
         spans.sort()
-        for (_, end), (start, _) in zip(spans, spans[1:]):
+        for (_, end), (start, _) in itertools.pairwise(spans):
             assert start >= end - 1e-3  # rounding to 0.1 ns
 
 
@@ -106,8 +107,8 @@ def test_the_picture_has_a_row_per_track(run_and_file):
 
 
 def test_write_timeline_on_a_hand_made_trace(tmp_path):
-    from simtests.nkisim.helpers import acc
     from nkisim.trace import Instr
+    from simtests.nkisim.helpers import acc
 
     load = Instr("dma_copy", "dma", (acc("src", "hbm", 1), acc("dst", "sbuf", 2, write=True)))
     copy = Instr("tensor_copy", "vector", (acc("src", "sbuf", 2), acc("dst", "sbuf", 3, write=True)))

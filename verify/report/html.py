@@ -17,7 +17,8 @@ tr.FAIL td { background: #fde2e2; } tr.MISTRUSTED td { background: #fff5d6; }
 .verdict-PASS { color: #17692e; } .verdict-FAIL { color: #b00020; }
 img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0 1.5em; }
 .note { color: #555; font-size: 0.9em; }
-td.cmd { text-align: left; font-family: monospace; font-size: 0.8em; white-space: nowrap; }
+td.cmd { text-align: left; font-size: 0.8em; color: #444; }
+td:first-child { white-space: nowrap; }
 .timeline { overflow-x: auto; margin: 0.3em 0 1em; }
 """
 
@@ -72,12 +73,16 @@ def _performance_section(records: list[dict]) -> str:
 
 
 def _worst_table(worst: list[dict]) -> str:
-    head = "".join(f"<th>{_esc(h)}</th>" for h in S.WORST_HEADER)
+    """One row of figures per result, its rerun command on a full-width row beneath."""
+    header = S.WORST_HEADER[:-1]
+    head = "".join(f"<th>{_esc(h)}</th>" for h in header)
     body = []
     for r in worst:
         *cells, command = S.worst_cells(r)
-        body.append(f'<tr class="{_esc(r.get("status"))}">' + "".join(f"<td>{_esc(c)}</td>" for c in cells)
-                    + f'<td class="cmd">{_esc(command)}</td></tr>')
+        status = _esc(r.get("status"))
+        body.append(f'<tr class="{status}">' + "".join(f"<td>{_esc(c)}</td>" for c in cells) + "</tr>")
+        body.append(f'<tr class="{status}"><td class="cmd" colspan="{len(header)}">rerun: '
+                    f"<code>{_esc(command)}</code></td></tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
 
 
@@ -137,9 +142,9 @@ def render_html(records: list[dict], meta: dict, with_plots: bool = True,
         '<h2 id="by-method">By plan method</h2>', _summary_table(S.by_method(records), "method"),
         '<h2 id="worst">Worst error/bound ratios</h2>',
         ('<p class="note">Failures first, then the five largest err/bound per dtype and mode (a '
-         "correctly rounded bf16 or fp16 result scores up to 0.5 whatever the accumulation did; "
-         "fp32 shows the accumulation term; exact-mode results that match score 0 and are left "
-         "out).</p>"),
+         "correctly rounded bf16 or fp16 result scores up to 0.5 whatever the accumulation did: "
+         "its acc share shows the accumulation's margin; exact-mode results that match score 0 "
+         "and are left out). Each row's rerun command reproduces it.</p>"),
         _worst_table(worst),
         '<h2 id="performance">Performance</h2>', _performance_section(records),
         '<h2 id="timelines">Timelines</h2>', timelines_section(records, report_dir),

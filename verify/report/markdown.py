@@ -85,8 +85,8 @@ def render_markdown(records: list[dict], meta: dict) -> str:
         "## Worst error/bound ratios",
         "",
         ("Failures first, then the five largest err/bound per dtype and mode (a correctly rounded "
-         "bf16 or fp16 result scores up to 0.5 whatever the accumulation did; fp32 shows the "
-         "accumulation term; exact-mode results that match score 0 and are left out)."),
+         "bf16 or fp16 result scores up to 0.5 whatever the accumulation did: its acc share shows "
+         "the accumulation's margin; exact-mode results that match score 0 and are left out)."),
         "",
         *_table(S.WORST_HEADER[:-1] + ("rerun",),
                 [(*S.worst_cells(r)[:-1], f"`{S.repro_command(r)}`") for r in S.worst_per_dtype(records)]),

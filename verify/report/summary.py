@@ -241,8 +241,8 @@ _HIGH_SUFFIXES = ("high", "hi", "max")
 
 def band(performance: dict) -> tuple[float, float] | None:
     """The modelled time's uncertainty band from a record's performance fields, whatever the cost
-    model names it (``modelled_us_low``/``_high``, ``_lo``/``_hi``, ``_min``/``_max``, or one
-    ``[low, high]`` pair); None when it has none."""
+    model names it (a ``modelled...`` field with a word low/lo/min and one with high/hi/max, e.g.
+    ``modelled_us_low``/``modelled_us_high``, or one ``[low, high]`` pair); None without one."""
     low = high = None
     for key, value in performance.items():
         if "modelled" not in key or key == "modelled_us":
@@ -250,10 +250,10 @@ def band(performance: dict) -> tuple[float, float] | None:
         if isinstance(value, (list, tuple)) and len(value) == 2:
             low, high = float(value[0]), float(value[1])
         elif isinstance(value, (int, float)):
-            tail = key.rsplit("_", 1)[-1]
-            if tail in _LOW_SUFFIXES:
+            words = set(key.split("_"))
+            if words & set(_LOW_SUFFIXES):
                 low = float(value)
-            elif tail in _HIGH_SUFFIXES:
+            elif words & set(_HIGH_SUFFIXES):
                 high = float(value)
     return (low, high) if low is not None and high is not None else None
 
