@@ -62,7 +62,7 @@ class _HelpFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action):  # type: ignore[override]
         text = action.help or ""
-        if ("default" in text or action.required or action.default in (None, argparse.SUPPRESS)
+        if ("(default:" in text or action.required or action.default in (None, argparse.SUPPRESS)
                 or isinstance(action.default, bool) or not action.option_strings):
             return text
         return f"{text} (default: {_shown_default(action.default).replace('%', '%%')})"

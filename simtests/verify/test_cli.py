@@ -140,6 +140,76 @@ def test_help_on_each_subcommand(capsys):
         assert f"usage: conv3d-bwd {command}" in capsys.readouterr().out
 
 
+def _subparsers():
+    import argparse
+
+    from verify.cli import build_parser
+
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+def test_every_flag_has_help_and_shows_its_default():
+    from verify.cli import _shown_default
+
+    for name, sub in _subparsers().items():
+        text = " ".join(sub.format_help().split())  # argparse wraps lines
+        for action in sub._actions:
+            if not action.option_strings or action.dest == "help":
+                continue
+            assert action.help, f"{name} {action.option_strings[0]} has no help text"
+            if action.default is not None and not isinstance(action.default, bool) and not action.required:
+                shown = f"(default: {_shown_default(action.default)})"
+                assert shown in text, f"{name} {action.option_strings[0]}: {shown} not in the help"
+
+
+def test_choices_are_listed(capsys):
+    from verify.bench import BENCH_SETS
+
+    assert main(["bench", "--help"]) == 0
+    usage = " ".join(capsys.readouterr().out.split())
+    assert "--set {" + ",".join(BENCH_SETS) + "}" in usage
+    assert main(["bench", "--set", "nosuch"]) == 2
+    assert "invalid choice" in _one_line_error(capsys.readouterr().err)
+
+
+def test_check_mode_both_runs_exact_then_stat(standin, capsys):
+    assert main(["check", *GEOMETRY, "--backend", standin, "--mode", "both"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("PASS\n") == 2 and out.index("mode exact") < out.index("mode stat")
+    assert main(["check", *GEOMETRY, "--backend", standin, "--mode", "both", "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [(r["mode"], r["grad"]) for r in records] == [
+        (m, g) for m in ("exact", "stat") for g in ("dx", "dw", "db")]
+
+
+def test_check_mode_both_fails_when_one_mode_fails(capsys):
+    with registered("test-wrong", with_fault(oracle_fp32, "dx", index=11, delta_ulps=4)):
+        assert main(["check", *GEOMETRY, "--backend", "test-wrong", "--mode", "both"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out
+
+
+def test_check_timeline_writes_the_modelled_schedule(tmp_path, capsys):
+    path = tmp_path / "t.json"
+    assert main(["check", *GEOMETRY, "--timeline", str(path), "--mode", "both"]) == 0
+    out = capsys.readouterr().out
+    assert f"timeline {path}" in out
+    document = json.loads(path.read_text())
+    slices = [e for e in document["traceEvents"] if e["ph"] == "X"]
+    assert slices and all({"ts", "dur", "pid", "tid"} <= e.keys() for e in slices)
+    modelled = float(re.search(r"^modelled\s+([\d.]+) us", out, re.MULTILINE).group(1))
+    assert document["otherData"]["modelled_us"] == pytest.approx(modelled, abs=0.01)
+
+
+def test_check_timeline_rules(standin, tmp_path, capsys):
+    assert main(["check", *GEOMETRY, "--backend", standin, "--timeline", str(tmp_path / "t.json")]) == 2
+    assert "--timeline" in _one_line_error(capsys.readouterr().err)
+    assert main(["check", *GEOMETRY, "--timeline", str(tmp_path)]) == 2
+    assert "is a directory" in _one_line_error(capsys.readouterr().err)
+
+
 def test_check_runs_the_real_kernel_under_nkisim(capsys):
     assert main(["check", *GEOMETRY, "--backend", "nkisim", "--mode", "stat", "--seed", "1"]) == 0
     out = capsys.readouterr().out
@@ -430,6 +500,28 @@ def test_report_with_the_real_kernel(tiny_set, tmp_path, capsys):
     records = _records(tmp_path)
     assert all(r["backend"] == "nkisim" and r["modelled_us"] for r in records)
     assert all(r["status"] == "PASS" for r in records)
+    # a timeline per case (from its first mode), named relative to the report, drawn in the page
+    with_timeline = [r for r in records if r["timeline"]]
+    assert {r["case_id"] for r in with_timeline} == {c.id for c in tiny_set}
+    assert all(r["mode"] == "exact" for r in with_timeline)
+    for record in with_timeline:
+        document = json.loads((tmp_path / record["timeline"]).read_text())
+        assert document["otherData"]["modelled_us"] == pytest.approx(record["modelled_us"], rel=1e-6)
+    page = _Structure()
+    page.feed((tmp_path / "report.html").read_text())
+    assert {f"tl-{c.id}" for c in tiny_set} <= page.ids
+    assert {"performance", "timelines"} <= page.ids
+    assert all(r["performance"]["efficiency"] > 0 for r in records)
+
+
+def test_report_says_on_stderr_when_plots_are_skipped(standin, tiny_set, tmp_path, monkeypatch, capsys):
+    from verify.report import plots
+
+    monkeypatch.setattr(plots, "matplotlib_missing", lambda: "No module named 'matplotlib'")
+    assert main(["report", "--set", "fast", "--backend", standin, "--out", str(tmp_path), "--jobs", "1",
+                 "--mode", "exact"]) == 0
+    err = capsys.readouterr().err
+    assert "report.html has no plots: matplotlib does not import" in err
 
 
 # ---------------------------------------------------------------------------------------------- bench
