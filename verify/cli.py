@@ -21,11 +21,12 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
 
+from verify.plan_table import DEFAULT_TOP as DEFAULT_PLAN_TOP
+
 PROG = "conv3d-bwd"
 TARGETS = ("trn1", "trn2", "trn3")
 MODES = ("exact", "stat")
 DEBUG_ENV = "CONV3D_BWD_DEBUG"
-DEFAULT_PLAN_TOP = 10  # verify.plan_table.DEFAULT_TOP (not imported: --help stays light)
 
 
 class UsageError(Exception):
@@ -183,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     check = sub.add_parser("check", help="run one geometry against the oracle",
-                           formatter_class=_HelpFormatter, description="Run one geometry on a backend against the float64 oracle; "
+                           formatter_class=_HelpFormatter,
+                           description="Run one geometry on a backend against the float64 oracle; "
                            "print the plan, the error metrics per gradient and PASS or FAIL.")
     _add_geometry(check)
     check.add_argument("--mode", choices=(*MODES, "both"), default="exact",

@@ -18,7 +18,6 @@ tr.FAIL td { background: #fde2e2; } tr.MISTRUSTED td { background: #fff5d6; }
 img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0 1.5em; }
 .note { color: #555; font-size: 0.9em; }
 td.cmd { text-align: left; font-size: 0.8em; color: #444; }
-td:first-child { white-space: nowrap; }
 .timeline { overflow-x: auto; margin: 0.3em 0 1em; }
 """
 
