@@ -527,7 +527,8 @@ def _run_task(task: tuple) -> tuple[list[dict], str, float]:
     """One (case, mode, seed) in a worker: its records, its status and its wall time."""
     from verify.harness import CaseResult, run_case
 
-    case, mode, seed, backend, target, timeline = task
+    case, mode, seed, backend, target, *rest = task  # (..., timeline path) when one is wanted
+    timeline = rest[0] if rest else None
     start = time.perf_counter()
     try:
         result = run_case(case, backend=backend, mode=mode, seed=seed, target=target,
