@@ -579,7 +579,7 @@ def run_report_tasks(tasks: list[tuple], jobs: int, stream=None) -> list[dict]:
     from verify.progress import Progress
 
     tasks = sorted(tasks, key=_task_size, reverse=True)
-    progress = Progress([_task_size(t) for t in tasks], stream)
+    progress = Progress([_task_size(t) for t in tasks], stream, jobs=min(jobs, len(tasks)))
     records: list[dict] = []
     if jobs <= 1 or len(tasks) <= 1:
         for task in tasks:

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import math
 
+from verify.bench import DTYPE_BYTES
 from verify.cases import Case
-
-DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 
 
 def useful_flops(case: Case) -> int:

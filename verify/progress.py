@@ -64,15 +64,17 @@ class Progress:
 
     ``macs`` lists every task's size; ``update`` takes a finished task's size and wall time. The
     ETA is the predicted time of the tasks left, divided by the parallelism observed so far (task
-    seconds finished per wall second).
+    seconds finished per wall second), or by ``jobs`` until ``jobs`` tasks have finished (before
+    that, the work still running in the other workers is not counted yet).
     """
 
-    def __init__(self, macs: Sequence[float], stream=None, width: int = 30):
+    def __init__(self, macs: Sequence[float], stream=None, width: int = 30, jobs: int = 1):
         self.remaining = sorted((float(m) for m in macs), reverse=True)
         self.n = len(self.remaining)
         self.done = 0
         self.failed = 0
         self.task_seconds = 0.0
+        self.jobs = max(1, jobs)
         self.model = RunTimeModel()
         self.start = time.perf_counter()
         self.stream = stream or sys.stderr
@@ -82,7 +84,10 @@ class Progress:
     def eta(self, elapsed: float) -> float:
         """Seconds until every task is done, by the fitted run-time model."""
         left = sum(self.model.predict(m) for m in self.remaining)
-        parallelism = self.task_seconds / elapsed if elapsed > 0 and self.task_seconds > 0 else 1.0
+        if self.done < self.jobs or elapsed <= 0 or self.task_seconds <= 0:
+            parallelism = float(min(self.jobs, max(1, len(self.remaining))))
+        else:
+            parallelism = self.task_seconds / elapsed
         return left / max(parallelism, 1e-9)
 
     def update(self, macs: float, seconds: float, label: str, status: str) -> None:

@@ -46,6 +46,12 @@ def test_the_eta_divides_by_the_parallelism_seen():
     assert progress.eta(2.0) == pytest.approx(2.0)
 
 
+def test_until_every_worker_has_finished_once_the_eta_assumes_all_of_them_busy():
+    progress = Progress([1e6] * 5, stream=io.StringIO(), jobs=2)
+    progress.update(1e6, 2.0, "a", "PASS")  # the other worker's task is still running
+    assert progress.eta(2.0) == pytest.approx(4 * 2.0 / 2)
+
+
 def test_progress_lines_name_the_count_the_eta_and_failures():
     stream = io.StringIO()
     progress = Progress([1e6, 1e6], stream=stream)
