@@ -166,7 +166,7 @@ def _backend_help() -> str:
             "nkisim)")
 
 
-_TARGET_HELP = "the Trainium generation the cost model and the planner model"
+_TARGET_HELP = "the Trainium generation to plan for and to model"
 
 
 def _bench_set_names() -> tuple[str, ...]:
