@@ -568,3 +568,26 @@ def test_report_only_selects_cases_by_id(standin, tmp_path, capsys):
     assert main(["report", "--set", "default", "--only", "^chan_k1-|^vae-", "--backend", standin,
                  "--out", str(tmp_path), "--jobs", "1", "--mode", "exact"]) == 0
     assert {r["case_name"] for r in _records(tmp_path)} == {"chan_k1", "vae"}
+
+
+def test_a_merged_report_draws_each_shards_timelines(tmp_path, capsys):
+    from nkisim.timeline import write_timeline
+    from nkisim.trace import Instr
+    from simtests.nkisim.helpers import acc
+    from verify.report import write_reports
+
+    load = Instr("dma_copy", "dma", (acc("src", "hbm", 1), acc("dst", "sbuf", 2, write=True)))
+    meta = {"set": "fast", "backend": "nkisim", "modes": ["exact"], "seed": 0, "wall_s": 1.0}
+    for index in (1, 2):
+        shard = tmp_path / f"s{index}"
+        write_timeline([load], "trn2", shard / "timelines" / f"c{index}.json")
+        record = {"case_id": f"c{index}", "grad": "dx", "mode": "exact", "seed": 0, "status": "PASS",
+                  "backend": "nkisim", "metrics": {}, "modelled_us": 1.0,
+                  "timeline": f"timelines/c{index}.json"}
+        write_reports([record], {**meta, "shard": f"{index}/2"}, shard)
+    out = tmp_path / "merged"
+    assert main(["report", "--merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out", str(out)]) == 0
+    records = _records(out)
+    assert sorted(r["timeline"] for r in records) == ["../s1/timelines/c1.json", "../s2/timelines/c2.json"]
+    page = (out / "report.html").read_text()
+    assert page.count("<svg") == 2 and "Cannot draw" not in page
