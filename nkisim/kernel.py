@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -101,8 +102,12 @@ def simulate(kernel: Callable) -> Callable:
 
 
 def run(kernel: Callable, *args: Any, lnc: int | None = None, target: Any = "trn2", trace_only: bool = False,
-        **kwargs: Any) -> RunResult:
-    """Run ``kernel`` eagerly on the emulator; return its outputs, trace, cost summary and peaks."""
+        timeline: str | os.PathLike | None = None, **kwargs: Any) -> RunResult:
+    """Run ``kernel`` eagerly on the emulator; return its outputs, trace, cost summary and peaks.
+
+    timeline: a file path; the modelled schedule is written there in the Chrome trace-event
+    format (``nkisim.timeline``), for Perfetto or chrome://tracing.
+    """
     spec = resolve_target(target)
     fn = kernel.fn if isinstance(kernel, Kernel) else kernel
     grid = kernel.lnc if isinstance(kernel, Kernel) else None
@@ -169,6 +174,10 @@ def run(kernel: Callable, *args: Any, lnc: int | None = None, target: Any = "trn
     peak_sbuf = max(c.sbuf.peak for c in cores)
     peak_psum = max(c.psum.peak for c in cores)
     summary = _summarize(state.trace, spec.name, degree, peak_sbuf, peak_psum)
+    if timeline is not None:
+        from .timeline import write_timeline
+
+        write_timeline(state.trace, spec.name, timeline, title=getattr(fn, "__name__", ""))
     return RunResult(outputs, state.trace, summary, peak_sbuf, peak_psum, spec.name, degree)
 
 

@@ -54,6 +54,10 @@ class ScheduleResult:
     # engine -> {engine whose result it waited for: ns idle}; 'merged' = an older merged region
     stalls_ns: dict[str, dict[str, float]] = field(default_factory=dict)
     op_busy_ns: dict[str, float] = field(default_factory=dict)  # occupancy per op, all cores
+    # Recorded with ``record`` (for nkisim.timeline): per core, per instruction, the track that ran
+    # it ('tensor', ..., 'dma3' = DMA queue 3, 'sync') and when it released that track.
+    lanes: tuple[tuple[str, ...], ...] = ()
+    releases_ns: tuple[tuple[float, ...], ...] = ()
 
 
 class FluidBandwidth:
@@ -142,6 +146,8 @@ class _Core:
         self.record = record
         self.starts: list[float] = []
         self.ends: list[float] = []
+        self.lanes: list[str] = []
+        self.releases: list[float] = []
         self._pending: tuple[Instr, InstrTiming, float] | None = None
         self.counts: dict[str, int] = {}
         self.op_busy: dict[str, float] = {}  # occupancy per op (DMA: bandwidth time)
@@ -235,8 +241,10 @@ class _Core:
     # -- execution ------------------------------------------------------------------------
     def _execute(self, instr: Instr, timing: InstrTiming, ready: float) -> None:
         engine = timing.engine
+        lane = engine
         if engine == "dma":
             free_at, queue = heapq.heappop(self.queues)
+            lane = f"dma{queue}"
             start = max(free_at, ready)
             end = self.bandwidth.place(start + timing.dma_fixed_ns, timing.occupancy_ns,
                                        timing.dma_rate)
@@ -266,6 +274,8 @@ class _Core:
         if self.record:
             self.starts.append(start)
             self.ends.append(visible)
+            self.lanes.append(lane)
+            self.releases.append(release)
 
     def _stall(self, engine: str, wait: float) -> None:
         """The engine sat idle ``wait`` ns for a dependency produced on ``self._blocker``."""
@@ -372,6 +382,8 @@ def schedule_programs(programs: Sequence[Sequence[Instr]], target: str | Hardwar
         hbm_write_bytes=sum(c.hbm_write for c in cores),
         stalls_ns=stalls,
         op_busy_ns=op_busy,
+        lanes=tuple(tuple(c.lanes) for c in cores) if record else (),
+        releases_ns=tuple(tuple(c.releases) for c in cores) if record else (),
     )
 
 

@@ -49,6 +49,7 @@ __all__ = [
     "ErrorMetrics",
     "accumulation_lengths",
     "assert_within_tolerance",
+    "bound_terms",
     "compute_metrics",
     "error_bound",
     "ordered_bits",
@@ -197,6 +198,14 @@ def ulp_distance(got: np.ndarray, ref: np.ndarray, dtype: str | np.dtype | type)
 def error_bound(ref: np.ndarray, magnitudes: np.ndarray, k_elem: np.ndarray,
                 dtype: str | np.dtype | type, c: float = C_DEFAULT) -> np.ndarray:
     """The per-element bound ``c sqrt(K) u_fp32 S + ulp_out(|ref|)`` (float64)."""
+    accumulation, output_rounding = bound_terms(ref, magnitudes, k_elem, dtype, c)
+    return accumulation + output_rounding
+
+
+def bound_terms(ref: np.ndarray, magnitudes: np.ndarray, k_elem: np.ndarray,
+                dtype: str | np.dtype | type, c: float = C_DEFAULT) -> tuple[np.ndarray, np.ndarray]:
+    """The bound's two terms per element: (accumulation ``c sqrt(K) u_fp32 S``, output rounding
+    ``ulp_out(|ref|)``), float64."""
     if not c > 0:
         raise ToleranceArgumentError(f"c: {c!r} must be > 0")
     info = dtype_info(dtype)
@@ -206,7 +215,7 @@ def error_bound(ref: np.ndarray, magnitudes: np.ndarray, k_elem: np.ndarray,
     _check_same_shape(("ref", ref64), ("magnitudes", s), ("k_elem", k))
     accumulation = c * np.sqrt(k) * U_FP32 * s
     output_rounding = ulp_of(np.where(np.isfinite(ref64), ref64, 0.0), info.name)
-    return accumulation + output_rounding
+    return accumulation, output_rounding
 
 
 @dataclass(frozen=True)
@@ -242,6 +251,11 @@ class ErrorMetrics:
     ulp_histogram: tuple[int, ...]
     passed: bool
     reason: str
+    # max over elements of max(0, err - ulp_out(|ref|)) / (c sqrt(K) u_fp32 S): the error beyond
+    # output rounding as a share of the accumulation allowance. bound_ratio of a correctly rounded
+    # bf16/fp16 result is up to 0.5 whatever the accumulation did; this share shows what is left
+    # of the accumulation term (<= 1 exactly when the element is within its bound).
+    accumulation_share: float = 0.0
 
     @property
     def status(self) -> str:
@@ -305,10 +319,13 @@ def compute_metrics(got: np.ndarray, ref: np.ndarray, magnitudes: np.ndarray, k_
     unexpected = (got_nan | got_inf | ref_nan | ref_inf) & ~same_nonfinite
     both_finite = np.isfinite(got64) & np.isfinite(ref64)
 
-    bound = error_bound(ref64, s, k, info.name, c)
+    accumulation, output_rounding = bound_terms(ref64, s, k, info.name, c)
+    bound = accumulation + output_rounding
     err = np.where(both_finite, np.abs(got64 - ref64), 0.0)
+    beyond_rounding = np.maximum(err - output_rounding, 0.0)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(err > 0, err / bound, 0.0)
+        share = np.where(beyond_rounding > 0, beyond_rounding / accumulation, 0.0)
         norm_err = np.where(err > 0, err / np.where(s > 0, s, 0.0), 0.0)
     finite_ref = np.abs(np.where(np.isfinite(ref64), ref64, 0.0))
     ref_scale = float(finite_ref.max()) if n else 0.0
@@ -378,6 +395,7 @@ def compute_metrics(got: np.ndarray, ref: np.ndarray, magnitudes: np.ndarray, k_
         ulp_histogram=tuple(int(v) for v in hist),
         passed=not reasons,
         reason="; ".join(reasons),
+        accumulation_share=float(share.max()) if n else 0.0,
     )
 
 

@@ -50,6 +50,7 @@ class KernelRun:
     backend_version: str
     tool_versions: dict[str, str] = field(default_factory=dict)
     wall_s: float = 0.0
+    timeline: str | None = None  # the modelled-schedule file written (nkisim only), else None
 
 
 Runner = Callable[[Case, np.ndarray, np.ndarray, np.ndarray, str], KernelRun]
@@ -198,21 +199,22 @@ def _kernel(prefer_emulator: bool):
     return conv3d_bwd
 
 
-def _nkisim_call(case: Case, dy, x, w, target: str):
+def _nkisim_call(case: Case, dy, x, w, target: str, timeline: str | None = None):
     import nkisim
 
     kernel = _kernel(prefer_emulator=True)
-    result = nkisim.run(kernel, dy, x, w, lnc=case.lnc, target=target, **case.kernel_kwargs())
+    result = nkisim.run(kernel, dy, x, w, lnc=case.lnc, target=target, timeline=timeline,
+                        **case.kernel_kwargs())
     return result.outputs, _summary_dict(result.summary)
 
 
-def _run_nkisim(case: Case, dy, x, w, target: str) -> KernelRun:
+def _run_nkisim(case: Case, dy, x, w, target: str, timeline: str | None = None) -> KernelRun:
     start = time.perf_counter()
-    returned, summary = _nkisim_call(case, dy, x, w, target)
+    returned, summary = _nkisim_call(case, dy, x, w, target, timeline)
     wall = time.perf_counter() - start
     versions = tool_versions("nkisim")
     return KernelRun(outputs_by_grad(case, returned), summary, f"nkisim {versions.get('nkisim', '?')}",
-                     versions, wall)
+                     versions, wall, timeline)
 
 
 def _run_nki_simulate(case: Case, dy, x, w, target: str) -> KernelRun:
@@ -269,8 +271,12 @@ def _run_trn(case: Case, dy, x, w, target: str, dry: bool) -> KernelRun:
 
 
 def run_kernel(case: Case, dy: np.ndarray, x: np.ndarray, w: np.ndarray, backend: str | None = None,
-               target: str = "trn2", dry: bool = False) -> KernelRun:
+               target: str = "trn2", dry: bool = False, timeline: str | None = None) -> KernelRun:
     """Run conv3d_bwd for the case on the backend; outputs keyed by gradient name (dx, dw, db).
+
+    timeline: with the nkisim backend, write the modelled schedule there (Chrome trace-event
+    JSON, ``nkisim.timeline``); other backends have no modelled schedule and ignore it
+    (``KernelRun.timeline`` then stays None).
 
     Raises BackendUnavailable (naming what is missing), KernelOutputError (wrong outputs), or
     whatever the kernel raises (its input errors are ValueError subclasses; emulator rule
@@ -281,7 +287,7 @@ def run_kernel(case: Case, dy: np.ndarray, x: np.ndarray, w: np.ndarray, backend
     if name in _EXTRA_BACKENDS:
         return _EXTRA_BACKENDS[name](case, dy, x, w, target)
     if name == "nkisim":
-        return _run_nkisim(case, dy, x, w, target)
+        return _run_nkisim(case, dy, x, w, target, None if timeline is None else str(timeline))
     if name == "nki-simulate":
         return _run_nki_simulate(case, dy, x, w, target)
     return _run_trn(case, dy, x, w, target, dry)

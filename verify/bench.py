@@ -77,7 +77,16 @@ BENCH_SHAPES: tuple[BenchShape, ...] = (
 SMOKE_SHAPES: tuple[BenchShape, ...] = (
     BenchShape("smoke_k3", 1, 16, 32, (2, 6, 6), (3, 3, 3), padding=_P1),
     BenchShape("smoke_pointwise", 1, 32, 16, (2, 4, 4), (1, 1, 1)),
+    BenchShape("smoke_s2", 1, 8, 16, (4, 6, 6), (3, 3, 3), stride=(2, 2, 2), padding=_P1),
 )
+SMOKE_TOP = 1
+"""The smoke set models the pick and its best-estimated rival only (unless ``top`` says otherwise):
+two traces per shape keep it to seconds, and still exercise the pick/best comparison."""
+SMOKE_NOTE = ("smoke set: tiny shapes that check the bench machinery end to end (plan, force each "
+              "plan, trace, model, table, JSON) in seconds. Their times, efficiency, pick/best and "
+              "estimate error say nothing about the kernel's performance: fixed DMA and "
+              "instruction overheads dominate shapes this small, and the planner's estimate is "
+              "not tuned for them. Use the default set for performance.")
 
 BENCH_SETS: dict[str, tuple[BenchShape, ...]] = {"default": BENCH_SHAPES, "smoke": SMOKE_SHAPES}
 
@@ -120,7 +129,11 @@ def roofline_us(shape: BenchShape, target: str, lnc: int) -> float:
 
 
 def _plan_key(plan) -> str:
-    return json.dumps(plan.to_dict(), sort_keys=True, default=str)
+    """The plan's choices as text (its candidate table left out: every alternative carries the whole
+    table, which made keying a thousand alternatives quadratic, most of a smoke bench's time)."""
+    as_dict = plan.to_dict()
+    as_dict.pop("candidates", None)
+    return json.dumps(as_dict, sort_keys=True, default=str)
 
 
 def _plan_estimate_us(plan) -> float | None:
@@ -268,7 +281,7 @@ def _fmt(value, spec: str, missing: str = "-") -> str:
 def format_table(records: Sequence[dict], checks: bool = True, candidates: bool = True) -> str:
     """The bench table: one row per shape (the planner's pick), its candidates, the target checks."""
     head = (f"{'shape':<16}{'pick':<44}{'est us':>9}{'model us':>10}{'est err':>8}{'roof us':>9}"
-            f"{'eff':>6}{'TE util':>8}{'HBM MB':>8}{'min MB':>8}{'cands':>6}{'best us':>9}{'pick/best':>10}")
+            f"{'eff':>6}{'TE util':>8}{'HBM MB':>8}{'min MB':>8}{'cands':>10}{'best us':>9}{'pick/best':>10}")
     lines = [head, "-" * len(head)]
     for r in records:
         methods = (",".join(m.split(":", 1)[-1] for m in r["candidates"][0]["methods"])
@@ -278,7 +291,7 @@ def format_table(records: Sequence[dict], checks: bool = True, candidates: bool 
             f"{_fmt(r['modelled_us'], '10.1f')}{_fmt(r.get('estimate_error'), '+8.0%')}"
             f"{r['roofline_us']:9.1f}{_fmt(r['efficiency'], '6.2f')}{_fmt(r['tensor_util'], '8.1%')}"
             f"{_fmt(r['hbm_bytes'] and r['hbm_bytes'] / 1e6, '8.2f')}{r['compulsory_bytes'] / 1e6:8.2f}"
-            f"{_cands(r):>6}{_fmt(r.get('best_candidate_us'), '9.1f')}"
+            f"{_cands(r):>10}{_fmt(r.get('best_candidate_us'), '9.1f')}"
             f"{_fmt(r.get('pick_over_best'), '10.2f')}")
         if r.get("error"):
             lines.append(f"{'':<16}FAILED: {r['error'][:300]}")
@@ -419,12 +432,16 @@ def run_bench(set_name: str = "default", target: str = "trn2", lnc: int = 1,
     if top is not None and not (isinstance(top, int) and top >= 0):
         raise BenchError(f"top={top!r}: must be an integer >= 0")
     log = print if verbose else None
+    if set_name == "smoke" and top is None:
+        top = SMOKE_TOP
     records = [bench_shape(shape, target, lnc, log, jobs, top) for shape in shapes]
     print(f"conv3d_bwd bench: set {set_name}{'' if only is None else f' (only {only!r})'}, target {target}, "
           f"lnc {lnc} (nkisim cost model; * marks the planner's pick)"
           + ("" if top is None else f"; top {top}: the pick and the {top} best-estimated other candidates only"))
     # the targets are stated for the whole default set
     print(format_table(records, checks=set_name == "default" and only is None))
+    if set_name == "smoke":
+        print(SMOKE_NOTE)
     if json_path is not None:
         path = Path(json_path)
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -13,12 +13,15 @@ import multiprocessing
 import os
 import re
 import sys
+import textwrap
 import time
 import traceback
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
+
+from verify.plan_table import DEFAULT_TOP as DEFAULT_PLAN_TOP
 
 PROG = "conv3d-bwd"
 TARGETS = ("trn1", "trn2", "trn3")
@@ -45,6 +48,25 @@ class _Parser(argparse.ArgumentParser):
 
     def error(self, message: str):  # type: ignore[override]
         raise UsageError(f"{message} (see '{self.prog} --help')")
+
+
+def _shown_default(value) -> str:
+    """A default as the user would type it: tuples comma-separated, like the flags take them."""
+    if isinstance(value, (tuple, list)):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+class _HelpFormatter(argparse.HelpFormatter):
+    """Every flag's help ends with its default (as typed on the command line), unless the help
+    already says it or the flag is a switch or required."""
+
+    def _get_help_string(self, action):  # type: ignore[override]
+        text = action.help or ""
+        if ("(default:" in text or action.required or action.default in (None, argparse.SUPPRESS)
+                or isinstance(action.default, bool) or not action.option_strings):
+            return text
+        return f"{text} (default: {_shown_default(action.default).replace('%', '%%')})"
 
 
 def _int_tuple(flag: str, length: int, minimum: int, layout: str) -> Callable[[str], tuple[int, ...]]:
@@ -112,31 +134,52 @@ def _regex(text: str):
 
 
 def _add_geometry(parser: argparse.ArgumentParser) -> None:
-    geo = parser.add_argument_group("geometry")
-    geo.add_argument("--batch", type=_positive_int, required=True, metavar="B")
+    geo = parser.add_argument_group("geometry (layouts: x [B,C_in,D,H,W], dy [B,C_out,...], "
+                                     "filters [KD,KH,KW,C_in,C_out])")
+    geo.add_argument("--batch", type=_positive_int, required=True, metavar="B",
+                     help="batch size (required)")
     geo.add_argument("--channels", type=_int_tuple("--channels", 2, 1, "C_IN,C_OUT"), required=True,
-                     metavar="CIN,COUT")
+                     metavar="CIN,COUT", help="input and output channels (required)")
     geo.add_argument("--input", type=_int_tuple("--input", 3, 1, "D,H,W"), required=True,
-                     metavar="D,H,W")
+                     metavar="D,H,W", help="input spatial size (required)")
     geo.add_argument("--kernel", type=_int_tuple("--kernel", 3, 1, "KD,KH,KW"), required=True,
-                     metavar="KD,KH,KW")
+                     metavar="KD,KH,KW", help="filter size (required)")
     geo.add_argument("--stride", type=_int_tuple("--stride", 3, 1, "SD,SH,SW"), default=(1, 1, 1),
-                     metavar="SD,SH,SW")
+                     metavar="SD,SH,SW", help="stride per axis")
     geo.add_argument("--padding", type=_int_tuple("--padding", 6, 0, "DL,DR,HT,HB,WL,WR"),
-                     default=(0,) * 6, metavar="DL,DR,HT,HB,WL,WR")
+                     default=(0,) * 6, metavar="DL,DR,HT,HB,WL,WR",
+                     help="zero padding before and after each axis, D first (PyTorch's F.pad "
+                     "lists W first)")
     geo.add_argument("--dilation", type=_int_tuple("--dilation", 3, 1, "DD,DH,DW"), default=(1, 1, 1),
-                     metavar="DD,DH,DW")
-    geo.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16")
-    geo.add_argument("--grads", type=_grads, default=("dx", "dw", "db"), metavar="dx,dw,db")
-    geo.add_argument("--lnc", type=int, choices=(1, 2), default=1)
+                     metavar="DD,DH,DW", help="filter dilation per axis")
+    geo.add_argument("--dtype", choices=("bf16", "fp16", "fp32"), default="bf16",
+                     help="input and output dtype (accumulation is fp32 in PSUM)")
+    geo.add_argument("--grads", type=_grads, default=("dx", "dw", "db"), metavar="dx,dw,db",
+                     help="the gradients to compute, any non-empty subset")
+    geo.add_argument("--lnc", type=int, choices=(1, 2), default=1,
+                     help="logical NeuronCores the kernel runs on (2 needs trn2 or later)")
 
 
 def _backend_help() -> str:
-    return "nkisim | nki-simulate | trn (default: $CONV3D_BWD_BACKEND, else nkisim)"
+    return ("where the kernel runs: nkisim (this project's emulator), nki-simulate (the Neuron "
+            "package's simulator) or trn (a Trainium device) (default: $CONV3D_BWD_BACKEND, else "
+            "nkisim)")
+
+
+_TARGET_HELP = "the Trainium generation to plan for and to model"
+
+
+def _bench_set_names() -> tuple[str, ...]:
+    try:
+        from verify.bench import BENCH_SETS
+    except ImportError:  # cmd_bench then says why the bench is unavailable
+        return ("default", "smoke")
+    return tuple(BENCH_SETS)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=PROG, description="conv3d backward on Trainium: verify, plan, report, bench.")
+    parser = _Parser(prog=PROG, formatter_class=_HelpFormatter,
+                     description="conv3d backward on Trainium: verify, plan, report, bench.")
     from verify.version import project_version
 
     parser.add_argument("--version", action="version", version=f"{PROG} {project_version()}")
@@ -144,50 +187,81 @@ def build_parser() -> argparse.ArgumentParser:
     sub.required = True
 
     check = sub.add_parser("check", help="run one geometry against the oracle",
+                           formatter_class=_HelpFormatter,
                            description="Run one geometry on a backend against the float64 oracle; "
                            "print the plan, the error metrics per gradient and PASS or FAIL.")
     _add_geometry(check)
-    check.add_argument("--mode", choices=MODES, default="exact")
-    check.add_argument("--seed", type=_seed, default=0)
+    check.add_argument("--mode", choices=(*MODES, "both"), default="exact",
+                       help="exact: integer inputs, bit equality with the rounded oracle; stat: "
+                       "normal inputs, every element within its error bound; both: one after the "
+                       "other")
+    check.add_argument("--seed", type=_seed, default=0, help="the inputs' random seed")
     check.add_argument("--backend", default=None, help=_backend_help())
-    check.add_argument("--target", choices=TARGETS, default="trn2")
+    check.add_argument("--target", choices=TARGETS, default="trn2", help=_TARGET_HELP)
     check.add_argument("--dry", action="store_true", help="with --backend trn: swap only the device "
                        "call for nkisim")
     check.add_argument("--json", action="store_true", help="print the records as JSON")
+    check.add_argument("--timeline", default=None, metavar="PATH",
+                       help="write the modelled schedule to PATH (Chrome trace-event JSON: open it "
+                       "in ui.perfetto.dev or chrome://tracing); nkisim backend only")
 
     plan = sub.add_parser("plan", help="print the planner's choice for a geometry",
-                          description="Print Plan.explain() for a geometry (--json: the plan as data).")
+                          formatter_class=_HelpFormatter,
+                          description="Print the planner's candidates for a geometry, sorted by "
+                          "estimate, the pick marked *, and the pick's gap to the runner-up "
+                          "(--json: the plan as data).")
     _add_geometry(plan)
-    plan.add_argument("--target", choices=TARGETS, default="trn2")
-    plan.add_argument("--json", action="store_true")
+    plan.add_argument("--target", choices=TARGETS, default="trn2", help=_TARGET_HELP)
+    plan.add_argument("--top", type=_positive_int, default=DEFAULT_PLAN_TOP, metavar="N",
+                      help="show the N feasible candidates with the lowest estimates")
+    plan.add_argument("--all", dest="show_all", action="store_true",
+                      help="show every candidate, the rejected ones with the reason")
+    plan.add_argument("--json", action="store_true", help="print the plan and its candidates as JSON")
 
     report = sub.add_parser("report", help="run a case set and write report.json/.md/.html",
-                            description="Run a case set on a backend against the oracle and write "
+                            formatter_class=_HelpFormatter, description="Run a case set on a backend against the oracle and write "
                             "report.json, report.md and report.html into --out.")
-    report.add_argument("--set", dest="case_set", choices=("fast", "default", "full"), default="default")
+    report.add_argument("--set", dest="case_set", choices=("fast", "default", "full"), default="default",
+                        help="the case set: fast (every group once), default (every group), full "
+                        "(default plus bigger and cross-dtype cases)")
     report.add_argument("--backend", default=None, help=_backend_help())
-    report.add_argument("--out", default="report", metavar="DIR")
-    report.add_argument("--shard", type=_shard, default=None, metavar="I/N")
+    report.add_argument("--out", default="report", metavar="DIR",
+                        help="the directory for report.json, report.md, report.html and timelines/")
+    report.add_argument("--shard", type=_shard, default=None, metavar="I/N",
+                        help="run only shard I of N (every N-th case from the I-th; merge the "
+                        "shards with --merge) (default: the whole set)")
     report.add_argument("--merge", nargs="+", default=None, metavar="DIR",
                         help="merge these shard directories into --out instead of running "
                         "(every shard of a run must be there)")
     report.add_argument("--partial", action="store_true",
                         help="with --merge: write the report even if shards are missing (listed "
                         "in the report)")
-    report.add_argument("--mode", choices=("exact", "stat", "both"), default="both")
+    report.add_argument("--mode", choices=("exact", "stat", "both"), default="both",
+                        help="exact: integer inputs, bit equality; stat: normal inputs, error bound")
     report.add_argument("--seed", type=_seed, default=0,
                         help="exact mode uses SEED; stat mode SEED on even-indexed cases and SEED+1 "
                         "(the non-zero-mean inputs) on odd ones")
     report.add_argument("--only", type=_regex, default=None, metavar="REGEX",
                         help="run only the cases whose id matches REGEX (re.search)")
-    report.add_argument("--jobs", type=_positive_int, default=min(2, os.cpu_count() or 1))
-    report.add_argument("--target", choices=TARGETS, default="trn2")
+    report.add_argument("--jobs", type=_positive_int, default=min(2, os.cpu_count() or 1),
+                        help="cases run in this many processes")
+    report.add_argument("--target", choices=TARGETS, default="trn2", help=_TARGET_HELP)
+    report.add_argument("--no-timelines", dest="timelines", action="store_false",
+                        help="do not write each case's modelled schedule to DIR/timelines/ (nkisim "
+                        "backend; the HTML report draws them)")
 
     bench = sub.add_parser("bench", help="the performance benchmark (verify.bench)",
-                           description="Run verify.bench.run_bench and print its table.")
-    bench.add_argument("--set", dest="bench_set", default="default")
-    bench.add_argument("--target", choices=TARGETS, default="trn2")
-    bench.add_argument("--lnc", type=int, choices=(1, 2), default=1)
+                           formatter_class=_HelpFormatter,
+                           description="Model the planner's pick and the other feasible candidates "
+                           "of each bench shape on nkisim's cost model and print the table. The "
+                           "smoke set checks the bench machinery in seconds (its figures say "
+                           "nothing about performance).")
+    bench.add_argument("--set", dest="bench_set", default="default", choices=_bench_set_names(),
+                       help="default: the performance shapes and targets; smoke: tiny shapes, the "
+                       "pick and its best-estimated rival only")
+    bench.add_argument("--target", choices=TARGETS, default="trn2", help=_TARGET_HELP)
+    bench.add_argument("--lnc", type=int, choices=(1, 2), default=1,
+                       help="logical NeuronCores per kernel")
     bench.add_argument("--json", default=None, metavar="PATH", help="also write the rows as JSON")
     bench.add_argument("--only", default=None, metavar="REGEX",
                        help="bench only the shapes whose name matches REGEX (re.search)")
@@ -195,7 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run the candidates in this many processes (default: up to 2, the cores)")
     bench.add_argument("--top", type=_non_negative_int, default=None, metavar="K",
                        help="run only the pick and the K other candidates with the lowest estimates "
-                            "(a quick look: pick/best is then of those, not of every candidate)")
+                            "(a quick look: pick/best is then of those, not of every candidate) "
+                            "(default: every candidate; the smoke set: 1)")
     return parser
 
 
@@ -328,13 +403,22 @@ def _print_result(result, out=None) -> None:
         print(f"plan     unavailable: {result.plan_error}", file=out)
     if result.modelled_us is not None:
         print(f"modelled {result.modelled_us:.2f} us (nkisim cost model)", file=out)
-    print(f"{'grad':<5}{'status':<11}{'K_max':>8}{'max_abs':>12}{'max_rel':>11}{'err/S':>11}"
-          f"{'max_ulp':>8}{'err/bound':>11}{'zeros':>7}{'NaN':>5}{'Inf':>5}", file=out)
+    print(f"{'grad':<5}{'status':<11}{'K terms':>8}{'K nonzero':>10}{'max_abs':>11}{'err/S':>10}"
+          f"{'err/bound':>10}{'acc share':>10}{'zeros':>7}{'NaN':>5}{'Inf':>5}{'max ULP':>9}", file=out)
     for name, grad in result.grads.items():
         m = grad.metrics
-        print(f"{name:<5}{m.status:<11}{grad.K_max:>8}{m.max_abs:>12.4g}{m.max_rel:>11.3g}"
-              f"{m.max_norm_err:>11.3g}{m.max_ulp:>8}{m.bound_ratio:>11.3g}{m.zero_share:>7.0%}"
-              f"{m.nan_count:>5}{m.inf_count:>5}", file=out)
+        print(f"{name:<5}{m.status:<11}{grad.K_structural or '':>8}{grad.K_max:>10}{m.max_abs:>11.4g}"
+              f"{m.max_norm_err:>10.3g}{m.bound_ratio:>10.3g}{m.accumulation_share:>10.3g}"
+              f"{m.reachable_zero_share:>7.0%}{m.nan_count:>5}{m.inf_count:>5}{m.max_ulp:>9}", file=out)
+    if result.grads:
+        print(textwrap.fill(
+            "K terms: products summed per element (the geometry's accumulation length); K nonzero: "
+            "those with nonzero factors (what the bound uses); err/S: max |err| / sum|a||b|; acc "
+            "share: error beyond one output ULP / accumulation allowance (<= 1 passes; bf16's "
+            "err/bound sits near 0.5 from rounding alone); zeros: zero share of the reachable "
+            "reference (MISTRUSTED above 30%); max ULP: output-dtype steps from the rounded oracle, "
+            "large under cancellation", width=100, initial_indent="legend   ",
+            subsequent_indent=" " * 9), file=out)
     if not result.passed:
         print(result.failure_message(), file=out)
     for name, grad in result.grads.items():
@@ -347,29 +431,63 @@ def _print_result(result, out=None) -> None:
     print("PASS" if result.passed else "FAIL", file=out)
 
 
+def _timeline_path(args, backend: str) -> str | None:
+    """--timeline checked before the run: the nkisim backend, and a file path that can be written."""
+    if args.timeline is None:
+        return None
+    if backend != "nkisim":
+        raise UsageError(f"--timeline: the modelled schedule comes from nkisim's cost model; "
+                         f"backend {backend!r} has none (use --backend nkisim)")
+    path = Path(args.timeline)
+    if path.is_dir():
+        raise UsageError(f"--timeline: {args.timeline!r} is a directory; give a file path such as "
+                         f"{str(path / 'timeline.json')!r}")
+    folder = path.parent if str(path.parent) else Path(".")
+    if folder.exists() and not os.access(folder, os.W_OK | os.X_OK):
+        raise UsageError(f"--timeline: the folder {str(folder)!r} is not writable")
+    return str(path)
+
+
 def cmd_check(args) -> int:
-    from verify.backends import (
-        BackendError,
-        BackendUnavailable,
-        backend_unavailable_reason,
-        resolve_backend,
-    )
-    from verify.harness import run_case
+    from verify.backends import BackendError, backend_unavailable_reason, resolve_backend
 
     case = _case_from(args)
     try:
         backend = resolve_backend(args.backend)
     except BackendError as exc:
         raise UsageError(str(exc)) from None
+    timeline = _timeline_path(args, backend)
     _check_fits_in_memory(case)
     if backend_unavailable_reason(backend, args.dry) is None:
         # Planner input errors (LNC2 on trn1, ...) are the user's, not a kernel failure. Planning
         # binds nkisim under 'nki', so only once the backend is known to be available.
         _plan_or_usage_error(case, args.target)
+    modes = MODES if args.mode == "both" else (args.mode,)
+    codes, records = [], []
+    for i, mode in enumerate(modes):
+        if i and not args.json:
+            print()
+        # one timeline: the schedule does not depend on the inputs' values
+        code, recs = _check_one(args, case, backend, mode, timeline if i == 0 else None)
+        codes.append(code)
+        records += recs
+    if args.json:
+        print(json.dumps(records, indent=1))
+    if timeline is not None and Path(timeline).exists():
+        print(f"timeline {timeline} (open in ui.perfetto.dev or chrome://tracing)",
+              file=sys.stderr if args.json else sys.stdout)
+    return max(codes)
+
+
+def _check_one(args, case, backend: str, mode: str, timeline: str | None) -> tuple[int, list[dict]]:
+    """One mode of ``check``: (exit code, JSON records); prints the text result unless --json."""
+    from verify.backends import BackendUnavailable
+    from verify.harness import run_case
+
     input_errors = _kernel_input_error_types()
     try:
-        result = run_case(case, backend=backend, mode=args.mode, seed=args.seed, target=args.target,
-                          dry=args.dry)
+        result = run_case(case, backend=backend, mode=mode, seed=args.seed, target=args.target,
+                          dry=args.dry, timeline=timeline)
     except BackendUnavailable as exc:
         raise UsageError(str(exc)) from None
     except input_errors as exc:
@@ -380,26 +498,29 @@ def cmd_check(args) -> int:
         if args.json:  # still JSON on stdout, so tools reading it get FAIL records, not "FAIL"
             from verify.harness import CaseResult
 
-            failed = CaseResult(case=case, backend=backend, mode=args.mode, seed=args.seed, plan=None,
+            failed = CaseResult(case=case, backend=backend, mode=mode, seed=args.seed, plan=None,
                                 methods=(), grads={}, modelled_us=None, passed=False,
                                 target=args.target, error=f"{type(exc).__name__}: {exc}")
-            print(json.dumps(failed.to_records(), indent=1))
-        else:
-            print("FAIL")
-        return 1
-    if args.json:
-        print(json.dumps(result.to_records(), indent=1))
-    else:
+            return 1, failed.to_records()
+        print("FAIL")
+        return 1, []
+    if not args.json:
         _print_result(result)
-    return 0 if result.passed else 1
+    return (0 if result.passed else 1), result.to_records()
 
 
 # ----------------------------------------------------------------------------------------------- plan
 
 def cmd_plan(args) -> int:
+    from verify.plan_table import format_plan
+    from verify.progress import Heartbeat
+
     case = _case_from(args)
-    plan = _plan_or_usage_error(case, args.target, list_rejections=True)
-    print(json.dumps(plan.to_dict(), indent=1, default=str) if args.json else plan.explain())
+    _check_fits_in_memory(case)
+    with Heartbeat(f"planning {case.geometry_id} for {args.target}"):
+        plan = _plan_or_usage_error(case, args.target, list_rejections=True)
+    print(json.dumps(plan.to_dict(), indent=1, default=str) if args.json
+          else format_plan(plan, top=args.top, show_all=args.show_all))
     return 0
 
 
@@ -409,11 +530,12 @@ def _run_task(task: tuple) -> tuple[list[dict], str, float]:
     """One (case, mode, seed) in a worker: its records, its status and its wall time."""
     from verify.harness import CaseResult, run_case
 
-    case, mode, seed, backend, target = task
+    case, mode, seed, backend, target, *rest = task  # (..., timeline path) when one is wanted
+    timeline = rest[0] if rest else None
     start = time.perf_counter()
     try:
         result = run_case(case, backend=backend, mode=mode, seed=seed, target=target,
-                          capture_errors=True)
+                          capture_errors=True, timeline=timeline)
     except Exception as exc:  # noqa: BLE001 - one broken case must not sink the whole report
         result = CaseResult(case=case, backend=backend, mode=mode, seed=seed, plan=None, methods=(),
                             grads={}, modelled_us=None, passed=False, target=target,
@@ -421,42 +543,7 @@ def _run_task(task: tuple) -> tuple[list[dict], str, float]:
     return result.to_records(), result.status, time.perf_counter() - start
 
 
-def _fmt_s(seconds: float) -> str:
-    seconds = max(0, round(seconds))
-    return f"{seconds // 60}:{seconds % 60:02d}"
-
-
-class Progress:
-    """A plain-text progress bar with ETA on stderr (one line per update when not a terminal)."""
-
-    def __init__(self, weights: Sequence[float], stream=None, width: int = 30):
-        self.total_weight = float(sum(weights)) or 1.0
-        self.n = len(weights)
-        self.done = 0
-        self.done_weight = 0.0
-        self.failed = 0
-        self.start = time.perf_counter()
-        self.stream = stream or sys.stderr
-        self.width = width
-        self.tty = getattr(self.stream, "isatty", lambda: False)()
-
-    def update(self, weight: float, label: str, status: str) -> None:
-        self.done += 1
-        self.done_weight += weight
-        self.failed += status == "FAIL"
-        elapsed = time.perf_counter() - self.start
-        share = self.done_weight / self.total_weight
-        eta = elapsed * (1 - share) / share if share > 0 else 0.0
-        filled = int(self.width * self.done / max(1, self.n))
-        line = (f"[{'#' * filled}{'.' * (self.width - filled)}] {self.done}/{self.n} "
-                f"elapsed {_fmt_s(elapsed)} ETA {_fmt_s(eta)} fail {self.failed}  {status:<10} {label}")
-        if self.tty:
-            self.stream.write("\r" + line[:160].ljust(160))
-            if self.done == self.n:
-                self.stream.write("\n")
-        else:
-            self.stream.write(line + "\n")
-        self.stream.flush()
+TIMELINE_DIR = "timelines"
 
 
 def _report_tasks(args, backend: str) -> list[tuple]:
@@ -473,29 +560,35 @@ def _report_tasks(args, backend: str) -> list[tuple]:
         index, count = args.shard
         indexed = indexed[index - 1::count]
     modes = MODES if args.mode == "both" else (args.mode,)
+    # One timeline per case (the schedule does not depend on the input values), from its first mode.
+    timelines = getattr(args, "timelines", False) and backend == "nkisim"
     tasks = []
     for i, case in indexed:
-        for mode in modes:
+        for j, mode in enumerate(modes):
             seed = args.seed + (i % 2 if mode == "stat" else 0)
-            tasks.append((case, mode, seed, backend, args.target))
+            timeline = (str(Path(args.out) / TIMELINE_DIR / f"{case.id}.json")
+                        if timelines and j == 0 else None)
+            tasks.append((case, mode, seed, backend, args.target, timeline))
     return tasks
 
 
-def _task_weight(task: tuple) -> float:
-    case = task[0]
-    return 1.0 + case.macs() / 2e6
+def _task_size(task: tuple) -> float:
+    """A task's multiply-accumulates: what its run time grows with, beyond a fixed part."""
+    return float(task[0].macs())
 
 
 def run_report_tasks(tasks: list[tuple], jobs: int, stream=None) -> list[dict]:
     """Run the tasks (biggest first, over a process pool when jobs > 1) with a progress bar."""
-    tasks = sorted(tasks, key=_task_weight, reverse=True)
-    progress = Progress([_task_weight(t) for t in tasks], stream)
+    from verify.progress import Progress
+
+    tasks = sorted(tasks, key=_task_size, reverse=True)
+    progress = Progress([_task_size(t) for t in tasks], stream, jobs=min(jobs, len(tasks)))
     records: list[dict] = []
     if jobs <= 1 or len(tasks) <= 1:
         for task in tasks:
-            recs, status, _ = _run_task(task)
+            recs, status, seconds = _run_task(task)
             records += recs
-            progress.update(_task_weight(task), f"{task[0].id} {task[1]}", status)
+            progress.update(_task_size(task), seconds, f"{task[0].id} {task[1]}", status)
         return records
     # fork where the platform has it: workers start at once and inherit backends registered in
     # this process (tests register stand-ins); elsewhere the platform default.
@@ -505,9 +598,9 @@ def run_report_tasks(tasks: list[tuple], jobs: int, stream=None) -> list[dict]:
         futures = {pool.submit(_run_task, task): task for task in tasks}
         for future in as_completed(futures):
             task = futures[future]
-            recs, status, _ = future.result()
+            recs, status, seconds = future.result()
             records += recs
-            progress.update(_task_weight(task), f"{task[0].id} {task[1]}", status)
+            progress.update(_task_size(task), seconds, f"{task[0].id} {task[1]}", status)
     return records
 
 
@@ -559,6 +652,9 @@ def cmd_report(args) -> int:
         except ReportFileError as exc:
             raise UsageError(str(exc)) from None
         _prepare_out_dir(args.out)
+        for record in records:  # each shard's timeline, named from the merged report's folder
+            if record.get("timeline"):
+                record["timeline"] = Path(os.path.relpath(record["timeline"], args.out)).as_posix()
     else:
         try:
             backend = resolve_backend(args.backend)
@@ -572,6 +668,9 @@ def cmd_report(args) -> int:
         start = time.perf_counter()
         records = run_report_tasks(tasks, args.jobs)
         wall = time.perf_counter() - start
+        for record in records:  # timelines named relative to the report, so the folder can move
+            if record.get("timeline"):
+                record["timeline"] = Path(os.path.relpath(record["timeline"], args.out)).as_posix()
         meta = {
             "set": args.case_set, "backend": backend,
             "modes": list(MODES if args.mode == "both" else (args.mode,)), "seed": args.seed,
@@ -585,6 +684,12 @@ def cmd_report(args) -> int:
         }
     records = _order(records)
     paths = write_reports(records, meta, args.out)
+    from verify.report.plots import matplotlib_missing
+
+    missing_plots = matplotlib_missing()
+    if missing_plots:
+        print(f"{PROG}: note: report.html has no plots: matplotlib does not import ({missing_plots}); "
+              "install the report extra (pip install .[report])", file=sys.stderr)
     failed = sum(r.get("status") == "FAIL" for r in records)
     mistrusted = sum(r.get("status") == "MISTRUSTED" for r in records)
     print(f"{len(records)} gradient results, {failed} fail, {mistrusted} mistrusted; "

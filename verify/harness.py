@@ -20,6 +20,7 @@ from verify.backends import BackendUnavailable, backend_unavailable_reason, run_
 from verify.cases import GRADS, Case
 from verify.check import Reference, oracle_reference
 from verify.inputs import MODES, InputSet, make_input_set
+from verify.performance import efficiency_fields
 
 RECORD_SCHEMA = 1
 
@@ -57,6 +58,8 @@ class CaseResult:
     input_density: float = 1.0
     timings: dict[str, float] = field(default_factory=dict)
     plan_error: str | None = None
+    summary: dict = field(default_factory=dict)  # the cost model's figures (nkisim), else empty
+    timeline: str | None = None  # the modelled-schedule file written for this run, if any
 
     @property
     def status(self) -> str:
@@ -96,6 +99,9 @@ class CaseResult:
             "plan": self.plan,
             "plan_error": self.plan_error,
             "modelled_us": self.modelled_us,
+            "performance": {**performance_fields(self.summary),
+                            **efficiency_fields(self.case, self.target, self.modelled_us)},
+            "timeline": self.timeline,
             "timings_s": dict(self.timings),
             "tolerance_c": C_DEFAULT,
             "error": self.error,
@@ -112,6 +118,23 @@ class CaseResult:
                               metrics=result.metrics.to_dict())
             records.append(record)
         return records
+
+
+PERFORMANCE_FIELDS = ("modelled_us", "modelled_us_low", "modelled_us_high", "tensor_util", "flops_util",
+                      "matmul_flops", "hbm_read_bytes", "hbm_write_bytes", "instructions", "measured_us")
+
+
+def performance_fields(summary: dict | None) -> dict:
+    """The cost-model figures a report shows per case: those of PERFORMANCE_FIELDS the summary has,
+    plus any uncertainty band it carries (fields named like ``modelled_us_low``/``_high``, or one
+    [low, high] pair), so the report shows the band whatever the cost model calls it."""
+    summary = summary or {}
+    chosen = {k: summary[k] for k in PERFORMANCE_FIELDS if k in summary}
+    for key, value in summary.items():  # a band, however the cost model names it
+        if "modelled" in key and key != "modelled_us" and (
+                isinstance(value, (int, float)) or (isinstance(value, (list, tuple)) and len(value) == 2)):
+            chosen[key] = list(value) if isinstance(value, (list, tuple)) else value
+    return chosen
 
 
 def reference_for(case: Case, inputs: InputSet) -> Reference:
@@ -139,12 +162,14 @@ def plan_for(case: Case, target: str = "trn2") -> tuple[dict | None, tuple[str, 
 
 
 def run_case(case: Case, backend: str | None = None, mode: str = "exact", seed: int = 0,
-             target: str = "trn2", dry: bool = False, capture_errors: bool = False) -> CaseResult:
+             target: str = "trn2", dry: bool = False, capture_errors: bool = False,
+             timeline: str | None = None) -> CaseResult:
     """Run the case on the backend against the oracle and judge every requested gradient.
 
     mode: "exact" (integer inputs, bit equality) or "stat" (normal inputs, per-element bound).
     capture_errors: record a kernel exception in ``CaseResult.error`` (the report does) instead of
     raising it (tests want the traceback).
+    timeline: a path for the modelled schedule (Chrome trace-event JSON; nkisim backend only).
     """
     from verify.backends import resolve_backend
 
@@ -172,7 +197,8 @@ def run_case(case: Case, backend: str | None = None, mode: str = "exact", seed: 
               "input_density": inputs.density, "plan_error": plan_error}
     t0 = time.perf_counter()
     try:
-        run = run_kernel(case, *inputs.as_tuple(), backend=backend, target=target, dry=dry)
+        run = run_kernel(case, *inputs.as_tuple(), backend=backend, target=target, dry=dry,
+                         timeline=timeline)
     except Exception as exc:
         if not capture_errors:
             raise
@@ -200,7 +226,7 @@ def run_case(case: Case, backend: str | None = None, mode: str = "exact", seed: 
                       modelled_us=None if modelled is None else float(modelled),
                       passed=all(g.passed for g in grads.values()),
                       backend_version=run.backend_version, tool_versions=run.tool_versions,
-                      timings=timings)
+                      timings=timings, summary=dict(run.summary or {}), timeline=run.timeline)
 
 
 __all__ = ["GRADS", "CaseResult", "GradResult", "Reference", "plan_for", "reference_for", "run_case"]

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from verify.bench import SMOKE_SHAPES
+from verify.bench import SMOKE_NOTE, SMOKE_SHAPES, SMOKE_TOP
 from verify.cli import main
 
 # The fields every shape record carries.
@@ -55,6 +55,14 @@ def test_bench_prints_a_table(capsys, tmp_path):
     out = capsys.readouterr().out
     for shape in SMOKE_SHAPES:
         assert shape.name in out
+    assert SMOKE_NOTE in out  # what the smoke set is for, and what its figures do not say
+
+
+def test_the_smoke_set_models_the_pick_and_its_best_estimated_rival_only(bench_run):
+    _, out = bench_run
+    for r in json.loads(out.read_text()):
+        assert len(r["candidates"]) == 1 + SMOKE_TOP < r["feasible_candidates"]
+        assert r["candidates"][0]["is_pick"]
 
 
 def test_bench_only_selects_shapes_by_name(capsys, tmp_path):
@@ -90,7 +98,7 @@ def test_a_shape_that_cannot_be_planned_is_reported_not_fatal(monkeypatch):
 def test_bench_figures_do_not_depend_on_jobs():
     from verify.bench import bench_shape
 
-    one, two = (bench_shape(SMOKE_SHAPES[0], jobs=j) for j in (1, 2))
+    one, two = (bench_shape(SMOKE_SHAPES[0], jobs=j, top=3) for j in (1, 2))
     assert len(one["candidates"]) == len(two["candidates"]) >= 2
     for a, b in zip(one["candidates"], two["candidates"]):
         assert (a["label"], a["modelled_us"], a["is_pick"]) == (b["label"], b["modelled_us"], b["is_pick"])

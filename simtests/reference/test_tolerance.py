@@ -279,3 +279,46 @@ def test_step_ulps_and_ulp_distance_agree(value, steps):
     if not np.isfinite(moved.astype(np.float64)).all():
         return  # stepped past the largest finite value
     assert int(ordered_bits(moved, "fp16")[0] - ordered_bits(start, "fp16")[0]) == steps
+
+
+def test_accumulation_share_is_the_error_beyond_one_output_ulp_over_the_accumulation_term():
+    ref = np.array([1.0, 2.0, -3.0, 0.5])
+    s = np.array([4.0, 8.0, 6.0, 1.0])
+    k = np.array([16.0, 16.0, 4.0, 1.0])
+    accumulation = C_DEFAULT * np.sqrt(k) * U_FP32 * s
+    ulp = ulp_of(ref, "fp32")
+    # element 1: 0.25 of its accumulation term beyond one ULP; element 2: 0.75; the others within
+    got = (ref + np.array([0.5 * ulp[0], ulp[1] + 0.25 * accumulation[1],
+                           -(ulp[2] + 0.75 * accumulation[2]), 0.0])).astype(np.float32)
+    m = compute_metrics(got, ref, s, k, "fp32")
+    err = np.abs(got.astype(np.float64) - ref)
+    expected = np.max(np.maximum(err - ulp, 0.0) / accumulation)
+    assert m.accumulation_share == pytest.approx(expected, rel=1e-12)
+    assert m.accumulation_share == pytest.approx(0.75, rel=1e-3)
+    assert m.passed and m.to_dict()["accumulation_share"] == m.accumulation_share
+
+
+def test_accumulation_share_shows_a_bf16_margin_that_err_bound_hides():
+    """A correctly rounded bf16 result scores err/bound near 0.5 from rounding alone; its
+    accumulation share is 0, and a result one accumulation allowance beyond one ULP scores ~1."""
+    ref, s, k = _bf16_case()
+    exact = ref + 0.49 * ulp_of(ref, "bf16")  # the reference is bf16: this rounds back onto it
+    rounded = compute_metrics(round_to_dtype(exact, "bf16"), exact, s, k, "bf16")
+    assert rounded.bound_ratio > 0.4 and rounded.accumulation_share == 0.0
+    # mid-binade values, so that ref - 1 ULP - a little stays in the binade (the same ULP)
+    got = np.array([1.5, 3.0, -6.5, 12.5])
+    s, k = np.full(4, 100.0), np.full(4, 500.0)
+    accumulation = C_DEFAULT * np.sqrt(k) * U_FP32 * s
+    shifted_ref = got - np.sign(got) * (ulp_of(got, "bf16") + 0.9 * accumulation)
+    m = compute_metrics(round_to_dtype(got, "bf16"), shifted_ref, s, k, "bf16")
+    assert m.accumulation_share == pytest.approx(0.9, rel=1e-6) and m.passed
+    assert m.bound_ratio == pytest.approx(max((ulp_of(got, "bf16") + 0.9 * accumulation)
+                                              / (ulp_of(got, "bf16") + accumulation)), rel=1e-6)
+
+
+def test_accumulation_share_is_infinite_where_no_accumulation_is_allowed():
+    ref = np.array([0.0, 1.0])
+    got = np.array([0.0, 1.5], dtype=np.float32)
+    m = compute_metrics(got, ref, np.array([0.0, 0.0]), np.array([0.0, 0.0]), "fp32")
+    assert m.accumulation_share == float("inf") and not m.passed
+    assert m.to_dict()["accumulation_share"] == "inf"

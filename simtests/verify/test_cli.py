@@ -140,6 +140,76 @@ def test_help_on_each_subcommand(capsys):
         assert f"usage: conv3d-bwd {command}" in capsys.readouterr().out
 
 
+def _subparsers():
+    import argparse
+
+    from verify.cli import build_parser
+
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return action.choices
+
+
+def test_every_flag_has_help_and_shows_its_default():
+    from verify.cli import _shown_default
+
+    for name, sub in _subparsers().items():
+        text = " ".join(sub.format_help().split())  # argparse wraps lines
+        for action in sub._actions:
+            if not action.option_strings or action.dest == "help":
+                continue
+            assert action.help, f"{name} {action.option_strings[0]} has no help text"
+            if action.default is not None and not isinstance(action.default, bool) and not action.required:
+                shown = f"(default: {_shown_default(action.default)})"
+                assert shown in text, f"{name} {action.option_strings[0]}: {shown} not in the help"
+
+
+def test_choices_are_listed(capsys):
+    from verify.bench import BENCH_SETS
+
+    assert main(["bench", "--help"]) == 0
+    usage = " ".join(capsys.readouterr().out.split())
+    assert "--set {" + ",".join(BENCH_SETS) + "}" in usage
+    assert main(["bench", "--set", "nosuch"]) == 2
+    assert "invalid choice" in _one_line_error(capsys.readouterr().err)
+
+
+def test_check_mode_both_runs_exact_then_stat(standin, capsys):
+    assert main(["check", *GEOMETRY, "--backend", standin, "--mode", "both"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("PASS\n") == 2 and out.index("mode exact") < out.index("mode stat")
+    assert main(["check", *GEOMETRY, "--backend", standin, "--mode", "both", "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [(r["mode"], r["grad"]) for r in records] == [
+        (m, g) for m in ("exact", "stat") for g in ("dx", "dw", "db")]
+
+
+def test_check_mode_both_fails_when_one_mode_fails(capsys):
+    with registered("test-wrong", with_fault(oracle_fp32, "dx", index=11, delta_ulps=4)):
+        assert main(["check", *GEOMETRY, "--backend", "test-wrong", "--mode", "both"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL" in out
+
+
+def test_check_timeline_writes_the_modelled_schedule(tmp_path, capsys):
+    path = tmp_path / "t.json"
+    assert main(["check", *GEOMETRY, "--timeline", str(path), "--mode", "both"]) == 0
+    out = capsys.readouterr().out
+    assert f"timeline {path}" in out
+    document = json.loads(path.read_text())
+    slices = [e for e in document["traceEvents"] if e["ph"] == "X"]
+    assert slices and all({"ts", "dur", "pid", "tid"} <= e.keys() for e in slices)
+    modelled = float(re.search(r"^modelled\s+([\d.]+) us", out, re.MULTILINE).group(1))
+    assert document["otherData"]["modelled_us"] == pytest.approx(modelled, abs=0.01)
+
+
+def test_check_timeline_rules(standin, tmp_path, capsys):
+    assert main(["check", *GEOMETRY, "--backend", standin, "--timeline", str(tmp_path / "t.json")]) == 2
+    assert "--timeline" in _one_line_error(capsys.readouterr().err)
+    assert main(["check", *GEOMETRY, "--timeline", str(tmp_path)]) == 2
+    assert "is a directory" in _one_line_error(capsys.readouterr().err)
+
+
 def test_check_runs_the_real_kernel_under_nkisim(capsys):
     assert main(["check", *GEOMETRY, "--backend", "nkisim", "--mode", "stat", "--seed", "1"]) == 0
     out = capsys.readouterr().out
@@ -196,27 +266,90 @@ def test_check_says_when_a_pass_is_mistrusted(standin, monkeypatch, capsys):
 
 # ----------------------------------------------------------------------------------------------- plan
 
-def test_plan_prints_the_explanation_and_json(capsys):
+def test_plan_prints_the_table_and_json(capsys):
     assert main(["plan", *GEOMETRY]) == 0
     text = capsys.readouterr().out
-    assert text.strip()
+    assert "pick (*):" in text and "runner-up:" in text
     assert main(["plan", *GEOMETRY, "--target", "trn1", "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     assert "strategy" in plan
 
 
-def test_plan_table_columns_line_up(capsys):
+def _plan_rows(text: str) -> list[str]:
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("rank"))
+    rows = []
+    for line in lines[header + 1:]:
+        if line.startswith("pick (*):") or line.lstrip().startswith("rejected ("):
+            break
+        rows.append(line)
+    return rows
+
+
+def test_plan_shows_the_top_candidates_sorted_with_the_pick_and_the_runner_up(capsys):
+    from kernels.planner import plan_conv3d_bwd
+    from verify.cli import _case_from, build_parser
+
+    assert main(["plan", *GEOMETRY, "--top", "5"]) == 0
+    text = capsys.readouterr().out
+    rows = _plan_rows(text)
+    assert len(rows) == 5
+    estimates = [float(row[2:].split()[1]) for row in rows]
+    assert estimates == sorted(estimates)
+    assert [int(row[2:].split()[0]) for row in rows] == [1, 2, 3, 4, 5]
+    case = _case_from(build_parser().parse_args(["plan", *GEOMETRY]))
+    plan = plan_conv3d_bwd(case.dy_shape, case.x_shape, case.w_shape, stride=case.stride,
+                           padding=case.padding, dilation=case.dilation, dtype=case.dtype)
+    marked = [row for row in rows if row.startswith("*")]
+    assert len(marked) == 1 and marked[0].endswith(plan.label)
+    feasible = sorted(c.estimated_us for c in plan.candidates if c.feasible)
+    others = sorted(c.estimated_us for c in plan.candidates if c.feasible and c.label != plan.label)
+    gap = others[0] / plan.estimated_us - 1
+    assert f"runner-up: {others[0]:.2f} us ({gap:+.1%} over the pick)" in text
+    assert f"shown: 5 of {len(feasible)} feasible candidates" in text
+
+
+def test_plan_all_lists_every_candidate(capsys):
     argv = ["plan", "--batch", "1", "--channels", "65,3", "--input", "5,9,9", "--kernel", "7,7,7",
             "--padding", "6,0,3,3,0,6", "--target", "trn1"]
-    assert main(argv) == 0
-    lines = capsys.readouterr().out.splitlines()
-    header = next(line for line in lines if line.startswith("candidate"))
-    est_end = header.index("est us") + len("est us")
-    rows = [line for line in lines[lines.index(header) + 1:] if not line.startswith("pick:")]
-    assert rows
-    for row in rows:
-        # The estimate (a number or '-') ends where the header's "est us" ends.
-        assert row[:est_end].rstrip() == row[:est_end] and row[est_end] == " ", row
+    assert main([*argv, "--json"]) == 0
+    candidates = json.loads(capsys.readouterr().out)["candidates"]
+    assert main([*argv, "--all"]) == 0
+    text = capsys.readouterr().out
+    rows = _plan_rows(text)
+    rejected = [c for c in candidates if not c["feasible"]]
+    assert len(rows) == len(candidates) - len(rejected)
+    if rejected:
+        assert f"rejected ({len(rejected)}):" in text and rejected[0]["reason"] in text
+    # the numbers come first, so they line up whatever the labels' lengths
+    assert len({row.index(row[2:].split()[1]) + len(row[2:].split()[1]) for row in rows}) == 1
+
+
+def test_plan_refuses_a_geometry_too_big_for_this_machine(monkeypatch, capsys):
+    from verify import cli
+
+    monkeypatch.setattr(cli, "_available_memory", lambda: 1024)
+    assert main(["plan", *GEOMETRY]) == 2
+    assert "is available here" in _one_line_error(capsys.readouterr().err)
+
+
+def test_plan_shows_it_is_alive_when_planning_is_slow(monkeypatch, capsys):
+    import time as time_module
+
+    from kernels import planner
+    from verify import progress
+
+    real = planner.plan_conv3d_bwd
+
+    def slow(*args, **kwargs):
+        time_module.sleep(0.35)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(planner, "plan_conv3d_bwd", slow)
+    monkeypatch.setattr(progress, "HEARTBEAT_EVERY_S", 0.1)
+    assert main(["plan", *GEOMETRY]) == 0
+    err = capsys.readouterr().err
+    assert "elapsed" in err and "done in" in err and "planning b2-ci8-co8" in err
 
 
 def test_no_plan_lists_the_rejections_one_per_line(monkeypatch, capsys):
@@ -367,6 +500,28 @@ def test_report_with_the_real_kernel(tiny_set, tmp_path, capsys):
     records = _records(tmp_path)
     assert all(r["backend"] == "nkisim" and r["modelled_us"] for r in records)
     assert all(r["status"] == "PASS" for r in records)
+    # a timeline per case (from its first mode), named relative to the report, drawn in the page
+    with_timeline = [r for r in records if r["timeline"]]
+    assert {r["case_id"] for r in with_timeline} == {c.id for c in tiny_set}
+    assert all(r["mode"] == "exact" for r in with_timeline)
+    for record in with_timeline:
+        document = json.loads((tmp_path / record["timeline"]).read_text())
+        assert document["otherData"]["modelled_us"] == pytest.approx(record["modelled_us"], rel=1e-6)
+    page = _Structure()
+    page.feed((tmp_path / "report.html").read_text())
+    assert {f"tl-{c.id}" for c in tiny_set} <= page.ids
+    assert {"performance", "timelines"} <= page.ids
+    assert all(r["performance"]["efficiency"] > 0 for r in records)
+
+
+def test_report_says_on_stderr_when_plots_are_skipped(standin, tiny_set, tmp_path, monkeypatch, capsys):
+    from verify.report import plots
+
+    monkeypatch.setattr(plots, "matplotlib_missing", lambda: "No module named 'matplotlib'")
+    assert main(["report", "--set", "fast", "--backend", standin, "--out", str(tmp_path), "--jobs", "1",
+                 "--mode", "exact"]) == 0
+    err = capsys.readouterr().err
+    assert "report.html has no plots: matplotlib does not import" in err
 
 
 # ---------------------------------------------------------------------------------------------- bench
@@ -383,9 +538,9 @@ def test_bench_calls_run_bench(monkeypatch, tmp_path):
     fake.run_bench = lambda **kwargs: calls.append(kwargs) or []
     monkeypatch.setitem(sys.modules, "verify.bench", fake)
     path = str(tmp_path / "b.json")
-    assert main(["bench", "--set", "quick", "--target", "trn3", "--lnc", "2", "--json", path]) == 0
+    assert main(["bench", "--set", "smoke", "--target", "trn3", "--lnc", "2", "--json", path]) == 0
     assert main(["bench", "--only", "vae|wide", "--top", "5"]) == 0
-    assert calls == [{"set_name": "quick", "target": "trn3", "lnc": 2, "json_path": path, "only": None, "top": None},
+    assert calls == [{"set_name": "smoke", "target": "trn3", "lnc": 2, "json_path": path, "only": None, "top": None},
                      {"set_name": "default", "target": "trn2", "lnc": 1, "json_path": None, "only": "vae|wide",
                       "top": 5}]
 
@@ -413,3 +568,26 @@ def test_report_only_selects_cases_by_id(standin, tmp_path, capsys):
     assert main(["report", "--set", "default", "--only", "^chan_k1-|^vae-", "--backend", standin,
                  "--out", str(tmp_path), "--jobs", "1", "--mode", "exact"]) == 0
     assert {r["case_name"] for r in _records(tmp_path)} == {"chan_k1", "vae"}
+
+
+def test_a_merged_report_draws_each_shards_timelines(tmp_path, capsys):
+    from nkisim.timeline import write_timeline
+    from nkisim.trace import Instr
+    from simtests.nkisim.helpers import acc
+    from verify.report import write_reports
+
+    load = Instr("dma_copy", "dma", (acc("src", "hbm", 1), acc("dst", "sbuf", 2, write=True)))
+    meta = {"set": "fast", "backend": "nkisim", "modes": ["exact"], "seed": 0, "wall_s": 1.0}
+    for index in (1, 2):
+        shard = tmp_path / f"s{index}"
+        write_timeline([load], "trn2", shard / "timelines" / f"c{index}.json")
+        record = {"case_id": f"c{index}", "grad": "dx", "mode": "exact", "seed": 0, "status": "PASS",
+                  "backend": "nkisim", "metrics": {}, "modelled_us": 1.0,
+                  "timeline": f"timelines/c{index}.json"}
+        write_reports([record], {**meta, "shard": f"{index}/2"}, shard)
+    out = tmp_path / "merged"
+    assert main(["report", "--merge", str(tmp_path / "s1"), str(tmp_path / "s2"), "--out", str(out)]) == 0
+    records = _records(out)
+    assert sorted(r["timeline"] for r in records) == ["../s1/timelines/c1.json", "../s2/timelines/c2.json"]
+    page = (out / "report.html").read_text()
+    assert page.count("<svg") == 2 and "Cannot draw" not in page

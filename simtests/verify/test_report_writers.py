@@ -17,7 +17,8 @@ def _record(case_id: str, grad: str, status: str, ratio: float, group: str = "ba
             methods=("dx:gather_s1",), mode: str = "stat") -> dict:
     metrics = {"bound_ratio": ratio, "max_ulp": 1, "max_abs": 0.1, "max_norm_err": 1e-3,
                "max_range_rel": 1e-3, "zero_share": 0.0, "reachable_zero_share": 0.0,
-               "ulp_histogram": [90, 10, 0, 0, 0], "reason": "" if status != "FAIL" else "too far"}
+               "ulp_histogram": [90, 10, 0, 0, 0], "reason": "" if status != "FAIL" else "too far",
+               "accumulation_share": ratio / 2}
     return {"case_id": case_id, "group": group, "grad": grad, "mode": mode, "seed": 0, "K": 27,
             "dtype": "bf16", "status": status, "passed": status != "FAIL", "metrics": metrics,
             "methods": list(methods), "backend": "nkisim", "modelled_us": 3.0, "error": None}
@@ -35,9 +36,10 @@ def test_markdown_tables_count_statuses():
     text = render_markdown(RECORDS, META)
     assert text.startswith("# conv3d_bwd tolerance report")
     assert "**FAIL**: 3 gradient results" in text
-    assert "| basic | 1 | 2 | 1 | 1 | 0 | 2.5 | 1 |" in text
-    assert "| strides | 1 | 1 | 0 | 0 | 1 | 0.1 | 1 |" in text
-    assert "| dw:tap_pack | 1 | 1 | 0 | 1 | 0 | 2.5 | 1 |" in text
+    # the last column: the worst error beyond output rounding as a share of the accumulation term
+    assert "| basic | 1 | 2 | 1 | 1 | 0 | 2.5 | 1.25 |" in text
+    assert "| strides | 1 | 1 | 0 | 0 | 1 | 0.1 | 0.05 |" in text
+    assert "| dw:tap_pack | 1 | 1 | 0 | 1 | 0 | 2.5 | 1.25 |" in text
     assert "too far" in text  # the failure's reason
     assert "## Mistrusted" in text and "| b | dx | stat |" in text
     # A failing report opens on its failures, before the summary tables.
@@ -123,3 +125,79 @@ def test_plots_render_for_mixed_records():
         assert base64.b64decode(png).startswith(b"\x89PNG")
     only_exact = [r for r in _mixed_records() if r["mode"] == "exact"]
     assert len(all_plots(only_exact)) == 3  # nothing measurable still draws (empty axes), no crash
+
+
+def _with_performance(record: dict, **performance) -> dict:
+    geometry = {"batch": 1, "c_in": 8, "c_out": 8, "input": [4, 6, 6], "kernel": [3, 3, 3],
+                "stride": [1, 1, 1], "padding": [1] * 6, "dilation": [1, 1, 1], "dtype": "bf16",
+                "grads": ["dx", "dw", "db"], "lnc": 1}
+    return {**record, "geometry": geometry, "target": "trn2", "plan": {"estimated_us": 2.4},
+            "performance": {"modelled_us": record["modelled_us"], "roofline_us": 0.3,
+                            "efficiency": 0.1, "tensor_util": 0.25, **performance}}
+
+
+def test_performance_section_per_case_without_a_band():
+    records = [_with_performance(r) for r in RECORDS]
+    text = render_markdown(records, META)
+    section = text[text.index("## Performance"):]
+    assert "| a | 3.00 | 2.40 | -20% | 0.30 | 0.100 | 25.0% |" in section
+    assert "| b | 3.00 |" in section and "band us" not in section
+    page = render_html(records, META, with_plots=False)
+    assert 'id="performance"' in page and "<td>-20%</td>" in page
+
+
+@pytest.mark.parametrize("band", [{"modelled_us_low": 2.5, "modelled_us_high": 4.0},
+                                  {"modelled_lo_us": 2.5, "modelled_hi_us": 4.0},
+                                  {"modelled_us_band": [2.5, 4.0]}])
+def test_performance_section_shows_the_band_however_it_is_named(band):
+    from verify.harness import performance_fields
+
+    fields = performance_fields({"modelled_us": 3.0, "tensor_util": 0.25, **band})
+    records = [_with_performance(r, **fields) for r in RECORDS]
+    text = render_markdown(records, META)
+    assert "band us" in text and "| a | 3.00 | 2.50 .. 4.00 | 2.40 |" in text
+
+
+def test_every_worst_row_has_its_rerun_command():
+    from verify.report import summary
+
+    records = [_with_performance(r) for r in RECORDS]
+    text = render_markdown(records, META)
+    worst = text[text.index("## Worst"):text.index("## Performance")]
+    rows = [line for line in worst.splitlines() if line.startswith(("| a ", "| b "))]
+    assert rows and all("`conv3d-bwd check --batch 1 --channels 8,8" in row for row in rows)
+    page = render_html(records, META, with_plots=False)
+    for record in summary.worst_per_dtype(records):
+        assert f"rerun: <code>{summary.repro_command(record)}</code>" in page.replace("&#x27;", "'")
+
+
+def test_headline_tables_show_k_per_meaning_and_the_reachable_zero_share():
+    records = [{**r, "K_structural": 64, "K": 27,
+                "metrics": {**r["metrics"], "zero_share": 0.85, "reachable_zero_share": 0.12}}
+               for r in RECORDS]
+    text = render_markdown(records, META)
+    assert "| K terms | K nonzero |" in text and "| 64 | 27 |" in text
+    assert "| 12% |" in text and "| 85% |" not in text.split("## Mistrusted")[0]
+    assert "max ULP" not in text.split("## By group")[1].split("## Mistrusted")[0]
+
+
+def test_timelines_are_drawn_beside_a_link_to_their_file(tmp_path):
+    from nkisim import timeline
+    from nkisim.trace import Instr
+    from simtests.nkisim.helpers import acc
+
+    load = Instr("dma_copy", "dma", (acc("src", "hbm", 1), acc("dst", "sbuf", 2, write=True)))
+    timeline.write_timeline([load], "trn2", tmp_path / "timelines" / "a.json")
+    records = [{**_with_performance(r), "timeline": "timelines/a.json" if r["case_id"] == "a" else None}
+               for r in RECORDS]
+    write_reports(records, META, tmp_path)
+    page = (tmp_path / "report.html").read_text()
+    block = page[page.index('<details id="tl-a"'):]
+    block = block[:block.index("</details>")]
+    assert '<a href="timelines/a.json">JSON</a>' in block and "<svg" in block
+    assert "core 0 DMA queue 0" in block
+    assert '<a href="#tl-a">picture</a>' in page and 'id="tl-b"' not in page
+    # a missing file is named, not a crash
+    (tmp_path / "timelines" / "a.json").unlink()
+    assert "Cannot draw timelines/a.json" in render_html(records, META, with_plots=False,
+                                                          report_dir=tmp_path)

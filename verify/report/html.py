@@ -6,6 +6,7 @@ from pathlib import Path
 
 from verify.report import summary as S
 from verify.report.markdown import ROW_HEADER
+from verify.report.timelines import timelines_section
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -16,6 +17,8 @@ tr.FAIL td { background: #fde2e2; } tr.MISTRUSTED td { background: #fff5d6; }
 .verdict-PASS { color: #17692e; } .verdict-FAIL { color: #b00020; }
 img { max-width: 100%; border: 1px solid #ddd; margin: 0.5em 0 1.5em; }
 .note { color: #555; font-size: 0.9em; }
+td.cmd { text-align: left; font-size: 0.8em; color: #444; }
+.timeline { overflow-x: auto; margin: 0.3em 0 1em; }
 """
 
 
@@ -33,8 +36,7 @@ def _table(header, rows, row_classes=None) -> str:
 
 
 def _summary_table(rows: list[S.Row], first: str) -> str:
-    cells = [(r.label, r.cases, r.records, r.passed, r.failed, r.mistrusted,
-              f"{r.worst_bound_ratio:.3g}", r.max_ulp) for r in rows]
+    cells = [S.row_cells(r) for r in rows]
     classes = ["FAIL" if r.failed else ("MISTRUSTED" if r.mistrusted else "PASS") for r in rows]
     return _table((first, *ROW_HEADER), cells, classes)
 
@@ -53,7 +55,39 @@ def _plots_section(records: list[dict]) -> str:
                    for title, png in plots.items())
 
 
-def render_html(records: list[dict], meta: dict, with_plots: bool = True) -> str:
+def _performance_section(records: list[dict]) -> str:
+    rows = S.performance_rows(records)
+    if not rows:
+        return '<p class="note">No modelled times (the backend has no cost model).</p>'
+    header, cells = S.perf_table(rows)
+    link = {r.case_id: r.timeline for r in rows if r.timeline}
+    head = "".join(f"<th>{_esc(h)}</th>" for h in (*header, "timeline"))
+    body = "".join(
+        "<tr>" + "".join(f"<td>{_esc(c)}</td>" for c in row)
+        + (f'<td><a href="#tl-{_esc(row[0])}">picture</a> &middot; <a href="{_esc(link[row[0]])}">'
+           "JSON</a></td>" if row[0] in link else "<td></td>") + "</tr>"
+        for row in cells)
+    return (f'<p class="note">{_esc(S.PERF_NOTE)}</p>'
+            f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def _worst_table(worst: list[dict]) -> str:
+    """One row of figures per result, its rerun command on a full-width row beneath."""
+    header = S.WORST_HEADER[:-1]
+    head = "".join(f"<th>{_esc(h)}</th>" for h in header)
+    body = []
+    for r in worst:
+        *cells, command = S.worst_cells(r)
+        status = _esc(r.get("status"))
+        body.append(f'<tr class="{status}">' + "".join(f"<td>{_esc(c)}</td>" for c in cells) + "</tr>")
+        body.append(f'<tr class="{status}"><td class="cmd" colspan="{len(header)}">rerun: '
+                    f"<code>{_esc(command)}</code></td></tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def render_html(records: list[dict], meta: dict, with_plots: bool = True,
+                report_dir: str | Path | None = None) -> str:
+    """The page; ``report_dir`` (where the page goes) lets it read the timeline files it draws."""
     counts = S.totals(records)
     verdict = "FAIL" if counts["FAIL"] else "PASS"
     worst = S.worst_per_dtype(records)
@@ -68,7 +102,7 @@ def render_html(records: list[dict], meta: dict, with_plots: bool = True) -> str
     mis = S.mistrusted(records)
     mistrusted_html = "".join([
         '<h2 id="mistrusted">Mistrusted</h2>',
-        (_table(("case", "grad", "mode", "zero share", "reachable zero share"),
+        (_table(("case", "grad", "mode", "zero share (all elements)", "reachable zero share (the rule's)"),
                 [(r.get("case_id"), r.get("grad"), r.get("mode"), f"{S.metric(r, 'zero_share'):.0%}",
                   f"{S.metric(r, 'reachable_zero_share'):.0%}") for r in mis],
                 ["MISTRUSTED"] * len(mis)) if mis else "<p>None.</p>"),
@@ -90,13 +124,13 @@ def render_html(records: list[dict], meta: dict, with_plots: bool = True) -> str
         f"<code>{_esc(meta.get('source') or 'unknown')}</code>. Tools: {_esc(tools)}.</p>"),
         ('<p class="note">Bound per element: 4&#8730;K&middot;u<sub>fp32</sub>&middot;&Sigma;|a||b| + '
         "ulp<sub>out</sub>(|ref|); exact mode requires bit equality with the oracle rounded to the "
-        "output dtype. MISTRUSTED: passed, but over 30% of the reachable reference is zero. "
-         "Max ULP counts every element, including results of heavy cancellation (|ref| much "
-         "smaller than &Sigma;|a||b|), where the allowed fp32 accumulation error spans many output "
-         "ULPs; err/bound is the verdict.</p>"),
+        "output dtype. MISTRUSTED: passed, but over 30% of the reachable reference is zero.</p>"),
+        "".join(f'<p class="note">{_esc(note)}</p>'
+                for note in (S.ACC_SHARE_NOTE, S.K_NOTE, S.ZEROS_NOTE, S.ULP_NOTE)),
         ('<p class="note">Sections: <a href="#failures">failures</a> &middot; <a href="#plots">'
          'plots</a> &middot; <a href="#by-group">by group</a> &middot; <a href="#by-dtype">by dtype'
          '</a> &middot; <a href="#by-method">by method</a> &middot; <a href="#worst">worst</a> '
+         '&middot; <a href="#performance">performance</a> &middot; <a href="#timelines">timelines</a> '
          '&middot; <a href="#all">all results</a> &middot; <a href="#mistrusted">mistrusted</a></p>'),
         failures_html if fails else "",  # a failing report opens on its failures
         '<h2 id="plots">Plots</h2>',
@@ -107,27 +141,15 @@ def render_html(records: list[dict], meta: dict, with_plots: bool = True) -> str
         '<h2 id="by-method">By plan method</h2>', _summary_table(S.by_method(records), "method"),
         '<h2 id="worst">Worst error/bound ratios</h2>',
         ('<p class="note">Failures first, then the five largest err/bound per dtype and mode (a '
-         "correctly rounded bf16 or fp16 result scores up to 0.5 whatever the accumulation did; "
-         "fp32 shows the accumulation term; exact-mode results that match score 0 and are left "
-         "out).</p>"),
-        _table(("case", "grad", "mode", "K", "err/bound", "max ULP", "max abs", "err/max|ref|", "err/sum|ab|", "zeros",
-                "status"),
-               [(r.get("case_id"), r.get("grad"), r.get("mode"), r.get("K"),
-                 f"{S.metric(r, 'bound_ratio'):.3g}", int(S.metric(r, "max_ulp")),
-                 f"{S.metric(r, 'max_abs'):.3g}", f"{S.metric(r, 'max_range_rel'):.3g}",
-                  f"{S.metric(r, 'max_norm_err'):.3g}",
-                 f"{S.metric(r, 'zero_share'):.0%}", r.get("status")) for r in worst],
-               [str(r.get("status")) for r in worst]),
+         "correctly rounded bf16 or fp16 result scores up to 0.5 whatever the accumulation did: "
+         "its acc share shows the accumulation's margin; exact-mode results that match score 0 "
+         "and are left out). Each row's rerun command reproduces it.</p>"),
+        _worst_table(worst),
+        '<h2 id="performance">Performance</h2>', _performance_section(records),
+        '<h2 id="timelines">Timelines</h2>', timelines_section(records, report_dir),
         '<h2 id="all">All results</h2>',
         f"<details><summary>{len(records)} gradient results</summary>",
-        _table(("case", "grad", "mode", "seed", "K", "err/bound", "max ULP", "zeros", "modelled us",
-                "status"),
-               [(r.get("case_id"), r.get("grad"), r.get("mode"), r.get("seed"), r.get("K"),
-                 f"{S.metric(r, 'bound_ratio'):.3g}", int(S.metric(r, "max_ulp")),
-                 f"{S.metric(r, 'zero_share'):.0%}",
-                 "" if r.get("modelled_us") is None else f"{float(r['modelled_us']):.1f}",
-                 r.get("status")) for r in records],
-               [str(r.get("status")) for r in records]),
+        _table(S.ALL_HEADER, [S.all_cells(r) for r in records], [str(r.get("status")) for r in records]),
         "</details>",
         "" if fails else failures_html,
         mistrusted_html,
@@ -138,5 +160,5 @@ def render_html(records: list[dict], meta: dict, with_plots: bool = True) -> str
 
 def write_html(records: list[dict], meta: dict, path: str | Path) -> Path:
     path = Path(path)
-    path.write_text(render_html(records, meta))
+    path.write_text(render_html(records, meta, report_dir=path.parent))
     return path

@@ -86,7 +86,11 @@ def merge_reports(paths: list[str | Path], allow_partial: bool = False) -> tuple
     for path in paths:
         records, meta = read_report(path)
         metas.append(meta)
+        folder = path if path.is_dir() else path.parent
         for record in records:
+            if record.get("timeline") and not Path(record["timeline"]).is_absolute():
+                # relative to its shard's folder; the merged report names it from its own
+                record = {**record, "timeline": str(folder / record["timeline"])}
             merged.setdefault(record_key(record), record)
     missing = missing_shards(metas)
     if missing and not allow_partial:

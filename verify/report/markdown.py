@@ -5,7 +5,7 @@ from pathlib import Path
 
 from verify.report import summary as S
 
-ROW_HEADER = ("cases", "records", "pass", "fail", "mistrusted", "worst err/bound", "max ULP")
+ROW_HEADER = S.ROW_HEADER
 
 
 def _table(header: tuple[str, ...], rows: list[tuple]) -> list[str]:
@@ -15,8 +15,21 @@ def _table(header: tuple[str, ...], rows: list[tuple]) -> list[str]:
 
 
 def _row_cells(row: S.Row) -> tuple:
-    return (row.label, row.cases, row.records, row.passed, row.failed, row.mistrusted,
-            f"{row.worst_bound_ratio:.3g}", row.max_ulp)
+    return S.row_cells(row)
+
+
+def _performance_section(records: list[dict]) -> list[str]:
+    rows = S.performance_rows(records)
+    if not rows:
+        return ["## Performance", "", "No modelled times (the backend has no cost model).", ""]
+    header, cells = S.perf_table(rows)
+    timelines = [r for r in rows if r.timeline]
+    return ["## Performance", "", S.PERF_NOTE, "", *_table(header, cells), "",
+            *([(f"Modelled schedules of {len(timelines)} cases (Chrome trace-event JSON, open in "
+                "ui.perfetto.dev or chrome://tracing): "
+                + ", ".join(f"[{r.case_id}]({r.timeline})" for r in timelines[:3])
+                + (", ..." if len(timelines) > 3 else "") + "; report.html draws them all."), ""]
+              if timelines else [])]
 
 
 def _failures_section(records: list[dict]) -> list[str]:
@@ -51,9 +64,10 @@ def render_markdown(records: list[dict], meta: dict) -> str:
         f"- source revision: {meta.get('source') or 'unknown'}",
         ("- bound per element: `4 sqrt(K) u_fp32 sum|a||b| + ulp_out(|ref|)`; exact mode: bit "
         "equality with the oracle rounded to the output dtype. err/bound <= 1 passes in stat mode."),
-        ("- max ULP counts every element, including results of heavy cancellation (|ref| << "
-         "sum|a||b|), where the fp32 accumulation error the bound allows spans many output ULPs; "
-         "err/bound is the verdict, the ULP histogram in report.html shows how rare those are."),
+        f"- {S.ACC_SHARE_NOTE}",
+        f"- {S.K_NOTE}",
+        f"- {S.ZEROS_NOTE}",
+        f"- {S.ULP_NOTE} It is listed per result in report.html only.",
         "",
         *_failures_section(records),
         "## By group",
@@ -71,18 +85,13 @@ def render_markdown(records: list[dict], meta: dict) -> str:
         "## Worst error/bound ratios",
         "",
         ("Failures first, then the five largest err/bound per dtype and mode (a correctly rounded "
-         "bf16 or fp16 result scores up to 0.5 whatever the accumulation did; fp32 shows the "
-         "accumulation term; exact-mode results that match score 0 and are left out)."),
+         "bf16 or fp16 result scores up to 0.5 whatever the accumulation did: its acc share shows "
+         "the accumulation's margin; exact-mode results that match score 0 and are left out)."),
         "",
-        *_table(("case", "grad", "mode", "K", "err/bound", "max ULP", "max abs", "err/max|ref|", "err/sum|ab|",
-                 "zeros", "status"),
-                [(r.get("case_id"), r.get("grad"), r.get("mode"), r.get("K"),
-                  f"{S.metric(r, 'bound_ratio'):.3g}", int(S.metric(r, "max_ulp")),
-                  f"{S.metric(r, 'max_abs'):.3g}", f"{S.metric(r, 'max_range_rel'):.3g}",
-                  f"{S.metric(r, 'max_norm_err'):.3g}",
-                  f"{S.metric(r, 'zero_share'):.0%}", r.get("status"))
-                 for r in S.worst_per_dtype(records)]),
+        *_table(S.WORST_HEADER[:-1] + ("rerun",),
+                [(*S.worst_cells(r)[:-1], f"`{S.repro_command(r)}`") for r in S.worst_per_dtype(records)]),
         "",
+        *_performance_section(records),
     ]
     fails = S.failures(records)
     if not fails:
@@ -90,7 +99,7 @@ def render_markdown(records: list[dict], meta: dict) -> str:
     lines += ["", "## Mistrusted", ""]
     mis = S.mistrusted(records)
     if mis:
-        lines += _table(("case", "grad", "mode", "zero share", "reachable zero share"),
+        lines += _table(("case", "grad", "mode", "zero share (all elements)", "reachable zero share (the rule's)"),
                         [(r.get("case_id"), r.get("grad"), r.get("mode"),
                           f"{S.metric(r, 'zero_share'):.0%}",
                           f"{S.metric(r, 'reachable_zero_share'):.0%}") for r in mis])

@@ -33,6 +33,7 @@ class Row:
     mistrusted: int
     worst_bound_ratio: float
     max_ulp: int
+    worst_accumulation_share: float = 0.0
 
 
 def _rows(groups: dict[str, list[dict]]) -> list[Row]:
@@ -48,6 +49,8 @@ def _rows(groups: dict[str, list[dict]]) -> list[Row]:
             mistrusted=statuses.count("MISTRUSTED"),
             worst_bound_ratio=max((metric(r, "bound_ratio") for r in records), default=0.0),
             max_ulp=int(max((metric(r, "max_ulp") for r in records), default=0)),
+            worst_accumulation_share=max((metric(r, "accumulation_share") for r in records),
+                                         default=0.0),
         ))
     return rows
 
@@ -149,3 +152,166 @@ def repro_command(record: dict) -> str:
             f"{geo.get('dtype')} --grads {csv('grads')} --lnc {geo.get('lnc')} --mode "
             f"{record.get('mode')} --seed {record.get('seed')} --backend {record.get('backend')} "
             f"--target {record.get('target', 'trn2')}")
+
+
+# ------------------------------------------------------------------------ table columns and notes
+
+ROW_HEADER = ("cases", "records", "pass", "fail", "mistrusted", "worst err/bound", "worst acc share")
+
+ACC_SHARE_NOTE = ("acc share: the error beyond one output ULP as a share of the accumulation "
+                  "allowance 4 sqrt(K) u_fp32 sum|a||b| (max over elements; <= 1 is within the "
+                  "bound, 0 means every element is within one output ULP). err/bound of a correctly "
+                  "rounded bf16/fp16 result is up to 0.5 whatever the accumulation did; the share "
+                  "shows the margin left on the accumulation itself.")
+K_NOTE = ("K terms: products the geometry sums into the element (the accumulation length, the same "
+          "in both modes); K nonzero: those with both factors nonzero, what the bound uses "
+          "(exact mode's sparse integer inputs have fewer; stat mode's dense inputs have all).")
+ZEROS_NOTE = ("zeros: share of zero reference elements among those the geometry reaches (elements "
+              "no term reaches, e.g. dx positions a stride skips, are left out): the share the "
+              "MISTRUSTED rule (> 30%) uses.")
+ULP_NOTE = ("max ULP: the largest distance in representable steps of the output dtype from the "
+            "oracle rounded to it, over all elements; it grows large (thousands and more) where "
+            "|ref| is much smaller than sum|a||b| (cancellation), where the allowed fp32 "
+            "accumulation error spans many output ULPs. err/bound is the verdict.")
+
+
+def row_cells(row: Row) -> tuple:
+    return (row.label, row.cases, row.records, row.passed, row.failed, row.mistrusted,
+            f"{row.worst_bound_ratio:.3g}", fmt_share(row.worst_accumulation_share))
+
+
+def fmt_share(value: float) -> str:
+    return "0" if value == 0 else f"{value:.3g}"
+
+
+def k_cells(record: dict) -> tuple[str, str]:
+    """(K terms, K nonzero) of a record ('' where unknown)."""
+    terms, nonzero = record.get("K_structural"), record.get("K")
+    return ("" if terms in (None, 0) else str(terms)), ("" if nonzero is None else str(nonzero))
+
+
+def zeros_cell(record: dict) -> str:
+    return f"{metric(record, 'reachable_zero_share'):.0%}"
+
+
+WORST_HEADER = ("case", "grad", "mode", "K terms", "K nonzero", "err/bound", "acc share", "max abs",
+                "err/max|ref|", "err/sum|ab|", "zeros", "status", "rerun")
+
+
+def worst_cells(record: dict) -> tuple:
+    return (record.get("case_id"), record.get("grad"), record.get("mode"), *k_cells(record),
+            f"{metric(record, 'bound_ratio'):.3g}", fmt_share(metric(record, "accumulation_share")),
+            f"{metric(record, 'max_abs'):.3g}", f"{metric(record, 'max_range_rel'):.3g}",
+            f"{metric(record, 'max_norm_err'):.3g}", zeros_cell(record), record.get("status"),
+            repro_command(record))
+
+
+ALL_HEADER = ("case", "grad", "mode", "seed", "K terms", "K nonzero", "err/bound", "acc share",
+              "max ULP", "zeros", "modelled us", "status")
+
+
+def all_cells(record: dict) -> tuple:
+    modelled = record.get("modelled_us")
+    return (record.get("case_id"), record.get("grad"), record.get("mode"), record.get("seed"),
+            *k_cells(record), f"{metric(record, 'bound_ratio'):.3g}",
+            fmt_share(metric(record, "accumulation_share")), int(metric(record, "max_ulp")),
+            zeros_cell(record), "" if modelled is None else f"{float(modelled):.1f}",
+            record.get("status"))
+
+
+# ------------------------------------------------------------------------------ performance
+
+@dataclass(frozen=True)
+class PerfRow:
+    """One case's modelled performance (from its first record that has a modelled time)."""
+
+    case_id: str
+    modelled_us: float
+    band: tuple[float, float] | None
+    estimated_us: float | None
+    roofline_us: float | None
+    efficiency: float | None
+    tensor_util: float | None
+    timeline: str | None
+
+
+_LOW_SUFFIXES = ("low", "lo", "min")
+_HIGH_SUFFIXES = ("high", "hi", "max")
+
+
+def band(performance: dict) -> tuple[float, float] | None:
+    """The modelled time's uncertainty band from a record's performance fields, whatever the cost
+    model names it (a ``modelled...`` field with a word low/lo/min and one with high/hi/max, e.g.
+    ``modelled_us_low``/``modelled_us_high``, or one ``[low, high]`` pair); None without one."""
+    low = high = None
+    for key, value in performance.items():
+        if "modelled" not in key or key == "modelled_us":
+            continue
+        if isinstance(value, (list, tuple)) and len(value) == 2:
+            low, high = float(value[0]), float(value[1])
+        elif isinstance(value, (int, float)):
+            words = set(key.split("_"))
+            if words & set(_LOW_SUFFIXES):
+                low = float(value)
+            elif words & set(_HIGH_SUFFIXES):
+                high = float(value)
+    return (low, high) if low is not None and high is not None else None
+
+
+def performance_rows(records: list[dict]) -> list[PerfRow]:
+    """One row per case run that has a modelled time, in record order."""
+    rows: dict[str, PerfRow] = {}
+    for record in records:
+        case_id = str(record.get("case_id"))
+        if case_id in rows or record.get("modelled_us") is None:
+            continue
+        perf = record.get("performance") or {}
+        plan = record.get("plan") or {}
+        rows[case_id] = PerfRow(
+            case_id=case_id, modelled_us=float(record["modelled_us"]), band=band(perf),
+            estimated_us=_maybe_float(plan.get("estimated_us")),
+            roofline_us=_maybe_float(perf.get("roofline_us")),
+            efficiency=_maybe_float(perf.get("efficiency")),
+            tensor_util=_maybe_float(perf.get("tensor_util")),
+            timeline=next((r.get("timeline") for r in records
+                           if r.get("case_id") == case_id and r.get("timeline")), None))
+    return list(rows.values())
+
+
+def _maybe_float(value) -> float | None:
+    try:
+        return None if value is None else float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+PERF_HEADER = ("case", "modelled us", "band us", "planner estimate us", "est err", "roofline us",
+               "efficiency", "TensorE util")
+
+PERF_NOTE = ("Modelled on nkisim's cost model (not measured). Estimate: the planner's own figure "
+             "for its pick (est err = estimate / modelled - 1). Efficiency: roofline / modelled, "
+             "where the roofline is max(useful FLOPs / TensorE peak, compulsory HBM bytes / DMA "
+             "bandwidth) for the gradients the case computes. These cases are small correctness "
+             "geometries, so low efficiency is expected; the bench measures performance.")
+
+
+def perf_cells(row: PerfRow) -> tuple:
+    def f(value, spec):
+        return "" if value is None else format(value, spec)
+
+    est_err = (row.estimated_us / row.modelled_us - 1.0
+               if row.estimated_us is not None and row.modelled_us else None)
+    return (row.case_id, f"{row.modelled_us:.2f}",
+            "" if row.band is None else f"{row.band[0]:.2f} .. {row.band[1]:.2f}",
+            f(row.estimated_us, ".2f"), f(est_err, "+.0%"), f(row.roofline_us, ".2f"),
+            f(row.efficiency, ".3f"), f(row.tensor_util, ".1%"))
+
+
+def perf_table(rows: list[PerfRow]) -> tuple[tuple[str, ...], list[tuple]]:
+    """(header, cells) of the performance table; the band column only when some case has one."""
+    cells = [perf_cells(r) for r in rows]
+    if any(r.band is not None for r in rows):
+        return PERF_HEADER, cells
+    drop = PERF_HEADER.index("band us")
+    return (PERF_HEADER[:drop] + PERF_HEADER[drop + 1:],
+            [c[:drop] + c[drop + 1:] for c in cells])
