@@ -194,8 +194,9 @@ def _sbuf_address_out_of_bounds():
 def _use_after_address_reuse():
     a = ps((128, 512), name="a", address=(0, 2048))
     b = ps((128, 512), name="b", address=(0, 2048))
+    nisa.memset(a, 0.0)   # aliases may be used in turn (AWS's attention_cte rotates PSUM tiles so)
     nisa.memset(b, 0.0)
-    nisa.memset(a, 0.0)
+    nisa.tensor_copy(sb((128, 512), F32), a)   # but a's bytes now hold b's data
 
 
 def _sendrecv_without_lnc():
@@ -450,7 +451,7 @@ CASES = [
     (_string_buffer, "trn2", "ndarray", "x", "buffer must be an nl buffer"),
     (_psum_address_not_bank_aligned, "trn2", "ndarray", "p", "must start at a bank boundary"),
     (_sbuf_address_out_of_bounds, "trn2", "ndarray", "t", "exceeds the 212984 B per partition of SBUF"),
-    (_use_after_address_reuse, "trn2", "memset", "dst", "used after its memory was re-allocated to 'b'"),
+    (_use_after_address_reuse, "trn2", "tensor_copy", "src", "read after its memory was overwritten through 'b'"),
     (_sendrecv_without_lnc, "trn2", "sendrecv", "src", "needs LNC=2"),
     (_iota_into_psum, "trn2", "iota", "dst", "must be in SBUF"),
     (_matmul(tile_position=(0, 0), tile_size=(64, 128)), "trn2", "nc_matmul", "stationary",
