@@ -257,6 +257,7 @@ class OnChipTracker:
                 if r.explicit:
                     old.aliases.append(weakref.ref(st))
                     st.aliases.append(weakref.ref(old))
+                    st.clobbered_by = old.name or f"storage#{old.id}"   # its bytes hold old's data
                 else:
                     displaced.append((sid, r, old))
         st.p0, st.byte_offset = p0, lo

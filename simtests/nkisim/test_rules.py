@@ -663,3 +663,26 @@ def test_documented_rules_stay_errors_with_nkisim_strict_0(monkeypatch):
         nkisim.run(_accumulate_onto_memset, target="trn2")
     with raises_rule("memset", "dst", "start partition 32 with 64 partitions"):   # documented for VectorE
         nkisim.run(_start_partition_64)
+
+
+def test_explicit_aliases_rotate_and_stale_reads_fail():
+    def rotate(x):
+        out = nl.ndarray((4, 8), F32, buffer=nl.shared_hbm)
+        acc = nl.ndarray((4, 8), F32)
+        nisa.memset(acc, 0.0)
+        for i in range(3):   # three PSUM tiles over one bank, used in turn
+            p = ps((4, 8), name=f"p{i}", address=(0, 0))
+            nisa.tensor_scalar(p, nl.load(x), nl.multiply, float(i + 1))
+            nisa.tensor_tensor(acc, acc, p, nl.add)
+        nl.store(out, acc)
+        return out
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    np.testing.assert_array_equal(nkisim.simulate(rotate)(x), 6 * x)
+
+    def read_before_write():
+        a = ps((4, 8), name="a", address=(0, 0))
+        nisa.memset(a, 1.0)
+        b = ps((4, 8), name="b", address=(0, 0))
+        nisa.tensor_copy(sb((4, 8), F32), b)   # b's bytes hold a's data, which nkisim does not alias
+    with raises_rule("tensor_copy", "src", "read after its memory was overwritten through 'a'"):
+        nkisim.run(read_before_write)
