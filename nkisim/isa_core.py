@@ -31,12 +31,22 @@ def tensor(instr: str, role: str, t: object) -> NkiTensor:
         raise violation(instr, role, f"expected an NkiTensor, got {type(t).__name__}")
     if 0 in t.shape:
         raise violation(instr, role, f"empty access (shape {t.shape})")
-    st = t.storage
-    stale = st.clobbered_by if st.base is None else st.base.clobbered_by
-    if stale is not None:
-        raise violation(instr, role, f"tensor '{t.name}' is used after its memory was re-allocated to "
-                        f"'{stale}' (explicit address overlap)")
+    st = t.storage if t.storage.base is None else t.storage.base
+    if role in WRITE_ROLES:
+        if st.aliases:   # this allocation now owns the shared bytes; its aliases hold stale data
+            for ref in st.aliases:
+                other = ref()
+                if other is not None:
+                    other.clobbered_by = st.name or f"storage#{st.id}"
+            st.clobbered_by = None
+    elif st.clobbered_by is not None:
+        raise violation(instr, role, f"tensor '{t.name}' is read after its memory was overwritten through "
+                        f"'{st.clobbered_by}' (explicit address overlap)")
     return t
+
+
+# Operands an instruction writes (the alias tracking of explicitly placed memory).
+WRITE_ROLES = frozenset({"dst", "dst_idx", "reduce_res"})
 
 
 def buffer_in(instr: str, role: str, t: NkiTensor, allowed: frozenset[str], what: str) -> None:

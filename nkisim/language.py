@@ -1,6 +1,7 @@
 """nki.language for nkisim: dtypes, buffers, tile_size, allocation, ranges, program ids, op tokens."""
 from __future__ import annotations
 
+import inspect
 import os
 
 import numpy as np
@@ -109,7 +110,27 @@ _ = (bfloat16, bool_, float4_e2m1fn_x4, float8_e4m3, float8_e4m3fn, float8_e4m3f
      uint8, uint16, uint32, is_hbm, is_on_chip, is_psum, is_sbuf, _ops)
 
 
-class NKIObject:
+class _NKIObjectType(type):
+    """Keyword arguments a subclass's own ``__init__`` does not take become attributes.
+
+    AWS's attention_cte declares ``@dataclass class SectionParams(nl.NKIObject)`` with unannotated
+    class attributes (so the dataclass ``__init__`` takes no fields) and builds it with keywords:
+    the base's ``__init__(**kwargs)`` behaviour is kept for such subclasses.
+    """
+
+    def __call__(cls, *args, **kwargs):
+        params = inspect.signature(cls.__init__).parameters
+        if args or all(k in params for k in kwargs) or any(p.kind is p.VAR_KEYWORD for p in params.values()):
+            return super().__call__(*args, **kwargs)
+        obj = cls.__new__(cls)
+        cls.__init__(obj, **{k: v for k, v in kwargs.items() if k in params})
+        for key, value in kwargs.items():
+            if key not in params:
+                object.__setattr__(obj, key, value)
+        return obj
+
+
+class NKIObject(metaclass=_NKIObjectType):
     """``nl.NKIObject``: the base class of NKI kernel dataclasses and configuration objects.
 
     Neuron docs, nki.language ("class NKIObject", ``__init__(self, **kwargs)``); nki-library's

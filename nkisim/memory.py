@@ -25,6 +25,7 @@ class Storage:
 
     __slots__ = (
         "__weakref__",
+        "aliases",
         "base",
         "buffer",
         "byte_offset",
@@ -72,7 +73,8 @@ class Storage:
         self.name = name
         self.p0 = 0               # first physical partition
         self.byte_offset = 0      # on-chip free-dim byte address (PSUM always, SBUF if explicit)
-        self.clobbered_by: str | None = None
+        self.clobbered_by: str | None = None   # the alias that last overwrote this memory, if any
+        self.aliases: list[weakref.ref] = []    # explicitly placed allocations sharing its bytes
         self.base: Storage | None = None   # the allocation this one re-types (NkiTensor.view), if any
         self.trace_id = sid       # the allocation's id in trace records (shared by its re-typed views)
 
@@ -242,8 +244,9 @@ class OnChipTracker:
         if self.kind == PSUM and lo % self.bank_bytes:
             raise violation("ndarray", st.name, f"PSUM address byte offset {lo} must start at a bank "
                             f"boundary (multiple of {self.bank_bytes})")
-        # A live tensor whose memory is re-used becomes stale: using it later is the error (the
-        # usual rotation `ps = nl.ndarray(..., address=a)` creates the new one before the old dies).
+        # Explicit allocations over the same bytes alias each other (AWS's attention_cte places its
+        # rotating PSUM tiles this way and uses each in turn): the last one written owns the memory,
+        # and reading another afterwards is the error (isa_core.tensor).
         displaced = []
         for sid, r in list(self.regions.items()):
             if _overlaps(r, p0, p1, lo, hi):
@@ -252,7 +255,9 @@ class OnChipTracker:
                 if old is None:
                     continue
                 if r.explicit:
-                    old.clobbered_by = st.name or f"storage#{st.id}"
+                    old.aliases.append(weakref.ref(st))
+                    st.aliases.append(weakref.ref(old))
+                    st.clobbered_by = old.name or f"storage#{old.id}"   # its bytes hold old's data
                 else:
                     displaced.append((sid, r, old))
         st.p0, st.byte_offset = p0, lo

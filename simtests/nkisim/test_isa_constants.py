@@ -98,6 +98,15 @@ def test_nki_object_is_a_dataclass_base():
 
     c = Config(tile=4)
     assert (c.tile, c.name) == (4, "x") and isinstance(c, nl.NKIObject)
+    @dataclass
+    class Section(nl.NKIObject):   # unannotated attributes, built with keywords (AWS's attention_cte)
+        index = None
+        offset = None
+
+    sec = Section(index=2, offset=64)
+    assert (sec.index, sec.offset) == (2, 64)
+    with pytest.raises(TypeError):
+        Config(4, 5, 6)   # positional arguments still follow the dataclass signature
     plain = nl.NKIObject(a=1, b="two")
     assert (plain.a, plain.b) == (1, "two")
     assert nkisim.dtype is str and isinstance(nl.float32, nkisim.dtype)

@@ -194,8 +194,9 @@ def _sbuf_address_out_of_bounds():
 def _use_after_address_reuse():
     a = ps((128, 512), name="a", address=(0, 2048))
     b = ps((128, 512), name="b", address=(0, 2048))
+    nisa.memset(a, 0.0)   # aliases may be used in turn (AWS's attention_cte rotates PSUM tiles so)
     nisa.memset(b, 0.0)
-    nisa.memset(a, 0.0)
+    nisa.tensor_copy(sb((128, 512), F32), a)   # but a's bytes now hold b's data
 
 
 def _sendrecv_without_lnc():
@@ -450,7 +451,7 @@ CASES = [
     (_string_buffer, "trn2", "ndarray", "x", "buffer must be an nl buffer"),
     (_psum_address_not_bank_aligned, "trn2", "ndarray", "p", "must start at a bank boundary"),
     (_sbuf_address_out_of_bounds, "trn2", "ndarray", "t", "exceeds the 212984 B per partition of SBUF"),
-    (_use_after_address_reuse, "trn2", "memset", "dst", "used after its memory was re-allocated to 'b'"),
+    (_use_after_address_reuse, "trn2", "tensor_copy", "src", "read after its memory was overwritten through 'b'"),
     (_sendrecv_without_lnc, "trn2", "sendrecv", "src", "needs LNC=2"),
     (_iota_into_psum, "trn2", "iota", "dst", "must be in SBUF"),
     (_matmul(tile_position=(0, 0), tile_size=(64, 128)), "trn2", "nc_matmul", "stationary",
@@ -662,3 +663,26 @@ def test_documented_rules_stay_errors_with_nkisim_strict_0(monkeypatch):
         nkisim.run(_accumulate_onto_memset, target="trn2")
     with raises_rule("memset", "dst", "start partition 32 with 64 partitions"):   # documented for VectorE
         nkisim.run(_start_partition_64)
+
+
+def test_explicit_aliases_rotate_and_stale_reads_fail():
+    def rotate(x):
+        out = nl.ndarray((4, 8), F32, buffer=nl.shared_hbm)
+        acc = nl.ndarray((4, 8), F32)
+        nisa.memset(acc, 0.0)
+        for i in range(3):   # three PSUM tiles over one bank, used in turn
+            p = ps((4, 8), name=f"p{i}", address=(0, 0))
+            nisa.tensor_scalar(p, nl.load(x), nl.multiply, float(i + 1))
+            nisa.tensor_tensor(acc, acc, p, nl.add)
+        nl.store(out, acc)
+        return out
+    x = np.arange(32, dtype=np.float32).reshape(4, 8)
+    np.testing.assert_array_equal(nkisim.simulate(rotate)(x), 6 * x)
+
+    def read_before_write():
+        a = ps((4, 8), name="a", address=(0, 0))
+        nisa.memset(a, 1.0)
+        b = ps((4, 8), name="b", address=(0, 0))
+        nisa.tensor_copy(sb((4, 8), F32), b)   # b's bytes hold a's data, which nkisim does not alias
+    with raises_rule("tensor_copy", "src", "read after its memory was overwritten through 'a'"):
+        nkisim.run(read_before_write)
