@@ -200,8 +200,13 @@ def core_barrier(data, cores, engine=engine.unknown, name=None):
         raise violation(ins, "data", f"core_barrier needs NC-v3+ (trn2), target is {core.target.name}")
     if not isinstance(engine, _engine):
         raise violation(ins, "engine", f"{engine!r} is not an nki.isa.engine member (raw values are rejected)")
-    if not isinstance(cores, tuple) or tuple(cores) != (0, 1):
+    if not isinstance(cores, (tuple, list)) or tuple(cores) != (0, 1):
         raise violation(ins, "cores", f"{cores!r}: only the tuple (0, 1) is supported")
+    if isinstance(cores, list):
+        # The nki.isa.core_barrier page asks for a tuple; AWS's router_topk passes the list [0, 1].
+        warnings.warn(NkiStrictWarning(
+            "core_barrier: operand 'cores': a list; the nki.isa.core_barrier page documents the tuple (0, 1)"),
+            stacklevel=2)
     if core.run.lnc < 2:
         # The docs allow core_barrier only with LNC enabled; AWS's router_topk issues it in its LNC=1
         # configurations too. With one program there is no peer to wait for: a no-op, with a warning.

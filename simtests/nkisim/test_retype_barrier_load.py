@@ -150,8 +150,13 @@ def test_core_barrier_deadlock_and_rules():
     with raises_rule("core_barrier", "data", "needs NC-v3"):
         nkisim.run(lnc1, target="trn1")
 
-    def bad_cores():
+    def list_cores():
         nisa.core_barrier(nl.ndarray((2, 4), nl.float32, buffer=nl.shared_hbm), [0, 1])
+    with pytest.warns(nkisim.NkiStrictWarning, match="documents the tuple"):
+        nkisim.run(nkisim.jit(list_cores)[2])   # AWS's router_topk passes a list
+
+    def bad_cores():
+        nisa.core_barrier(nl.ndarray((2, 4), nl.float32, buffer=nl.shared_hbm), (0, 2))
     with raises_rule("core_barrier", "cores", "only the tuple \\(0, 1\\)"):
         nkisim.run(nkisim.jit(bad_cores)[2])
 
