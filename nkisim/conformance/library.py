@@ -155,6 +155,18 @@ def _rope_hf(rng, module):
                  sin=_gauss(rng, 1, 256, 128), backward=False)
 
 
+def _topk_reduce(rng, module):
+    # test_topk_reduce (lnc 1, 8 source ranks, T 4, K 4, H 2880), bf16: T*K rows scattered into a buffer
+    # of -1s, each row's global token index packed as an int32 into its last two bf16 columns
+    src_ranks, t, k, h = 8, 4, 4, 2880
+    bf = ml_dtypes.bfloat16
+    buf = np.full((src_ranks * t, h + 2), -1, dtype=bf)
+    token_ids = np.arange(t, dtype=np.int32).repeat(k).reshape(t * k, 1).view(bf)
+    rows = np.concatenate([_gauss(rng, t * k, h, dtype=bf), token_ids], axis=1)
+    buf[rng.permutation(src_ranks * t)[: t * k]] = rows
+    return _case(input=buf, T=t, K=k)
+
+
 def _aliased(name: str):
     """Compare the output argument the kernel writes (its test's ``<name>.must_alias_input``)."""
     return lambda result, case: case.kwargs[name]
@@ -210,6 +222,9 @@ SPECS: tuple[KernelSpec, ...] = (
     _spec("", "core/embeddings", "rope_hf", "rope_hf", _rope_hf,
           _ref("core/embeddings", "rope_hf_torch", "rope_hf_torch_ref"), 1e-6, 1e-6,
           "core/embeddings/test_rope_hf.py", output=_aliased_pair("q_out", "k_out"), extra=True),
+    _spec("", "experimental/collectives", "topk_reduce", "topk_reduce", _topk_reduce,
+          _ref("experimental/collectives", "topk_reduce_torch", "topk_reduce_torch_ref"), 5e-2, 5e-2,
+          "experimental/subkernels/test_topk_reduce.py", extra=True),
     # router_topk's test runs the kernel through a wrapper function in its test module (it allocates the
     # outputs the kernel writes); both the wrapper and its torch counterpart are read from that file.
     KernelSpec("nki-library core/router_topk", "nki-library", f"{TESTS}/core/router_topk/test_router_topk_common.py",
