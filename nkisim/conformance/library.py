@@ -167,6 +167,23 @@ def _topk_reduce(rng, module):
     return _case(input=buf, T=t, K=k)
 
 
+def _common_types() -> Any:
+    import importlib
+
+    return importlib.import_module(f"{PKG}.core.utils.common_types")
+
+
+def _output_projection_tkg(rng, module):
+    # test_output_proj_tkg OUTPUT_PROJ_TKG_TEST_CASES[2]: B 4, n_heads 8, S_tkg 4, d_head 64, H 3072,
+    # no quantization, no bias, no transposed output; bf16
+    bf = ml_dtypes.bfloat16
+    b, n_heads, s_tkg, d_head, h = 4, 8, 4, 64, 3072
+    return _case(attention=_gauss(rng, d_head, b, n_heads, s_tkg, dtype=bf),
+                 weight=_gauss(rng, d_head * n_heads, h, dtype=bf), bias=None,
+                 quantization_type=_common_types().QuantizationType.NONE, weight_scale=None, input_scale=None,
+                 TRANSPOSE_OUT=False, OUT_IN_SB=False)
+
+
 def _aliased(name: str):
     """Compare the output argument the kernel writes (its test's ``<name>.must_alias_input``)."""
     return lambda result, case: case.kwargs[name]
@@ -225,6 +242,9 @@ SPECS: tuple[KernelSpec, ...] = (
     _spec("", "experimental/collectives", "topk_reduce", "topk_reduce", _topk_reduce,
           _ref("experimental/collectives", "topk_reduce_torch", "topk_reduce_torch_ref"), 5e-2, 5e-2,
           "experimental/subkernels/test_topk_reduce.py", extra=True),
+    _spec("", "core/output_projection", "output_projection_tkg", "output_projection_tkg", _output_projection_tkg,
+          _ref("core/output_projection", "output_projection_tkg_torch", "output_projection_tkg_torch_ref"), 2e-2, 1e-5,
+          "core/output_projection/test_output_proj_tkg.py", ref_output=lambda r: r["out"], lnc=2, extra=True),
     # router_topk's test runs the kernel through a wrapper function in its test module (it allocates the
     # outputs the kernel writes); both the wrapper and its torch counterpart are read from that file.
     KernelSpec("nki-library core/router_topk", "nki-library", f"{TESTS}/core/router_topk/test_router_topk_common.py",
