@@ -184,6 +184,25 @@ def _output_projection_tkg(rng, module):
                  TRANSPOSE_OUT=False, OUT_IN_SB=False)
 
 
+def _attention_cte(rng, module):
+    # test_attention_cte_no_cp_unit: bs 1, seqlen_kv 128, seqlen_q 128, d 128, scale 1.0, bf16, causal,
+    # q and k as (bs, d, seqlen), transposed output (bs, d, seqlen_q); uniform [0, 1) inputs
+    import torch
+
+    bf = ml_dtypes.bfloat16
+    bs, seqlen, d = 1, 128, 128
+
+    def sample(*shape):
+        return rng.random(shape).astype(np.float32).astype(bf)
+    common = {"q": sample(bs, d, seqlen), "k": sample(bs, d, seqlen), "v": sample(bs, seqlen, d), "scale": 1.0,
+              "causal_mask": True, "k_prior": None, "v_prior": None, "prior_used_len": None, "sink": None,
+              "sliding_window": 0, "tp_q": False, "tp_k": False, "tp_out": True, "cache_softmax": False,
+              "cp_offset": None, "global_cp_deg": None, "cp_strided_q_slicing": False, "bound_min": None,
+              "bound_max": None}
+    return Case((), {**common, "softmax_dtype": module.nl.float32, "mm_out_dtype": module.nl.float32}, ref_args=(),
+                ref_kwargs={**common, "softmax_dtype": torch.float32})
+
+
 def _aliased(name: str):
     """Compare the output argument the kernel writes (its test's ``<name>.must_alias_input``)."""
     return lambda result, case: case.kwargs[name]
@@ -245,6 +264,9 @@ SPECS: tuple[KernelSpec, ...] = (
     _spec("", "core/output_projection", "output_projection_tkg", "output_projection_tkg", _output_projection_tkg,
           _ref("core/output_projection", "output_projection_tkg_torch", "output_projection_tkg_torch_ref"), 2e-2, 1e-5,
           "core/output_projection/test_output_proj_tkg.py", ref_output=lambda r: r["out"], lnc=2, extra=True),
+    _spec("", "core/attention", "attention_cte", "attention_cte", _attention_cte,
+          _ref("core/attention", "attention_cte_torch", "attention_cte_torch_ref"), 2e-2, 1e-5,
+          "core/attention/test_attention_cte.py", lnc=2, extra=True),
     # router_topk's test runs the kernel through a wrapper function in its test module (it allocates the
     # outputs the kernel writes); both the wrapper and its torch counterpart are read from that file.
     KernelSpec("nki-library core/router_topk", "nki-library", f"{TESTS}/core/router_topk/test_router_topk_common.py",
