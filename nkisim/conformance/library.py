@@ -203,6 +203,18 @@ def _attention_cte(rng, module):
                 ref_kwargs={**common, "softmax_dtype": torch.float32})
 
 
+def _gen_mask_tkg(rng, module):
+    # test_gen_mask_tkg flat_kv_strided_test_perms[0]: batch 4, q_head 1, s_ctx 256, s_active 1, lnc 1, strided
+    # MM1; the position ids are cache lengths in [1, s_ctx), one per batch, broadcast over 128 partitions
+    batch, q_head, s_ctx, s_active = 4, 1, 256, 1
+    cache_lens = rng.integers(1, s_ctx, size=(batch,)).astype(np.int32)
+    row = np.repeat(cache_lens, s_active).astype(np.float32)
+    return _case(pos_ids_hbm=np.broadcast_to(row[None, :], (128, batch * s_active)).copy(),
+                 mask_out_hbm=np.zeros((128, s_ctx // 128, batch, q_head, s_active), np.float32), bs=batch,
+                 q_head=q_head, s_active=s_active, is_s_prior_sharded=False, s_prior_per_shard=s_ctx,
+                 s_prior_offset=0, block_len=0, strided_mm1=True)
+
+
 def _aliased(name: str):
     """Compare the output argument the kernel writes (its test's ``<name>.must_alias_input``)."""
     return lambda result, case: case.kwargs[name]
@@ -267,6 +279,14 @@ SPECS: tuple[KernelSpec, ...] = (
     _spec("", "core/attention", "attention_cte", "attention_cte", _attention_cte,
           _ref("core/attention", "attention_cte_torch", "attention_cte_torch_ref"), 2e-2, 1e-5,
           "core/attention/test_attention_cte.py", lnc=2, extra=True),
+    # gen_mask_tkg is a subkernel on SBUF tensors: its test runs it through a wrapper in the test module
+    # (HBM <-> SBUF copies) against an adapter of the torch reference; both are read from that file.
+    KernelSpec("nki-library core/attention/gen_mask_tkg", "nki-library",
+               f"{TESTS}/core/attention/test_gen_mask_tkg.py", "gen_mask_tkg_wrapper", CURRENT, _gen_mask_tkg,
+               FileReference(f"{TESTS}/core/attention/test_gen_mask_tkg.py", "gen_mask_tkg_torch_ref_adapter",
+                             torch_inputs=True), 0.0, 0.0,
+               f"{TESTS}/core/attention/test_gen_mask_tkg.py: rtol=0, atol=0", extract=True,
+               criterion=Criterion.range, extra=True),
     # router_topk's test runs the kernel through a wrapper function in its test module (it allocates the
     # outputs the kernel writes); both the wrapper and its torch counterpart are read from that file.
     KernelSpec("nki-library core/router_topk", "nki-library", f"{TESTS}/core/router_topk/test_router_topk_common.py",

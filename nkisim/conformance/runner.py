@@ -175,7 +175,10 @@ def extract_function(path: Path, name: str) -> Any:
 
 
 def extract_namespace(path: Path) -> dict[str, Any]:
-    """The imports (those that import here), functions and classes of the file at ``path``."""
+    """The imports (those that import here), functions, classes and literal constants of the file at ``path``.
+
+    A literal constant is a module-level ``NAME = <literal>`` (e.g. ``P_MAX = 128``) that functions read.
+    """
     source = path.read_text()
     tree = ast.parse(source, filename=str(path))
     mod_name = f"nkisim_conformance_extract_{path.stem}"
@@ -188,12 +191,25 @@ def extract_namespace(path: Path) -> dict[str, Any]:
                 if _imports_checkout(node):   # the kernel's own package failing to import is the error
                     raise
                 continue
+        elif _is_literal_constant(node):
+            exec(compile(ast.Module([node], []), str(path), "exec"), namespace)  # noqa: S102 - a literal only
         elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             try:
                 exec(compile(ast.Module([node], []), str(path), "exec"), namespace)  # noqa: S102 - the user's checkout, by design
             except NameError:   # a decorator or base from a skipped import (a test utility): not needed
                 continue
     return namespace
+
+
+def _is_literal_constant(node: ast.stmt) -> bool:
+    """``NAME = <literal>``: one plain name bound to a Python literal (nothing is called or imported)."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+        return False
+    try:
+        ast.literal_eval(node.value)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 def _imports_checkout(node: ast.Import | ast.ImportFrom) -> bool:

@@ -164,6 +164,26 @@ def test_extract_function_runs_only_imports_functions_and_classes(samples):
         extract_function(samples / "contributed/reference.py", "missing")
 
 
+def test_extract_function_binds_literal_constants_but_runs_no_other_statement(tmp_path):
+    # a test module's helper reads a module-level constant; a computed assignment is never run
+    (tmp_path / "helpers.py").write_text(textwrap.dedent('''
+        P_MAX = 128
+        SIDE_EFFECT = open("must-not-be-created", "w")
+
+
+        def rows():
+            return P_MAX
+
+
+        def side_effect():
+            return SIDE_EFFECT
+    '''))
+    assert extract_function(tmp_path / "helpers.py", "rows")() == 128
+    with pytest.raises(NameError, match="SIDE_EFFECT"):
+        extract_function(tmp_path / "helpers.py", "side_effect")()
+    assert not (tmp_path / "must-not-be-created").exists() and not Path("must-not-be-created").exists()
+
+
 def _scale_inputs(rng, module):
     x = rng.random((4, 8), dtype=np.float32)
     return Case((), {"x": x}, ref_args=(), ref_kwargs={"x": x})
