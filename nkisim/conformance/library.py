@@ -215,6 +215,18 @@ def _gen_mask_tkg(rng, module):
                  s_prior_offset=0, block_len=0, strided_mm1=True)
 
 
+def _output_projection_cte(rng, module):
+    # test_output_proj_cte OUTPUT_PROJ_CTE_UNIT_CASES: batch 1, seqlen 128, hidden 8192, 1 head, d_head 128,
+    # no bias; bf16, uniform [0, 1) inputs, no quantization
+    bf = ml_dtypes.bfloat16
+    batch, seqlen, hidden, n_head, d_head = 1, 128, 8192, 1, 128
+
+    def sample(*shape):
+        return rng.random(shape).astype(np.float32).astype(bf)
+    return _case(attention=sample(batch, n_head, d_head, seqlen), weight=sample(n_head * d_head, hidden), bias=None,
+                 quantization_type=_common_types().QuantizationType.NONE, input_scales=None, weight_scales=None)
+
+
 def _aliased(name: str):
     """Compare the output argument the kernel writes (its test's ``<name>.must_alias_input``)."""
     return lambda result, case: case.kwargs[name]
@@ -279,6 +291,11 @@ SPECS: tuple[KernelSpec, ...] = (
     _spec("", "core/attention", "attention_cte", "attention_cte", _attention_cte,
           _ref("core/attention", "attention_cte_torch", "attention_cte_torch_ref"), 2e-2, 1e-5,
           "core/attention/test_attention_cte.py", lnc=2, extra=True),
+    _spec("", "core/output_projection/output_projection_cte", "output_projection_cte", "output_projection_cte",
+          _output_projection_cte,
+          _ref("core/output_projection/output_projection_cte", "output_projection_cte_torch",
+               "output_projection_cte_torch_ref"), 2e-2, 1e-5, "core/output_projection/test_output_proj_cte.py",
+          lnc=2, extra=True),
     # gen_mask_tkg is a subkernel on SBUF tensors: its test runs it through a wrapper in the test module
     # (HBM <-> SBUF copies) against an adapter of the torch reference; both are read from that file.
     KernelSpec("nki-library core/attention/gen_mask_tkg", "nki-library",
