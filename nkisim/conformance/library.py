@@ -227,6 +227,23 @@ def _output_projection_cte(rng, module):
                  quantization_type=_common_types().QuantizationType.NONE, input_scales=None, weight_scales=None)
 
 
+def _attention_bwd(rng, module):
+    # test_attention_bwd fast_test_cases: batch 1, 1 q head, 1 kv head, seq_len 2048, head_dim 128, fp32, causal,
+    # no sinks, softmax_scale 1.0, mixed precision, lnc 1; o and lse from the reference module's compute_o_lse
+    import importlib
+
+    import torch
+
+    ref = importlib.import_module(f"{PKG}.core.attention.attention_bwd_torch")
+    b, h, s, d = 1, 1, 2048, 128
+    q, k, v, dy = (_gauss(rng, b, h, d, s) for _ in range(4))
+    o, lse, _ = ref.compute_o_lse(torch.from_numpy(q), torch.from_numpy(k), torch.from_numpy(v), True, True,
+                                  softmax_scale=1.0, sliding_window=None, sinks=None, bound_min=None, bound_max=None)
+    return _case(q_ref=q, k_ref=k, v_ref=v, o_ref=o.float().numpy(), dy_ref=dy, lse_ref=lse.float().numpy(),
+                 sinks_ref=None, use_causal_mask=True, mixed_precision=True, softmax_scale=1.0, sliding_window=None,
+                 bound_min=None, bound_max=None)
+
+
 def _aliased(name: str):
     """Compare the output argument the kernel writes (its test's ``<name>.must_alias_input``)."""
     return lambda result, case: case.kwargs[name]
@@ -296,6 +313,9 @@ SPECS: tuple[KernelSpec, ...] = (
           _ref("core/output_projection/output_projection_cte", "output_projection_cte_torch",
                "output_projection_cte_torch_ref"), 2e-2, 1e-5, "core/output_projection/test_output_proj_cte.py",
           lnc=2, extra=True),
+    _spec("", "core/attention", "attention_bwd", "attention_bwd", _attention_bwd,
+          _ref("core/attention", "attention_bwd_torch", "attention_bwd_torch_ref"), 2e-2, 1e-5,
+          "core/attention/test_attention_bwd.py", extra=True),
     # gen_mask_tkg is a subkernel on SBUF tensors: its test runs it through a wrapper in the test module
     # (HBM <-> SBUF copies) against an adapter of the torch reference; both are read from that file.
     KernelSpec("nki-library core/attention/gen_mask_tkg", "nki-library",
