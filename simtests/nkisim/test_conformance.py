@@ -200,6 +200,19 @@ def test_current_generation_package_kernel_with_relative_imports_and_a_torch_ref
     assert (row.ran, row.matched, row.first_error) == (True, True, "")
 
 
+def test_a_reference_that_cannot_be_imported_still_runs_the_kernel_and_never_matches(library):
+    lib = "src/nkilib_src/nkilib/core/scale"
+    (library / lib / "scale_sdk_torch.py").write_text("import a_package_missing_here\n\n\ndef ref(x):\n    return x\n")
+    spec = KernelSpec("fake-library core/scale/scale", "nki-library", f"{lib}/scale.py", "scale", Generation.current,
+                      _scale_inputs, FileReference(f"{lib}/scale_sdk_torch.py", "ref",
+                                                   module="nkilib_src.nkilib.core.scale.scale_sdk_torch"),
+                      0.0, 0.0, "written by the test", module="nkilib_src.nkilib.core.scale.scale")
+    row = run_spec(spec, library)
+    assert (row.ran, row.matched, row.skipped) == (True, False, "")
+    assert row.first_error.startswith("reference not importable: ModuleNotFoundError")
+    assert "a_package_missing_here" in row.first_error
+
+
 def test_cli_prints_the_table_and_json(samples, library, monkeypatch, capsys):
     specs = (_legacy_spec("add_kernel"), _legacy_spec("off_by_one"))
     monkeypatch.setattr(cli, "catalog", lambda: {"nki-samples": specs, "nki-library": ()})
