@@ -244,6 +244,20 @@ def _attention_bwd(rng, module):
                  bound_min=None, bound_max=None)
 
 
+def _qkv_tkg(rng, module):
+    # test_qkv_tkg qkv_tkg_kernel_accuracy_test_perms (H remainder tile only): lnc 1, batch 1, seqlen 1, hidden 128,
+    # fused_qkv_dim 512 (2 q heads, 1 kv head, d_head 128), no norm, no quantization, no fused add, BSD; bf16
+    types = _common_types()
+    bf = ml_dtypes.bfloat16
+    kw = {"hidden": _gauss(rng, 1, 1, 128, dtype=bf), "qkv_w": _gauss(rng, 128, 512, dtype=bf), "norm_w": None,
+          "fused_add": False, "mlp_prev": None, "attn_prev": None, "d_head": 128, "num_kv_heads": 1,
+          "num_q_heads": 2, "output_layout": types.QKVOutputLayout.BSD, "eps": 1e-6,
+          "norm_type": types.NormType.NO_NORM, "quantization_type": types.QuantizationType.NONE,
+          "qkv_w_scale": None, "qkv_in_scale": None, "output_in_sbuf": False, "qkv_bias": None, "norm_bias": None,
+          "hidden_actual": None}
+    return Case((), {**kw, "is_h_dim_4h_transposed": False}, ref_args=(), ref_kwargs=kw)
+
+
 def _aliased(name: str):
     """Compare the output argument the kernel writes (its test's ``<name>.must_alias_input``)."""
     return lambda result, case: case.kwargs[name]
@@ -316,6 +330,8 @@ SPECS: tuple[KernelSpec, ...] = (
     _spec("", "core/attention", "attention_bwd", "attention_bwd", _attention_bwd,
           _ref("core/attention", "attention_bwd_torch", "attention_bwd_torch_ref"), 2e-2, 1e-5,
           "core/attention/test_attention_bwd.py", extra=True),
+    _spec("", "core/qkv", "qkv_tkg", "qkv_tkg", _qkv_tkg, _ref("core/qkv", "qkv_tkg_torch", "qkv_tkg_torch_ref"),
+          2e-2, 1e-5, "core/qkv/test_qkv_tkg.py", ref_output=lambda r: r["out"], extra=True),
     # gen_mask_tkg is a subkernel on SBUF tensors: its test runs it through a wrapper in the test module
     # (HBM <-> SBUF copies) against an adapter of the torch reference; both are read from that file.
     KernelSpec("nki-library core/attention/gen_mask_tkg", "nki-library",

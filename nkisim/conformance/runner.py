@@ -282,7 +282,9 @@ def _on_path(root: Path, spec: KernelSpec) -> Iterator[None]:
     """The kernel's folder (sibling imports) and the checkout's package root on sys.path, then restored."""
     extra = [str((root / spec.path).parent)]
     if spec.repo == "nki-library":
-        extra.append(str(root / "src"))
+        # src: the kernels' package; the checkout root: its test helpers (``test.integration...``), which
+        # some torch references import as the library's own test runs do (ahead of the standard ``test``)
+        extra += [str(root / "src"), str(root)]
     before = list(sys.path)
     before_mods = set(sys.modules)
     sys.path[:0] = extra
