@@ -258,6 +258,30 @@ def _qkv_tkg(rng, module):
     return Case((), {**kw, "is_h_dim_4h_transposed": False}, ref_args=(), ref_kwargs=kw)
 
 
+def _moe_tkg(rng, module):
+    # test_moe_tkg MOE_TKG_TEST_PARAMS (selective experts, basic): lnc 2, tokens 2, hidden 512, intermediate 128,
+    # 2 experts, top_k 1, SiLU, post-scale, fp16, clamped (gate <= 7, -6 <= up <= 8), no bias; fp32 affinities
+    # that sum to 1 over each token's chosen experts, as build_moe_tkg makes them
+    types = _common_types()
+    t, h, i, e, k = 2, 512, 128, 2, 1
+    index = rng.integers(0, e, size=(t, k)).astype(np.int32)
+    weights = rng.random((t, k))
+    weights /= weights.sum(axis=1, keepdims=True)
+    affinities = np.zeros((t, e), np.float32)
+    np.put_along_axis(affinities, index, weights, axis=1)
+    return _case(hidden_input=_gauss(rng, t, h, dtype=np.float16),
+                 expert_gate_up_weights=_gauss(rng, e, h, 2, i, dtype=np.float16),
+                 expert_down_weights=_gauss(rng, e, i, h, dtype=np.float16), expert_affinities=affinities,
+                 expert_index=index, is_all_expert=False, rank_id=None, mask_unselected_experts=False,
+                 expert_gate_up_bias=None, expert_down_bias=None, expert_gate_up_weights_scale=None,
+                 expert_down_weights_scale=None, gate_up_input_scale=None, down_input_scale=None,
+                 expert_affinities_eager=None,
+                 expert_affinities_scaling_mode=types.ExpertAffinityScaleMode.POST_SCALE,
+                 activation_fn=types.ActFnType.SiLU, output_dtype=np.float16, gate_clamp_upper_limit=7.0,
+                 gate_clamp_lower_limit=None, up_clamp_upper_limit=8.0, up_clamp_lower_limit=-6.0,
+                 is_all_expert_dynamic=False, block_size=None)
+
+
 def _aliased(name: str):
     """Compare the output argument the kernel writes (its test's ``<name>.must_alias_input``)."""
     return lambda result, case: case.kwargs[name]
@@ -332,6 +356,9 @@ SPECS: tuple[KernelSpec, ...] = (
           "core/attention/test_attention_bwd.py", extra=True),
     _spec("", "core/qkv", "qkv_tkg", "qkv_tkg", _qkv_tkg, _ref("core/qkv", "qkv_tkg_torch", "qkv_tkg_torch_ref"),
           2e-2, 1e-5, "core/qkv/test_qkv_tkg.py", ref_output=lambda r: r["out"], extra=True),
+    _spec("", "core/moe/moe_tkg", "moe_tkg", "moe_tkg", _moe_tkg,
+          _ref("core/moe/moe_tkg", "moe_tkg_torch", "moe_tkg_torch_ref"), 2e-2, 1e-5, "core/moe/moe_tkg/test_moe_tkg.py",
+          ref_output=lambda r: r["out"], lnc=2, extra=True),
     # gen_mask_tkg is a subkernel on SBUF tensors: its test runs it through a wrapper in the test module
     # (HBM <-> SBUF copies) against an adapter of the torch reference; both are read from that file.
     KernelSpec("nki-library core/attention/gen_mask_tkg", "nki-library",
