@@ -277,7 +277,7 @@ def _moe_tkg(rng, module):
                  expert_down_weights_scale=None, gate_up_input_scale=None, down_input_scale=None,
                  expert_affinities_eager=None,
                  expert_affinities_scaling_mode=types.ExpertAffinityScaleMode.POST_SCALE,
-                 activation_fn=types.ActFnType.SiLU, output_dtype=np.float16, gate_clamp_upper_limit=7.0,
+                 activation_fn=types.ActFnType.SiLU, output_dtype=module.nl.float16, gate_clamp_upper_limit=7.0,
                  gate_clamp_lower_limit=None, up_clamp_upper_limit=8.0, up_clamp_lower_limit=-6.0,
                  is_all_expert_dynamic=False, block_size=None)
 
