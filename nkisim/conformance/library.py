@@ -282,6 +282,30 @@ def _moe_tkg(rng, module):
                  is_all_expert_dynamic=False, block_size=None)
 
 
+def _moe_block_tkg(rng, module):
+    # test_moe_block_tkg MANUAL_PARAMS (all-expert, GPT-OSS): lnc 2, batch 19, seqlen 1, hidden 3072, intermediate
+    # 128, 128 global / 1 local expert, top_k 4, softmax router, Swish, post-scale, fp16 weights and inputs, bias,
+    # clamp (gate <= 7, -6 <= up <= 8), router logits returned, fp16 router matmul; rank id in [0, 128)
+    types = _common_types()
+    f16 = np.float16
+    t, h, i, e_global, e_local = 19, 3072, 128, 128, 1
+
+    def small(*shape):
+        return rng.uniform(-0.1, 0.1, shape).astype(f16)
+    return _case(inp=small(t, 1, h), gamma=small(1, h), router_weights=small(h, e_global),
+                 expert_gate_up_weights=_gauss(rng, e_local, h, 2, i, dtype=f16),
+                 expert_down_weights=_gauss(rng, e_local, i, h, dtype=f16), expert_gate_up_weights_scale=None,
+                 expert_down_weights_scale=None, router_bias=small(1, e_global),
+                 expert_gate_up_bias=_gauss(rng, e_local, 2, i, dtype=f16),
+                 expert_down_bias=_gauss(rng, e_local, h, dtype=f16), top_k=4,
+                 router_act_fn=types.RouterActFnType.SOFTMAX, router_pre_norm=False, norm_topk_prob=False,
+                 expert_affinities_scaling_mode=types.ExpertAffinityScaleMode.POST_SCALE,
+                 hidden_act_fn=types.ActFnType.Swish, gate_clamp_upper_limit=7.0, gate_clamp_lower_limit=None,
+                 up_clamp_upper_limit=8.0, up_clamp_lower_limit=-6.0, router_mm_dtype=module.nl.float16,
+                 hidden_actual=None, skip_router_logits=False, is_all_expert=True,
+                 rank_id=np.array([[int(rng.integers(0, e_global // e_local))]], np.uint32))
+
+
 def _aliased(name: str):
     """Compare the output argument the kernel writes (its test's ``<name>.must_alias_input``)."""
     return lambda result, case: case.kwargs[name]
@@ -359,6 +383,9 @@ SPECS: tuple[KernelSpec, ...] = (
     _spec("", "core/moe/moe_tkg", "moe_tkg", "moe_tkg", _moe_tkg,
           _ref("core/moe/moe_tkg", "moe_tkg_torch", "moe_tkg_torch_ref"), 2e-2, 1e-5, "core/moe/moe_tkg/test_moe_tkg.py",
           ref_output=lambda r: r["out"], lnc=2, extra=True),
+    _spec("", "core/moe_block", "moe_block_tkg", "moe_block_tkg", _moe_block_tkg,
+          _ref("core/moe_block", "moe_block_tkg_torch", "moe_block_tkg_torch_ref"), 1e-2, 1e-5,
+          "core/moe_block/test_moe_block_tkg.py", lnc=2, extra=True),
     # gen_mask_tkg is a subkernel on SBUF tensors: its test runs it through a wrapper in the test module
     # (HBM <-> SBUF copies) against an adapter of the torch reference; both are read from that file.
     KernelSpec("nki-library core/attention/gen_mask_tkg", "nki-library",
