@@ -14,7 +14,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
-from .spec import Case, Criterion, FileReference, Generation, KernelSpec
+from .spec import Case, Criterion, FileReference, Generation, KernelSpec, LocalReference
 
 LIB = "src/nkilib_src/nkilib"
 PKG = "nkilib_src.nkilib"
@@ -306,6 +306,62 @@ def _moe_block_tkg(rng, module):
                  rank_id=np.array([[int(rng.integers(0, e_global // e_local))]], np.uint32))
 
 
+def _attention_tkg(rng, module):
+    # test_attention_tkg attention_tkg_fast_configs (LNC-shard on batch, s_prior < 256):
+    # AttnTKGConfig(1, 1, 1, 128, 256, 64, 0, tp_k_prior, q/k in SBUF, outputs in SBUF), bf16, no sink, lnc 1;
+    # uniform [0, 1) inputs; the mask from the library's build_full_attention_mask at the test's position id
+    import importlib
+
+    import torch
+
+    utils = importlib.import_module(f"{PKG}.core.attention.attention_tkg_utils")
+    masks = importlib.import_module(f"{PKG}.core.attention.gen_mask_tkg_torch")
+    cfg = utils.AttnTKGConfig(1, 1, 1, 128, 256, 64, 0, tp_k_prior=True, qk_in_sb=True, k_out_in_sb=True,
+                              out_in_sb=True)
+    bf = ml_dtypes.bfloat16
+
+    def sample(*shape):
+        return rng.random(shape).astype(np.float32).astype(bf)
+    pos_id = ((np.arange(cfg.bs) * 3 + (cfg.curr_sprior // 4 * 3)) % (cfg.curr_sprior - cfg.s_active))[:, None]
+    mask = masks.build_full_attention_mask(
+        cache_lens=torch.from_numpy(pos_id.flatten()).to(torch.float32), batch=cfg.bs, num_heads=cfg.q_head,
+        s_active=cfg.s_active, s_ctx=cfg.curr_sprior, lnc=1, block_len=cfg.block_len, include_active_mask=True,
+        transposed=True, enable_fa_s_prior_tiling=cfg.enable_fa_s_prior_tiling).numpy().astype(np.bool_)
+    rows = cfg.bs * cfg.q_head * cfg.s_active
+    kw = {"q": sample(cfg.d_head, rows), "k_active": sample(cfg.d_head, cfg.bs * cfg.s_active),
+          "v_active": sample(cfg.bs, 1, cfg.s_active, cfg.d_head),
+          "k_prior": sample(cfg.bs, 1, cfg.full_sprior, cfg.d_head),
+          "v_prior": sample(cfg.bs, 1, cfg.full_sprior, cfg.d_head), "mask": mask.astype(np.uint8),
+          "inv_freqs": None, "rope_pos_ids": None, "start_pos_ids": None, "sink": None, "active_blocks_table": None,
+          "attn_out_shape": (cfg.d_head, rows), "k_out_shape": (cfg.d_head, cfg.bs * cfg.s_active), "cfg": cfg,
+          "lnc": 1, "DBG": False}
+    kw = {**kw, "dtype": module.nl.bfloat16}
+    # positional, in the wrapper's parameter order: nkisim.simulate's own ``lnc`` keyword would take ``lnc=``
+    order = ("q", "k_active", "v_active", "k_prior", "v_prior", "mask", "inv_freqs", "rope_pos_ids", "start_pos_ids",
+             "sink", "active_blocks_table", "attn_out_shape", "k_out_shape", "cfg", "dtype", "lnc", "DBG")
+    return Case(tuple(kw[name] for name in order), ref_args=(), ref_kwargs=kw)
+
+
+def _attention_tkg_reference(q, k_active, v_active, k_prior, v_prior, mask, inv_freqs, rope_pos_ids, start_pos_ids,
+                             sink, active_blocks_table, attn_out_shape, k_out_shape, cfg, dtype, lnc, DBG):
+    """The test's ``attn_tkg_torch_wrapper`` (defined inside its test function): fp32 torch inputs, a zeroed
+    output, then the library's ``attention_tkg_torch_ref[lnc]``; only ``golden_out`` is compared."""
+    import importlib
+
+    import torch
+
+    ref = importlib.import_module(f"{PKG}.core.attention.attention_tkg_torch").attention_tkg_torch_ref
+
+    def t(a):
+        return None if a is None else torch.from_numpy(np.asarray(a, np.float32 if a.dtype.kind == "V" or
+                                                                  a.dtype == ml_dtypes.bfloat16 else a.dtype))
+    out, _ = ref[lnc](q=t(q), k_active=t(k_active), v_active=t(v_active), k_prior=t(k_prior), v_prior=t(v_prior),
+                      mask=t(mask), out=torch.zeros(attn_out_shape, dtype=torch.float32), cfg=cfg, sbm=None,
+                      inv_freqs=t(inv_freqs), rope_pos_ids=t(rope_pos_ids), start_pos_ids=t(start_pos_ids),
+                      sink=t(sink), active_blocks_table=t(active_blocks_table), k_out=None, DBG_TENSORS=None)
+    return out
+
+
 def _aliased(name: str):
     """Compare the output argument the kernel writes (its test's ``<name>.must_alias_input``)."""
     return lambda result, case: case.kwargs[name]
@@ -386,6 +442,13 @@ SPECS: tuple[KernelSpec, ...] = (
     _spec("", "core/moe_block", "moe_block_tkg", "moe_block_tkg", _moe_block_tkg,
           _ref("core/moe_block", "moe_block_tkg_torch", "moe_block_tkg_torch_ref"), 1e-2, 1e-5,
           "core/moe_block/test_moe_block_tkg.py", lnc=2, extra=True),
+    # attention_tkg: the test's wrapper kernel (SBUF manager, outputs) is read from its test module; its torch
+    # wrapper is a closure inside the test function, restated by _attention_tkg_reference.
+    KernelSpec("nki-library core/attention/attention_tkg", "nki-library",
+               f"{TESTS}/core/attention/test_attention_tkg.py", "attn_tkg_wrapper", CURRENT, _attention_tkg,
+               LocalReference(_attention_tkg_reference, "attn_tkg_torch_wrapper in test_attention_tkg.py"), 1e-2, 1e-5,
+               f"{TESTS}/core/attention/test_attention_tkg.py: rtol=1e-2, atol=1e-5 (no fp8 KV)", extract=True,
+               criterion=Criterion.range, extra=True),
     # gen_mask_tkg is a subkernel on SBUF tensors: its test runs it through a wrapper in the test module
     # (HBM <-> SBUF copies) against an adapter of the torch reference; both are read from that file.
     KernelSpec("nki-library core/attention/gen_mask_tkg", "nki-library",
