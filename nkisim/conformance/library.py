@@ -362,6 +362,62 @@ def _attention_tkg_reference(q, k_active, v_active, k_prior, v_prior, mask, inv_
     return out
 
 
+def _attention_block_tkg(rng, module):
+    # test_attention_block_tkg (Gemma3 with pre-RoPE gamma): batch 1, 1 q head, d_head 128, H 5376, S_ctx 1024,
+    # S_tkg 1, no cache update, RMSNorm on X, pre-RoPE QK RMSNorm with gammas, RoPE, output projection; bf16,
+    # lnc 2; generate_kernel_inputs' distributions (fan-in-scaled weights, near-unity gammas, U[-1, 1] else)
+    import importlib
+
+    import torch
+
+    masks = importlib.import_module(f"{PKG}.core.attention.gen_mask_tkg_torch")
+    types = _common_types()
+    bf = ml_dtypes.bfloat16
+    b, d, h, s_ctx, s_tkg, qkv = 1, 128, 5376, 1024, 1, 3 * 128
+
+    def uniform(*shape, lo=-1.0, hi=1.0):
+        return rng.uniform(lo, hi, shape).astype(np.float32).astype(bf)
+    cache_len = ((np.arange(b) * 3 + (s_ctx // 4 * 3)) % (s_ctx - s_tkg))[:, None]
+    mask = masks.build_full_attention_mask(
+        cache_lens=torch.from_numpy(cache_len.flatten()).to(torch.float32), batch=b, num_heads=1, s_active=s_tkg,
+        s_ctx=s_ctx, lnc=2, block_len=0, include_active_mask=True, transposed=True, enable_fa_s_prior_tiling=True,
+        KVDP=1).numpy()
+    eps = 1e-3
+    return _case(
+        X=uniform(b, s_tkg, h), X_in_sb=False, X_hidden_dim_actual=h, rmsnorm_X_enabled=True, rmsnorm_X_eps=eps,
+        rmsnorm_X_gamma=uniform(1, h, lo=0.5, hi=1.5),
+        W_qkv=(rng.normal(0.0, 1.0 / np.sqrt(h), (h, qkv)).astype(np.float32)).astype(bf), bias_qkv=None,
+        quantization_type_qkv=types.QuantizationType.NONE, weight_dequant_scale_qkv=None,
+        input_dequant_scale_qkv=None, rmsnorm_QK_enabled=True, rmsnorm_QK_eps=eps,
+        W_rmsnorm_Q_pre_rope=uniform(1, d, lo=0.5, hi=1.5), W_rmsnorm_K_pre_rope=uniform(1, d, lo=0.5, hi=1.5),
+        cos=uniform(d // 2, b, s_tkg), sin=uniform(d // 2, b, s_tkg), rope_contiguous_layout=True,
+        rmsnorm_QK_post_rope_enabled=False, rmsnorm_QK_post_rope_eps=eps, W_rmsnorm_Q_post_rope=None,
+        W_rmsnorm_K_post_rope=None, skip_attention=False, K_cache_transposed=False, active_blocks_table=None,
+        K_cache=uniform(b, 1, s_ctx, d), V_cache=uniform(b, 1, s_ctx, d),
+        attention_mask=np.ascontiguousarray(mask).astype(np.uint8), sink=None, softmax_scale=None,
+        enable_fa_s_prior_tiling=True, k_scale=None, v_scale=None, update_cache=False,
+        kv_cache_update_idx=cache_len.astype(np.uint32),
+        W_out=(rng.normal(0.0, 0.5, (d, h)).astype(np.float32)).astype(bf), bias_out=None,
+        quantization_type_out=types.QuantizationType.NONE, weight_dequant_scale_out=None,
+        input_dequant_scale_out=None, transposed_out=False, out_in_sb=False, KVDP=1, KVDP_replica_group=None)
+
+
+def _attention_block_tkg_reference(**kwargs: Any) -> Any:
+    """The test's golden: ``AttentionBlockTkgTorchRef(lnc)(**inputs)`` on fp32 torch inputs (its
+    ``torch_ref_wrapper``); returns X_out, K_tkg, V_tkg in the kernel's order."""
+    import importlib
+
+    import torch
+
+    ref = importlib.import_module(f"{PKG}.experimental.transformer.attention_block_tkg_torch")
+
+    def t(a):
+        if not isinstance(a, np.ndarray):
+            return a
+        return torch.from_numpy(np.asarray(a, np.float32) if a.dtype in (ml_dtypes.bfloat16, np.float16) else a)
+    return ref.AttentionBlockTkgTorchRef(2)(**{k: t(v) for k, v in kwargs.items()})
+
+
 def _aliased(name: str):
     """Compare the output argument the kernel writes (its test's ``<name>.must_alias_input``)."""
     return lambda result, case: case.kwargs[name]
@@ -449,6 +505,14 @@ SPECS: tuple[KernelSpec, ...] = (
                LocalReference(_attention_tkg_reference, "attn_tkg_torch_wrapper in test_attention_tkg.py"), 1e-2, 1e-5,
                f"{TESTS}/core/attention/test_attention_tkg.py: rtol=1e-2, atol=1e-5 (no fp8 KV)", extract=True,
                criterion=Criterion.range, extra=True),
+    # attention_block_tkg: the test's wrapper kernel (read from the test module) and its torch module
+    # (restated call); the test itself compares with a cosine-similarity comparator at the same rtol.
+    KernelSpec("nki-library experimental/transformer/attention_block_tkg", "nki-library",
+               f"{TESTS}/experimental/transformer/test_attention_block_tkg.py",
+               "attention_block_tkg_kernel_test_wrapper", CURRENT, _attention_block_tkg,
+               LocalReference(_attention_block_tkg_reference, "AttentionBlockTkgTorchRef(lnc) in _golden_ref_via_torch"),
+               0.015, 1e-5, f"{TESTS}/experimental/transformer/test_attention_block_tkg.py: _get_tolerances (bf16)",
+               extract=True, criterion=Criterion.range, lnc=2, extra=True),
     # gen_mask_tkg is a subkernel on SBUF tensors: its test runs it through a wrapper in the test module
     # (HBM <-> SBUF copies) against an adapter of the torch reference; both are read from that file.
     KernelSpec("nki-library core/attention/gen_mask_tkg", "nki-library",
