@@ -9,6 +9,7 @@ into an output argument (``output.must_alias_input`` in their tests) are compare
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import ml_dtypes
@@ -418,6 +419,61 @@ def _attention_block_tkg_reference(**kwargs: Any) -> Any:
     return ref.AttentionBlockTkgTorchRef(2)(**{k: t(v) for k, v in kwargs.items()})
 
 
+def _moe_cte(rng, module):
+    # test_moe_cte BWMM_LNC2_TEST_CASES (shard on block): H 3072, T 1024, E 8, block 256, top_k 4, I 192, bf16,
+    # skip mode 1 (skip out-of-range tokens), bias, Swish, post-scale, clamps gate <= 7, -9 <= up <= 8; lnc 2.
+    # Routing built as build_bwmm_inputs builds it: each token picks top_k distinct experts, tokens are packed
+    # into blocks of 256 per expert, padding blocks go to the last expert, unused slots hold -1.
+    types = _common_types()
+    skip_mode = module.SkipMode(True, False)
+    h, t, e, b, k, i = 3072, 1024, 8, 256, 4, 192
+    n_blocks = math.ceil((t * k - (e - 1)) / b) + e - 1               # get_n_blocks ...
+    n_blocks = 2 * math.ceil(n_blocks / 2)                                # ... rounded up to the LNC degree
+    router = np.stack([rng.choice(e, k, replace=False) for _ in range(t)])
+    token_experts = np.zeros((t, e))
+    for j in range(k):
+        token_experts += router[:, j:j + 1] == np.arange(e)[None, :]
+    blocks_per_expert = np.ceil(token_experts.sum(0) / b).astype(np.int32)
+    blocks_per_expert[e - 1] += n_blocks - blocks_per_expert.sum()
+    block_to_expert = np.arange(e).repeat(blocks_per_expert).astype(np.int32)
+    position = np.cumsum(token_experts, axis=0)
+    position[:, 1:] += (np.cumsum(blocks_per_expert) * b)[:-1]
+    position = np.where(token_experts, position, 0).astype(np.int32)
+    token_position_to_id = np.full((n_blocks * b + 1,), -1)
+    token_position_to_id[position] = np.arange(t)[:, None]
+    bf = ml_dtypes.bfloat16
+    affinities = (rng.random((t, e)) * token_experts).astype(bf)
+    return _case(
+        hidden_states=rng.random((t, h)).astype(bf), expert_affinities_masked=affinities.reshape(-1, 1),
+        gate_up_proj_weight=rng.uniform(-0.1, 0.1, (e, h, 2, i)).astype(bf),
+        down_proj_weight=rng.uniform(-0.1, 0.1, (e, i, h)).astype(bf),
+        token_position_to_id=token_position_to_id[1:].astype(np.int32), block_to_expert=block_to_expert,
+        block_size=b, spec=module.MoECTESpec(implementation=module.MoECTEImplementation.shard_on_block),
+        gate_and_up_proj_bias=rng.uniform(-1, 1, (e, 2, i)).astype(bf),
+        down_proj_bias=rng.uniform(-1.632, 1.4375, (e, h)).astype(bf), activation_function=types.ActFnType.Swish,
+        skip_dma=skip_mode, compute_dtype=module.nl.bfloat16, is_tensor_update_accumulating=True,
+        expert_affinities_scaling_mode=types.ExpertAffinityScaleMode.POST_SCALE, gate_clamp_upper_limit=7.0,
+        gate_clamp_lower_limit=None, up_clamp_upper_limit=8.0, up_clamp_lower_limit=-9.0)
+
+
+def _moe_cte_reference(spec: Any = None, **kwargs: Any) -> Any:
+    """The test's ``moe_cte_torch_wrapper``: ``moe_cte_torch_ref`` with the test's ``BWMMFunc.SHARD_ON_BLOCK``
+    (defined in its test module) on fp32 torch inputs; returns its ``output``."""
+    import importlib
+
+    import torch
+
+    bwmm = importlib.import_module("test.integration.nkilib.core.moe.moe_cte.test_moe_cte_common").BWMMFunc
+    ref = importlib.import_module(f"{PKG}.core.moe.moe_cte.moe_cte_torch").moe_cte_torch_ref
+
+    def t(a):
+        if not isinstance(a, np.ndarray):
+            return a
+        return torch.from_numpy(np.asarray(a, np.float32) if a.dtype == ml_dtypes.bfloat16 else a)
+    return ref(**{key: t(v) for key, v in kwargs.items()}, bwmm_func=bwmm.SHARD_ON_BLOCK, lnc_degree=2,
+               top_k=4)["output"]
+
+
 def _aliased(name: str):
     """Compare the output argument the kernel writes (its test's ``<name>.must_alias_input``)."""
     return lambda result, case: case.kwargs[name]
@@ -513,6 +569,10 @@ SPECS: tuple[KernelSpec, ...] = (
                LocalReference(_attention_block_tkg_reference, "AttentionBlockTkgTorchRef(lnc) in _golden_ref_via_torch"),
                0.015, 1e-5, f"{TESTS}/experimental/transformer/test_attention_block_tkg.py: _get_tolerances (bf16)",
                extract=True, criterion=Criterion.range, lnc=2, extra=True),
+    KernelSpec("nki-library core/moe/moe_cte/moe_cte", "nki-library", f"{LIB}/core/moe/moe_cte/moe_cte.py", "moe_cte",
+               CURRENT, _moe_cte, LocalReference(_moe_cte_reference, "moe_cte_torch_wrapper in test_moe_cte_common.py"),
+               2e-2, 1e-5, f"{TESTS}/core/moe/moe_cte/test_moe_cte.py: rtol=2e-2, atol=1e-5 (not quantized)",
+               module=f"{PKG}.core.moe.moe_cte.moe_cte", criterion=Criterion.range, lnc=2, extra=True),
     # gen_mask_tkg is a subkernel on SBUF tensors: its test runs it through a wrapper in the test module
     # (HBM <-> SBUF copies) against an adapter of the torch reference; both are read from that file.
     KernelSpec("nki-library core/attention/gen_mask_tkg", "nki-library",
