@@ -51,11 +51,15 @@ class Skip(Exception):
 def run_spec(spec: KernelSpec, root: Path, seed: int = 0) -> Outcome:
     """Import, run and compare one kernel; never raises (errors become the row's first error)."""
     rng = np.random.default_rng(seed)
+    ref_missing: ImportError | None = None
     try:
         with _bound(spec.generation), _on_path(root, spec):
             kernel, module = _load_kernel(spec, root)
             case = spec.inputs(rng, module)
-            ref = _reference(spec, root, case)
+            try:
+                ref = _reference(spec, root, case)
+            except ImportError as exc:   # the reference needs a package missing here: still run the kernel
+                ref_missing = exc
             out = _call(kernel, spec, case)
     except Skip as exc:
         return Outcome(spec.name, False, False, "", str(exc), extra=spec.extra)
@@ -63,6 +67,9 @@ def run_spec(spec: KernelSpec, root: Path, seed: int = 0) -> Outcome:
         if isinstance(exc, KeyboardInterrupt):
             raise
         return Outcome(spec.name, False, False, _first_line(exc), extra=spec.extra)
+    if ref_missing is not None:   # the kernel ran; nothing to compare it with
+        return Outcome(spec.name, True, False, f"reference not importable: {_first_line(ref_missing)}",
+                       extra=spec.extra)
     try:
         got = _arrays(spec.output(out, case) if spec.output else out)
         want = _arrays(spec.ref_output(ref) if spec.ref_output else ref)
@@ -175,7 +182,10 @@ def extract_function(path: Path, name: str) -> Any:
 
 
 def extract_namespace(path: Path) -> dict[str, Any]:
-    """The imports (those that import here), functions and classes of the file at ``path``."""
+    """The imports (those that import here), functions, classes and literal constants of the file at ``path``.
+
+    A literal constant is a module-level ``NAME = <literal>`` (e.g. ``P_MAX = 128``) that functions read.
+    """
     source = path.read_text()
     tree = ast.parse(source, filename=str(path))
     mod_name = f"nkisim_conformance_extract_{path.stem}"
@@ -188,12 +198,25 @@ def extract_namespace(path: Path) -> dict[str, Any]:
                 if _imports_checkout(node):   # the kernel's own package failing to import is the error
                     raise
                 continue
+        elif _is_literal_constant(node):
+            exec(compile(ast.Module([node], []), str(path), "exec"), namespace)  # noqa: S102 - a literal only
         elif isinstance(node, (ast.FunctionDef, ast.ClassDef)):
             try:
                 exec(compile(ast.Module([node], []), str(path), "exec"), namespace)  # noqa: S102 - the user's checkout, by design
             except NameError:   # a decorator or base from a skipped import (a test utility): not needed
                 continue
     return namespace
+
+
+def _is_literal_constant(node: ast.stmt) -> bool:
+    """``NAME = <literal>``: one plain name bound to a Python literal (nothing is called or imported)."""
+    if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)):
+        return False
+    try:
+        ast.literal_eval(node.value)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return False
+    return True
 
 
 def _imports_checkout(node: ast.Import | ast.ImportFrom) -> bool:
@@ -259,7 +282,9 @@ def _on_path(root: Path, spec: KernelSpec) -> Iterator[None]:
     """The kernel's folder (sibling imports) and the checkout's package root on sys.path, then restored."""
     extra = [str((root / spec.path).parent)]
     if spec.repo == "nki-library":
-        extra.append(str(root / "src"))
+        # src: the kernels' package; the checkout root: its test helpers (``test.integration...``), which
+        # some torch references import as the library's own test runs do (ahead of the standard ``test``)
+        extra += [str(root / "src"), str(root)]
     before = list(sys.path)
     before_mods = set(sys.modules)
     sys.path[:0] = extra

@@ -164,6 +164,26 @@ def test_extract_function_runs_only_imports_functions_and_classes(samples):
         extract_function(samples / "contributed/reference.py", "missing")
 
 
+def test_extract_function_binds_literal_constants_but_runs_no_other_statement(tmp_path):
+    # a test module's helper reads a module-level constant; a computed assignment is never run
+    (tmp_path / "helpers.py").write_text(textwrap.dedent('''
+        P_MAX = 128
+        SIDE_EFFECT = open("must-not-be-created", "w")
+
+
+        def rows():
+            return P_MAX
+
+
+        def side_effect():
+            return SIDE_EFFECT
+    '''))
+    assert extract_function(tmp_path / "helpers.py", "rows")() == 128
+    with pytest.raises(NameError, match="SIDE_EFFECT"):
+        extract_function(tmp_path / "helpers.py", "side_effect")()
+    assert not (tmp_path / "must-not-be-created").exists() and not Path("must-not-be-created").exists()
+
+
 def _scale_inputs(rng, module):
     x = rng.random((4, 8), dtype=np.float32)
     return Case((), {"x": x}, ref_args=(), ref_kwargs={"x": x})
@@ -178,6 +198,19 @@ def test_current_generation_package_kernel_with_relative_imports_and_a_torch_ref
                       0.0, 0.0, "written by the test", module="nkilib_src.nkilib.core.scale.scale")
     row = run_spec(spec, library)
     assert (row.ran, row.matched, row.first_error) == (True, True, "")
+
+
+def test_a_reference_that_cannot_be_imported_still_runs_the_kernel_and_never_matches(library):
+    lib = "src/nkilib_src/nkilib/core/scale"
+    (library / lib / "scale_sdk_torch.py").write_text("import a_package_missing_here\n\n\ndef ref(x):\n    return x\n")
+    spec = KernelSpec("fake-library core/scale/scale", "nki-library", f"{lib}/scale.py", "scale", Generation.current,
+                      _scale_inputs, FileReference(f"{lib}/scale_sdk_torch.py", "ref",
+                                                   module="nkilib_src.nkilib.core.scale.scale_sdk_torch"),
+                      0.0, 0.0, "written by the test", module="nkilib_src.nkilib.core.scale.scale")
+    row = run_spec(spec, library)
+    assert (row.ran, row.matched, row.skipped) == (True, False, "")
+    assert row.first_error.startswith("reference not importable: ModuleNotFoundError")
+    assert "a_package_missing_here" in row.first_error
 
 
 def test_cli_prints_the_table_and_json(samples, library, monkeypatch, capsys):
