@@ -1,0 +1,395 @@
+"""The instruction forms conv3d_bwd issues, derived from nkisim traces, with their evidence.
+
+A *form* is what decides whether the hardware and the compiler accept an instruction, with the
+sizes abstracted away: op, engine, per operand (buffer, rank, dtype, partition-count class,
+contiguity of the innermost run) and the attributes that change the lowering (dge_mode, transpose
+axes and source shape pattern, is_transpose, accumulate, ALU op, ...). The kernel runs trace-only
+under nkisim with each plan forced; every traced instruction is reduced to its form and counted.
+Each form is then marked from ``verify.form_evidence``: documented (the ``nki.isa`` API page
+allows it), shown in AWS's kernels, or not shown (a risk on hardware).
+
+    python -m verify.forms [--set default|bench|all] [--json PATH] [--markdown PATH]
+
+Sets: ``default`` the fast subset of the default case matrix (planner picks; about a minute);
+``bench`` the bench shapes' picks at LNC1 and LNC2; ``all`` every default case, the bench picks at
+both LNC degrees and one candidate of every distinct code-path variant of the smoke shapes.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from nkisim.trace import HBM_BUFFERS, Access, Instr
+from verify.form_evidence import Evidence, FormRule, evidence_for
+
+TARGET = "trn2"
+NKI_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "tfloat32": "tf32",
+               "int32": "i32", "uint32": "u32", "uint8": "u8", "int8": "i8"}
+DMA_RUN_BYTES = 512   # the DMA efficiency threshold for one contiguous run (nkisim cost model)
+# attributes that change the lowering; sizes (moving_free, contraction, ...) are left out
+FORM_ATTRS = ("dge_mode", "axes", "is_transpose", "accumulate", "op", "op0", "op1", "reduce_op",
+              "reduce_cmd", "cmp_op", "src_shape", "hwdge_shape")
+HWDGE_LEADING = (1, 2, 4, 8, 16)
+
+
+class FormsError(ValueError):
+    """A bad argument of the forms tool (names the argument, the value and the rule)."""
+
+
+# ------------------------------------------------------------------------------ forms
+
+
+@dataclass(frozen=True, order=True)
+class OperandForm:
+    """One operand of a form: where it lives and how it is laid out, sizes abstracted."""
+
+    role: str
+    buffer: str        # 'sbuf' | 'psum' | 'hbm'
+    rank: int
+    dtype: str
+    partitions: str    # '1' | '<32' | '<128' | '128' (on chip); '-' for HBM
+    contiguity: str    # 'whole' | 'element' | on chip 'strided' | HBM 'run>=512B' or 'run<512B'
+
+    def text(self) -> str:
+        dtype = DTYPE_SHORT.get(self.dtype, self.dtype)
+        parts = "" if self.partitions == "-" else f" p{self.partitions}"
+        return f"{self.role}: {self.buffer} r{self.rank} {dtype}{parts} {self.contiguity}"
+
+
+@dataclass(frozen=True, order=True)
+class Form:
+    """One instruction form: op, engine, operands (in trace order) and lowering attributes."""
+
+    op: str
+    engine: str
+    operands: tuple[OperandForm, ...]
+    attrs: tuple[tuple[str, str], ...] = ()
+
+    def attr(self, name: str) -> str | None:
+        return dict(self.attrs).get(name)
+
+    def operand(self, role: str) -> OperandForm | None:
+        for o in self.operands:
+            if o.role == role:
+                return o
+        return None
+
+    def to_dict(self) -> dict:
+        return {"op": self.op, "engine": self.engine,
+                "operands": [{"role": o.role, "buffer": o.buffer, "rank": o.rank, "dtype": o.dtype,
+                  "partitions": o.partitions, "contiguity": o.contiguity} for o in self.operands],
+                "attrs": dict(self.attrs)}
+
+
+def partition_class(partitions: int) -> str:
+    """'1', '<32', '<128' or '128': the partition-count classes the engines' rules distinguish."""
+    if partitions <= 1:
+        return "1"
+    if partitions < 32:
+        return "<32"
+    if partitions < 128:
+        return "<128"
+    return "128"
+
+
+def contiguity_class(access: Access) -> str:
+    """How long the innermost contiguous run is against the whole access (per partition on chip)."""
+    elems = access.partitions * access.free_elems
+    itemsize = access.nbytes // elems if elems else 1
+    hbm = access.buffer in HBM_BUFFERS
+    whole = access.nbytes if hbm else access.free_elems * itemsize
+    if access.contiguous_bytes >= whole:
+        return "whole"
+    if access.contiguous_bytes <= itemsize:
+        return "element"
+    if not hbm:   # the 512 B run threshold is a DMA matter; engines read a partition's row at any stride
+        return "strided"
+    return f"run>={DMA_RUN_BYTES}B" if access.contiguous_bytes >= DMA_RUN_BYTES else f"run<{DMA_RUN_BYTES}B"
+
+
+def operand_form(access: Access) -> OperandForm:
+    hbm = access.buffer in HBM_BUFFERS
+    return OperandForm(access.role, "hbm" if hbm else access.buffer, len(access.shape), access.dtype,
+                       "-" if hbm else partition_class(access.partitions), contiguity_class(access))
+
+
+def src_shape_pattern(shape: Sequence[int]) -> str:
+    """A dma_transpose source shape with the sizes abstracted: '1' for a unit dim, 'n' otherwise,
+    the last dim split at 128 (the hardware-DGE limit), e.g. '[n,1,n<=128]'."""
+    dims = ["1" if s == 1 else "n" for s in shape[:-1]]
+    last = shape[-1]
+    dims.append("1" if last == 1 else ("n<=128" if last <= 128 else "n>128"))
+    return "[" + ",".join(dims) + "]"
+
+
+def meets_hwdge_shape(shape: Sequence[int], itemsize: int) -> bool:
+    """The nki.isa.dma_transpose page's hardware-DGE constraints: 2-D src.shape[0] == 16; 3-/4-D
+    src.shape[0] in {1, 2, 4, 8, 16} with src.shape[0] * src.shape[-2] a multiple of 16;
+    src.shape[-1] <= 128; a 2-byte dtype."""
+    if itemsize != 2 or shape[-1] > 128:
+        return False
+    if len(shape) == 2:
+        return shape[0] == 16
+    return shape[0] in HWDGE_LEADING and (shape[0] * shape[-2]) % 16 == 0
+
+
+def _attr_text(value: object) -> str:
+    if isinstance(value, tuple):
+        return "(" + ",".join(map(str, value)) + ")"
+    return str(value)
+
+
+def instr_form(instr: Instr) -> Form:
+    """The form of one traced instruction."""
+    attrs = {k: _attr_text(v) for k, v in instr.attrs if k in FORM_ATTRS}
+    if instr.op == "dma_transpose":
+        src = next(a for a in instr.accesses if a.role == "src")
+        itemsize = src.nbytes // max(1, src.partitions * src.free_elems)
+        attrs["src_shape"] = src_shape_pattern(src.shape)
+        attrs["hwdge_shape"] = str(meets_hwdge_shape(src.shape, itemsize))
+    return Form(instr.op, instr.engine, tuple(operand_form(a) for a in instr.accesses),
+                tuple(sorted(attrs.items())))
+
+
+def group_forms(instrs: Iterable[Instr]) -> Counter[Form]:
+    """Occurrences of each form in a sequence of instructions."""
+    return Counter(instr_form(i) for i in instrs)
+
+
+# ------------------------------------------------------------------------------ runs
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """One conv3d_bwd problem to trace (layouts as in the kernel)."""
+
+    name: str
+    dy_shape: tuple[int, ...]
+    x_shape: tuple[int, ...]
+    w_shape: tuple[int, ...]
+    stride: tuple[int, int, int] = (1, 1, 1)
+    padding: tuple[int, ...] = (0,) * 6
+    dilation: tuple[int, int, int] = (1, 1, 1)
+    dtype: str = "bf16"
+    lnc: int = 1
+    grads: tuple[str, ...] = ("dx", "dw", "db")
+    candidates: bool = False   # trace one plan per distinct code-path variant, not only the pick
+
+
+def _from_case(case) -> Geometry:
+    return Geometry(case.id, case.dy_shape, case.x_shape, case.w_shape, case.stride, case.padding,
+                    case.dilation, case.dtype, case.lnc, case.grads)
+
+
+def _from_bench(shape, lnc: int, candidates: bool = False) -> Geometry:
+    g = shape.geometry
+    return Geometry(f"{shape.name}-lnc{lnc}", g.dy_shape, g.x_shape, g.w_shape, shape.stride, shape.padding,
+                    shape.dilation, shape.dtype, lnc, candidates=candidates)
+
+
+def geometries(set_name: str) -> tuple[Geometry, ...]:
+    """The geometries of a named set (see the module docstring)."""
+    from verify.bench import BENCH_SHAPES, SMOKE_SHAPES
+    from verify.cases import CASE_SETS
+
+    bench = tuple(_from_bench(s, lnc) for lnc in (1, 2) for s in BENCH_SHAPES)
+    if set_name == "default":
+        return tuple(_from_case(c) for c in CASE_SETS["fast"])
+    if set_name == "bench":
+        return bench
+    if set_name == "all":
+        return (tuple(_from_case(c) for c in CASE_SETS["default"]) + bench
+                + tuple(_from_bench(s, 1, candidates=True) for s in SMOKE_SHAPES))
+    raise FormsError(f"set: {set_name!r} is not one of {', '.join(FORM_SETS)}")
+
+
+FORM_SETS = ("default", "bench", "all")
+
+
+def plan_variant_key(plan) -> tuple:
+    """The methods and the non-numeric plan switches: plans equal here run the same code paths."""
+    flags = tuple(sorted((k, v) for k, v in plan.tiles().items() if isinstance(v, (bool, str))))
+    return tuple(sorted(plan.methods())), flags
+
+
+def _plans(geom: Geometry) -> list[tuple[object, str]]:
+    from kernels.planner import plan_conv3d_bwd
+
+    pick = plan_conv3d_bwd(geom.dy_shape, geom.x_shape, geom.w_shape, stride=geom.stride,
+                           padding=geom.padding, dilation=geom.dilation, dtype=geom.dtype, target=TARGET,
+                           lnc=geom.lnc, compute_dx="dx" in geom.grads, compute_dw="dw" in geom.grads,
+                           compute_db="db" in geom.grads)
+    plans = [(pick, "pick")]
+    if geom.candidates:
+        seen = {plan_variant_key(pick)}
+        for cand in pick.feasible_candidates():
+            key = plan_variant_key(cand)
+            if key not in seen:
+                seen.add(key)
+                plans.append((cand, "candidate"))
+    return plans
+
+
+def trace_plan(geom: Geometry, plan) -> list[Instr]:
+    """The instructions of one trace-only run of conv3d_bwd with ``plan`` forced."""
+    from nkisim.binding import ensure_nki
+
+    ensure_nki(prefer="nkisim")
+    import nkisim
+    from kernels import conv3d_bwd
+    from kernels.planner import forced_plan
+
+    dtype = NKI_DTYPES[geom.dtype]
+    specs = [nkisim.TensorSpec(s, dtype) for s in (geom.dy_shape, geom.x_shape, geom.w_shape)]
+    with forced_plan(plan):
+        result = nkisim.run(conv3d_bwd, *specs, stride=geom.stride, padding=geom.padding,
+                            dilation=geom.dilation, compute_dx="dx" in geom.grads,
+                            compute_dw="dw" in geom.grads, compute_db="db" in geom.grads,
+                            lnc=geom.lnc, target=TARGET, trace_only=True)
+    return result.trace.instrs
+
+
+# ------------------------------------------------------------------------------ the table
+
+
+@dataclass
+class FormRecord:
+    """One observed form: how often, in how many traces, from picks or only candidates, evidence."""
+
+    form: Form
+    count: int = 0
+    traces: int = 0
+    in_pick: bool = False
+    evidence: Evidence = Evidence.NOT_SHOWN
+    rule: FormRule | None = None
+    examples: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict:
+        return {**self.form.to_dict(), "count": self.count, "traces": self.traces,
+                "in_pick": self.in_pick, "evidence": self.evidence.value,
+                "source": self.rule.source if self.rule else None,
+                "rule_note": self.rule.note if self.rule else None, "examples": self.examples}
+
+
+@dataclass
+class FormTable:
+    """Every form of the traced runs, with the runs that produced them."""
+
+    records: dict[Form, FormRecord] = field(default_factory=dict)
+    runs: list[dict] = field(default_factory=list)
+
+    def add_trace(self, label: str, source: str, instrs: Sequence[Instr]) -> Counter[Form]:
+        counts = group_forms(instrs)
+        for form, n in counts.items():
+            rec = self.records.get(form)
+            if rec is None:
+                rec = self.records[form] = FormRecord(form)
+                rec.evidence, rec.rule = evidence_for(form)
+            rec.count += n
+            rec.traces += 1
+            rec.in_pick = rec.in_pick or source == "pick"
+            if len(rec.examples) < 2 and label not in rec.examples:
+                rec.examples.append(label)
+        self.runs.append({"label": label, "source": source, "instructions": len(instrs), "forms": len(counts)})
+        return counts
+
+    def sorted_records(self) -> list[FormRecord]:
+        return sorted(self.records.values(), key=lambda r: (r.form.op, r.form.engine, -r.count, r.form))
+
+    def ops(self) -> set[str]:
+        return {f.op for f in self.records}
+
+    def to_dict(self) -> dict:
+        return {"target": TARGET, "runs": self.runs, "forms": [r.to_dict() for r in self.sorted_records()]}
+
+
+def build_table(geoms: Sequence[Geometry], log: Callable[[str], None] | None = None) -> FormTable:
+    """Plan and trace every geometry (and, where asked, its candidate variants); group the forms."""
+    table = FormTable()
+    for geom in geoms:
+        start = time.perf_counter()
+        plans = _plans(geom)
+        for i, (plan, source) in enumerate(plans):
+            label = geom.name if source == "pick" else f"{geom.name}#{i}"
+            table.add_trace(label, source, trace_plan(geom, plan))
+        if log:
+            log(f"  {geom.name}: {len(plans)} plan(s), {time.perf_counter() - start:.1f} s")
+    return table
+
+
+# ------------------------------------------------------------------------------ output
+
+
+def _attrs_text(form: Form) -> str:
+    return ", ".join(f"{k}={v}" for k, v in form.attrs) or "-"
+
+
+def _escape(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown_table(table: FormTable) -> str:
+    """The forms as a Markdown table (one row per form), grouped by op."""
+    lines = ["| op | engine | operands | attributes | count | traces | in a pick | evidence | source |",
+             "|---|---|---|---|---:|---:|---|---|---|"]
+    for r in table.sorted_records():
+        f = r.form
+        operands = "<br>".join(o.text() for o in f.operands)
+        source = f"`{r.rule.source}`" if r.rule else "-"
+        lines.append(f"| {f.op} | {f.engine} | {_escape(operands)} | {_escape(_attrs_text(f))} | {r.count} | "
+                     f"{r.traces} | {'yes' if r.in_pick else 'no'} | {r.evidence.value} | {_escape(source)} |")
+    return "\n".join(lines)
+
+
+def summary_lines(table: FormTable) -> list[str]:
+    by_evidence = Counter(r.evidence for r in table.records.values())
+    picks = sum(1 for r in table.runs if r["source"] == "pick")
+    return [f"{len(table.runs)} traces ({picks} planner picks), {sum(r['instructions'] for r in table.runs)} "
+            f"instructions, {len(table.records)} forms of {len(table.ops())} ops: "
+            + ", ".join(f"{by_evidence.get(e, 0)} {e.value}" for e in Evidence)]
+
+
+def text_report(table: FormTable) -> str:
+    rows = []
+    for r in table.sorted_records():
+        f = r.form
+        rows.append(f"{f.op:<14} {f.engine:<7} {r.count:>7} {r.traces:>5} {'pick' if r.in_pick else 'cand':<4} "
+                    f"{r.evidence.value:<22} {' | '.join(o.text() for o in f.operands)}  [{_attrs_text(f)}]")
+    return "\n".join(rows + summary_lines(table))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m verify.forms", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--set", default="default", choices=FORM_SETS, help="which geometries to trace")
+    parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
+                        help="write the table as JSON (to stdout without a PATH)")
+    parser.add_argument("--markdown", default=None, metavar="PATH", help="write the Markdown table to PATH")
+    args = parser.parse_args(argv)
+    geoms = geometries(args.set)
+    start = time.perf_counter()
+    to_stderr = args.json == "-"
+    table = build_table(geoms, log=lambda m: print(m, file=sys.stderr if to_stderr else sys.stdout, flush=True))
+    elapsed = time.perf_counter() - start
+    if args.json == "-":
+        json.dump({**table.to_dict(), "set": args.set, "seconds": elapsed}, sys.stdout, indent=1)
+        print()
+    else:
+        print(text_report(table))
+        print(f"{elapsed:.1f} s")
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({**table.to_dict(), "set": args.set, "seconds": elapsed}, fh, indent=1)
+    if args.markdown:
+        with open(args.markdown, "w") as fh:
+            fh.write(markdown_table(table) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
