@@ -8,11 +8,15 @@ under nkisim with each plan forced; every traced instruction is reduced to its f
 Each form is then marked from ``verify.form_evidence``: documented (the ``nki.isa`` API page
 allows it), shown in AWS's kernels, or not shown (a risk on hardware).
 
-    python -m verify.forms [--set default|bench|all] [--json PATH] [--markdown PATH]
+    python -m verify.forms [--set default|bench|all] [--json [PATH]] [--markdown PATH] [--doc PATH]
+                           [--alternatives N]
 
 Sets: ``default`` the fast subset of the default case matrix (planner picks; about a minute);
 ``bench`` the bench shapes' picks at LNC1 and LNC2; ``all`` every default case, the bench picks at
 both LNC degrees and one candidate of every distinct code-path variant of the smoke shapes.
+``--doc`` rewrites the generated block of a document (kernels/instruction-forms.md) and keeps the
+prose around it; ``--alternatives N`` also searches the bench picks' candidates for variants that
+issue fewer not-shown forms.
 """
 from __future__ import annotations
 
@@ -22,7 +26,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from nkisim.trace import HBM_BUFFERS, Access, Instr
 from verify.form_evidence import Evidence, FormRule, evidence_for
@@ -236,8 +240,16 @@ def _plans(geom: Geometry) -> list[tuple[object, str]]:
     return plans
 
 
-def trace_plan(geom: Geometry, plan) -> list[Instr]:
-    """The instructions of one trace-only run of conv3d_bwd with ``plan`` forced."""
+@dataclass(frozen=True)
+class TraceRun:
+    """One trace-only run: its instructions and nkisim's modelled time."""
+
+    instrs: list[Instr]
+    modelled_us: float | None
+
+
+def trace_plan(geom: Geometry, plan) -> TraceRun:
+    """The instructions (and modelled time) of one trace-only run of conv3d_bwd with ``plan`` forced."""
     from nkisim.binding import ensure_nki
 
     ensure_nki(prefer="nkisim")
@@ -252,7 +264,21 @@ def trace_plan(geom: Geometry, plan) -> list[Instr]:
                             dilation=geom.dilation, compute_dx="dx" in geom.grads,
                             compute_dw="dw" in geom.grads, compute_db="db" in geom.grads,
                             lnc=geom.lnc, target=TARGET, trace_only=True)
-    return result.trace.instrs
+    summary = result.summary
+    return TraceRun(result.trace.instrs, getattr(summary, "modelled_us", None) if summary else None)
+
+
+def plan_traits(plan) -> frozenset[str]:
+    """The plan's methods and the switches it turns on (bool fields that are True, string fields)."""
+    traits = set(plan.methods())
+    for key, value in plan.tiles().items():
+        if value is True:
+            traits.add(key)
+        elif isinstance(value, str):
+            traits.add(f"{key}={value}")
+    traits.add(f"dtype={plan.dtype}")
+    traits.add(f"lnc={plan.lnc}")
+    return frozenset(traits)
 
 
 # ------------------------------------------------------------------------------ the table
@@ -269,12 +295,14 @@ class FormRecord:
     evidence: Evidence = Evidence.NOT_SHOWN
     rule: FormRule | None = None
     examples: list[str] = field(default_factory=list)
+    traits: frozenset[str] | None = None   # plan traits common to every trace that issued the form
 
     def to_dict(self) -> dict:
         return {**self.form.to_dict(), "count": self.count, "traces": self.traces,
                 "in_pick": self.in_pick, "evidence": self.evidence.value,
                 "source": self.rule.source if self.rule else None,
-                "rule_note": self.rule.note if self.rule else None, "examples": self.examples}
+                "rule_note": self.rule.note if self.rule else None, "examples": self.examples,
+                "traits": sorted(self.traits or ())}
 
 
 @dataclass
@@ -284,20 +312,31 @@ class FormTable:
     records: dict[Form, FormRecord] = field(default_factory=dict)
     runs: list[dict] = field(default_factory=list)
 
-    def add_trace(self, label: str, source: str, instrs: Sequence[Instr]) -> Counter[Form]:
+    def add_trace(self, label: str, source: str, instrs: Sequence[Instr],
+                  traits: frozenset[str] = frozenset()) -> Counter[Form]:
         counts = group_forms(instrs)
         for form, n in counts.items():
             rec = self.records.get(form)
             if rec is None:
                 rec = self.records[form] = FormRecord(form)
                 rec.evidence, rec.rule = evidence_for(form)
+            rec.traits = traits if rec.traits is None else rec.traits & traits
             rec.count += n
             rec.traces += 1
             rec.in_pick = rec.in_pick or source == "pick"
             if len(rec.examples) < 2 and label not in rec.examples:
                 rec.examples.append(label)
-        self.runs.append({"label": label, "source": source, "instructions": len(instrs), "forms": len(counts)})
+        self.runs.append({"label": label, "source": source, "instructions": len(instrs), "forms": len(counts),
+                          "traits": sorted(traits)})
         return counts
+
+    def common_traits(self) -> frozenset[str]:
+        """The traits every traced plan has (they explain no form)."""
+        sets = [frozenset(r["traits"]) for r in self.runs]
+        return frozenset.intersection(*sets) if sets else frozenset()
+
+    def not_shown(self) -> list[FormRecord]:
+        return [r for r in self.sorted_records() if r.evidence is Evidence.NOT_SHOWN]
 
     def sorted_records(self) -> list[FormRecord]:
         return sorted(self.records.values(), key=lambda r: (r.form.op, r.form.engine, -r.count, r.form))
@@ -317,10 +356,87 @@ def build_table(geoms: Sequence[Geometry], log: Callable[[str], None] | None = N
         plans = _plans(geom)
         for i, (plan, source) in enumerate(plans):
             label = geom.name if source == "pick" else f"{geom.name}#{i}"
-            table.add_trace(label, source, trace_plan(geom, plan))
+            table.add_trace(label, source, trace_plan(geom, plan).instrs, plan_traits(plan))
         if log:
             log(f"  {geom.name}: {len(plans)} plan(s), {time.perf_counter() - start:.1f} s")
     return table
+
+
+# ------------------------------------------------------------------------------ alternatives
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """For one planner pick that issues not-shown forms: the candidate variant (of those tried, cheapest
+    estimate first) with the fewest not-shown instructions, and both modelled times."""
+
+    geometry: str
+    pick_us: float | None
+    pick_not_shown: int
+    tried: int
+    best_label: str | None = None
+    best_us: float | None = None
+    best_not_shown: int | None = None
+    best_traits_added: tuple[str, ...] = ()
+    best_traits_dropped: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def not_shown_instructions(instrs: Iterable[Instr]) -> int:
+    """How many of the instructions have a form no public source shows."""
+    verdicts: dict[Form, bool] = {}
+    total = 0
+    for instr in instrs:
+        form = instr_form(instr)
+        risky = verdicts.get(form)
+        if risky is None:
+            risky = verdicts[form] = evidence_for(form)[0] is Evidence.NOT_SHOWN
+        total += risky
+    return total
+
+
+def find_alternatives(geoms: Sequence[Geometry], variants: int,
+                      log: Callable[[str], None] | None = None) -> list[Alternative]:
+    """Per geometry whose pick issues not-shown forms, trace up to ``variants`` other candidate
+    variants (distinct code paths, cheapest planner estimate first) and keep the one with the fewest
+    not-shown instructions (ties: the lower modelled time)."""
+    out = []
+    for geom in geoms:
+        (pick, _), = _plans(replace(geom, candidates=False))
+        first = trace_plan(geom, pick)
+        risky = not_shown_instructions(first.instrs)
+        if risky == 0:
+            out.append(Alternative(geom.name, first.modelled_us, 0, 0))
+            continue
+        seen = {plan_variant_key(pick)}
+        best = None
+        tried = 0
+        for cand in pick.feasible_candidates():
+            key = plan_variant_key(cand)
+            if key in seen:
+                continue
+            seen.add(key)
+            tried += 1
+            run = trace_plan(geom, cand)
+            score = (not_shown_instructions(run.instrs), run.modelled_us or float("inf"))
+            if best is None or score < best[0]:
+                best = (score, cand, run)
+            if score[0] == 0 or tried >= variants:
+                break
+        if best is None:
+            out.append(Alternative(geom.name, first.modelled_us, risky, tried))
+        else:
+            (count, _), cand, run = best
+            mine, theirs = plan_traits(pick), plan_traits(cand)
+            out.append(Alternative(geom.name, first.modelled_us, risky, tried, cand.label, run.modelled_us, count,
+                                   tuple(sorted(theirs - mine)), tuple(sorted(mine - theirs))))
+        if log:
+            a = out[-1]
+            log(f"  {geom.name}: pick {a.pick_not_shown} not-shown instrs; best of {a.tried} variants "
+                f"{a.best_not_shown} ({a.best_us} us vs {a.pick_us} us)")
+    return out
 
 
 # ------------------------------------------------------------------------------ output
@@ -347,6 +463,82 @@ def markdown_table(table: FormTable) -> str:
     return "\n".join(lines)
 
 
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
+def op_summary(table: FormTable) -> str:
+    """Per op and engine: forms and instructions by evidence."""
+    rows: dict[tuple[str, str], dict[Evidence, list[int]]] = {}
+    for r in table.records.values():
+        cell = rows.setdefault((r.form.op, r.form.engine), {e: [0, 0] for e in Evidence})[r.evidence]
+        cell[0] += 1
+        cell[1] += r.count
+    lines = ["| op | engine | " + " | ".join(f"{e.value}: forms (instructions)" for e in Evidence) + " |",
+             "|---|---|" + "---:|" * len(Evidence)]
+    for (op, engine), cells in sorted(rows.items()):
+        lines.append(f"| {op} | {engine} | " + " | ".join(f"{cells[e][0]} ({cells[e][1]})" for e in Evidence) + " |")
+    return "\n".join(lines)
+
+
+def not_shown_table(table: FormTable) -> str:
+    """The not-shown forms with the plan traits every trace that issued them had."""
+    common = table.common_traits()
+    lines = ["| op | operands | attributes | count | traces | in a pick | always with |",
+             "|---|---|---|---:|---:|---|---|"]
+    for r in table.not_shown():
+        f = r.form
+        traits = ", ".join(sorted((r.traits or frozenset()) - common)) or "-"
+        lines.append(f"| {f.op} | {_escape('<br>'.join(o.text() for o in f.operands))} | "
+                     f"{_escape(_attrs_text(f))} | {r.count} | {r.traces} | {'yes' if r.in_pick else 'no'} | "
+                     f"{_escape(traits)} |")
+    return "\n".join(lines)
+
+
+def alternatives_table(alternatives: Sequence[Alternative]) -> str:
+    lines = [("| geometry | pick: modelled us | pick: not-shown instrs | variants tried | best variant: not-shown "
+             "instrs | its modelled us | its switches on / off (vs the pick) |"),
+             "|---|---:|---:|---:|---:|---:|---|"]
+    for a in alternatives:
+        diff = ", ".join([f"+{t}" for t in a.best_traits_added] + [f"-{t}" for t in a.best_traits_dropped]) or "-"
+        lines.append(f"| {a.geometry} | {_us(a.pick_us)} | {a.pick_not_shown} | {a.tried} | "
+                     f"{'-' if a.best_not_shown is None else a.best_not_shown} | {_us(a.best_us)} | {_escape(diff)} |")
+    return "\n".join(lines)
+
+
+DOC_BEGIN = "<!-- verify.forms: generated tables begin (python -m verify.forms --doc) -->"
+DOC_END = "<!-- verify.forms: generated tables end -->"
+
+
+def generated_block(table: FormTable, set_name: str, alternatives: Sequence[Alternative] | None) -> str:
+    parts = [DOC_BEGIN, "", f"Set `{set_name}`, target {TARGET}: " + summary_lines(table)[0] + ".", "",
+             "### By op", "", op_summary(table), "",
+             "### Not-shown forms (a risk on hardware)", "",
+             ("`always with`: the plan methods and switches that every trace issuing the form had (beyond "
+             "those every traced plan had)."), "", not_shown_table(table), ""]
+    if alternatives is not None:
+        parts += ["### Alternatives the planner has (measured)", "",
+                  ("Per planner pick that issues not-shown forms: of its other candidate variants (distinct "
+                  "code paths, cheapest planner estimate first), the one with the fewest not-shown "
+                  "instructions, and nkisim's modelled time of both."), "", alternatives_table(alternatives), ""]
+    parts += ["### Every form", "", markdown_table(table), "", DOC_END]
+    return "\n".join(parts)
+
+
+def write_doc(path: str, block: str) -> None:
+    """Replace the generated block of the document at ``path`` (the prose around it is kept)."""
+    try:
+        with open(path) as fh:
+            text = fh.read()
+    except FileNotFoundError:
+        text = f"# Instruction forms of conv3d_bwd\n\n{DOC_BEGIN}\n{DOC_END}\n"
+    start, end = text.find(DOC_BEGIN), text.find(DOC_END)
+    if start < 0 or end < start:
+        raise FormsError(f"doc: {path} has no '{DOC_BEGIN}' ... '{DOC_END}' block to replace")
+    with open(path, "w") as fh:
+        fh.write(text[:start] + block + text[end + len(DOC_END):])
+
+
 def summary_lines(table: FormTable) -> list[str]:
     by_evidence = Counter(r.evidence for r in table.records.values())
     picks = sum(1 for r in table.runs if r["source"] == "pick")
@@ -370,24 +562,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
                         help="write the table as JSON (to stdout without a PATH)")
     parser.add_argument("--markdown", default=None, metavar="PATH", help="write the Markdown table to PATH")
+    parser.add_argument("--doc", default=None, metavar="PATH",
+                        help="replace the generated block of the document PATH (e.g. kernels/instruction-forms.md)")
+    parser.add_argument("--alternatives", type=int, default=0, metavar="N",
+                        help="for the bench shapes' LNC1 picks, trace up to N other candidate variants each and "
+                             "report the one with the fewest not-shown instructions (0: off)")
     args = parser.parse_args(argv)
+    if args.alternatives < 0:
+        parser.error(f"--alternatives: {args.alternatives} must be >= 0")
     geoms = geometries(args.set)
     start = time.perf_counter()
     to_stderr = args.json == "-"
-    table = build_table(geoms, log=lambda m: print(m, file=sys.stderr if to_stderr else sys.stdout, flush=True))
+
+    def log(message: str) -> None:
+        print(message, file=sys.stderr if to_stderr else sys.stdout, flush=True)
+
+    table = build_table(geoms, log=log)
+    alternatives = None
+    if args.alternatives:
+        alternatives = find_alternatives([g for g in geometries("bench") if g.lnc == 1], args.alternatives, log)
     elapsed = time.perf_counter() - start
+    record = {**table.to_dict(), "set": args.set, "seconds": elapsed,
+              "alternatives": None if alternatives is None else [a.to_dict() for a in alternatives]}
     if args.json == "-":
-        json.dump({**table.to_dict(), "set": args.set, "seconds": elapsed}, sys.stdout, indent=1)
+        json.dump(record, sys.stdout, indent=1)
         print()
     else:
         print(text_report(table))
+        if alternatives is not None:
+            print(alternatives_table(alternatives))
         print(f"{elapsed:.1f} s")
         if args.json:
             with open(args.json, "w") as fh:
-                json.dump({**table.to_dict(), "set": args.set, "seconds": elapsed}, fh, indent=1)
+                json.dump(record, fh, indent=1)
     if args.markdown:
         with open(args.markdown, "w") as fh:
             fh.write(markdown_table(table) + "\n")
+    if args.doc:
+        write_doc(args.doc, generated_block(table, args.set, alternatives))
     return 0
 
 

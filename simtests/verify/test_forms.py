@@ -8,6 +8,8 @@ import pytest
 from nkisim.trace import Access, Instr
 from verify.form_evidence import Evidence, FormRule, OperandRule, evidence_for
 from verify.forms import (
+    DOC_BEGIN,
+    DOC_END,
     Form,
     FormsError,
     FormTable,
@@ -15,14 +17,19 @@ from verify.forms import (
     OperandForm,
     build_table,
     contiguity_class,
+    find_alternatives,
+    generated_block,
     geometries,
     group_forms,
     instr_form,
     main,
     markdown_table,
     meets_hwdge_shape,
+    not_shown_instructions,
+    not_shown_table,
     partition_class,
     src_shape_pattern,
+    write_doc,
 )
 
 
@@ -179,6 +186,41 @@ def test_rule_matching_constrains_only_what_it_names():
     assert evidence_for(form, [rule]) == (Evidence.SHOWN, rule)
 
 
+@pytest.mark.fast
+def test_not_shown_counts_and_traits():
+    risky = _transpose((64, 128))           # 2-D, shape[0] != 16: no public source shows it
+    fine = _transpose((16, 128))
+    assert not_shown_instructions([risky, fine, risky]) == 2
+    table = FormTable()
+    table.add_trace("a", "pick", [risky, fine], frozenset({"dw:row_pack", "dw_xt_dma", "dtype=bf16"}))
+    table.add_trace("b", "pick", [risky], frozenset({"dw:row_pack", "dtype=bf16"}))
+    table.add_trace("c", "pick", [fine], frozenset({"dx:gemm", "dtype=bf16"}))
+    (record,) = table.not_shown()
+    assert record.traits == {"dw:row_pack", "dtype=bf16"}
+    assert table.common_traits() == {"dtype=bf16"}
+    row = not_shown_table(table).splitlines()[2]
+    assert row.endswith("| dw:row_pack |")       # the trait every traced plan has is left out
+
+
+@pytest.mark.fast
+def test_doc_block_is_replaced_and_prose_kept(tmp_path):
+    table = FormTable()
+    table.add_trace("a", "pick", [_transpose((64, 128)), _matmul(128, 128, 512, None)])
+    doc = tmp_path / "forms.md"
+    doc.write_text(f"# Title\n\nprose before\n\n{DOC_BEGIN}\nold table\n{DOC_END}\n\nprose after\n")
+    write_doc(str(doc), generated_block(table, "default", None))
+    text = doc.read_text()
+    assert "prose before" in text and "prose after" in text and "old table" not in text
+    assert text.count(DOC_BEGIN) == 1 and text.count(DOC_END) == 1
+    assert "1 not shown" in text and "| dma_transpose |" in text
+    write_doc(str(doc), generated_block(table, "default", None))   # idempotent
+    assert doc.read_text() == text
+    bare = tmp_path / "bare.md"
+    bare.write_text("# no markers\n")
+    with pytest.raises(FormsError, match="no '<!-- verify.forms"):
+        write_doc(str(bare), "x")
+
+
 # ------------------------------------------------------------------------------ a real run
 
 
@@ -188,7 +230,7 @@ def test_a_real_trace_gives_a_table_of_every_traced_op():
 
     geom = Geometry("tiny", (1, 8, 2, 4, 4), (1, 4, 2, 4, 4), (1, 3, 3, 4, 8), padding=(0, 0, 1, 1, 1, 1))
     (plan, _), = _plans(geom)
-    instrs = trace_plan(geom, plan)
+    instrs = trace_plan(geom, plan).instrs
     table = build_table([geom])
     assert table.records
     assert table.ops() == {i.op for i in instrs}
@@ -205,3 +247,14 @@ def test_sets_and_bad_set():
         geometries("nope")
     with pytest.raises(SystemExit):
         main(["--set", "nope"])
+
+
+@pytest.mark.fast
+def test_alternatives_of_a_tiny_pick():
+    geom = Geometry("tiny", (1, 8, 2, 4, 4), (1, 4, 2, 4, 4), (1, 3, 3, 4, 8), padding=(0, 0, 1, 1, 1, 1))
+    (alt,) = find_alternatives([geom], variants=2)
+    assert alt.pick_us and alt.pick_us > 0
+    if alt.pick_not_shown:
+        assert 1 <= alt.tried <= 2 and alt.best_not_shown is not None and alt.best_us > 0
+    else:
+        assert alt.tried == 0 and alt.best_label is None
