@@ -7,12 +7,13 @@ public kernel repositories aws-neuron/nki-library and aws-neuron/nki-samples). A
 that matches: documented, else shown in AWS kernels, else not shown (a risk on hardware: no public
 source says the compiler and the hardware accept that form).
 
-What counts as documented: the API page states the form's buffers, dtypes, engine and attributes
-as allowed, and, where the page describes a lowering with its own limits, the form meets them.
-``dma_transpose`` is the one op where that matters: the page describes the direct (non-indirect)
-transpose only as the hardware-DGE lowering, with its shape limits; a direct transpose outside
-those limits is allowed by the signature, but no lowering of it is described, so it is documented
-only if AWS's kernels show it.
+What counts as documented: the API page (or the architecture guide) states the form's buffers,
+dtypes, engine and attributes as allowed, and, where the page describes a lowering with its own
+limits, the form meets them. ``dma_transpose`` is the one op where that matters: its API page
+describes the direct (non-indirect) transpose only as the hardware-DGE lowering, with its shape
+limits; the Trainium2 architecture guide adds 2-D transposes (HBM to SBUF, SBUF to SBUF) of any
+tile size. A 3-D or 4-D direct transpose outside the hardware-DGE limits is allowed by the
+signature, but no lowering of it is described, so it counts only if AWS's kernels show it.
 """
 from __future__ import annotations
 
@@ -89,6 +90,8 @@ def _library(path: str) -> str:
     return f"aws-neuron/nki-library: src/nkilib_src/nkilib/{path}"
 
 
+_TRN2_GUIDE = "Neuron docs: Trainium2 architecture guide, DMA Transpose (nki/guides/architecture/trainium2_arch)"
+
 ON_CHIP = ("sbuf", "psum")
 DMA_MEMORY = ("hbm", "sbuf")
 MATMUL_INPUTS = ("bfloat16", "float16", "float8_e4m3", "float8_e5m2")
@@ -128,6 +131,12 @@ RULES: tuple[FormRule, ...] = (
              "direct transpose within the hardware-DGE limits: 2-D src.shape[0] == 16, 3-/4-D "
              "src.shape[0] in {1,2,4,8,16} and src.shape[0]*src.shape[-2] % 16 == 0, src.shape[-1] <= 128, "
              "2-byte dtype; src in HBM or SBUF, dst in SBUF"),
+    FormRule("dma_transpose", Evidence.DOCUMENTED, _TRN2_GUIDE, frozenset({"dma"}),
+             (_op("src", DMA_MEMORY, TWO_BYTE, [2]), _op("dst", ["sbuf"], TWO_BYTE, [2])),
+             _attrs(dge_mode=["unknown"], axes=["(1,0)"]),
+             "2-D HBM-to-SBUF ([512, 128] -> [128, 512]) and SBUF-to-SBUF ([128, 128]) transposes with the "
+             "compiler's DGE choice; other tile sizes work 'at the cost of DMA performance' (multiples of 128 "
+             "partitions and 16 contiguous elements are a performance, not a functionality, requirement)"),
     FormRule("dma_transpose", Evidence.SHOWN, _library("core/attention/attention_cte.py"), frozenset({"dma"}),
              (_op("src", ["hbm"], TWO_BYTE, [4]), _op("dst", ["sbuf"], TWO_BYTE, [4])),
              _attrs(dge_mode=["unknown"], axes=["(3,1,2,0)"], src_shape=["[n,1,1,n<=128]", "[n,1,1,n>128]"]),

@@ -168,7 +168,9 @@ def test_evidence_of_known_forms():
     assert documented is Evidence.DOCUMENTED and "dma_transpose" in rule.source
     shown, rule = evidence_for(instr_form(_transpose((64, 1, 1, 128))))
     assert shown is Evidence.SHOWN and "nki-library" in rule.source
-    assert evidence_for(instr_form(_transpose((64, 128))))[0] is Evidence.NOT_SHOWN
+    two_d, rule = evidence_for(instr_form(_transpose((64, 128))))   # the Trainium2 guide: any 2-D tile
+    assert two_d is Evidence.DOCUMENTED and "Trainium2" in rule.source
+    assert evidence_for(instr_form(_transpose((64, 2, 100))))[0] is Evidence.NOT_SHOWN   # 3-D, no hwdge shape
     assert evidence_for(instr_form(_transpose((64, 1, 128), src_buffer="sbuf")))[0] is Evidence.NOT_SHOWN
     psum_on_gpsimd = Form("memset", "gpsimd", (OperandForm("dst", "psum", 2, "float32", "128", "whole"),))
     assert evidence_for(psum_on_gpsimd)[0] is Evidence.NOT_SHOWN
@@ -188,7 +190,7 @@ def test_rule_matching_constrains_only_what_it_names():
 
 @pytest.mark.fast
 def test_not_shown_counts_and_traits():
-    risky = _transpose((64, 128))           # 2-D, shape[0] != 16: no public source shows it
+    risky = _transpose((64, 1, 100), src_buffer="sbuf")   # 3-D SBUF to SBUF: no public source shows it
     fine = _transpose((16, 128))
     assert not_shown_instructions([risky, fine, risky]) == 2
     table = FormTable()
@@ -205,7 +207,7 @@ def test_not_shown_counts_and_traits():
 @pytest.mark.fast
 def test_doc_block_is_replaced_and_prose_kept(tmp_path):
     table = FormTable()
-    table.add_trace("a", "pick", [_transpose((64, 128)), _matmul(128, 128, 512, None)])
+    table.add_trace("a", "pick", [_transpose((64, 1, 100), src_buffer="sbuf"), _matmul(128, 128, 512, None)])
     doc = tmp_path / "forms.md"
     doc.write_text(f"# Title\n\nprose before\n\n{DOC_BEGIN}\nold table\n{DOC_END}\n\nprose after\n")
     write_doc(str(doc), generated_block(table, "default", None))
