@@ -45,11 +45,12 @@ class OperandRule:
     dtypes: frozenset[str] | None = None
     ranks: frozenset[int] | None = None
     partitions: frozenset[str] | None = None
+    contiguity: frozenset[str] | None = None
 
     def matches(self, operand: OperandForm) -> bool:
         return all(allowed is None or value in allowed for allowed, value in (
             (self.buffers, operand.buffer), (self.dtypes, operand.dtype), (self.ranks, operand.rank),
-            (self.partitions, operand.partitions)))
+            (self.partitions, operand.partitions), (self.contiguity, operand.contiguity)))
 
 
 @dataclass(frozen=True)
@@ -74,8 +75,8 @@ class FormRule:
         return all(form.attr(name) in allowed for name, allowed in self.attrs)
 
 
-def _op(role: str, buffers=None, dtypes=None, ranks=None, partitions=None) -> OperandRule:
-    return OperandRule(role, _set(buffers), _set(dtypes), _set(ranks), _set(partitions))
+def _op(role: str, buffers=None, dtypes=None, ranks=None, partitions=None, contiguity=None) -> OperandRule:
+    return OperandRule(role, _set(buffers), _set(dtypes), _set(ranks), _set(partitions), _set(contiguity))
 
 
 def _attrs(**allowed: Iterable[str]) -> tuple[tuple[str, frozenset[str]], ...]:
@@ -97,6 +98,7 @@ DMA_MEMORY = ("hbm", "sbuf")
 MATMUL_INPUTS = ("bfloat16", "float16", "float8_e4m3", "float8_e5m2")
 FP32_INPUTS = ("float32", "tfloat32")
 TWO_BYTE = ("bfloat16", "float16")
+RUNS = ("whole", "strided", "run>=512B", "run<512B")   # a contiguous innermost run (not element-strided)
 FLOATS = ("bfloat16", "float16", "float32")
 
 RULES: tuple[FormRule, ...] = (
@@ -138,16 +140,17 @@ RULES: tuple[FormRule, ...] = (
              "compiler's DGE choice; other tile sizes work 'at the cost of DMA performance' (multiples of 128 "
              "partitions and 16 contiguous elements are a performance, not a functionality, requirement)"),
     FormRule("dma_transpose", Evidence.SHOWN, _library("core/attention/attention_cte.py"), frozenset({"dma"}),
-             (_op("src", ["hbm"], TWO_BYTE, [4]), _op("dst", ["sbuf"], TWO_BYTE, [4])),
+             (_op("src", ["hbm"], TWO_BYTE, [4], contiguity=RUNS), _op("dst", ["sbuf"], TWO_BYTE, [4])),
              _attrs(dge_mode=["unknown"], axes=["(3,1,2,0)"], src_shape=["[n,1,1,n<=128]", "[n,1,1,n>128]"]),
-             "a 2-D transpose of q / k tiles from HBM written as 4-D [rows, 1, 1, cols] by .ap() (also "
+             "a 2-D transpose of q / k tiles from HBM written as 4-D [rows, 1, 1, cols] by .ap(), reading "
+             "contiguous rows (also "
              "core/subkernels/norm_tkg_utils.py, core/qkv/qkv_tkg_mx_impl.py, experimental/collectives/fgcc.py)"),
     FormRule("dma_transpose", Evidence.SHOWN, _library("core/qkv/qkv_cte.py"), frozenset({"dma"}),
-             (_op("src", ["hbm"], TWO_BYTE, [4]), _op("dst", ["sbuf"], TWO_BYTE, [4])),
+             (_op("src", ["hbm"], TWO_BYTE, [4], contiguity=RUNS), _op("dst", ["sbuf"], TWO_BYTE, [4])),
              _attrs(dge_mode=["unknown"], axes=["(3,1,2,0)"], src_shape=["[n,1,n,n<=128]"]),
              "4-D [rows, 1, sub-tiles, 128] from HBM: several 128-column sub-tiles in one transfer"),
     FormRule("dma_transpose", Evidence.SHOWN, _library("core/attention/attention_cte.py"), frozenset({"dma"}),
-             (_op("src", ["sbuf"], TWO_BYTE, [4]), _op("dst", ["sbuf"], TWO_BYTE, [4])),
+             (_op("src", ["sbuf"], TWO_BYTE, [4], contiguity=RUNS), _op("dst", ["sbuf"], TWO_BYTE, [4])),
              _attrs(dge_mode=["unknown"], axes=["(3,1,2,0)"],
                     src_shape=["[n,1,n,n<=128]", "[n,1,1,n<=128]"]),
              "SBUF to SBUF 4-D transposes of the exp tiles ([p, 1, sub-tiles, 128] and a [p, 1, 1, rest] tail)"),

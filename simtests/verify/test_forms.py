@@ -168,6 +168,10 @@ def test_evidence_of_known_forms():
     assert documented is Evidence.DOCUMENTED and "dma_transpose" in rule.source
     shown, rule = evidence_for(instr_form(_transpose((64, 1, 1, 128))))
     assert shown is Evidence.SHOWN and "nki-library" in rule.source
+    strided = Instr("dma_transpose", "dma", (_hbm("src", (64, 1, 1, 128), run_bytes=2),
+                                            _sbuf("dst", (128, 1, 1, 64), write=True)),
+                    (("dge_mode", "unknown"), ("axes", (3, 1, 2, 0))))
+    assert evidence_for(instr_form(strided))[0] is Evidence.NOT_SHOWN   # AWS's sources read whole rows
     two_d, rule = evidence_for(instr_form(_transpose((64, 128))))   # the Trainium2 guide: any 2-D tile
     assert two_d is Evidence.DOCUMENTED and "Trainium2" in rule.source
     assert evidence_for(instr_form(_transpose((64, 2, 100))))[0] is Evidence.NOT_SHOWN   # 3-D, no hwdge shape
