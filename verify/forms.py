@@ -397,10 +397,22 @@ def not_shown_instructions(instrs: Iterable[Instr]) -> int:
     return total
 
 
+# The plan switches that choose how a transpose or a reduction is done: a DMA transpose or the PE,
+# db on ScalarE or the PE. Every not-shown form of the kernel comes with one of them on.
+TRANSPORT_SWITCHES = ("dw_xt_dma", "dw_dyt_dma", "dw_xt_merge", "dw_head_split", "dx_transposed",
+                      "pw_db_scalar", "pw_dyt_dma", "pw_dyt_late")
+
+
+def transport_key(plan) -> tuple:
+    """The plan's transport switches (how its transposes and db reductions are done)."""
+    tiles = plan.tiles()
+    return tuple(bool(tiles.get(name)) for name in TRANSPORT_SWITCHES)
+
+
 def find_alternatives(geoms: Sequence[Geometry], variants: int,
                       log: Callable[[str], None] | None = None) -> list[Alternative]:
-    """Per geometry whose pick issues not-shown forms, trace up to ``variants`` other candidate
-    variants (distinct code paths, cheapest planner estimate first) and keep the one with the fewest
+    """Per geometry whose pick issues not-shown forms, trace the cheapest candidate (planner estimate)
+    of up to ``variants`` other settings of the transport switches, and keep the one with the fewest
     not-shown instructions (ties: the lower modelled time)."""
     out = []
     for geom in geoms:
@@ -410,11 +422,11 @@ def find_alternatives(geoms: Sequence[Geometry], variants: int,
         if risky == 0:
             out.append(Alternative(geom.name, first.modelled_us, 0, 0))
             continue
-        seen = {plan_variant_key(pick)}
+        seen = {transport_key(pick)}
         best = None
         tried = 0
         for cand in pick.feasible_candidates():
-            key = plan_variant_key(cand)
+            key = transport_key(cand)
             if key in seen:
                 continue
             seen.add(key)
@@ -496,7 +508,7 @@ def not_shown_table(table: FormTable) -> str:
 
 
 def alternatives_table(alternatives: Sequence[Alternative]) -> str:
-    lines = [("| geometry | pick: modelled us | pick: not-shown instrs | variants tried | best variant: not-shown "
+    lines = [("| geometry | pick: modelled us | pick: not-shown instrs | switch settings tried | best: not-shown "
              "instrs | its modelled us | its switches on / off (vs the pick) |"),
              "|---|---:|---:|---:|---:|---:|---|"]
     for a in alternatives:
@@ -518,9 +530,11 @@ def generated_block(table: FormTable, set_name: str, alternatives: Sequence[Alte
              "those every traced plan had)."), "", not_shown_table(table), ""]
     if alternatives is not None:
         parts += ["### Alternatives the planner has (measured)", "",
-                  ("Per planner pick that issues not-shown forms: of its other candidate variants (distinct "
-                  "code paths, cheapest planner estimate first), the one with the fewest not-shown "
-                  "instructions, and nkisim's modelled time of both."), "", alternatives_table(alternatives), ""]
+                  ("Per bench pick (LNC1) that issues not-shown forms: for up to N other settings of the "
+                   "plan switches that choose DMA transposes or ScalarE reductions ("
+                   + ", ".join(f"`{n}`" for n in TRANSPORT_SWITCHES)
+                   + "), the cheapest candidate by the planner's estimate is traced; the table gives the one "
+                   "with the fewest not-shown instructions, and nkisim's modelled time of both."), "", alternatives_table(alternatives), ""]
     parts += ["### Every form", "", markdown_table(table), "", DOC_END]
     return "\n".join(parts)
 
