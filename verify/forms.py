@@ -404,16 +404,16 @@ TRANSPORT_SWITCHES = ("dw_xt_dma", "dw_dyt_dma", "dw_xt_merge", "dw_head_split",
 
 
 def transport_key(plan) -> tuple:
-    """The plan's transport switches (how its transposes and db reductions are done)."""
+    """The plan's methods and transport switches (how its transposes and db reductions are done)."""
     tiles = plan.tiles()
-    return tuple(bool(tiles.get(name)) for name in TRANSPORT_SWITCHES)
+    return tuple(sorted(plan.methods())), tuple(bool(tiles.get(name)) for name in TRANSPORT_SWITCHES)
 
 
 def find_alternatives(geoms: Sequence[Geometry], variants: int,
                       log: Callable[[str], None] | None = None) -> list[Alternative]:
     """Per geometry whose pick issues not-shown forms, trace the cheapest candidate (planner estimate)
-    of up to ``variants`` other settings of the transport switches, and keep the one with the fewest
-    not-shown instructions (ties: the lower modelled time)."""
+    of up to ``variants`` other settings of the methods and transport switches, and keep the one with
+    the fewest not-shown instructions (ties: the lower modelled time)."""
     out = []
     for geom in geoms:
         (pick, _), = _plans(replace(geom, candidates=False))
@@ -531,7 +531,7 @@ def generated_block(table: FormTable, set_name: str, alternatives: Sequence[Alte
     if alternatives is not None:
         parts += ["### Alternatives the planner has (measured)", "",
                   ("Per bench pick (LNC1) that issues not-shown forms: for up to N other settings of the "
-                   "plan switches that choose DMA transposes or ScalarE reductions ("
+                   "methods and the plan switches that choose DMA transposes or ScalarE reductions ("
                    + ", ".join(f"`{n}`" for n in TRANSPORT_SWITCHES)
                    + "), the cheapest candidate by the planner's estimate is traced; the table gives the one "
                    "with the fewest not-shown instructions, and nkisim's modelled time of both."), "", alternatives_table(alternatives), ""]
