@@ -530,7 +530,7 @@ def generated_block(table: FormTable, set_name: str, alternatives: Sequence[Alte
              "those every traced plan had)."), "", not_shown_table(table), ""]
     if alternatives is not None:
         parts += ["### Alternatives the planner has (measured)", "",
-                  ("Per bench pick (LNC1) that issues not-shown forms: for up to N other settings of the "
+                  ("Per bench pick (LNC1) that issues not-shown forms: for up to `--alternatives` other settings of the "
                    "methods and the plan switches that choose DMA transposes or ScalarE reductions ("
                    + ", ".join(f"`{n}`" for n in TRANSPORT_SWITCHES)
                    + "), the cheapest candidate by the planner's estimate is traced; the table gives the one "
@@ -579,8 +579,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--doc", default=None, metavar="PATH",
                         help="replace the generated block of the document PATH (e.g. kernels/instruction-forms.md)")
     parser.add_argument("--alternatives", type=int, default=0, metavar="N",
-                        help="for the bench shapes' LNC1 picks, trace up to N other candidate variants each and "
-                             "report the one with the fewest not-shown instructions (0: off)")
+                        help="for the bench shapes' LNC1 picks, trace the cheapest candidate of up to N other settings "
+                             "of the methods and transport switches each and report the one with the fewest "
+                             "not-shown instructions (0: off)")
     args = parser.parse_args(argv)
     if args.alternatives < 0:
         parser.error(f"--alternatives: {args.alternatives} must be >= 0")
