@@ -264,3 +264,12 @@ def test_alternatives_of_a_tiny_pick():
         assert 1 <= alt.tried <= 2 and alt.best_not_shown is not None and alt.best_us > 0
     else:
         assert alt.tried == 0 and alt.best_label is None
+
+
+@pytest.mark.fast
+def test_transport_switches_are_plan_fields():
+    from verify.forms import TRANSPORT_SWITCHES, _plans
+
+    geom = Geometry("tiny", (1, 8, 2, 4, 4), (1, 4, 2, 4, 4), (1, 3, 3, 4, 8), padding=(0, 0, 1, 1, 1, 1))
+    (plan, _), = _plans(geom)
+    assert set(TRANSPORT_SWITCHES) <= set(plan.tiles())   # a renamed switch would silently read as off
