@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
+from nkisim.dtypes import ITEMSIZE
 from nkisim.trace import HBM_BUFFERS, Access, Instr
 from verify.form_evidence import Evidence, FormRule, evidence_for
 
@@ -35,7 +36,9 @@ TARGET = "trn2"
 NKI_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 DTYPE_SHORT = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32", "tfloat32": "tf32",
                "int32": "i32", "uint32": "u32", "uint8": "u8", "int8": "i8"}
-DMA_RUN_BYTES = 512   # the DMA efficiency threshold for one contiguous run (nkisim cost model)
+# A class boundary for HBM runs, not a hardware rule: in nkisim's DMA model a 512 B descriptor runs at
+# about two thirds of the bandwidth (docs/nkisim-cost-model.md), longer runs approach it.
+DMA_RUN_BYTES = 512
 # attributes that change the lowering; sizes (moving_free, contraction, ...) are left out
 FORM_ATTRS = ("dge_mode", "axes", "is_transpose", "accumulate", "op", "op0", "op1", "reduce_op",
               "reduce_cmd", "cmp_op", "src_shape", "hwdge_shape")
@@ -87,7 +90,7 @@ class Form:
     def to_dict(self) -> dict:
         return {"op": self.op, "engine": self.engine,
                 "operands": [{"role": o.role, "buffer": o.buffer, "rank": o.rank, "dtype": o.dtype,
-                  "partitions": o.partitions, "contiguity": o.contiguity} for o in self.operands],
+                              "partitions": o.partitions, "contiguity": o.contiguity} for o in self.operands],
                 "attrs": dict(self.attrs)}
 
 
@@ -104,8 +107,7 @@ def partition_class(partitions: int) -> str:
 
 def contiguity_class(access: Access) -> str:
     """How long the innermost contiguous run is against the whole access (per partition on chip)."""
-    elems = access.partitions * access.free_elems
-    itemsize = access.nbytes // elems if elems else 1
+    itemsize = ITEMSIZE.get(access.dtype, 1)
     hbm = access.buffer in HBM_BUFFERS
     whole = access.nbytes if hbm else access.free_elems * itemsize
     if access.contiguous_bytes >= whole:
@@ -154,9 +156,8 @@ def instr_form(instr: Instr) -> Form:
     attrs = {k: _attr_text(v) for k, v in instr.attrs if k in FORM_ATTRS}
     if instr.op == "dma_transpose":
         src = next(a for a in instr.accesses if a.role == "src")
-        itemsize = src.nbytes // max(1, src.partitions * src.free_elems)
         attrs["src_shape"] = src_shape_pattern(src.shape)
-        attrs["hwdge_shape"] = str(meets_hwdge_shape(src.shape, itemsize))
+        attrs["hwdge_shape"] = str(meets_hwdge_shape(src.shape, ITEMSIZE.get(src.dtype, 0)))
     return Form(instr.op, instr.engine, tuple(operand_form(a) for a in instr.accesses),
                 tuple(sorted(attrs.items())))
 
