@@ -182,7 +182,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     bench = sub.add_parser("bench", help="the performance benchmark (verify.bench)",
                            description="Run verify.bench.run_bench and print its table.")
-    bench.add_argument("--set", dest="bench_set", default="default")
+    bench.add_argument("--set", dest="bench_set", default=None,
+                       help="a bench set: default, realworld or smoke (default: default)")
+    bench.add_argument("--shapes", default=None, metavar="FILE",
+                       help="bench the layers of a JSON layer file instead of a set (see verify/bench_shapes.py)")
     bench.add_argument("--target", choices=TARGETS, default="trn2")
     bench.add_argument("--lnc", type=int, choices=(1, 2), default=1)
     bench.add_argument("--json", default=None, metavar="PATH", help="also write the rows as JSON")
@@ -599,9 +602,12 @@ def cmd_bench(args) -> int:
         from verify.bench import run_bench
     except ImportError as exc:
         raise UsageError(f"the benchmark is not available: verify.bench does not import ({exc})") from None
+    if args.shapes is not None and args.bench_set is not None:
+        raise UsageError(f"bench: --set {args.bench_set} and --shapes {args.shapes}: give one of them, not both")
     try:
-        run_bench(set_name=args.bench_set, target=args.target, lnc=args.lnc, json_path=args.json,
-                  only=args.only, top=args.top, **({} if args.jobs is None else {"jobs": args.jobs}))
+        run_bench(set_name=args.bench_set or "default", target=args.target, lnc=args.lnc, json_path=args.json,
+                  only=args.only, top=args.top, shapes_path=args.shapes,
+                  **({} if args.jobs is None else {"jobs": args.jobs}))
     except (KeyError, ValueError) as exc:
         raise UsageError(f"bench: {exc}") from None
     return 0
