@@ -6,9 +6,9 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .errors import Conv3dBwdInputError
+from .geometry import validate
 from .methods.s2d_gemm.nki_body import run_s2d_gemm
 from .methods.s2d_gemm.spec import S2dOptions
-from .geometry import validate
 from .nki_common import Evictor, transpose_pool
 from .nki_db import DbState
 from .nki_dw import DwState, dw_streaming_steps, run_dw_streaming

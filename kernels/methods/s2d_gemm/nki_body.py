@@ -31,9 +31,7 @@ def run_s2d_gemm(g, opts, dy, x, filters, dx, dw, db, dtype, target, pid, lnc):
     if not has_kc and not want_db:
         return
     do_dx, do_dw = dx is not None and has_kc, dw is not None and has_kc
-    ds = g.dtype_bytes
-    kd, kh, kw = g.kernel
-    D, H, W = g.in_size
+    kh, W = g.axes[1].k, g.axes[2].n
     ow = g.axes[2].o
     cot = spec.co_tiles(g)
     n_co = len(cot)
@@ -139,7 +137,7 @@ def _filter_rows(t_hbm, g, c):
 def _dx_tile(g, t, dy_t, slot, wt, cot, px_pool, dxp_pool, evict, dx, lnc, pid, p0):
     """dx of row tile ``t``: per store unit, every chunk at every w_o into the unit's lines, then one
     store per plane."""
-    _kd, kh, kw = g.kernel
+    kw = g.axes[2].k
     ow = g.axes[2].o
     rows = t.rows
     for unit in spec.dx_units(g, lnc, pid):

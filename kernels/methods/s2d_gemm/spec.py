@@ -26,7 +26,6 @@ PSUM_BANK_BYTES = 2048   # one PSUM bank per partition
 PSUM_BANKS = 8
 DX_PSUM_BUFS = 2         # dx accumulation banks (one accumulates while the other is evicted)
 T_PSUM_BUFS = 2          # PE-transpose banks (W^T, dy^T)
-W_STAGE_BUFS = 2         # natural-layout filter rows waiting for their PE transposes
 DXP_BUFS = 2             # dx patch planes: one is stored while the next is evicted into
 DWO_BUFS = 2             # dw rows in the output dtype: one is stored while the next is cast
 
@@ -226,7 +225,7 @@ def sbuf_parts(g: ConvGeom, opts: S2dOptions, lnc: int, compute_dx: bool, comput
     if compute_dx:
         unit_planes = max(u[0].np for u in dx_units(g, 1, 0))
         parts["filters^T"] = n_co * kq * ds
-        parts["filter rows"] = W_STAGE_BUFS * g.c_out * ds
+        parts["filter rows"] = max(len(dw_chunks(g, lnc, q)) for q in range(lnc)) * g.c_out * ds
         parts["dx planes"] = DXP_BUFS * unit_planes * kh * w * ds
     if compute_dw:
         parts["dy^T"] = gbufs * gt * ow * g.c_out * ds
@@ -268,7 +267,7 @@ def work_list(g: ConvGeom, opts: S2dOptions, lnc: int, pid: int, compute_dx: boo
     """Program ``pid``'s instructions, merged by kind (op, engine, operand figures), in the order the
     body first issues them. Walks the same lists as the body (``nki_body.run_s2d_gemm``)."""
     ds = g.dtype_bytes
-    kh, kw = g.axes[1].k, g.axes[2].k
+    kh = g.axes[1].k
     w, ow = g.axes[2].n, g.axes[2].o
     p0, p1 = program_planes(g, lnc, pid)
     cot = co_tiles(g)
