@@ -56,8 +56,7 @@ def run_s2d_gemm(g, opts, dy, x, filters, dx, dw, db, dtype, target, pid, lnc):
         for slot, t in enumerate(grps[k]):
             buf = dy_bufs[k % gbufs]
             for c, (c0, cs) in enumerate(cot):
-                nisa.dma_copy(dst=buf[:cs, slot, c, :t.rows * ow],
-                              src=dy[t.b, c0:c0 + cs, t.d0:t.d0 + t.nd, t.h0:t.h0 + t.nh, :])
+                nisa.dma_copy(dst=buf[:cs, slot, c, :t.rows * ow], src=_dy_rows(dy, g, t, c0, cs))
             if do_dw:
                 for p in range(p0, p1):
                     nisa.dma_copy(dst=xl_bufs[k % gbufs][:t.rows, slot, p - p0, :, :], src=_lines(x, g, t, p))
@@ -98,16 +97,16 @@ def run_s2d_gemm(g, opts, dy, x, filters, dx, dw, db, dtype, target, pid, lnc):
         dy_t = dy_bufs[k % gbufs]
         for slot, t in enumerate(grp):
             npos = t.rows * ow
-            if want_db:
+            if do_dx:
+                _dx_tile(g, t, dy_t, slot, wt, cot, px_pool, dxp_pool, evict, dx, lnc, pid, p0)
+            if do_dw:
+                _dy_transposes(g, t, dy_t, slot, dyt_bufs[k % gbufs], cot, pt_pool, bank_t, evict)
+            if want_db:   # after the tile's evictions on VectorE: the PE never waits behind these reductions
                 for c, (_c0, cs) in enumerate(cot):
                     part = db_part.take()
                     nisa.tensor_reduce(dst=part[:cs, :], op=nl.add, data=dy_t[:cs, slot, c, :npos], axis=(1,))
                     nisa.tensor_tensor(dst=db_acc[:cs, c:c + 1], data1=db_acc[:cs, c:c + 1], data2=part[:cs, :],
                                        op=nl.add, engine=nisa.engine.vector)
-            if do_dx:
-                _dx_tile(g, t, dy_t, slot, wt, cot, px_pool, dxp_pool, evict, dx, lnc, pid, p0)
-            if do_dw:
-                _dy_transposes(g, t, dy_t, slot, dyt_bufs[k % gbufs], cot, pt_pool, bank_t, evict)
         if do_dw:
             dw_state.group(k, grp, xl_bufs[k % gbufs], dyt_bufs[k % gbufs], dw)
     if want_db:
@@ -117,12 +116,22 @@ def run_s2d_gemm(g, opts, dy, x, filters, dx, dw, db, dtype, target, pid, lnc):
 
 def _lines(t_hbm, g, t, p):
     """The HBM view of plane ``p``'s K_h x W blocks of row tile ``t`` in x or dx ``[B, C_in, D, H, W]``:
-    one contiguous block per output row (d_o, h_o), rows d_o-major."""
+    one contiguous block per output row (b, d_o, h_o), rows b-major, then d_o."""
     kd, kh, _kw = g.kernel
     D, H, W = g.in_size
     ci, i = divmod(p, kd)
     offset = (((t.b * g.c_in + ci) * D + t.d0 * kd + i) * H + t.h0 * kh) * W
-    return t_hbm.ap(pattern=[[kd * H * W, t.nd], [kh * W, t.nh], [1, kh * W]], offset=offset)
+    return t_hbm.ap(pattern=spec.compact([[g.c_in * D * H * W, t.nb], [kd * H * W, t.nd], [kh * W, t.nh],
+                                          [1, kh * W]]), offset=offset)
+
+
+def _dy_rows(t_hbm, g, t, c0, cs):
+    """The HBM view of dy ``[B, C_out, D_out, H_out, W_out]`` for C_out [c0, c0+cs) and the rows of tile
+    ``t``: per channel its rows' W_out columns, b-major (contiguous per batch when the rows are whole)."""
+    od, oh, ow = g.out_size
+    offset = (((t.b * g.c_out + c0) * od + t.d0) * oh + t.h0) * ow
+    return t_hbm.ap(pattern=spec.compact([[od * oh * ow, cs], [g.c_out * od * oh * ow, t.nb], [oh * ow, t.nd],
+                                          [ow, t.nh], [1, ow]]), offset=offset)
 
 
 def _filter_rows(t_hbm, g, c):
@@ -197,7 +206,9 @@ class _DwAcc:
         c_out = g.c_out
         last_group = k == self.n_groups - 1
         out = None   # a chunk's row of dw in the output dtype (its blocks may span two sets)
-        for aset in self.sets:
+        half = spec.acc_half(len(self.ps))
+        for si, aset in enumerate(self.sets):
+            ps_set = self.ps[(si % 2) * half:(si % 2) * half + half] if len(self.ps) > 1 else self.ps
             first = True
             for slot, t in enumerate(grp):
                 for w_o in range(ow):
@@ -205,7 +216,7 @@ class _DwAcc:
                         c = self.chunks[ki]
                         b0, bn = self.blocks[j]
                         stat = xl[:t.rows, slot, c.p0 - self.p0, c.j0:c.j0 + c.nj, w_o * kw:(w_o + 1) * kw]
-                        nisa.nc_matmul(self.ps[a][:c.nj * kw, :bn], stationary=stat,
+                        nisa.nc_matmul(ps_set[a][:c.nj * kw, :bn], stationary=stat,
                                        moving=dyt[:t.rows, slot, w_o * c_out + b0:w_o * c_out + b0 + bn],
                                        accumulate=not first)
                     first = False
@@ -213,7 +224,7 @@ class _DwAcc:
                 c = self.chunks[ki]
                 m = c.nj * kw
                 b0, bn = self.blocks[j]
-                ps = self.ps[a][:m, :bn]
+                ps = ps_set[a][:m, :bn]
                 if self.acc is None:
                     if j == 0 or out is None:
                         out = self.out.take()

@@ -39,18 +39,24 @@ class S2dOptions:
 
 @dataclass(frozen=True)
 class RowTile:
-    """Up to 128 output rows of batch ``b``: d_o in [d0, d0+nd) x h_o in [h0, h0+nh) (nd > 1 only
-    with whole H_out rows)."""
+    """Up to 128 output rows: batches [b, b+nb) x d_o in [d0, d0+nd) x h_o in [h0, h0+nh), b-major
+    (nb > 1 only with whole batches, nd > 1 only with whole H_out rows)."""
 
     b: int
     d0: int
     nd: int
     h0: int
     nh: int
+    nb: int = 1
 
     @property
     def rows(self) -> int:
-        return self.nd * self.nh
+        return self.nb * self.nd * self.nh
+
+    def row(self, i: int) -> tuple[int, int, int]:
+        """(b, d_o, h_o) of the tile's row ``i`` (its partition)."""
+        b, rest = divmod(i, self.nd * self.nh)
+        return self.b + b, self.d0 + rest // self.nh, self.h0 + rest % self.nh
 
 
 @dataclass(frozen=True)
@@ -98,8 +104,12 @@ def applies(g: ConvGeom) -> str:
 
 
 def row_tiles(g: ConvGeom) -> list[RowTile]:
-    """Every output row in tiles of <= 128: whole H_out rows of several d_o when H_out <= 128."""
+    """Every output row in tiles of <= 128: whole batches when a batch has at most 64 rows, else whole
+    H_out rows of several d_o when H_out <= 128, else pieces of H_out."""
     od, oh = g.axes[0].o, g.axes[1].o
+    if od * oh <= PMAX // 2:   # whole batches share a tile (half the PE rows or fewer per batch)
+        per = PMAX // (od * oh)
+        return [RowTile(b, 0, od, 0, oh, min(per, g.batch - b)) for b in range(0, g.batch, per)]
     out = []
     for b in range(g.batch):
         if oh <= PMAX:
@@ -177,14 +187,39 @@ def psum_budget(g: ConvGeom, compute_dx: bool, compute_dw: bool) -> dict[str, in
     return used
 
 
+def acc_half(banks: int) -> int:
+    """Accumulators per dw set: half the dw banks, so consecutive sets alternate between the halves and
+    a set's matmuls never wait for the previous set's evictions (all of them with a single bank)."""
+    return max(1, banks // 2)
+
+
 def acc_sets(g: ConvGeom, lnc: int, pid: int, banks: int) -> list[list[tuple[int, int]]]:
-    """dw's accumulators (dw chunk index, C_out block index), kc-major, in sets of ``banks`` live together
-    (a chunk's blocks stay in one set where they fit, so its row is cast and stored once)."""
+    """dw's accumulators (dw chunk index, C_out block index), kc-major, in sets of ``acc_half(banks)``
+    live together (a chunk's blocks stay in one set where they fit, so its row is cast and stored once)."""
+    banks = acc_half(banks)
     per_chunk = len(co_blocks(g))
     chunks_per_set = max(1, banks // per_chunk)
     pairs = [(k, j) for k in range(len(dw_chunks(g, lnc, pid))) for j in range(per_chunk)]
     step = chunks_per_set * per_chunk if per_chunk <= banks else banks
     return [pairs[i:i + step] for i in range(0, len(pairs), step)]
+
+
+def compact(pattern: list[list[int]]) -> list[list[int]]:
+    """An access pattern ([stride, count] pairs, outermost first) with count-1 dims dropped and dims that
+    continue one another merged (fewer DMA dims, same elements in the same order). The first pair stays:
+    it is the partition dim of the SBUF side."""
+    out = [list(pattern[0])]
+    for stride, count in pattern[1:]:
+        if count == 1:
+            continue
+        prev = out[-1]
+        if len(out) > 1 and prev[0] == stride * count:
+            out[-1] = [stride, prev[1] * count]
+        else:
+            out.append([stride, count])
+    if len(out) == 1:
+        out.append([1, 1])
+    return out
 
 
 def bank_packs(widths: list[int], bank: int) -> list[list[int]]:
@@ -305,10 +340,6 @@ def work_list(g: ConvGeom, opts: S2dOptions, lnc: int, pid: int, compute_dx: boo
                     add("dma_copy", "dma", (t.rows * kh * w * ds, kh * w * ds))
         for t in grp:
             npos = t.rows * ow
-            if compute_db and pid == 0:
-                for _c0, co_sz in cot:
-                    add("tensor_reduce", "vector", (co_sz, npos))
-                    add("tensor_tensor", "vector", (co_sz, 1))
             if compute_dx and p1 > p0:
                 for unit in dx_units(g, lnc, pid):
                     for c in unit:
@@ -325,6 +356,10 @@ def work_list(g: ConvGeom, opts: S2dOptions, lnc: int, pid: int, compute_dx: boo
                     for i in pack:   # data [co, rows] -> [rows, co]: (K, M, N) = (co, rows, co)
                         add("nc_transpose", "tensor", (widths[i], t.rows, widths[i]))
                     add("tensor_copy", "evict", (t.rows, sum(widths[i] for i in pack), True, True))
+            if compute_db and pid == 0:
+                for _c0, co_sz in cot:
+                    add("tensor_reduce", "vector", (co_sz, npos))
+                    add("tensor_tensor", "vector", (co_sz, 1))
         if compute_dw and p1 > p0:
             chunks = dw_chunks(g, lnc, pid)
             blocks = co_blocks(g)

@@ -12,8 +12,10 @@ GEOMS = {
     "h_out-130": tube(1, 1, 8, (1, 130, 2), (2, 1, 1)),
     # planes of more than 512 patch elements (dx chunks of K_w lines) and dw chunks of 128 / K_w lines
     "plane-576": tube(2, 1, 16, (1, 2, 2), (1, 24, 24)),
-    # batch 3: row tiles never cross batches
+    # batch 3 of 4 rows each: one row tile holds the three batches
     "batch-3": tube(3, 4, 9, (2, 2, 3), (2, 2, 2)),
+    # batch 14 of 10 rows: tiles of 12 batches and of 2
+    "batch-14": tube(14, 2, 12, (2, 5, 3), (2, 2, 2)),
 }
 
 
@@ -31,11 +33,11 @@ def test_every_gradient_subset(grads):
 def test_several_groups_accumulate_dw_in_fp32():
     """One row tile per group: dw adds each group's PSUM sums into fp32 SBUF, the next group's loads
     are issued ahead (double buffers)."""
-    run_exact(GEOMS["batch-3"], group=1)
+    run_exact(GEOMS["batch-14"], group=1)
     run_exact(GEOMS["c_out-130-rows-150"], group=1, grads=("dw", "db"))
 
 
-@pytest.mark.parametrize("name", ["tube-c3", "batch-3", "plane-576"])
+@pytest.mark.parametrize("name", ["tube-c3", "batch-14", "plane-576"])
 def test_lnc2_splits_the_planes(name):
     run_exact(GEOMS[name], lnc=2)
 

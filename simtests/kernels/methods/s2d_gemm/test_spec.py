@@ -36,17 +36,23 @@ def test_dilation_is_outside_the_class():
     assert "dilation 2 on W must be 1" in spec.applies(g)
 
 
+def test_compact_merges_continuing_dims_and_drops_single_ones():
+    assert spec.compact([[100, 4], [50, 1], [8, 3], [1, 8]]) == [[100, 4], [1, 24]]
+    assert spec.compact([[7, 1], [40, 1], [10, 4], [1, 5]]) == [[7, 1], [10, 4], [1, 5]]
+
+
 def test_a_tubelet_is_in_the_class():
     assert spec.applies(_geom(1, 3, 768, (16, 224, 224), (2, 16, 16))) == ""
 
 
-@pytest.mark.parametrize("out, kernel", [((3, 50, 2), (1, 2, 3)), ((1, 130, 2), (2, 1, 1)), ((8, 14, 14), (2, 16, 16)),
-                                         ((2, 2, 2), (1, 24, 24))])
-def test_the_loops_cover_every_row_and_patch_element_once(out, kernel):
-    g = _geom(2, 3, 8, tuple(o * k for o, k in zip(out, kernel)), kernel)
-    rows = Counter((t.b, t.d0 + i // t.nh, t.h0 + i % t.nh) for t in spec.row_tiles(g) for i in range(t.rows))
+@pytest.mark.parametrize("batch, out, kernel", [(2, (3, 50, 2), (1, 2, 3)), (2, (1, 130, 2), (2, 1, 1)),
+                                                (2, (8, 14, 14), (2, 16, 16)), (2, (2, 2, 2), (1, 24, 24)),
+                                                (14, (2, 5, 3), (2, 2, 2))])
+def test_the_loops_cover_every_row_and_patch_element_once(batch, out, kernel):
+    g = _geom(batch, 3, 8, tuple(o * k for o, k in zip(out, kernel)), kernel)
+    rows = Counter(t.row(i) for t in spec.row_tiles(g) for i in range(t.rows))
     assert all(t.rows <= spec.PMAX for t in spec.row_tiles(g))
-    assert set(rows.values()) == {1} and len(rows) == 2 * out[0] * out[1]
+    assert set(rows.values()) == {1} and len(rows) == batch * out[0] * out[1]
     kc = g.c_in * g.taps
     for lnc in (1, 2):
         dw_kc, dx_kc = Counter(), Counter()
@@ -69,7 +75,7 @@ def test_the_loops_cover_every_row_and_patch_element_once(out, kernel):
 def test_the_work_list_is_what_the_body_issues(lnc, group, grads):
     """Op by op, the spec's instruction counts equal the trace's (so the estimate costs what runs), and
     the pools bound the body's peak SBUF and PSUM."""
-    geom = tube(3, 4, 9, (2, 2, 3), (2, 2, 2))
+    geom = tube(14, 2, 12, (2, 5, 3), (2, 2, 2))   # two row tiles of whole batches (12 and 2)
     plan = s2d_plan(geom, lnc=lnc, grads=grads, group=group)
     res = run_exact(geom, lnc=lnc, grads=grads, plan=plan)
     g = plan.geometry()
