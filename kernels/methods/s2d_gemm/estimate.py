@@ -65,16 +65,32 @@ def program_sheet(g: ConvGeom, opts: spec.S2dOptions, lnc: int, pid: int, flags:
 
 
 def _head_ns(g: ConvGeom, lnc: int, pid: int, flags: tuple[bool, bool, bool], hw: TargetFigures) -> float:
-    """What the PE waits for before its first matmul: the filter rows (dx) and the first row tile's dy
-    (its first transposes or matmuls), one DMA start latency."""
+    """What the PE waits for before it can run on: its first transposes wait for the first bank's worth
+    of filter rows (or dy's first C_out tile); dx's first matmul for every filter row and the first row
+    tile's dy, less the transposes (W^T, dy^T) the PE does while those land; one DMA start latency."""
     ds = g.dtype_bytes
     first = spec.row_tiles(g)[0]
-    c = CostSheet(hw)
-    c.dma(g.c_out * first.rows * g.axes[2].o * ds, first.rows * g.axes[2].o * ds)
+    npos = first.rows * g.axes[2].o
+    loads, pe = CostSheet(hw), CostSheet(hw)
+    start = CostSheet(hw)
     if flags[0]:
-        for ch in spec.dw_chunks(g, lnc, pid):
-            c.dma(spec.chunk_size(g, ch) * g.c_out * ds, g.c_out * ds)
-    return hw.dma_fixed_ns + c.busy["dma"]
+        chunks = spec.dw_chunks(g, lnc, pid)
+        pack = spec.bank_packs([spec.chunk_size(g, c) for c in chunks], spec.transpose_bank(g))
+        for i, ch in enumerate(chunks):
+            m = spec.chunk_size(g, ch)
+            loads.dma(m * g.c_out * ds, g.c_out * ds)
+            if pack and i in pack[0]:
+                start.dma(m * g.c_out * ds, g.c_out * ds)
+            for _c0, cs in spec.co_tiles(g):
+                pe.transpose(m, cs, ds == 4)
+    for k, (_c0, cs) in enumerate(spec.co_tiles(g)):
+        loads.dma(cs * npos * ds, npos * ds)
+        if not flags[0] and k == 0:
+            start.dma(cs * npos * ds, npos * ds)
+        if flags[1]:
+            pe.transpose(cs, first.rows, ds == 4, g.axes[2].o)
+    wait = max(start.busy["dma"], loads.busy["dma"] - pe.busy["tensor"])
+    return hw.dma_fixed_ns + wait
 
 
 def _tail_ns(g: ConvGeom, flags: tuple[bool, bool, bool], hw: TargetFigures) -> float:

@@ -48,7 +48,7 @@ def run_s2d_gemm(g, opts, dy, x, filters, dx, dw, db, dtype, target, pid, lnc):
                for i in range(gbufs)]
     xl_bufs = [nl.ndarray((_P, gt, p1 - p0, kh, W), dtype, buffer=nl.sbuf, name=f"s2d_x{i}")
                for i in range(gbufs)] if do_dw else None
-    dyt_bufs = [nl.ndarray((_P, gt, ow * g.c_out), dtype, buffer=nl.sbuf, name=f"s2d_dyt{i}")
+    dyt_bufs = [nl.ndarray((_P, gt, ow, g.c_out), dtype, buffer=nl.sbuf, name=f"s2d_dyt{i}")
                 for i in range(gbufs)] if do_dw else None
 
     def load_group(k):
@@ -71,8 +71,8 @@ def run_s2d_gemm(g, opts, dy, x, filters, dx, dw, db, dtype, target, pid, lnc):
     if do_dx:
         wt = nl.ndarray((_P, n_co, kq), dtype, buffer=nl.sbuf, name="s2d_wt")
         widths = [spec.chunk_size(g, c) for c in chunks]
-        for ci_, (c0, cs) in enumerate(cot):
-            for pack in spec.bank_packs(widths, bank_t):
+        for pack in spec.bank_packs(widths, bank_t):   # pack-outer: each pack as soon as its rows land
+            for ci_, (c0, cs) in enumerate(cot):
                 pt = pt_pool.take()
                 off = 0
                 for k in pack:
@@ -97,10 +97,10 @@ def run_s2d_gemm(g, opts, dy, x, filters, dx, dw, db, dtype, target, pid, lnc):
         dy_t = dy_bufs[k % gbufs]
         for slot, t in enumerate(grp):
             npos = t.rows * ow
+            if do_dw:   # first: C_out tile by tile as dy lands (dx needs all of it)
+                _dy_transposes(g, t, dy_t, slot, dyt_bufs[k % gbufs], cot, pt_pool, bank_t, evict)
             if do_dx:
                 _dx_tile(g, t, dy_t, slot, wt, cot, px_pool, dxp_pool, evict, dx, lnc, pid, p0)
-            if do_dw:
-                _dy_transposes(g, t, dy_t, slot, dyt_bufs[k % gbufs], cot, pt_pool, bank_t, evict)
             if want_db:   # after the tile's evictions on VectorE: the PE never waits behind these reductions
                 for c, (_c0, cs) in enumerate(cot):
                     part = db_part.take()
@@ -167,21 +167,18 @@ def _dx_tile(g, t, dy_t, slot, wt, cot, px_pool, dxp_pool, evict, dx, lnc, pid, 
 
 
 def _dy_transposes(g, t, dy_t, slot, dyt, cot, pt_pool, bank_t, evict):
-    """dy^T of row tile ``t``: ``[rows, (w_o, co)]`` by PE transposes of dy's w_o columns, packed into
-    PSUM banks, one eviction per bank."""
+    """dy^T of row tile ``t``: ``[rows, w_o, co]`` by PE transposes of dy's w_o columns, C_out tile by
+    C_out tile (each starts when its dy rows land), packed into PSUM banks, one eviction per bank."""
     ow = g.axes[2].o
     rows = t.rows
-    items = [(w_o, c, c0, cs) for w_o in range(ow) for c, (c0, cs) in enumerate(cot)]
-    for pack in spec.bank_packs([it[3] for it in items], bank_t):
-        pt = pt_pool.take()
-        off = 0
-        for i in pack:
-            w_o, c, _c0, cs = items[i]
-            nisa.nc_transpose(dst=pt[:rows, off:off + cs], data=dy_t[:cs, slot, c, w_o:w_o + (rows - 1) * ow + 1:ow])
-            off += cs
-        w_o, _c, c0, _cs = items[pack[0]]
-        first = w_o * g.c_out + c0
-        evict.copy(dyt[:rows, slot, first:first + off], pt[:rows, :off])
+    for c, (c0, cs) in enumerate(cot):
+        for pack in spec.bank_packs([cs] * ow, bank_t):
+            pt = pt_pool.take()
+            for k, w_o in enumerate(pack):
+                nisa.nc_transpose(dst=pt[:rows, k * cs:(k + 1) * cs],
+                                  data=dy_t[:cs, slot, c, w_o:w_o + (rows - 1) * ow + 1:ow])
+            w0, nw = pack[0], len(pack)
+            evict.copy(dyt[:rows, slot, w0:w0 + nw, c0:c0 + cs], pt[:rows, :nw * cs].reshape((rows, nw, cs)))
 
 
 class _DwAcc:
@@ -217,7 +214,7 @@ class _DwAcc:
                         b0, bn = self.blocks[j]
                         stat = xl[:t.rows, slot, c.p0 - self.p0, c.j0:c.j0 + c.nj, w_o * kw:(w_o + 1) * kw]
                         nisa.nc_matmul(ps_set[a][:c.nj * kw, :bn], stationary=stat,
-                                       moving=dyt[:t.rows, slot, w_o * c_out + b0:w_o * c_out + b0 + bn],
+                                       moving=dyt[:t.rows, slot, w_o, b0:b0 + bn],
                                        accumulate=not first)
                     first = False
             for a, (ki, j) in enumerate(aset):

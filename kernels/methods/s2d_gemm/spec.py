@@ -320,8 +320,8 @@ def work_list(g: ConvGeom, opts: S2dOptions, lnc: int, pid: int, compute_dx: boo
         for c in chunks:
             m = chunk_size(g, c)
             add("dma_copy", "dma", (m * g.c_out * ds, g.c_out * ds))
-        for _c0, co_sz in cot:
-            for pack in bank_packs([chunk_size(g, c) for c in chunks], bank_t):
+        for pack in bank_packs([chunk_size(g, c) for c in chunks], bank_t):
+            for _c0, co_sz in cot:
                 for i in pack:   # data [m kc, co] -> [co, m]: (K, M, N) = (m, co, m)
                     m = chunk_size(g, chunks[i])
                     add("nc_transpose", "tensor", (m, co_sz, m))
@@ -340,6 +340,12 @@ def work_list(g: ConvGeom, opts: S2dOptions, lnc: int, pid: int, compute_dx: boo
                     add("dma_copy", "dma", (t.rows * kh * w * ds, kh * w * ds))
         for t in grp:
             npos = t.rows * ow
+            if compute_dw and p1 > p0:   # dy^T, C_out tile by C_out tile
+                for _c0, co_sz in cot:
+                    for pack in bank_packs([co_sz] * ow, bank_t):
+                        for _i in pack:   # data [co, rows] -> [rows, co]: (K, M, N) = (co, rows, co)
+                            add("nc_transpose", "tensor", (co_sz, t.rows, co_sz))
+                        add("tensor_copy", "evict", (t.rows, co_sz * len(pack), True, len(cot) == 1))
             if compute_dx and p1 > p0:
                 for unit in dx_units(g, lnc, pid):
                     for c in unit:
@@ -350,12 +356,6 @@ def work_list(g: ConvGeom, opts: S2dOptions, lnc: int, pid: int, compute_dx: boo
                             add("tensor_copy", "evict", (t.rows, n, True, False))
                     for _p in range(unit[0].np):
                         add("dma_copy", "dma", (t.rows * kh * w * ds, kh * w * ds))
-            if compute_dw and p1 > p0:
-                widths = [co_sz for _w in range(ow) for _c0, co_sz in cot]
-                for pack in bank_packs(widths, bank_t):
-                    for i in pack:   # data [co, rows] -> [rows, co]: (K, M, N) = (co, rows, co)
-                        add("nc_transpose", "tensor", (widths[i], t.rows, widths[i]))
-                    add("tensor_copy", "evict", (t.rows, sum(widths[i] for i in pack), True, True))
             if compute_db and pid == 0:
                 for _c0, co_sz in cot:
                     add("tensor_reduce", "vector", (co_sz, npos))
