@@ -88,12 +88,3 @@ def test_the_work_list_is_what_the_body_issues(lnc, group, grads):
     parts = spec.sbuf_parts(g, spec.S2dOptions(plan.s2d_group), lnc, *flags)
     assert res.summary.peak_sbuf_bytes_per_partition <= sum(parts.values())
     assert res.summary.peak_psum_banks <= sum(spec.psum_budget(g, flags[0], flags[1]).values())
-
-
-def test_the_planner_names_the_pools_when_the_lines_do_not_fit():
-    """x lines of 64 planes x 16 x 1024 bf16 (2 MiB per row) cannot be resident: rejected with the pool."""
-    from kernels.planner import plan_conv3d_bwd
-
-    plan = plan_conv3d_bwd((1, 8, 1, 1, 64), (1, 64, 1, 16, 1024), (1, 16, 16, 64, 8), stride=(1, 16, 16))
-    (rec,) = [c for c in plan.candidates if c.label.startswith("s2d_gemm")]
-    assert not rec.feasible and "SBUF" in rec.reason and "x lines" in rec.reason
