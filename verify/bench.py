@@ -169,9 +169,11 @@ def bench_shape(shape: BenchShape, target: str = "trn2", lnc: int = 1,
         "compulsory_bytes": compulsory_bytes(shape),
     }
     try:
+        start = time.perf_counter()
         plan = plan_conv3d_bwd(g.dy_shape, g.x_shape, g.w_shape, stride=shape.stride,
                                padding=shape.padding, dilation=shape.dilation, dtype=shape.dtype,
                                target=target, lnc=lnc)
+        record["plan_seconds"] = time.perf_counter() - start   # (0 when the plan was cached)
     except ValueError as exc:  # the planner's errors are ValueErrors; report, do not abort the set
         if log:
             log(f"  {shape.name}: planning FAILED {type(exc).__name__}: {exc}")
