@@ -123,6 +123,7 @@ def test_bench_shapes_runs_a_layer_file_end_to_end(capsys, tmp_path):
     assert r["name"] == "my_small" and r["lnc"] == 1 and r["geometry"]["source"] == "a user's layer"
     assert REQUIRED_FIELDS <= r.keys() and r["error"] in (None, "")
     assert r["modelled_us"] > 0 and len(r["candidates"]) == 2
+    assert r["plan_seconds"] > 0   # a geometry no other test plans: never a cache hit
     assert "my_small" in capsys.readouterr().out
 
 
