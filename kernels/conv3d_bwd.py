@@ -7,6 +7,8 @@ import nki.language as nl
 
 from .errors import Conv3dBwdInputError
 from .geometry import validate
+from .methods.s2d_gemm.nki_body import run_s2d_gemm
+from .methods.s2d_gemm.spec import S2dOptions
 from .nki_common import Evictor, transpose_pool
 from .nki_db import DbState
 from .nki_dw import DwState, dw_streaming_steps, run_dw_streaming
@@ -103,6 +105,10 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
     dx = nl.ndarray(tuple(x_in.shape), dtype, buffer=nl.shared_hbm, name="dx") if compute_dx else None
     dw = nl.ndarray(tuple(filters.shape), dtype, buffer=nl.shared_hbm, name="dw") if compute_dw else None
     db = nl.ndarray((g.c_out,), dtype, buffer=nl.shared_hbm, name="db") if compute_db else None
+    if plan.s2d_group:   # stride == kernel: one GEMM over the patches (kernels/methods/s2d_gemm)
+        run_s2d_gemm(g, S2dOptions(plan.s2d_group), dy, x_in, filters, dx, dw, db, dy.dtype, target, pid, lnc)
+        outs = tuple(t for t in (dx, dw, db) if t is not None)
+        return outs[0] if len(outs) == 1 else outs
     ctx = _Ctx(g, plan, dy, x_in, filters, dx, dw, db, dtype, target)
     db_state = DbState(ctx) if compute_db else None
     fold = compute_db and plan.db_method is DbMethod.FOLD

@@ -36,6 +36,8 @@ from .dx_pairs import (
 )
 from .errors import Conv3dBwdInputError, Conv3dBwdPlanError
 from .geometry import ConvGeom, ceil_div, validate
+from .methods.s2d_gemm import estimate as s2d_estimate
+from .methods.s2d_gemm import spec as s2d_spec
 from .schedule import (
     FILTER_RUN_CI_MAX,
     MOVING_MAX,
@@ -557,6 +559,7 @@ class DxMethod(str, Enum):
     GATHER_S1 = "gather_s1"        # stride 1: implicit GEMM over shifted dy windows, one PSUM bank
     PHASE_GATHER = "phase_gather"  # stride > 1: per-phase gather (sub-pixel decomposition)
     TOEPLITZ = "toeplitz"          # tiny C_in: U_d x U_h output positions on M, block-Toeplitz filters
+    S2D_GEMM = "s2d_gemm"          # stride == kernel, no padding: one GEMM over patches (methods/s2d_gemm)
 
 
 class DwMethod(str, Enum):
@@ -565,6 +568,7 @@ class DwMethod(str, Enum):
     TAP_PACK = "tap_pack"          # several taps' x windows side by side on the moving axis
     ROW_PACK = "row_pack"          # (d, h) rows on partitions; kw taps are free offsets of one x^T
     DMA_GEMM = "dma_gemm"          # 1x1x1 GEMM with dy^T and x^T brought by DMA transposes (2-byte dtypes)
+    S2D_GEMM = "s2d_gemm"          # stride == kernel, no padding: one GEMM over patches (methods/s2d_gemm)
 
 
 class DbMethod(str, Enum):
@@ -671,6 +675,7 @@ class Plan:
     dw_xt_merge: bool = False         # x-stationary xT dma: bundles of one kd and H-padding class, 4-D transposes
     dx_between_bundles: bool = False  # per gradient, D-phase pairs: dx's groups run between dw's x^T bundles
     dw_head_split: bool = False       # dw's first row pass: dy^T and the first x^T by column pieces (dw_head)
+    s2d_group: int = 0                # s2d_gemm: row tiles resident together (0: another method)
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -714,7 +719,7 @@ class Plan:
                 "dx_inside_dw": self.dx_inside_dw, "dx_inside_boxes": self.dx_inside_boxes, "dw_xt_merge": self.dw_xt_merge,
                 "dx_between_bundles": self.dx_between_bundles,
                 "db_ones": self.db_ones, "dw_dyt_dma": self.dw_dyt_dma,
-                "dw_head_split": self.dw_head_split}
+                "dw_head_split": self.dw_head_split, "s2d_group": self.s2d_group}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""
@@ -994,6 +999,9 @@ def dw_items(g: ConvGeom, p: Plan) -> list[tuple[int, tuple[int, int], tuple[int
 def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str, float]]:
     """Modelled time (under LNC2 the later program's, as nkisim's makespan) and program 0's per-engine
     busy time."""
+    if p.s2d_group:   # from the method's work list (kernels/methods/s2d_gemm)
+        return s2d_estimate.estimate_us(g, s2d_spec.S2dOptions(p.s2d_group), p.lnc,
+                                        (p.compute_dx, p.compute_dw, p.compute_db), hw)
     c, fill = _estimate_sheet(g, p, hw)
     # dx inside dw's boxes: each box's x^T transfers are issued a whole pass ahead of the matmuls that read
     # them, under the box's dx items, so the merged body stalls less than the generic share says
@@ -2116,6 +2124,9 @@ def _band_options(n: int) -> list[int]:
 
 
 def _label(p: Plan) -> str:
+    if p.s2d_group:
+        grads = ",".join(n for n, on in (("dx", p.compute_dx), ("dw", p.compute_dw), ("db", p.compute_db)) if on)
+        return f"s2d_gemm[{grads}, {p.s2d_group} row tiles per group]"
     parts = [p.strategy.value]
     if p.dx_method:
         parts.append(f"dx:{p.dx_method.value}[band {p.dx_band[0]}x{p.dx_band[1]}, ci {p.dx_ci_tile}"
@@ -2162,6 +2173,10 @@ def _label(p: Plan) -> str:
 
 def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
     """'' when the plan fits the target, else the first limit it breaks."""
+    if p.s2d_group:   # the method's own pools (kernels/methods/s2d_gemm)
+        why, sbuf, psum, parts = s2d_estimate.check(g, s2d_spec.S2dOptions(p.s2d_group), p.lnc,
+                                                    (p.compute_dx, p.compute_dw, p.compute_db), hw)
+        return why, _Budget(sbuf, psum, tuple(parts.items()))
     b = _budget(g, p)
     if p.dw_method is not None and p.dw_tap_group * p.dw_ci_tile > MOVING_MAX:
         return (f"dw moving free {p.dw_tap_group}x{p.dw_ci_tile} = {p.dw_tap_group * p.dw_ci_tile} "
@@ -2311,7 +2326,21 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                         p = plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng, taps=taps)
                         if db is not DbMethod.FOLD or _fold_ok(g, p):
                             plans += _with_regions(g, p, hw)
-    return plans
+    return plans + _s2d_plans(g, base, hw)
+
+
+def _s2d_plans(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
+    """The space-to-depth GEMM method's candidates (kernels/methods/s2d_gemm), one per tiling option."""
+    cdx, cdw, cdb = base["compute_dx"], base["compute_dw"], base["compute_db"]
+    if not (cdx or cdw):
+        return []
+    flags = (cdx, cdw, cdb)
+    ci = min(PMAX, g.c_in)
+    return [Plan(**base, strategy=Strategy.SHARED_DY, dx_method=DxMethod.S2D_GEMM if cdx else None,
+                 dw_method=DwMethod.S2D_GEMM if cdw else None, db_method=DbMethod.FOLD if cdb else None,
+                 dx_band=(1, 1), dw_band=(1, 1), dx_ci_tile=ci, dx_ci_outer=False, dw_ci_tile=ci,
+                 dw_tap_group=1, dw_co_chunk=1, dw_ci_range=g.c_in, dy_bufs=1, s2d_group=o.group_tiles)
+            for o in s2d_spec.options(g, base["lnc"], flags, hw.sbuf_usable)]
 
 
 # (N, late): one dy^T sub-tile in N by DMA, everywhere or (late) only from the program's middle step on

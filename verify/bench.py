@@ -22,10 +22,10 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 
-from reference.geometry import ConvGeometry
+from verify.bench_shapes import BenchShape, load_shapes, realworld_shapes
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 NKI_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -33,28 +33,6 @@ NKI_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 class BenchError(ValueError):
     """A bad bench argument (names the argument, the value and the rule)."""
-
-
-@dataclass(frozen=True)
-class BenchShape:
-    """One bench geometry (all three gradients are computed)."""
-
-    name: str
-    batch: int
-    c_in: int
-    c_out: int
-    input: tuple[int, int, int]
-    kernel: tuple[int, int, int]
-    stride: tuple[int, int, int] = (1, 1, 1)
-    padding: tuple[int, ...] = (0,) * 6
-    dilation: tuple[int, int, int] = (1, 1, 1)
-    dtype: str = "bf16"
-
-    @property
-    def geometry(self) -> ConvGeometry:
-        return ConvGeometry(batch=self.batch, c_in=self.c_in, c_out=self.c_out, in_size=self.input,
-                            kernel=self.kernel, stride=self.stride, padding=self.padding,
-                            dilation=self.dilation)
 
 
 _P1 = (1, 1, 1, 1, 1, 1)
@@ -88,7 +66,9 @@ SMOKE_NOTE = ("smoke set: tiny shapes that check the bench machinery end to end 
               "instruction overheads dominate shapes this small, and the planner's estimate is "
               "not tuned for them. Use the default set for performance.")
 
-BENCH_SETS: dict[str, tuple[BenchShape, ...]] = {"default": BENCH_SHAPES, "smoke": SMOKE_SHAPES}
+# the realworld layers (issue 20) live as data in verify/shape_sets/realworld.json
+BENCH_SETS: dict[str, tuple[BenchShape, ...]] = {"default": BENCH_SHAPES, "smoke": SMOKE_SHAPES,
+                                                 "realworld": realworld_shapes()}
 
 # Efficiency targets per shape (default 0.5), geometric mean >= 0.6.
 EFFICIENCY_TARGETS = {"vae3d_c128": 0.75, "wide_c512": 0.75, "stem_k377": 0.3}
@@ -189,6 +169,7 @@ def bench_shape(shape: BenchShape, target: str = "trn2", lnc: int = 1,
     ``top`` with the lowest estimates besides the pick), and gather the figures of one shape."""
     from kernels.planner import plan_conv3d_bwd
 
+    lnc = shape.lnc or lnc   # a layer file may fix a layer's LNC degree
     g = shape.geometry
     roof = roofline_us(shape, target, lnc)
     record: dict = {
@@ -201,9 +182,11 @@ def bench_shape(shape: BenchShape, target: str = "trn2", lnc: int = 1,
         "compulsory_bytes": compulsory_bytes(shape),
     }
     try:
+        start = time.perf_counter()
         plan = plan_conv3d_bwd(g.dy_shape, g.x_shape, g.w_shape, stride=shape.stride,
                                padding=shape.padding, dilation=shape.dilation, dtype=shape.dtype,
                                target=target, lnc=lnc)
+        record["plan_seconds"] = time.perf_counter() - start   # (0 when the plan was cached)
     except ValueError as exc:  # the planner's errors are ValueErrors; report, do not abort the set
         if log:
             log(f"  {shape.name}: planning FAILED {type(exc).__name__}: {exc}")
@@ -405,7 +388,11 @@ def select_shapes(set_name: str, only: str | None = None) -> tuple[BenchShape, .
     """The shapes of ``set_name`` whose name matches the regular expression ``only`` (re.search)."""
     if set_name not in BENCH_SETS:
         raise BenchError(f"set_name={set_name!r}: must be one of {sorted(BENCH_SETS)}")
-    shapes = BENCH_SETS[set_name]
+    return _matching(BENCH_SETS[set_name], only, f"set {set_name!r}")
+
+
+def _matching(shapes: tuple[BenchShape, ...], only: str | None, origin: str) -> tuple[BenchShape, ...]:
+    """The shapes whose name matches the regular expression ``only`` (all when None)."""
     if only is None:
         return shapes
     try:
@@ -414,17 +401,23 @@ def select_shapes(set_name: str, only: str | None = None) -> tuple[BenchShape, .
         raise BenchError(f"only={only!r}: must be a regular expression ({exc})") from None
     chosen = tuple(s for s in shapes if pattern.search(s.name))
     if not chosen:
-        raise BenchError(f"only={only!r}: matches no shape of set {set_name!r} "
+        raise BenchError(f"only={only!r}: matches no shape of {origin} "
                          f"({', '.join(s.name for s in shapes)})")
     return chosen
 
 
 def run_bench(set_name: str = "default", target: str = "trn2", lnc: int = 1,
               json_path: str | Path | None = None, verbose: bool = False,
-              only: str | None = None, jobs: int = DEFAULT_JOBS, top: int | None = None) -> list[dict]:
-    """Bench the shapes of ``set_name`` (those matching ``only``; with ``top``, only the pick and the
-    ``top`` best-estimated other candidates); print the table; write JSON and the plot if asked."""
-    shapes = select_shapes(set_name, only)
+              only: str | None = None, jobs: int = DEFAULT_JOBS, top: int | None = None,
+              shapes_path: str | Path | None = None) -> list[dict]:
+    """Bench the shapes of ``set_name``, or of the layer file ``shapes_path`` (verify.bench_shapes), those
+    matching ``only``; with ``top``, only the pick and the ``top`` best-estimated other candidates; print
+    the table; write JSON and the plot if asked."""
+    if shapes_path is not None:
+        set_name = f"file {shapes_path}"
+        shapes = _matching(load_shapes(shapes_path), only, set_name)
+    else:
+        shapes = select_shapes(set_name, only)
     if lnc not in (1, 2):
         raise BenchError(f"lnc={lnc!r}: must be 1 or 2")
     if not (isinstance(jobs, int) and jobs >= 1):
@@ -436,7 +429,8 @@ def run_bench(set_name: str = "default", target: str = "trn2", lnc: int = 1,
         top = SMOKE_TOP
     records = [bench_shape(shape, target, lnc, log, jobs, top) for shape in shapes]
     print(f"conv3d_bwd bench: set {set_name}{'' if only is None else f' (only {only!r})'}, target {target}, "
-          f"lnc {lnc} (nkisim cost model; * marks the planner's pick)"
+          f"lnc {lnc}{' (or as the layer file sets it)' if any(sh.lnc for sh in shapes) else ''} "
+          "(nkisim cost model; * marks the planner's pick)"
           + ("" if top is None else f"; top {top}: the pick and the {top} best-estimated other candidates only"))
     # the targets are stated for the whole default set
     print(format_table(records, checks=set_name == "default" and only is None))
@@ -455,6 +449,8 @@ def run_bench(set_name: str = "default", target: str = "trn2", lnc: int = 1,
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="conv3d_bwd performance bench on nkisim's cost model")
     parser.add_argument("--set", dest="set_name", default="default", choices=sorted(BENCH_SETS))
+    parser.add_argument("--shapes", dest="shapes_path", default=None, metavar="FILE",
+                        help="bench the layers of a JSON layer file (verify.bench_shapes) instead of a set")
     parser.add_argument("--target", default="trn2", choices=("trn1", "trn2", "trn3"))
     parser.add_argument("--lnc", type=int, default=1, choices=(1, 2))
     parser.add_argument("--json", dest="json_path", default=None)
@@ -464,7 +460,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=None, metavar="K",
                         help="run only the pick and the K best-estimated other candidates")
     args = parser.parse_args(argv)
-    run_bench(args.set_name, args.target, args.lnc, args.json_path, args.verbose, args.only, args.jobs, args.top)
+    run_bench(args.set_name, args.target, args.lnc, args.json_path, args.verbose, args.only, args.jobs, args.top,
+              args.shapes_path)
     return 0
 
 

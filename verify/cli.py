@@ -256,9 +256,12 @@ def build_parser() -> argparse.ArgumentParser:
                            "of each bench shape on nkisim's cost model and print the table. The "
                            "smoke set checks the bench machinery in seconds (its figures say "
                            "nothing about performance).")
-    bench.add_argument("--set", dest="bench_set", default="default", choices=_bench_set_names(),
-                       help="default: the performance shapes and targets; smoke: tiny shapes, the "
-                       "pick and its best-estimated rival only")
+    bench.add_argument("--set", dest="bench_set", default=None, choices=_bench_set_names(),
+                       help="default: the performance shapes and targets; realworld: twelve layers of "
+                       "published 3D networks; smoke: tiny shapes, the pick and its best-estimated rival "
+                       "only (when neither --set nor --shapes is given: default)")
+    bench.add_argument("--shapes", default=None, metavar="FILE",
+                       help="bench the layers of a JSON layer file instead of a set (see verify/bench_shapes.py)")
     bench.add_argument("--target", choices=TARGETS, default="trn2", help=_TARGET_HELP)
     bench.add_argument("--lnc", type=int, choices=(1, 2), default=1,
                        help="logical NeuronCores per kernel")
@@ -707,9 +710,12 @@ def cmd_bench(args) -> int:
         from verify.bench import run_bench
     except ImportError as exc:
         raise UsageError(f"the benchmark is not available: verify.bench does not import ({exc})") from None
+    if args.shapes is not None and args.bench_set is not None:
+        raise UsageError(f"bench: --set {args.bench_set} and --shapes {args.shapes}: give one of them, not both")
     try:
-        run_bench(set_name=args.bench_set, target=args.target, lnc=args.lnc, json_path=args.json,
-                  only=args.only, top=args.top, **({} if args.jobs is None else {"jobs": args.jobs}))
+        run_bench(set_name=args.bench_set or "default", target=args.target, lnc=args.lnc, json_path=args.json,
+                  only=args.only, top=args.top, shapes_path=args.shapes,
+                  **({} if args.jobs is None else {"jobs": args.jobs}))
     except (KeyError, ValueError) as exc:
         raise UsageError(f"bench: {exc}") from None
     return 0

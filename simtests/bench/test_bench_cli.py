@@ -119,3 +119,43 @@ def test_bench_top_runs_the_pick_and_the_best_estimated_others(capsys, tmp_path)
 def test_bench_top_rejects_a_negative_count(capsys):
     assert main(["bench", "--set", "smoke", "--top", "-1"]) == 2
     assert "--top" in capsys.readouterr().err
+
+
+def test_bench_shapes_runs_a_layer_file_end_to_end(capsys, tmp_path):
+    layers = tmp_path / "layers.json"
+    layers.write_text(json.dumps([{"name": "my_small", "batch": 1, "channels": [8, 16], "input": [2, 6, 6],
+                                   "kernel": 3, "padding": 1, "source": "a user's layer"}]))
+    out = tmp_path / "mine.json"
+    assert main(["bench", "--shapes", str(layers), "--top", "1", "--json", str(out)]) == 0
+    (r,) = json.loads(out.read_text())
+    assert r["name"] == "my_small" and r["lnc"] == 1 and r["geometry"]["source"] == "a user's layer"
+    assert REQUIRED_FIELDS <= r.keys() and r["error"] in (None, "")
+    assert r["modelled_us"] > 0 and len(r["candidates"]) == 2
+    assert r["plan_seconds"] > 0   # a geometry no other test plans: never a cache hit
+    assert "my_small" in capsys.readouterr().out
+
+
+def test_bench_shapes_takes_a_layer_lnc_from_the_file(tmp_path):
+    from verify.bench import bench_shape
+    from verify.bench_shapes import load_shapes
+
+    layers = tmp_path / "l2.json"
+    layers.write_text(json.dumps([{"name": "pw", "batch": 1, "channels": [32, 16], "input": [2, 4, 4],
+                                   "kernel": 1, "lnc": 2}]))
+    (shape,) = load_shapes(layers)
+    r = bench_shape(shape, lnc=1, top=0)
+    assert r["lnc"] == 2 and r["plan"]["lnc"] == 2 and r["modelled_us"] > 0
+
+
+def test_bench_shapes_bad_file_is_a_usage_error(capsys, tmp_path):
+    layers = tmp_path / "bad.json"
+    layers.write_text(json.dumps([{"name": "x", "batch": 1, "channels": [8, 16], "input": [2, 6, 6],
+                                   "kernel": 3, "stride": 0}]))
+    assert main(["bench", "--shapes", str(layers)]) == 2
+    err = capsys.readouterr().err
+    assert "layer 0 (x)" in err and "'stride'" in err and ">= 1" in err
+
+
+def test_bench_set_and_shapes_together_are_refused(capsys, tmp_path):
+    assert main(["bench", "--set", "smoke", "--shapes", str(tmp_path / "x.json")]) == 2
+    assert "not both" in capsys.readouterr().err

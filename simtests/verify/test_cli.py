@@ -540,9 +540,13 @@ def test_bench_calls_run_bench(monkeypatch, tmp_path):
     path = str(tmp_path / "b.json")
     assert main(["bench", "--set", "smoke", "--target", "trn3", "--lnc", "2", "--json", path]) == 0
     assert main(["bench", "--only", "vae|wide", "--top", "5"]) == 0
-    assert calls == [{"set_name": "smoke", "target": "trn3", "lnc": 2, "json_path": path, "only": None, "top": None},
+    assert main(["bench", "--shapes", "mine.json"]) == 0
+    assert calls == [{"set_name": "smoke", "target": "trn3", "lnc": 2, "json_path": path, "only": None, "top": None,
+                      "shapes_path": None},
                      {"set_name": "default", "target": "trn2", "lnc": 1, "json_path": None, "only": "vae|wide",
-                      "top": 5}]
+                      "top": 5, "shapes_path": None},
+                     {"set_name": "default", "target": "trn2", "lnc": 1, "json_path": None, "only": None,
+                      "top": None, "shapes_path": "mine.json"}]
 
 
 def test_report_survives_a_broken_case(tiny_set, tmp_path, capsys):

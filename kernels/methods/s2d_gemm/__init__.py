@@ -1,0 +1,1 @@
+"""The space-to-depth GEMM method (stride == kernel, no padding, dilation 1): see design.md."""
