@@ -27,11 +27,10 @@ from .nki_common import (
     load_padded,
 )
 from .nki_dw_xt import RowXtDma
-from .planner import (
+from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, row_stack_offset, tiles
+from .spec.dw_options import (
     DYT_DMA_BUFS,
-    DwMethod,
     cast_group,
-    db_ones_chunk,
     dw_acc_banks,
     dw_columns,
     dw_db_program,
@@ -44,6 +43,9 @@ from .planner import (
     dw_program_items,
     dw_stage_rows,
     dw_tap_passes,
+)
+from .spec.dw_xs import (
+    db_ones_chunk,
     dw_xs_bundle,
     dw_xs_bundles,
     dw_xs_chunks,
@@ -55,7 +57,7 @@ from .planner import (
     xs_exchange_window,
     xs_store_runs,
 )
-from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, row_stack_offset, tiles
+from .spec.record import DwMethod
 from .xt_rows import dyt_runs, xt_columns, xt_window
 
 LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls

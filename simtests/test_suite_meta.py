@@ -102,7 +102,7 @@ def test_every_test_file_seeds_its_randomness():
 
 
 def _default_plans():
-    from kernels.planner import plan_conv3d_bwd
+    from kernels.plan import plan_conv3d_bwd
     from verify.cases import CASE_SETS
 
     for case in CASE_SETS["default"]:
@@ -115,10 +115,10 @@ def _default_plans():
 
 @pytest.mark.fast
 def test_every_planner_method_is_exercised_by_the_default_matrix():
-    from kernels.planner import all_method_names
+    from kernels.plan import all_method_names
 
     possible = set(all_method_names())
-    assert possible, "kernels.planner.all_method_names() is empty"
+    assert possible, "kernels.plan.all_method_names() is empty"
     exercised: dict[str, str] = {}
     for case, plan in _default_plans():
         for name in plan.methods():

@@ -11,15 +11,9 @@ import pytest
 
 from kernels import nki_dw
 from kernels.geometry import validate
-from kernels.planner import (
-    DbMethod,
-    Strategy,
-    db_ones_chunk,
-    db_ones_legal,
-    dw_xs_bundles,
-    dw_xs_chunks,
-    plan_conv3d_bwd,
-)
+from kernels.plan import DbMethod, Strategy, plan_conv3d_bwd
+from kernels.spec.dw_options import db_ones_legal
+from kernels.spec.dw_xs import db_ones_chunk, dw_xs_bundles, dw_xs_chunks
 
 from .conftest import STEM_SMALL, geom_kw, geom_shapes, spy
 from .test_kernel_dev import assert_candidates_within_budget, run_and_compare

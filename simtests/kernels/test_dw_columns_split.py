@@ -9,16 +9,15 @@ import dataclasses
 import pytest
 
 from kernels.geometry import validate
-from kernels.planner import (
-    Strategy,
+from kernels.plan import Strategy, plan_conv3d_bwd
+from kernels.spec.dw_options import (
     dw_columns,
     dw_columns_legal,
     dw_columns_on,
     dw_defer_finish,
-    dw_items,
     dw_program_items,
-    plan_conv3d_bwd,
 )
+from kernels.spec.items import dw_items
 from kernels.xt_rows import xt_columns, xt_window
 
 from .conftest import geom_kw, geom_shapes

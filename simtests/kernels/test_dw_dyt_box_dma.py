@@ -1,5 +1,5 @@
 """Box-mode dw (tap_pack / tap_gemm) with dy^T by ``dma_transpose`` (session 6, ``Plan.dw_dyt_dma`` with
-``planner.dyt_box_dma_legal``, label ``dyT dma``): one 2-D transfer per (C_out tile, d plane) of each
+``spec.dw_options.dyt_box_dma_legal``, label ``dyT dma``): one 2-D transfer per (C_out tile, d plane) of each
 whole-W-rows position tile, no dy box, no dy^T PE transposes or evictions. Bit-exact forced plans: odd sizes,
 padding, stride, dilation, two batches, two C_out tiles, x-stationary and dw^T orientations, LNC2 (taps and
 positions splits), every gradient subset with dw, bf16 and fp16; legality, estimate, budget."""
@@ -10,7 +10,8 @@ import dataclasses
 import pytest
 
 from kernels import nki_dw
-from kernels.planner import DwMethod, dyt_box_dma_legal, plan_conv3d_bwd
+from kernels.plan import DwMethod, plan_conv3d_bwd
+from kernels.spec.dw_options import dyt_box_dma_legal
 
 from .conftest import geom_shapes
 from .test_kernel_dev import assert_budget_bounds_peak, run_and_compare

@@ -10,7 +10,8 @@ import dataclasses
 import pytest
 
 from kernels import nki_dw
-from kernels.planner import DwMethod, Strategy, dyt_dma_legal, plan_conv3d_bwd
+from kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
+from kernels.spec.dw_options import dyt_dma_legal
 from kernels.xt_rows import dyt_runs
 
 from .conftest import STEM_SMALL, geom_kw, geom_shapes, spy

@@ -9,8 +9,9 @@ import dataclasses
 import pytest
 
 from kernels import nki_dw
-from kernels.planner import DwMethod, Strategy, dw_direct, plan_conv3d_bwd
+from kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
 from kernels.schedule import row_stack_offset, row_stack_roles
+from kernels.spec.dw_options import dw_direct
 
 from .conftest import geom_shapes, spy
 from .test_kernel_dev import run_and_compare

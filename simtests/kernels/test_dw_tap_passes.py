@@ -8,7 +8,9 @@ import pytest
 import nkisim
 from kernels import conv3d_bwd
 from kernels.costs import TARGET_FIGURES
-from kernels.planner import DwMethod, Strategy, _check, dw_tap_passes, forced_plan, plan_conv3d_bwd
+from kernels.plan import DwMethod, Strategy, forced_plan, plan_conv3d_bwd
+from kernels.plan.budget import _check
+from kernels.spec.dw_options import dw_tap_passes
 
 from .conftest import out_size
 from .test_kernel_dev import GRADS, run_and_compare

@@ -8,17 +8,9 @@ import dataclasses
 
 import pytest
 
-from kernels.planner import (
-    DwMethod,
-    Strategy,
-    dw_tap_passes,
-    dw_xs_bundle,
-    dw_xs_chunks,
-    dw_xs_fold_runs,
-    dw_xs_slots,
-    plan_conv3d_bwd,
-    xs_store_runs,
-)
+from kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
+from kernels.spec.dw_options import dw_tap_passes
+from kernels.spec.dw_xs import dw_xs_bundle, dw_xs_chunks, dw_xs_fold_runs, dw_xs_slots, xs_store_runs
 
 from .test_kernel_dev import GRADS, run_and_compare
 

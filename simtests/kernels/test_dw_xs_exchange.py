@@ -8,7 +8,8 @@ import dataclasses
 
 import pytest
 
-from kernels.planner import Strategy, dw_xs_chunks, xs_exchange_window
+from kernels.plan import Strategy
+from kernels.spec.dw_xs import dw_xs_chunks, xs_exchange_window
 
 from .test_kernel_dev import run_and_compare
 

@@ -9,7 +9,7 @@ import pytest
 
 from kernels import nki_dw_xt
 from kernels.geometry import validate
-from kernels.planner import DwMethod, Strategy, plan_conv3d_bwd
+from kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
 from kernels.schedule import PMAX, box_blocks
 from kernels.xt_rows import valid_range, xt_columns, xt_fill
 from nkisim.errors import NkiValidationError
@@ -167,7 +167,7 @@ def test_both_variants_are_candidates_where_legal(dtype, target):
 
 def test_planner_check_rejects_an_illegal_dma_xt():
     from kernels.costs import TARGET_FIGURES
-    from kernels.planner import _check
+    from kernels.plan.budget import _check
 
     shapes = geom_shapes({"batch": 1, "c_in": 4, "c_out": 4, "size": (2, 4, 4), "kernel": (3, 3, 3),
                           "padding": (1,) * 6})

@@ -13,15 +13,10 @@ import nkisim
 from kernels import conv3d_bwd
 from kernels.geometry import validate
 from kernels.nki_dx_dpairs import dpair_slot_map, slot_runs
-from kernels.planner import (
-    Strategy,
-    dw_xs_bundles,
-    dx_between_legal,
-    forced_plan,
-    plan_conv3d_bwd,
-    xt_merge_bundles,
-    xt_merge_legal,
-)
+from kernels.plan import Strategy, forced_plan, plan_conv3d_bwd
+from kernels.spec.compose import dx_between_legal
+from kernels.spec.dw_options import xt_merge_legal
+from kernels.spec.dw_xs import dw_xs_bundles, xt_merge_bundles
 
 from .conftest import spy
 from .test_dw_tap_passes import _shapes
@@ -242,7 +237,7 @@ def test_dx_between_reads_dws_dy_boxes(geom, grads, dtype, reused, monkeypatch):
     down_s2); the rest load as before (odd sizes: the bands and boxes differ). Exact, and the planner's
     ``dx_bands_held`` names exactly the bands the kernel placed that way."""
     from kernels import nki_dx
-    from kernels.planner import dx_bands_held
+    from kernels.spec.compose import dx_bands_held
     placed = spy(monkeypatch, nki_dx, "place_padded", lambda buf, ext, lo, hi, held, engine=None: held.shape)
     keys = spy(monkeypatch, nki_dx, "dy_resident_key", lambda b, co, rows: (b, tuple(tuple(r) for r in rows)))
     chosen = []
@@ -293,7 +288,7 @@ def test_dx_between_filters_load_behind_dws_dy(geom, grads, monkeypatch):
     import sys
 
     from kernels import nki_dw
-    from kernels.planner import filters_after_first_chunk
+    from kernels.spec.compose import filters_after_first_chunk
     kernel = sys.modules["kernels.conv3d_bwd"]   # (the package's ``conv3d_bwd`` is the kernel object)
     events = []
     spy(monkeypatch, nki_dw, "_load_dy_box", lambda *a: "dy", events)   # dw's dy: a box, or its dy^T by DMA

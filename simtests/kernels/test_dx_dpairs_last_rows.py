@@ -9,8 +9,9 @@ import pytest
 
 from kernels.dx_dpairs import band_halves, dpair_last_by_rows
 from kernels.geometry import validate
-from kernels.planner import Strategy, dx_program_items, plan_conv3d_bwd
+from kernels.plan import Strategy, plan_conv3d_bwd
 from kernels.schedule import axis_bands
+from kernels.spec.dx_options import dx_program_items
 
 from .test_dw_tap_passes import _shapes
 from .test_kernel_dev import run_and_compare

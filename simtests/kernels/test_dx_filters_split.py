@@ -8,7 +8,8 @@ import pytest
 import nkisim
 from kernels import conv3d_bwd
 from kernels.nki_filters import CiTiledFilters
-from kernels.planner import DxMethod, Strategy, forced_plan, gather_dx_method, plan_conv3d_bwd
+from kernels.plan import DxMethod, Strategy, forced_plan, plan_conv3d_bwd
+from kernels.plan.problem import gather_dx_method
 
 from .conftest import exact_inputs
 from .test_kernel_dev import run_and_compare

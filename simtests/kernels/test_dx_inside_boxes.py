@@ -10,24 +10,14 @@ import dataclasses
 
 import pytest
 
-from kernels.costs import compose_ns
+from kernels.costs import TARGET_FIGURES, compose_ns
 from kernels.geometry import validate
-from kernels.planner import (
-    BOXES_LOSS,
-    TARGET_FIGURES,
-    DwMethod,
-    _estimate_sheet,
-    _sections,
-    dw_program_items,
-    dw_xt_ring,
-    dx_box_items,
-    dx_inside_boxes_legal,
-    dx_inside_dw_legal,
-    dx_inside_dw_on,
-    dx_program_items,
-    plan_conv3d_bwd,
-    section_order,
-)
+from kernels.plan import DwMethod, plan_conv3d_bwd
+from kernels.plan.estimate import BOXES_LOSS, _estimate_sheet, _sections, section_order
+from kernels.spec.compose import dx_box_items, dx_inside_boxes_legal, dx_inside_dw_legal, dx_inside_dw_on
+from kernels.spec.dw_options import dw_program_items
+from kernels.spec.dw_xs import dw_xt_ring
+from kernels.spec.dx_options import dx_program_items
 from kernels.xt_rows import XT_DMA_BUFS
 
 from .conftest import geom_kw, geom_shapes

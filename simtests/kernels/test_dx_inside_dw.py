@@ -9,13 +9,8 @@ import dataclasses
 import pytest
 
 from kernels.geometry import validate
-from kernels.planner import (
-    DwMethod,
-    Strategy,
-    dx_inside_dw_legal,
-    dx_inside_dw_on,
-    plan_conv3d_bwd,
-)
+from kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
+from kernels.spec.compose import dx_inside_dw_legal, dx_inside_dw_on
 
 from .conftest import geom_kw, geom_shapes
 from .test_dw_tap_passes import _shapes

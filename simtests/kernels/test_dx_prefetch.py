@@ -9,7 +9,8 @@ import pytest
 
 import nkisim
 from kernels import conv3d_bwd
-from kernels.planner import DwMethod, Strategy, dx_prefetched, forced_plan, plan_conv3d_bwd
+from kernels.plan import DwMethod, Strategy, forced_plan, plan_conv3d_bwd
+from kernels.spec.compose import dx_prefetched
 
 from .conftest import geom_kw, geom_shapes
 from .test_kernel_dev import assert_candidates_within_budget, run_and_compare

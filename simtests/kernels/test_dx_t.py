@@ -6,7 +6,7 @@ import dataclasses
 import pytest
 
 from kernels.dx_pairs import block_groups, pair_axes, tap_steps
-from kernels.planner import Strategy
+from kernels.plan import Strategy
 
 from .conftest import geom_kw, geom_shapes
 from .test_kernel_dev import assert_candidates_within_budget, run_and_compare
@@ -85,8 +85,10 @@ def test_dx_t_other_dtypes(dtype, stride):
 
 def test_dx_t_pe_transposes_on_trn1(monkeypatch):
     """trn1 has no dma_transpose: dx^T goes back through PE transposes (bf16 PSUM tiles)."""
-    from kernels import planner
-    monkeypatch.setattr(planner, "filters_by_dma", lambda g, p: False)
+    from kernels.plan import estimate, estimate_dx
+    from kernels.spec import compose, dw_options, dx_options
+    for module in (dx_options, dw_options, compose, estimate, estimate_dx):
+        monkeypatch.setattr(module, "filters_by_dma", lambda g, p: False)
     from kernels import nki_dx_t
     monkeypatch.setattr(nki_dx_t, "filters_by_dma", lambda g, p: False)
     from kernels import nki_dx

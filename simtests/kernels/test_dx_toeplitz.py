@@ -7,7 +7,7 @@ import pytest
 
 from kernels import nki_dx_toeplitz
 from kernels.dx_toeplitz import offsets, pair_copy_on_vector, tap_line, toeplitz_domain, toeplitz_options
-from kernels.planner import DxMethod, Strategy, plan_conv3d_bwd
+from kernels.plan import DxMethod, Strategy, plan_conv3d_bwd
 
 from .conftest import geom_kw, geom_shapes, spy
 from .test_kernel_dev import assert_candidates_within_budget, run_and_compare

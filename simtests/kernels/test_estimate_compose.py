@@ -5,7 +5,6 @@ import math
 
 import pytest
 
-from kernels import planner
 from kernels.costs import (
     ENGINES,
     SECTION_LOSS,
@@ -15,14 +14,10 @@ from kernels.costs import (
     compose_ns,
     section_ns,
 )
-from kernels.planner import (
-    DwMethod,
-    Strategy,
-    _dw_first_x_wait_ns,
-    _estimate,
-    _estimate_sheet,
-    plan_conv3d_bwd,
-)
+from kernels.plan import DwMethod, Strategy, estimate_waits, plan_conv3d_bwd
+from kernels.plan.estimate import _estimate, _estimate_sheet, _sections, section_order
+from kernels.plan.estimate_waits import _dw_first_x_wait_ns
+from kernels.spec.compose import dx_prefetched
 
 TRN2 = TARGET_FIGURES["trn2"]
 
@@ -133,7 +128,7 @@ def test_xt_dma_plans_wait_for_their_first_xt_tile_not_an_x_band(monkeypatch):
 
     def no_band(*_a, **_k):
         raise AssertionError("x band consulted for an xT dma plan")
-    monkeypatch.setattr(planner, "dw_x_fill", no_band)
+    monkeypatch.setattr(estimate_waits, "dw_x_fill", no_band)
     assert [_dw_first_x_wait_ns(g, a, TRN2) for a in rows] == before
 
 
@@ -145,8 +140,8 @@ def test_the_estimate_is_the_composition_of_its_sheet():
         est, eng = _estimate(g, a, TRN2)
         # (the sections as the planner composes them: dw-interleaved / dx inside dw merge dw's and dx's bodies)
         if not (a.dw_interleave or a.dx_inside_dw):
-            assert planner._sections(c, g, a) == c.section_busy()
-        assert est == pytest.approx(compose_ns(planner._sections(c, g, a), planner.section_order(g, a), fill, TRN2,
+            assert _sections(c, g, a) == c.section_busy()
+        assert est == pytest.approx(compose_ns(_sections(c, g, a), section_order(g, a), fill, TRN2,
                                                  c.steps, c.steps_head, flow=c.flow) / 1000)
         assert all(math.isclose(eng[e], c.busy[e] / 1000) for e in ENGINES)
         assert est >= max(eng.values())   # never below the busiest engine
@@ -162,7 +157,7 @@ def test_lnc2_estimate_is_the_later_program():
         per = []
         for pid in (0, 1):
             c, fill = _estimate_sheet(g, a, TRN2, pid)
-            per.append(compose_ns(planner._sections(c, g, a), planner.section_order(g, a), fill, TRN2, c.steps,
+            per.append(compose_ns(_sections(c, g, a), section_order(g, a), fill, TRN2, c.steps,
                                   c.steps_head, flow=c.flow) / 1000)
         assert _estimate(g, a, TRN2)[0] == pytest.approx(max(per))
         seen_uneven |= abs(per[0] - per[1]) > 1e-3
@@ -174,15 +169,15 @@ def test_a_prefetched_dx_t_band_is_a_lead_in_dws_idle_dma_time():
     dw (the part dw's idle DMA time does not hide is exposed), not fill (unet3d_c64 LNC1: the gather twin
     was estimated +7 %, 144.7 us against nkisim's 136.8, and lost the pick to a twin modelled 143.7)."""
     p = _planned((1, 64, 64, (8, 16, 16), (3, 3, 3)))
-    pre = [a for a in p.feasible_candidates() if planner.dx_prefetched(a) and not a.dx_inside_dw]
+    pre = [a for a in p.feasible_candidates() if dx_prefetched(a) and not a.dx_inside_dw]
     assert pre
     hidden = False
     for a in pre[:4]:
         g = a.geometry()
-        order = planner.section_order(g, a)
+        order = section_order(g, a)
         assert order.index("dw") < order.index("dx_prefetch") < order.index("dx")
         c, fill = _estimate_sheet(g, a, TRN2)
-        secs = planner._sections(c, g, a)
+        secs = _sections(c, g, a)
         lead = secs["dx_prefetch"]
         assert lead["dma"] > 0.0 and not any(lead[e] for e in ENGINES if e != "dma")
         # the same sections with the prefetch charged as fill instead: never less

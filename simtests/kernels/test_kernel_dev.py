@@ -8,7 +8,8 @@ import pytest
 
 import nkisim
 from kernels import Conv3dBwdInputError, conv3d_bwd
-from kernels.planner import forced_plan, gather_dx_method, plan_conv3d_bwd
+from kernels.plan import forced_plan, plan_conv3d_bwd
+from kernels.plan.problem import gather_dx_method
 
 from .conftest import DTYPES, exact_inputs, oracle, spy
 
@@ -138,7 +139,7 @@ def test_every_feasible_candidate_is_exact():
 ], ids=["bands", "ci-outer-ranges", "tiny-bands"])
 @pytest.mark.parametrize("strategy_shared", [False, True], ids=["per-gradient", "shared"])
 def test_banded_and_tiled_plans_are_exact(edit, strategy_shared):
-    from kernels.planner import Strategy
+    from kernels.plan import Strategy
 
     def apply(p):
         e = dict(edit)
@@ -226,7 +227,7 @@ def test_planner_budget_bounds_the_measured_peak(geom):
 ], ids=["R2", "R4-strided", "R4-partial-pack"])
 @pytest.mark.parametrize("variant", ["per-gradient", "shared-banded", "lnc2"])
 def test_region_packed_dx_is_exact(regions, geom, variant):
-    from kernels.planner import Strategy
+    from kernels.plan import Strategy
 
     def apply(p):
         edit = {"dx_regions": regions, "dx_method": gather_dx_method(p.geometry())}
@@ -256,7 +257,7 @@ def test_full_region_packs_share_one_fill_and_stay_exact(regions, geom, monkeypa
     (1, 5, 7, (3, 4, 5), 2, "positions"), (1, 5, 7, (3, 4, 5), 2, "channels")])
 @pytest.mark.parametrize("grads", [GRADS, ("dw", "db"), ("dw",)], ids=lambda g: "+".join(g))
 def test_pointwise_dma_gemm_dw_is_exact(batch, c_in, c_out, size, lnc, split, grads):
-    from kernels.planner import DwMethod
+    from kernels.plan import DwMethod
 
     def pick(p):
         # (per gradient: the shared-dy variant has its own tests, test_pw_shared.py)

@@ -1,6 +1,6 @@
 """The kernel's end (session 6): gather dx stores the program's last plane block by block
-(``planner.dx_last_by_blocks``: the tail is one block's store), and under the LNC2 taps split db, whole on one
-program, is stored by it right after dw (``planner.db_taps_local``: no exchange, no store at the end).
+(``spec.dx_options.dx_last_by_blocks``: the tail is one block's store), and under the LNC2 taps split db, whole on one
+program, is stored by it right after dw (``spec.compose.db_taps_local``: no exchange, no store at the end).
 Bit-exact: odd sizes, W wider than a block, several C_in tiles, C_in-outer groups, LNC1/LNC2, every gradient
 subset, bf16/fp16/fp32; the paths are checked to run."""
 from __future__ import annotations
@@ -9,8 +9,11 @@ import pytest
 
 from kernels import nki_dx
 from kernels.geometry import validate
-from kernels.planner import DbMethod, db_taps_local, dw_db_program, dx_last_by_blocks, plan_conv3d_bwd
+from kernels.plan import DbMethod, plan_conv3d_bwd
 from kernels.schedule import axis_bands, dx_phase_work
+from kernels.spec.compose import db_taps_local
+from kernels.spec.dw_options import dw_db_program
+from kernels.spec.dx_options import dx_last_by_blocks
 
 from .conftest import geom_shapes
 from .test_kernel_dev import run_and_compare

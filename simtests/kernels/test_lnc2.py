@@ -8,20 +8,13 @@ import math
 import pytest
 
 from kernels.costs import TARGET_FIGURES
-from kernels.planner import (
-    DwMethod,
-    Strategy,
-    _dw_first_x_wait_ns,
-    _estimate,
-    _lnc2_packed_bands,
-    _split,
-    dw_defer_finish,
-    dw_fused_exchange,
-    dw_items,
-    dx_items,
-    plan_conv3d_bwd,
-)
+from kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
+from kernels.plan.estimate import _estimate
+from kernels.plan.estimate_waits import _dw_first_x_wait_ns
+from kernels.plan.variants import _lnc2_packed_bands
 from kernels.schedule import n_tiles
+from kernels.spec.dw_options import dw_defer_finish, dw_fused_exchange
+from kernels.spec.items import _split, dw_items, dx_items
 
 from .test_dw_tap_passes import _shapes
 from .test_kernel_dev import GRADS, assert_candidates_within_budget, run_and_compare
@@ -155,8 +148,8 @@ def test_first_x_band_wait_is_charged_where_it_is_long(monkeypatch):
     # the estimate carries exactly that wait (its only use)
     a = per_grad[0]
     est, _ = _estimate(g, a, TRN2)
-    from kernels import planner
-    monkeypatch.setattr(planner, "_dw_first_x_wait_ns", lambda *_a: 0.0)
+    from kernels.plan import estimate_waits
+    monkeypatch.setattr(estimate_waits, "_dw_first_x_wait_ns", lambda *_a: 0.0)
     est0, _ = _estimate(g, a, TRN2)
     monkeypatch.undo()
     assert est - est0 == pytest.approx(waits[0] / 1000.0)

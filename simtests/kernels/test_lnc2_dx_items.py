@@ -8,7 +8,9 @@ import dataclasses
 import pytest
 
 from kernels.geometry import validate
-from kernels.planner import dx_items, dx_program_items, plan_conv3d_bwd
+from kernels.plan import plan_conv3d_bwd
+from kernels.spec.dx_options import dx_program_items
+from kernels.spec.items import dx_items
 
 from .test_dw_tap_passes import _shapes
 from .test_kernel_dev import run_and_compare

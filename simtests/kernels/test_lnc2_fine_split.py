@@ -9,22 +9,14 @@ import pytest
 from kernels.costs import TARGET_FIGURES
 from kernels.dx_pairs import pair_axes
 from kernels.nki_dx import dx_groups, dx_program_groups
-from kernels.planner import (
-    DwMethod,
-    Strategy,
-    _budget,
-    _estimate,
-    _split,
-    dw_own_taps,
-    dw_tap_fine_helps,
-    dw_tap_fine_on,
-    dx_band_early_on,
-    dx_ci_split_legal,
-    dx_ci_split_on,
-    dx_items,
-    dx_program_items,
-    plan_conv3d_bwd,
-)
+from kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
+from kernels.plan.budget import _budget
+from kernels.plan.estimate import _estimate
+from kernels.plan.variants import dw_tap_fine_helps
+from kernels.spec.compose import dx_band_early_on
+from kernels.spec.dw_options import dw_own_taps, dw_tap_fine_on
+from kernels.spec.dx_options import dx_ci_split_legal, dx_ci_split_on, dx_program_items
+from kernels.spec.items import _split, dx_items
 
 from .test_dw_tap_passes import _shapes
 from .test_kernel_dev import assert_candidates_within_budget, run_and_compare

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from kernels import planner
 from kernels import pw_shared as pw
 from kernels.costs import ENGINES, SECTION_LOSS, TARGET_FIGURES, CostSheet, flow_shop_ns, section_ns
-from kernels.planner import _estimate_sheet, _sections, plan_conv3d_bwd, validate
+from kernels.geometry import validate
+from kernels.plan import plan_conv3d_bwd
+from kernels.plan.estimate import _estimate_sheet, _sections
+from kernels.spec.compose import pw_shared_on
+from kernels.spec.dx_options import dx_program_items
 
 TRN2 = TARGET_FIGURES["trn2"]
 
@@ -78,7 +81,7 @@ def test_the_flow_units_hold_the_sections_pe_work(name, monkeypatch):
     """flow_steps charges every PE instruction of the shared-dy body once (the same formulas as the
     section's sheet), in the kernel's issue order: a last unit with the last two steps' dw."""
     g, plan = _shape(name)
-    assert planner.pw_shared_on(plan)
+    assert pw_shared_on(plan)
     got = []
     orig = pw.flow_steps
 
@@ -89,7 +92,7 @@ def test_the_flow_units_hold_the_sections_pe_work(name, monkeypatch):
     monkeypatch.setattr(pw, "flow_steps", spy)
     c, _fill = _estimate_sheet(g, plan, TRN2)
     units = got[0]
-    chunks = [pw.chunk_of(g, it) for it in planner.dx_program_items(g, plan, 0)]
+    chunks = [pw.chunk_of(g, it) for it in dx_program_items(g, plan, 0)]
     assert len(units) == len(pw.steps_of(pw.lay_of(g), chunks)) + 1
     body = _sections(c, g, plan)["dx+dw"]
     assert sum(pe for _l, pe, _s in units) == pytest.approx(body["tensor"], rel=1e-9)
@@ -113,7 +116,7 @@ def test_the_shared_dy_estimate_uses_the_flow_not_the_dma_stall_share():
 
 def test_a_dw_interleaved_body_streams_its_dma_in_dws_steps():
     """stem_k377's dw-interleaved pick: the merged body's DMA is an even pipeline of dw's x^T tiles (the
-    PE waits for the first step's loads beyond dw's head), not a stall share (planner._interleaved_flow)."""
+    PE waits for the first step's loads beyond dw's head), not a stall share (the estimate's _interleaved_flow)."""
     from verify.bench import BENCH_SHAPES
     s = next(s for s in BENCH_SHAPES if s.name == "stem_k377")
     gs = s.geometry

@@ -8,7 +8,8 @@ import dataclasses
 
 import pytest
 
-from kernels.planner import DbMethod, DwMethod, Strategy, plan_conv3d_bwd, pw_shared_on
+from kernels.plan import DbMethod, DwMethod, Strategy, plan_conv3d_bwd
+from kernels.spec.compose import pw_shared_on
 
 from .test_kernel_dev import GRADS, assert_candidates_within_budget, run_and_compare
 

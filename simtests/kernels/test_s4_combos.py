@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 
 from kernels.geometry import validate
-from kernels.planner import db_ones_legal, dx_inside_dw_on, dyt_dma_legal
+from kernels.spec.compose import dx_inside_dw_on
+from kernels.spec.dw_options import db_ones_legal, dyt_dma_legal
 
 from .test_dx_inside_dw import GEOMS, _inside
 from .test_kernel_dev import run_and_compare

@@ -1,22 +1,16 @@
 """shared_dy LNC1 with x-stationary stacked dw (down_s2's pick): the finish's casts and stores run under the
-flushed pass's matmuls, only the last store run is a trail (planner._estimate_xs_finish_shared)."""
+flushed pass's matmuls, only the last store run is a trail (the estimate's _estimate_xs_finish_shared)."""
 from __future__ import annotations
 
 import pytest
 
-from kernels import planner
 from kernels.costs import ENGINES, TARGET_FIGURES, CostSheet
-from kernels.planner import (
-    _estimate_sheet,
-    _estimate_xs_finish,
-    _sections,
-    _shared_stacked_xs,
-    _xs_stores,
-    dw_tap_passes,
-    dw_xs_chunks,
-    plan_conv3d_bwd,
-    validate,
-)
+from kernels.geometry import validate
+from kernels.plan import Strategy, plan_conv3d_bwd
+from kernels.plan.estimate import _estimate_sheet, _sections
+from kernels.plan.estimate_dw import _estimate_xs_finish, _shared_stacked_xs, _xs_stores
+from kernels.spec.dw_options import dw_tap_passes
+from kernels.spec.dw_xs import dw_xs_chunks
 
 TRN2 = TARGET_FIGURES["trn2"]
 
@@ -56,7 +50,7 @@ def test_down_s2_lnc1_charges_only_the_last_store_run_as_the_trail():
 
 def test_other_strategies_keep_the_whole_finish_a_trail():
     _g, plan = _down_s2(2)
-    lnc2 = [p for p in plan.alternatives if p.dw_x_stationary and p.strategy is planner.Strategy.SHARED_DY]
+    lnc2 = [p for p in plan.alternatives if p.dw_x_stationary and p.strategy is Strategy.SHARED_DY]
     assert lnc2 and not any(_shared_stacked_xs(p) for p in lnc2)   # LNC2: the exchange, charged as before
     _g1, plan1 = _down_s2(1)
     others = [p for p in plan1.alternatives if p.dw_x_stationary and not p.dw_row_stack]

@@ -9,7 +9,7 @@ import pytest
 
 from kernels import nki_dw_xt, nki_dx, nki_dx_toeplitz, nki_filters
 from kernels.geometry import validate
-from kernels.planner import DbMethod, DxMethod, Strategy, plan_conv3d_bwd
+from kernels.plan import DbMethod, DxMethod, Strategy, plan_conv3d_bwd
 from kernels.xt_rows import xt_bundle_groups, xt_fill, zero_by_memset
 
 from .conftest import STEM_SMALL, geom_shapes, spy

@@ -8,7 +8,7 @@ import pytest
 
 from kernels import nki_dx_toeplitz
 from kernels.dx_toeplitz import fast_grid, first_band_split, first_band_upper, split_runs
-from kernels.planner import DxMethod, plan_conv3d_bwd
+from kernels.plan import DxMethod, plan_conv3d_bwd
 
 from .test_kernel_dev import assert_budget_bounds_peak, run_and_compare
 

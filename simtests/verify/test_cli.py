@@ -220,7 +220,7 @@ def test_plan_table_columns_line_up(capsys):
 
 
 def test_no_plan_lists_the_rejections_one_per_line(monkeypatch, capsys):
-    from kernels import planner
+    from kernels import plan as planner
 
     def no_plan(*args, **kwargs):
         raise ValueError("no plan fits trn2 for this geometry: A: SBUF 9 B exceeds 1 B; "
