@@ -35,7 +35,7 @@ def record_case_properties(record_property):
     """
 
     def record(result) -> None:
-        from simtests.kernel.case_support import case_properties
+        from simtests.kernels.case_support import case_properties
 
         for name, value in case_properties(result).items():
             record_property(name, _as_property(value))

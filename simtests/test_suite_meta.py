@@ -181,7 +181,7 @@ def test_junit_properties_survive_xdist(tmp_path, kernel_backend):
     xml_path = tmp_path / "junit.xml"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "simtests/kernel/test_kernel_matrix.py", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "simtests/kernels/test_conv3d_bwd_cases.py", "-p", "no:cacheprovider",
          "-q", "-n", "1", "-k", f"test_case_matches_oracle and {case.id}", f"--junitxml={xml_path}",
          "--backend", kernel_backend],
         check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,

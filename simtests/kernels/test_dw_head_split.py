@@ -18,8 +18,7 @@ from kernels.plan import plan_conv3d_bwd
 from kernels.spec.dw_options import dw_head_split_legal
 from kernels.xt_rows import xt_window
 
-from .conftest import geom_shapes
-from .test_kernel_dev import assert_budget_bounds_peak, run_and_compare
+from .support import assert_budget_bounds_peak, geom_shapes, run_and_compare
 
 
 @pytest.fixture
