@@ -231,9 +231,8 @@ class LateFilters:
     load by dw's ``prefetch`` hook (at its pass's last row chunk, after that chunk's dy^T: behind all of
     dw's dy loads, ahead of the pass's x^T fills and of dx's first step), or at dx's first step if that
     comes first. The DMA bandwidth serves transfers in issue order, and dw's first matmuls wait for its
-    dy boxes (row-stacked: all of them), not for the filters (down_s2 LNC2 22.89 -> 22.74 us; after the
-    first row chunk only, as ``after_first`` does elsewhere: 22.83; at dx's first step: 23.04, the PE
-    then waits for them before the first bundle)."""
+    dy boxes (row-stacked: all of them), not for the filters. Loading them at dx's first step instead makes the PE wait for them before
+    the first bundle."""
 
     def __init__(self, ctx, group):
         self.ctx, self.group = ctx, group

@@ -101,7 +101,7 @@ class Axis:
 
 @dataclass(frozen=True)
 class ConvGeom:
-    """A validated conv3d backward problem (shapes in the layouts of issue 4)."""
+    """A validated conv3d backward problem (shapes in the layouts of ``docs/contracts.md``)."""
 
     batch: int
     c_in: int
@@ -178,7 +178,7 @@ def validate(dy_shape: object, x_shape: object, w_shape: object, stride: object 
              padding: object = (0,) * 6, dilation: object = (1, 1, 1), dtype: object = "bf16",
              dtypes: tuple[object, object, object] | None = None, compute_dx: bool = True,
              compute_dw: bool = True, compute_db: bool = True) -> ConvGeom:
-    """Check every rule of issue 4 item 2 and return the geometry; raises Conv3dBwdInputError."""
+    """Check every input rule (``docs/contracts.md``) and return the geometry; raises Conv3dBwdInputError."""
     dy = _shape("dy", dy_shape, "[B, C_out, D_out, H_out, W_out]")
     x = _shape("x_in", x_shape, "[B, C_in, D, H, W]")
     w = _shape("filters", w_shape, "[K_d, K_h, K_w, C_in, C_out]")

@@ -900,8 +900,8 @@ def _load_dy_box(ctx, buf, co0, co_sz, b, od, oh):
 
 DX_BETWEEN_SHARE = 0.3   # of dx's steps run between dw's bundles (the rest after dw: under its exchange)
 # gaps' worth of them before dw's first bundle: two, since dx's first band is dw's dy box (``DxSteps.resident``)
-# and its steps fill the PE's wait for the first x^T bundle (down_s2 LNC2: 1.0 -> 23.2 us, 1.75-3.0 -> 22.9;
-# share 0.25 / 0.33 at 2.0: 22.9 / 23.2)
+# and its steps fill the PE's wait for the first x^T bundle (tuned on down_s2 LNC2 under nkisim: 1.75-3.0 gaps'
+# worth model 0.3 us faster than 1.0; shares of 0.25-0.33 agree within 0.3 us)
 DX_BETWEEN_FIRST = 2.0
 
 

@@ -337,7 +337,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                         and (own0 is None or dw_db_program(g, p) == pid) else None)
                 if ones is not None:   # the ones slot of every bundle tile, once, when dw's state is made:
                     # ahead of dw's first x^T zero-row memsets on GpSimd, so exposed at dw's start (dilated_d2,
-                    # C_in 64: 3 x 4.4k elements, head 8.9 -> 15.4 us; the stem's 3 x 207 elements: ~0.3 us)
+                    # C_in 64: 3 x 4.4k elements, ~6.5 us; the stem's 3 x 207 elements: ~0.3 us)
                     ones_sheet = CostSheet(hw)
                     ones_sheet.compute("gpsimd", dw_x_extent(g.axes[2], Wo) * p.dw_ci_tile, 0, 1.0,
                                        xt_dma_bufs(p) if p.dw_xt_dma else 2, op="memset")
@@ -458,7 +458,7 @@ def _interleaved_flow(c: CostSheet, g: ConvGeom, p: Plan) -> None:
 
 
 # ``dx_inside_boxes``: the stall-share factor of the body that merges dx with dw's boxes (SECTION_LOSS is
-# 0.125). Fitted on unet3d_c64 LNC1/LNC2 and dilated_d2 LNC1 (session 6): nkisim shows the PE nearly never
+# 0.125). Fitted on unet3d_c64 LNC1/LNC2 and dilated_d2 LNC1: nkisim shows the PE nearly never
 # waiting inside that body (unet3d LNC2: 1.9 us of gaps in 58 us), as the transfers are a pass ahead
 BOXES_LOSS = 0.06
 

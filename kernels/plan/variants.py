@@ -127,7 +127,7 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         # and the first row pass's dy^T and x^T by column pieces (kernels/dw_head.py)
         out += [q2 for q in out if dw_head_split_legal(g, q2 := replace(q, dw_head_split=True))]
     if p.compute_dw and p.strategy is Strategy.PER_GRADIENT and dyt_box_dma_legal(g, p):
-        # box-mode dw's dy^T by DMA too (session 6)
+        # box-mode dw's dy^T by DMA too
         out += [q2 for q in out if dyt_dma_legal(g, q2 := replace(q, dw_dyt_dma=True))
                 and (hw is None or not _check(g, q2, hw)[0])]
     if hw is not None and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT:

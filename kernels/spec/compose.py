@@ -51,7 +51,7 @@ def dx_inside_dw_legal(g: ConvGeom, p: Plan) -> bool:
     before its matmuls: dw is DMA-bound on its x^T transfers and dx PE-bound, so they overlap. dx's first
     band is then prefetched during dw's first box (not its last) and dw's dy boxes load one box ahead,
     so that neither queues behind the other section's DMA (FIFO). One dx item per program: with more,
-    the later bands' loads and copies queue behind dw's transfers (unet3d_c64 LNC2 76.7 -> 82.7 us)."""
+    the later bands' loads and copies queue behind dw's transfers."""
     return (dx_prefetched(p) and p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma
             and not p.dw_row_stack and not p.dw_interleave and p.dw_ci_range >= g.c_in
             and len(dw_tap_passes(g, p, 0)) == 1 and not dw_defer_finish(g, p)
@@ -90,9 +90,8 @@ def dx_between_legal(g: ConvGeom, p: Plan) -> bool:
     with x^T by DMA in one tap pass and one C_in range whose finish is deferred past dx (LNC2 columns /
     positions split): dw is DMA-bound on its x^T transfers, so dx's PE work (its groups, ``dx_dpairs_steps``)
     runs in the gaps between dw's bundles; half of it runs after dw's pass, under dw's exchange. Only with
-    ``dw_xt_merge`` (down_s2 LNC2: merged 26.5 -> 25.5 us; the unmerged twin models 28.4 -> 26.9 but is
-    estimated 26.5, below the merged pair's 27.7: the estimate does not see the queue-bound x^T
-    transfers that the merge relieves, so offering it mis-picks)."""
+    ``dw_xt_merge``: without it the estimate does not see the queue-bound x^T transfers that the merge
+    relieves, and offering the unmerged variant mis-picks."""
     return bool(p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dx_dphase_pairs
                 and p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma
                 and p.dw_xt_merge and p.filters_first and not p.dx_inside_dw and not p.dw_interleave

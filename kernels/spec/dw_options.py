@@ -15,7 +15,7 @@ from .record import DbMethod, DwMethod, Plan, Strategy
 def dyt_dma_legal(g: ConvGeom, p: Plan) -> bool:
     """Row-mode dw streaming its own dy (per gradient) may take dy^T by dma_transpose from HBM (2-byte
     dtypes, NC-v3+): no dy box, no PE transposes, no evictions (``Plan.dw_dyt_dma``). Box mode too
-    (session 6, ``dyt_box_dma_legal``)."""
+    (``dyt_box_dma_legal``)."""
     return bool(p.compute_dw and p.strategy is Strategy.PER_GRADIENT
                 and (xt_dma_legal(g, p) or dyt_box_dma_legal(g, p)))
 
@@ -208,8 +208,7 @@ def xt_merge_legal(g: ConvGeom, p: Plan) -> bool:
     the class cut holds two pairs or more. Only the columns split: its x^T windows are half as wide,
     so a merged transfer (two pairs) still moves as many bytes as one full-width pair; with full-width
     tiles the merged transfers (~4.5 us each at 16 partitions) hold a bundle's fill longer than the
-    queues gain (down_s2 LNC1, measured: shared-dy 35.3 -> 40.9 us, per gradient 44.9 -> 45.3, and
-    estimated lower: a mis-pick; LNC2 taps split 29.4 vs columns 26.5)."""
+    queues gain, and the estimate, which does not see that, would mis-pick them."""
     if not (p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma and not p.db_ones
             and not p.dw_tap_fine and dw_xs_bundle(g, p) >= 2 and not zero_by_memset(g, p.dw_ci_tile)
             and dw_columns_on(g, p)):

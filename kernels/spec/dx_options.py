@@ -74,7 +74,7 @@ _filter_group = filter_group
 def dx_last_by_blocks(g: ConvGeom, p: Plan, work: tuple) -> bool:
     """Gather dx (``nki_dx.run_dx``): the program's last plane is stored block by block, each block right
     after its eviction, so the kernel's dx tail is the last block's store, not the plane's (vae3d: 128 of
-    512 KB, the tail after the last eviction 2.9 -> 1.8 us). Unit strides (a block is a box of the plane
+    512 KB). Unit strides (a block is a box of the plane
     and of dx), one band per plane (no regions), a band of one phase with taps and more than one block."""
     return (p.dx_regions == 1 and all(a.s == 1 for a in g.axes) and len(work) == 1 and bool(work[0].taps)
             and len(work[0].blocks) > 1)

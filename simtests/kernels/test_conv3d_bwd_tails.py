@@ -1,4 +1,4 @@
-"""The kernel's end (session 6): gather dx stores the program's last plane block by block
+"""The kernel's end: gather dx stores the program's last plane block by block
 (``spec.dx_options.dx_last_by_blocks``: the tail is one block's store), and under the LNC2 taps split db, whole on one
 program, is stored by it right after dw (``spec.compose.db_taps_local``: no exchange, no store at the end).
 Bit-exact: odd sizes, W wider than a block, several C_in tiles, C_in-outer groups, LNC1/LNC2, every gradient

@@ -1,4 +1,4 @@
-"""dx:toeplitz W mode, the program's start (session 6): the first dy band's staged load split into d-plane
+"""dx:toeplitz W mode, the program's start: the first dy band's staged load split into d-plane
 runs, its shifted K-pair copy placed from the staging tile, and the grids built off GpSimd (``fast_grid``)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Box-mode dw (tap_pack / tap_gemm) with dy^T by ``dma_transpose`` (session 6, ``Plan.dw_dyt_dma`` with
+"""Box-mode dw (tap_pack / tap_gemm) with dy^T by ``dma_transpose`` (``Plan.dw_dyt_dma`` with
 ``spec.dw_options.dyt_box_dma_legal``, label ``dyT dma``): one 2-D transfer per (C_out tile, d plane) of each
 whole-W-rows position tile, no dy box, no dy^T PE transposes or evictions. Bit-exact forced plans: odd sizes,
 padding, stride, dilation, two batches, two C_out tiles, x-stationary and dw^T orientations, LNC2 (taps and

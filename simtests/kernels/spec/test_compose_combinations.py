@@ -1,4 +1,4 @@
-"""Session-4 variants from different branches, combined: dx inside dw (``dx_inside_dw``) with dw's dy^T
+"""Compositions of independent options: dx inside dw (``dx_inside_dw``) with dw's dy^T
 by DMA (``dw_dyt_dma``) and with db in dw's ones row (``db_ones``), bit-exact under forced plans."""
 from __future__ import annotations
 

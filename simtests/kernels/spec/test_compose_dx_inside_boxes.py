@@ -114,7 +114,7 @@ def test_dx_inside_boxes_legality_and_ring():
 def test_unet3d_lnc2_picks_it():
     """unet3d_c64 LNC2: the pick runs dx inside dw's boxes with dx band 2x32: of each program's 4 dx
     items, one in its first box, two in its second, the last after dw (modelled 70.6 us against 76.9 for
-    the same plan without it, session 6)."""
+    the same plan without it)."""
     kw = {"padding": (1,) * 6}
     shapes = conv_shapes(2, 64, 64, (8, 32, 32), (3, 3, 3), **kw)
     p = plan_conv3d_bwd(*shapes, **kw, lnc=2)
@@ -126,8 +126,8 @@ def test_unet3d_lnc2_picks_it():
 
 
 def test_dilated_d2_lnc1_picks_it_and_its_body_uses_the_boxes_loss():
-    """dilated_d2 LNC1 picks dx inside dw's boxes (dx band 2x32; modelled 74.4 us against 77.5 without it,
-    session 6); its estimate composes the merged dx body with BOXES_LOSS, not the generic stall share."""
+    """dilated_d2 LNC1 picks dx inside dw's boxes (dx band 2x32; modelled 74.4 us against 77.5 without it);
+    its estimate composes the merged dx body with BOXES_LOSS, not the generic stall share."""
     kw = {"padding": (2,) * 6, "dilation": (2, 2, 2)}
     shapes = conv_shapes(1, 64, 64, (8, 32, 32), (3, 3, 3), **kw)
     p = plan_conv3d_bwd(*shapes, **kw, lnc=1)

@@ -72,8 +72,8 @@ def test_dx_inside_dw_is_never_listed_where_it_cannot_run():
 
 def test_dx_inside_dw_listed_next_to_the_pick_on_dilated_d2_lnc2():
     """dilated_d2 LNC2: dx inside dw (taps split, modelled 45.3 us) is a feasible candidate estimated within
-    5 % of the pick. Since s5-unet (dx^T's prefetch a lead in dw's idle DMA time) the pick is the positions
-    split of the same dx^T without it, modelled 45.2 us."""
+    5 % of the pick. With dx^T's prefetch charged as a lead in dw's idle DMA time the pick is the
+    positions split of the same dx^T without it, modelled 45.2 us."""
     kw = {"padding": (2,) * 6, "dilation": (2, 2, 2)}
     shapes = conv_shapes(1, 64, 64, (8, 32, 32), (3, 3, 3), **kw)
     p = plan_conv3d_bwd(*shapes, **kw, lnc=2)
