@@ -5,7 +5,8 @@ import importlib
 
 import pytest
 
-import kernels  # noqa: F401  (binds nki to nkisim where the real package is absent)
+# No ``import kernels`` here: this conftest loads before the root conftest's pytest_configure binds
+# ``nki`` for the selected backend (the case tests must see a placeholder Neuron package as it is).
 
 
 @pytest.fixture
