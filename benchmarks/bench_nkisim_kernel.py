@@ -1,6 +1,6 @@
 """Speed of the nkisim emulator on the real workload: the conv3d_bwd kernel over a case set.
 
-Each case's plan is computed once up front and forced (kernels.planner.forced_plan), so the timed part
+Each case's plan is computed once up front and forced (kernels.plan.forced_plan), so the timed part
 is the emulator, the kernel's own Python and the cost summary -- not the planner. Prints CPU time,
 instructions per second and microseconds per instruction in full and trace-only mode, and the share
 of the cost summary. CPU time (not wall time) because the machine is usually shared.
@@ -23,7 +23,7 @@ ensure_nki(prefer="nkisim")
 import nkisim
 import nkisim.kernel as nkisim_kernel
 from kernels import conv3d_bwd
-from kernels.planner import forced_plan, plan_conv3d_bwd
+from kernels.plan import forced_plan, plan_conv3d_bwd
 from verify.cases import CASE_SETS
 from verify.inputs import make_inputs
 

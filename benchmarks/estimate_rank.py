@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels.planner import plan_conv3d_bwd
+from kernels.plan import plan_conv3d_bwd
 from verify.bench import bench_shape, select_shapes
 
 

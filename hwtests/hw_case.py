@@ -29,7 +29,7 @@ class HwCaseOutcome:
 
 def plan_for_case(case):
     """The plan the kernel makes for ``case`` (the planner is deterministic and pure Python)."""
-    from kernels.planner import plan_conv3d_bwd
+    from kernels.plan import plan_conv3d_bwd
 
     return plan_conv3d_bwd(
         case.dy_shape, case.x_shape, case.w_shape,

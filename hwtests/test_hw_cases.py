@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from hwtests.hw_case import run_hw_case
-from simtests.kernel.case_support import MODE_SEEDS, MODES, case_param, repro_command
+from simtests.kernels.case_support import MODE_SEEDS, MODES, case_param, repro_command
 from verify.backends import BackendUnavailable
 from verify.cases import CASE_SETS
 

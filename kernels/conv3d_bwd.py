@@ -25,25 +25,22 @@ from .nki_dx import (
 from .nki_dx_dpairs import DxSteps, dpairs_step_count, dx_dpairs_steps
 from .nki_dx_toeplitz import load_toeplitz_filters, run_dx_toeplitz
 from .nki_pw_shared import run_pw_shared
-from .planner import (
-    DbMethod,
-    DwMethod,
-    DxMethod,
-    Strategy,
-    current_forced_plan,
+from .plan.search import plan_conv3d_bwd
+from .schedule import axis_bands
+from .spec.compose import (
     db_taps_local,
-    dw_direct,
     dx_band_early_on,
     dx_between_on,
     dx_box_items,
     dx_inside_dw_on,
     dx_prefetched,
-    dx_program_items,
     filters_after_first_chunk,
-    plan_conv3d_bwd,
-    psum_transpose_banks,
 )
-from .schedule import axis_bands
+from .spec.dw_options import dw_direct
+from .spec.dx_options import dx_program_items
+from .spec.forcing import current_forced_plan
+from .spec.psum import psum_transpose_banks
+from .spec.record import DbMethod, DwMethod, DxMethod, Strategy
 
 _NC_TARGET = {"gen2": "trn1", "gen3": "trn2", "gen4": "trn3"}
 _ENV_TARGET = {"trn1": "trn1", "inf2": "trn1", "gen2": "trn1", "trn2": "trn2", "gen3": "trn2",
@@ -240,9 +237,8 @@ class LateFilters:
     load by dw's ``prefetch`` hook (at its pass's last row chunk, after that chunk's dy^T: behind all of
     dw's dy loads, ahead of the pass's x^T fills and of dx's first step), or at dx's first step if that
     comes first. The DMA bandwidth serves transfers in issue order, and dw's first matmuls wait for its
-    dy boxes (row-stacked: all of them), not for the filters (down_s2 LNC2 22.89 -> 22.74 us; after the
-    first row chunk only, as ``after_first`` does elsewhere: 22.83; at dx's first step: 23.04, the PE
-    then waits for them before the first bundle)."""
+    dy boxes (row-stacked: all of them), not for the filters. Loading them at dx's first step instead makes the PE wait for them before
+    the first bundle."""
 
     def __init__(self, ctx, group):
         self.ctx, self.group = ctx, group

@@ -3,8 +3,9 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .nki_common import PMAX, Pool
-from .planner import db_taps_local, dw_db_program
 from .schedule import tiles
+from .spec.compose import db_taps_local
+from .spec.dw_options import dw_db_program
 
 
 class DbState:

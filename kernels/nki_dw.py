@@ -27,11 +27,10 @@ from .nki_common import (
     load_padded,
 )
 from .nki_dw_xt import RowXtDma
-from .planner import (
+from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, row_stack_offset, tiles
+from .spec.dw_options import (
     DYT_DMA_BUFS,
-    DwMethod,
     cast_group,
-    db_ones_chunk,
     dw_acc_banks,
     dw_columns,
     dw_db_program,
@@ -44,6 +43,9 @@ from .planner import (
     dw_program_items,
     dw_stage_rows,
     dw_tap_passes,
+)
+from .spec.dw_xs import (
+    db_ones_chunk,
     dw_xs_bundle,
     dw_xs_bundles,
     dw_xs_chunks,
@@ -55,7 +57,7 @@ from .planner import (
     xs_exchange_window,
     xs_store_runs,
 )
-from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, row_stack_offset, tiles
+from .spec.record import DwMethod
 from .xt_rows import dyt_runs, xt_columns, xt_window
 
 LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
@@ -898,8 +900,8 @@ def _load_dy_box(ctx, buf, co0, co_sz, b, od, oh):
 
 DX_BETWEEN_SHARE = 0.3   # of dx's steps run between dw's bundles (the rest after dw: under its exchange)
 # gaps' worth of them before dw's first bundle: two, since dx's first band is dw's dy box (``DxSteps.resident``)
-# and its steps fill the PE's wait for the first x^T bundle (down_s2 LNC2: 1.0 -> 23.2 us, 1.75-3.0 -> 22.9;
-# share 0.25 / 0.33 at 2.0: 22.9 / 23.2)
+# and its steps fill the PE's wait for the first x^T bundle (tuned on down_s2 LNC2 under nkisim: 1.75-3.0 gaps'
+# worth model 0.3 us faster than 1.0; shares of 0.25-0.33 agree within 0.3 us)
 DX_BETWEEN_FIRST = 2.0
 
 

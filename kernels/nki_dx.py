@@ -23,8 +23,9 @@ from .nki_common import (
 from .nki_dx_dpairs import dpair_filters, run_dx_dpairs
 from .nki_dx_t import DxTBands, add_pair_filters, dx_t_steps, run_dx_t
 from .nki_filters import load_filters_block_diag, load_filters_t
-from .planner import _split, dx_ci_split_on, dx_last_by_blocks, dx_t_active, filter_group, filters_by_dma
 from .schedule import axis_bands, dx_packs, dx_phase_work, dx_stage_elems, tiles
+from .spec.dx_options import dx_ci_split_on, dx_last_by_blocks, dx_t_active, filter_group, filters_by_dma
+from .spec.items import _split
 
 
 class DyBands:

@@ -12,8 +12,8 @@ import nki.language as nl
 
 from .dx_dpairs import HALF, band_halves, dpair_groups, dpair_last_by_rows, dpair_slots, one_store
 from .nki_common import BANK_FP32, PMAX, Pool, band_slices
-from .planner import dx_items
 from .schedule import axis_bands, tiles
+from .spec.items import dx_items
 
 
 def dpair_slot_map(g, plan):

@@ -24,8 +24,8 @@ from .dx_pairs import (
     tap_steps,
 )
 from .nki_common import PMAX, Pool, band_slices
-from .planner import filters_by_dma
 from .schedule import dx_phase_work, tiles
+from .spec.dx_options import filters_by_dma
 
 
 def add_pair_filters(g, plan, w_t):

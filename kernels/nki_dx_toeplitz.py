@@ -42,8 +42,8 @@ from .dx_toeplitz import (
 from .nki_common import BANK_FP32, PMAX, Pool, _contiguous, _zero_border, band_slices
 from .nki_dx import DyBands
 from .nki_filters import load_filters_t
-from .planner import filter_group, filters_by_dma
 from .schedule import box_blocks, tiles
+from .spec.dx_options import filter_group, filters_by_dma
 
 
 def load_toeplitz_filters(ctx):

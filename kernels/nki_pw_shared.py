@@ -25,7 +25,6 @@ import nki.language as nl
 from .nki_common import BANK_BYTES, BANK_FP32, PMAX, Pool, co_bank_packs
 from .nki_dw_gemm import gemm_dma_halves
 from .nki_filters import FILTER_RUN_CI_MAX, load_filters_t
-from .planner import dx_program_items, filters_by_dma
 from .pw_shared import (
     acc_slots,
     chunk_of,
@@ -46,6 +45,7 @@ from .pw_shared import (
     x_span,
 )
 from .schedule import tiles
+from .spec.dx_options import dx_program_items, filters_by_dma
 
 
 def run_pw_shared(ctx, pid, lnc, db_state):

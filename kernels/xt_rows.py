@@ -27,8 +27,7 @@ def xt_dma_bufs(plan) -> int:
     zero-row memset and the transposes' ~1.6 us to land before the PE reaches it (stem: 0.5 us per box);
     and with ``dw_xt_merge``: the bundles alternate between H-padding classes (down_s2: kh 0 | kh 1-2 per
     kd), so an even ring hands each class the tiles it used before, whose zero rows are still there
-    (``RowXtDma`` skips rewriting them), and the queue-bound fills run one bundle further ahead
-    (down_s2 LNC2 25.1 -> 24.5 us from the depth, 24.1 with the kept zero rows)."""
+    (``RowXtDma`` skips rewriting them), and the queue-bound fills run one bundle further ahead."""
     if plan.dw_x_stationary and (plan.dw_interleave or plan.dw_xt_merge):
         return XT_DMA_BUFS + 1
     return XT_DMA_BUFS

@@ -11,7 +11,7 @@ def _plans_unpatched(request):
     if "monkeypatch" not in request.fixturenames:
         yield
         return
-    from kernels.planner import clear_plan_cache
+    from kernels.plan import clear_plan_cache
 
     clear_plan_cache()
     yield
@@ -35,7 +35,7 @@ def record_case_properties(record_property):
     """
 
     def record(result) -> None:
-        from simtests.kernel.case_support import case_properties
+        from simtests.kernels.case_support import case_properties
 
         for name, value in case_properties(result).items():
             record_property(name, _as_property(value))

@@ -19,7 +19,7 @@ PLACEHOLDER = (
     'raise ImportError("WRONG PACKAGE. Please install the package from Neuron Repository - '
     'pip.repos.neuron.amazonaws.com")\n'
 )
-TARGET = "simtests/kernel/test_kernel_determinism.py"
+TARGET = "simtests/kernels/test_conv3d_bwd_determinism.py"
 
 
 def _pytest(tmp_path: Path, *args: str, placeholder: bool = True, env_backend: str | None = None):

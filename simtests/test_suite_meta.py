@@ -102,7 +102,7 @@ def test_every_test_file_seeds_its_randomness():
 
 
 def _default_plans():
-    from kernels.planner import plan_conv3d_bwd
+    from kernels.plan import plan_conv3d_bwd
     from verify.cases import CASE_SETS
 
     for case in CASE_SETS["default"]:
@@ -115,10 +115,10 @@ def _default_plans():
 
 @pytest.mark.fast
 def test_every_planner_method_is_exercised_by_the_default_matrix():
-    from kernels.planner import all_method_names
+    from kernels.plan import all_method_names
 
     possible = set(all_method_names())
-    assert possible, "kernels.planner.all_method_names() is empty"
+    assert possible, "kernels.plan.all_method_names() is empty"
     exercised: dict[str, str] = {}
     for case, plan in _default_plans():
         for name in plan.methods():
@@ -181,7 +181,7 @@ def test_junit_properties_survive_xdist(tmp_path, kernel_backend):
     xml_path = tmp_path / "junit.xml"
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
     proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "simtests/kernel/test_kernel_matrix.py", "-p", "no:cacheprovider",
+        [sys.executable, "-m", "pytest", "simtests/kernels/test_conv3d_bwd_cases.py", "-p", "no:cacheprovider",
          "-q", "-n", "1", "-k", f"test_case_matches_oracle and {case.id}", f"--junitxml={xml_path}",
          "--backend", kernel_backend],
         check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,

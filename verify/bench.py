@@ -127,7 +127,7 @@ def _model(shape: BenchShape, plan, target: str, lnc: int) -> dict:
     """Run the kernel under ``plan`` in trace-only mode; the measured figures of one plan."""
     import nkisim
     from kernels import conv3d_bwd
-    from kernels.planner import forced_plan
+    from kernels.plan import forced_plan
     from nkisim.cost import get_target
 
     g = shape.geometry
@@ -167,7 +167,7 @@ def bench_shape(shape: BenchShape, target: str = "trn2", lnc: int = 1,
                 log: Callable[[str], None] | None = None, jobs: int = 1, top: int | None = None) -> dict:
     """Plan, run the pick and every feasible candidate (in ``jobs`` processes; with ``top``, only the
     ``top`` with the lowest estimates besides the pick), and gather the figures of one shape."""
-    from kernels.planner import plan_conv3d_bwd
+    from kernels.plan import plan_conv3d_bwd
 
     lnc = shape.lnc or lnc   # a layer file may fix a layer's LNC degree
     g = shape.geometry

@@ -338,9 +338,9 @@ def _check_fits_in_memory(case) -> None:
 def _plan_or_usage_error(case, target: str, list_rejections: bool = False):
     """The planner's plan; its input errors (ValueError: e.g. LNC2 on trn1) are usage errors."""
     try:
-        from kernels.planner import plan_conv3d_bwd
+        from kernels.plan import plan_conv3d_bwd
     except ImportError as exc:
-        raise UsageError(f"the planner is not available: kernels.planner does not import ({exc})") from None
+        raise UsageError(f"the planner is not available: kernels.plan does not import ({exc})") from None
     try:
         return plan_conv3d_bwd(case.dy_shape, case.x_shape, case.w_shape, stride=case.stride,
                                padding=case.padding, dilation=case.dilation, dtype=case.dtype,

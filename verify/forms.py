@@ -224,7 +224,7 @@ def plan_variant_key(plan) -> tuple:
 
 
 def _plans(geom: Geometry) -> list[tuple[object, str]]:
-    from kernels.planner import plan_conv3d_bwd
+    from kernels.plan import plan_conv3d_bwd
 
     pick = plan_conv3d_bwd(geom.dy_shape, geom.x_shape, geom.w_shape, stride=geom.stride,
                            padding=geom.padding, dilation=geom.dilation, dtype=geom.dtype, target=TARGET,
@@ -256,7 +256,7 @@ def trace_plan(geom: Geometry, plan) -> TraceRun:
     ensure_nki(prefer="nkisim")
     import nkisim
     from kernels import conv3d_bwd
-    from kernels.planner import forced_plan
+    from kernels.plan import forced_plan
 
     dtype = NKI_DTYPES[geom.dtype]
     specs = [nkisim.TensorSpec(s, dtype) for s in (geom.dy_shape, geom.x_shape, geom.w_shape)]

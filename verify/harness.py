@@ -144,11 +144,11 @@ def reference_for(case: Case, inputs: InputSet) -> Reference:
 
 
 def plan_for(case: Case, target: str = "trn2") -> tuple[dict | None, tuple[str, ...], str | None]:
-    """(plan dict without the candidate list, chosen methods, error text) from kernels.planner."""
+    """(plan dict without the candidate list, chosen methods, error text) from kernels.plan."""
     try:
-        from kernels.planner import plan_conv3d_bwd
+        from kernels.plan import plan_conv3d_bwd
     except ImportError as exc:
-        return None, (), f"kernels.planner does not import: {exc}"
+        return None, (), f"kernels.plan does not import: {exc}"
     try:
         plan = plan_conv3d_bwd(case.dy_shape, case.x_shape, case.w_shape, stride=case.stride,
                                padding=case.padding, dilation=case.dilation, dtype=case.dtype,

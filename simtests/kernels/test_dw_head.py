@@ -8,11 +8,11 @@ import pytest
 
 import nkisim
 from kernels import conv3d_bwd, nki_dw_xt
-from kernels.planner import DwMethod, Strategy, filters_after_first_chunk, forced_plan, plan_conv3d_bwd
+from kernels.plan import DwMethod, Strategy, forced_plan, plan_conv3d_bwd
+from kernels.spec.compose import filters_after_first_chunk
 from kernels.xt_rows import ZERO_MEMSET_MIN_ROWS, XtRun, _engine_partitions_ok, zero_split
 
-from .conftest import spy
-from .test_kernel_dev import run_and_compare
+from .support import run_and_compare, spy
 
 
 def test_zero_split_keeps_engine_partition_rules():

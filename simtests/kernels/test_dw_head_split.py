@@ -14,11 +14,11 @@ import pytest
 from kernels import nki_dw
 from kernels.dw_head import HEAD_MAX_WRITES, fill_writes, head_col_pieces, head_pair_order, head_pieces
 from kernels.geometry import validate
-from kernels.planner import dw_head_split_legal, plan_conv3d_bwd
+from kernels.plan import plan_conv3d_bwd
+from kernels.spec.dw_options import dw_head_split_legal
 from kernels.xt_rows import xt_window
 
-from .conftest import geom_shapes
-from .test_kernel_dev import assert_budget_bounds_peak, run_and_compare
+from .support import assert_budget_bounds_peak, geom_shapes, run_and_compare
 
 
 @pytest.fixture

@@ -10,11 +10,10 @@ import dataclasses
 import pytest
 
 from kernels.dx_dpairs import dpair_groups, dpair_matmuls
-from kernels.planner import DxMethod, Strategy, plan_conv3d_bwd
+from kernels.plan import DxMethod, Strategy, plan_conv3d_bwd
 from kernels.schedule import axis_bands
 
-from .conftest import geom_shapes
-from .test_kernel_dev import run_and_compare
+from .support import geom_shapes, run_and_compare
 
 
 def _paired(strategy=None, edit=None):

@@ -9,11 +9,11 @@ import pytest
 
 from kernels.dx_dpairs import band_halves, dpair_last_by_rows
 from kernels.geometry import validate
-from kernels.planner import Strategy, dx_program_items, plan_conv3d_bwd
+from kernels.plan import Strategy, plan_conv3d_bwd
 from kernels.schedule import axis_bands
+from kernels.spec.dx_options import dx_program_items
 
-from .test_dw_tap_passes import _shapes
-from .test_kernel_dev import run_and_compare
+from .support import conv_shapes, run_and_compare
 
 GEOM = {"batch": 2, "c_in": 64, "c_out": 20, "size": (8, 6, 5), "kernel": (3, 3, 3), "stride": (2, 2, 2),
         "padding": (1,) * 6}
@@ -33,7 +33,7 @@ def _last_rows(g, a, pid):
 @pytest.mark.parametrize("strategy", [Strategy.PER_GRADIENT, Strategy.SHARED_DY])
 def test_dphase_pairs_last_band_by_rows_is_exact(lnc, band_d, rows, strategy):
     kw = {k: GEOM[k] for k in ("stride", "padding")}
-    shapes = _shapes(GEOM["batch"], GEOM["c_in"], GEOM["c_out"], GEOM["size"], GEOM["kernel"], **kw)
+    shapes = conv_shapes(GEOM["batch"], GEOM["c_in"], GEOM["c_out"], GEOM["size"], GEOM["kernel"], **kw)
     g = validate(*shapes, **kw)
     plan = plan_conv3d_bwd(*shapes, **kw, lnc=lnc)
     alts = [a for a in plan.feasible_candidates() if a.dx_dphase_pairs and a.strategy is strategy]

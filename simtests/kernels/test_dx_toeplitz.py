@@ -7,10 +7,9 @@ import pytest
 
 from kernels import nki_dx_toeplitz
 from kernels.dx_toeplitz import offsets, pair_copy_on_vector, tap_line, toeplitz_domain, toeplitz_options
-from kernels.planner import DxMethod, Strategy, plan_conv3d_bwd
+from kernels.plan import DxMethod, Strategy, plan_conv3d_bwd
 
-from .conftest import geom_kw, geom_shapes, spy
-from .test_kernel_dev import assert_candidates_within_budget, run_and_compare
+from .support import assert_candidates_within_budget, geom_kw, geom_shapes, run_and_compare, spy
 
 
 def toeplitz(u, pair=-1, **more):

@@ -8,9 +8,10 @@ import dataclasses
 
 import pytest
 
-from kernels.planner import DbMethod, DwMethod, Strategy, plan_conv3d_bwd, pw_shared_on
+from kernels.plan import DbMethod, DwMethod, Strategy, plan_conv3d_bwd
+from kernels.spec.compose import pw_shared_on
 
-from .test_kernel_dev import GRADS, assert_candidates_within_budget, run_and_compare
+from .support import GRADS, assert_candidates_within_budget, run_and_compare
 
 
 def _pw(db_scalar=None, band=None, every=0, late=False):

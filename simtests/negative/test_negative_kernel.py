@@ -61,7 +61,7 @@ def test_kernel_rejects_bad_input(bad, kernel_backend):
 @pytest.mark.parametrize("bad", [b for b in KERNEL_CASES if b.id != "dtype-mismatch"])
 def test_planner_rejects_bad_input(bad):
     """The planner takes shapes and one dtype name; it must reject the same geometries."""
-    from kernels.planner import plan_conv3d_bwd
+    from kernels.plan import plan_conv3d_bwd
 
     arrays, kwargs = bad.mutate(*valid_call())
     dtypes = {_DTYPE_NAMES.get(np.asarray(a).dtype, str(np.asarray(a).dtype)) for a in arrays}

@@ -287,7 +287,7 @@ def _plan_rows(text: str) -> list[str]:
 
 
 def test_plan_shows_the_top_candidates_sorted_with_the_pick_and_the_runner_up(capsys):
-    from kernels.planner import plan_conv3d_bwd
+    from kernels.plan import plan_conv3d_bwd
     from verify.cli import _case_from, build_parser
 
     assert main(["plan", *GEOMETRY, "--top", "5"]) == 0
@@ -336,7 +336,7 @@ def test_plan_refuses_a_geometry_too_big_for_this_machine(monkeypatch, capsys):
 def test_plan_shows_it_is_alive_when_planning_is_slow(monkeypatch, capsys):
     import time as time_module
 
-    from kernels import planner
+    from kernels import plan as planner
     from verify import progress
 
     real = planner.plan_conv3d_bwd
@@ -353,7 +353,7 @@ def test_plan_shows_it_is_alive_when_planning_is_slow(monkeypatch, capsys):
 
 
 def test_no_plan_lists_the_rejections_one_per_line(monkeypatch, capsys):
-    from kernels import planner
+    from kernels import plan as planner
 
     def no_plan(*args, **kwargs):
         raise ValueError("no plan fits trn2 for this geometry: A: SBUF 9 B exceeds 1 B; "

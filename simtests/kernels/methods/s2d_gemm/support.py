@@ -5,7 +5,7 @@ import numpy as np
 
 import nkisim
 from kernels import conv3d_bwd
-from kernels.planner import forced_plan, plan_conv3d_bwd, replace
+from kernels.plan import forced_plan, plan_conv3d_bwd, replace
 
 from ...conftest import DTYPES, exact_inputs, oracle
 

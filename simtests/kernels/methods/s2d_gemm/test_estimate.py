@@ -26,7 +26,7 @@ def test_pools_over_the_sbuf_are_named():
 
 
 def test_the_planner_reports_the_refusal():
-    from kernels.planner import plan_conv3d_bwd
+    from kernels.plan import plan_conv3d_bwd
 
     plan = plan_conv3d_bwd((1, 8, 1, 1, 64), (1, 64, 1, 16, 1024), (1, 16, 16, 64, 8), stride=(1, 16, 16))
     (rec,) = [c for c in plan.candidates if c.label.startswith("s2d_gemm")]

@@ -1,0 +1,184 @@
+"""The candidate plans of a problem: strategy x methods x tilings that fit first."""
+from __future__ import annotations
+
+from .. import pw_shared as pw
+from ..costs import TargetFigures
+from ..geometry import ConvGeom, ceil_div
+from ..methods.s2d_gemm import spec as s2d_spec
+from ..schedule import MOVING_MAX, PMAX, axis_covered, n_tiles
+from ..spec.compose import db_on_dw, pw_shared_on
+from ..spec.dw_options import dw_tap_unit
+from ..spec.dw_xs import XS_MAX_BANKS, dw_xs_fits, dw_xs_per_bank
+from ..spec.record import DbMethod, DwMethod, DxMethod, Plan, Strategy, replace
+from .budget import _check
+from .problem import _dx_method
+from .variants import _band_options, _with_regions
+
+
+def _first_fits(make, options, hw: TargetFigures, g: ConvGeom, keep: int = 2) -> list:
+    """The first ``keep`` options whose plan (built by ``make``) fits; else the last one tried."""
+    out, tried = [], None
+    for opt in options:
+        tried = opt
+        if not _check(g, make(opt), hw)[0]:
+            out.append(opt)
+            if len(out) >= keep:
+                break
+    return out or ([tried] if tried is not None else [])
+
+
+def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
+    """Candidate plans: strategy x dw method x db method x (dx tiling, dw tiling) that fit first."""
+    cdx, cdw, cdb = base["compute_dx"], base["compute_dw"], base["compute_db"]
+    n_co = n_tiles(g.c_out, PMAX)
+    dw_ci = min(PMAX, g.c_in)
+    gmax = max(1, min(g.taps, MOVING_MAX // dw_ci))
+    if g.pointwise or g.taps == 1:
+        dw_opts = [(DwMethod.GEMM if g.pointwise else DwMethod.TAP_GEMM, 1)]
+    else:
+        dw_opts = [(DwMethod.TAP_GEMM, 1)] + ([(DwMethod.TAP_PACK, gmax)] if gmax > 1 else [])
+    dw_opts.append((DwMethod.ROW_PACK, max(1, min(g.axes[2].k, MOVING_MAX // dw_ci))))
+    if g.pointwise and g.dtype_bytes == 2 and hw.name != "trn1":   # dma_transpose: 2-byte, NC-v3+
+        dw_opts.append((DwMethod.DMA_GEMM, 1))
+    elif not pw.shared_gemm_domain(g) and g.dtype_bytes == 2 and hw.name != "trn1" and cdx:
+        dw_opts.append((DwMethod.DMA_GEMM, 1))   # K_d x 1 x 1: the shared-dy GEMM kernel only
+    dw_opts = [(m, G_, False) for m, G_ in dw_opts]
+    if not g.pointwise and dw_xs_fits(g):   # x^T stationary: box mode (tap groups) and row mode
+        slots = max(1, PMAX // dw_ci)
+        gx = max(1, min(g.taps, MOVING_MAX // dw_ci, slots * dw_xs_per_bank(g) * XS_MAX_BANKS))
+        dw_opts += [(DwMethod.TAP_PACK if gx > 1 else DwMethod.TAP_GEMM, gx, True),
+                    (DwMethod.ROW_PACK, max(1, min(g.axes[2].k, slots)), True)]
+    if not cdw:
+        dw_opts = [(None, 1, False)]
+    dbs: list[DbMethod | None] = [None]
+    if cdb:
+        dbs = [DbMethod.FOLD, DbMethod.STANDALONE] if (cdx or cdw) else [DbMethod.STANDALONE]
+    strategies = [Strategy.SHARED_DY, Strategy.PER_GRADIENT] if (cdx and cdw) else [Strategy.PER_GRADIENT]
+    full = (g.axes[0].n, g.axes[1].n)
+    dx_bands = [(d, g.axes[1].n) for d in _band_options(g.axes[0].n)] + \
+        [(1, h) for h in _band_options(g.axes[1].n)[1:]]
+    dw_bands = [(d, g.axes[1].o) for d in _band_options(g.axes[0].o)] + \
+        [(1, h) for h in _band_options(g.axes[1].o)[1:]]
+    ci_opts = [(dw_ci, False), (dw_ci, True)] + [(t, True) for t in (64, 32, 16, 8, 4, 2, 1) if t < dw_ci]
+    ranges = [g.c_in] + [r for r in (512, 256, 128) if r < g.c_in] + ([dw_ci] if dw_ci < min(128, g.c_in) else [])
+    ranges = [r for r in ranges if r % dw_ci == 0 or r == g.c_in]
+
+    def plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng, cdx_=cdx, cdw_=cdw, taps=0) -> Plan:
+        b = dict(base, compute_dx=cdx_, compute_dw=cdw_)
+        return Plan(**b, strategy=strat, dx_method=_dx_method(g) if cdx_ else None,
+                    dw_method=dw_m if cdw_ else None, db_method=db, dx_band=dxb, dw_band=dwb,
+                    dx_ci_tile=ci_tile, dx_ci_outer=ci_outer, dw_ci_tile=dw_ci, dw_tap_group=G,
+                    dw_co_chunk=min(n_co, 2 if strat is Strategy.SHARED_DY else 3), dw_ci_range=rng,
+                    dy_bufs=2, dw_tap_range=taps, dw_x_stationary=xs and cdw_)   # xs: the loop's dw option
+
+    plans: list[Plan] = []
+    for dw_m, G, xs in dw_opts:
+        # dx tilings that fit alone (the per-gradient dx section)
+        dx_cfgs = [(full, dw_ci, False)]
+        if cdx:
+            dx_cfgs = []
+            fitting = 0
+            for ci_tile, ci_outer in ci_opts:
+                fits = _first_fits(lambda band, t=ci_tile, o=ci_outer, m=dw_m, gg=G: plan(
+                    Strategy.PER_GRADIENT, m, gg, None, band, t, o, full, g.c_in, cdw_=False),
+                    dx_bands, hw, g)
+                dx_cfgs += [(band, ci_tile, ci_outer) for band in fits]
+                if not _check(g, plan(Strategy.PER_GRADIENT, dw_m, G, None, fits[0], ci_tile, ci_outer, full,
+                                      g.c_in, cdw_=False), hw)[0]:
+                    fitting += 1
+                    # keep the C_in-outer variant too when it exists: smaller filter residency lets
+                    # the filters load before dw
+                    if fitting >= 2 or len(ci_opts) < 2 or g.c_in <= dw_ci:
+                        break
+        dw_cfgs = [((g.axes[0].o, g.axes[1].o), g.c_in, 0)]
+        if cdw and dw_m is not DwMethod.DMA_GEMM:
+            dw_cfgs = _dw_tilings(g, hw, dw_bands, ranges, lambda band, r, taps, m=dw_m, gg=G: plan(
+                Strategy.PER_GRADIENT, m, gg, None, full, dw_ci, False, band, r, cdx_=False, taps=taps))
+        for strat in strategies:
+            if dw_m is DwMethod.DMA_GEMM and not g.pointwise and strat is not Strategy.SHARED_DY:
+                continue   # (nki_dw_gemm is 1x1x1 only)
+            for db in dbs:
+                if strat is Strategy.SHARED_DY:
+                    # the shared-dy GEMM kernel with a D kernel: one chunk per batch (the taps cross D planes)
+                    # (LNC2: also half of each batch's D planes per item, so a program takes half a batch)
+                    bands = ([full] + ([(ceil_div(g.axes[0].n, 2), g.axes[1].n)] if base["lnc"] == 2 and g.axes[0].n > 1
+                                       else []) if dw_m is DwMethod.DMA_GEMM and not g.pointwise else dx_bands)
+                    shared = _first_fits(lambda band, st=strat, m=dw_m, gg=G, d=db: plan(st, m, gg, d, band, dw_ci, False,
+                                                           (g.axes[0].o, g.axes[1].o), g.c_in),
+                                         bands, hw, g)
+                    for band in shared:
+                        p = plan(strat, dw_m, G, db, band, dw_ci, False, (g.axes[0].o, g.axes[1].o), g.c_in)
+                        if db is not DbMethod.FOLD or _fold_ok(g, p):
+                            # shared-dy pointwise (nki_pw_shared) has no dx variants
+                            plans += _pw_variants(p) if pw_shared_on(p) else _with_regions(g, p, hw)
+                    continue
+                for dxb, ci_tile, ci_outer in dx_cfgs:
+                    for dwb, rng, taps in dw_cfgs:
+                        p = plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng, taps=taps)
+                        if db is not DbMethod.FOLD or _fold_ok(g, p):
+                            plans += _with_regions(g, p, hw)
+    return plans + _s2d_plans(g, base, hw)
+
+
+def _s2d_plans(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
+    """The space-to-depth GEMM method's candidates (kernels/methods/s2d_gemm), one per tiling option."""
+    cdx, cdw, cdb = base["compute_dx"], base["compute_dw"], base["compute_db"]
+    if not (cdx or cdw):
+        return []
+    flags = (cdx, cdw, cdb)
+    ci = min(PMAX, g.c_in)
+    return [Plan(**base, strategy=Strategy.SHARED_DY, dx_method=DxMethod.S2D_GEMM if cdx else None,
+                 dw_method=DwMethod.S2D_GEMM if cdw else None, db_method=DbMethod.FOLD if cdb else None,
+                 dx_band=(1, 1), dw_band=(1, 1), dx_ci_tile=ci, dx_ci_outer=False, dw_ci_tile=ci,
+                 dw_tap_group=1, dw_co_chunk=1, dw_ci_range=g.c_in, dy_bufs=1, s2d_group=o.group_tiles)
+            for o in s2d_spec.options(g, base["lnc"], flags, hw.sbuf_usable)]
+
+
+# (N, late): one dy^T sub-tile in N by DMA, everywhere or (late) only from the program's middle step on
+_PW_DYT_DMA = ((2, False), (4, False), (1, True), (2, True), (4, True))
+
+
+def _pw_variants(p: Plan) -> list[Plan]:
+    """Shared-dy pointwise: db folded on the PE (ones-vector matmuls on dy^T) or by ScalarE activation reduces
+    of the natural dy tiles (the PE is the bottleneck there; the dy^T evictions move to VectorE)."""
+    out = [p]
+    if db_on_dw(p):
+        out.append(replace(p, pw_db_scalar=True))
+    return out + [replace(q, pw_dyt_dma=k, pw_dyt_late=late) for q in out for k, late in _PW_DYT_DMA]
+
+
+def _dw_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ranges: list[int], make) -> list:
+    """(band, C_in range, taps per pass) of per-gradient dw: the C_in ranges largest first, the first
+    that fits kept; only when none fits with every tap in one pass (the fp32 accumulators of a big
+    filter, taps x C_out x 4 B per partition), tap passes: for each C_in range the fewest passes
+    that fit (dy and x are streamed once per pass), from the two largest ranges that have one."""
+    out = []
+    for rng in ranges:
+        fits = _first_fits(lambda band, r=rng: make(band, r, 0), bands, hw, g)
+        out += [(band, rng, 0) for band in fits]
+        if not _check(g, make(fits[0], rng, 0), hw)[0]:
+            return out
+    unit = dw_tap_unit(g, make(bands[0], ranges[0], 0))
+    units = ceil_div(g.taps, unit)
+    tap_opts = sorted({ceil_div(units, n) * unit for n in range(2, units + 1)} - {g.taps}, reverse=True)
+    found = []
+    for rng in ranges:
+        for taps in tap_opts:
+            fits = [b for b in _first_fits(lambda band, r=rng, t=taps: make(band, r, t), bands, hw, g)
+                    if not _check(g, make(b, rng, taps), hw)[0]]
+            if fits:
+                found += [(band, rng, taps) for band in fits]
+                break
+        if len({r for _b, r, _t in found}) >= 2:
+            break
+    return found or out
+
+
+def _fold_ok(g: ConvGeom, p: Plan) -> bool:
+    """db can fold on a dy load only when those loads cover every dy row."""
+    if p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
+        return True
+    if p.compute_dw or p.compute_dx:
+        return axis_covered(g.axes[0], p.dx_band[0]) and axis_covered(g.axes[1], p.dx_band[1]) \
+            and axis_covered(g.axes[2], g.axes[2].n)
+    return False

@@ -1,0 +1,481 @@
+"""The analytic estimate of a candidate: its sections (dx, dw, db), their busy time per engine and
+how they compose into a modelled time.
+"""
+from __future__ import annotations
+
+from .. import dx_toeplitz as toeplitz
+from .. import pw_shared as pw
+from ..costs import CostSheet, TargetFigures, compose_ns, flow_shop_ns
+from ..geometry import ConvGeom, ceil_div
+from ..methods.s2d_gemm import estimate as s2d_estimate
+from ..methods.s2d_gemm import spec as s2d_spec
+from ..schedule import (
+    FILTER_RUN_CI_MAX,
+    MOVING_MAX,
+    PMAX,
+    axis_bands,
+    box_block_sizes,
+    dw_x_extent,
+    dw_x_fill,
+    dx_packs,
+    n_tiles,
+    row_stack_roles,
+    tile_sizes,
+)
+from ..spec.compose import (
+    _dw_dx_merged,
+    db_on_dw,
+    dx_band_early_legal,
+    dx_bands_held,
+    dx_box_items,
+    dx_inside_dw_on,
+    dx_prefetched,
+    filters_after_first_chunk,
+    pw_shared_on,
+)
+from ..spec.dw_options import (
+    cast_group,
+    dw_columns,
+    dw_db_program,
+    dw_defer_finish,
+    dw_direct,
+    dw_fused_exchange,
+    dw_own_taps,
+    dw_program_items,
+    dw_row_chunk_rows,
+    dw_tap_passes,
+)
+from ..spec.dw_xs import db_ones_chunk, dw_xs_bundle, dw_xs_bundles
+from ..spec.dx_options import _filter_group, dx_ci_split_on, dx_program_items, dx_t_active, filters_by_dma
+from ..spec.items import _split, dw_items
+from ..spec.psum import PSUM_BANK_BYTES
+from ..spec.record import DbMethod, DwMethod, DxMethod, Plan, Strategy, replace
+from ..xt_rows import xt_dma_bufs, xt_dma_setup_cost
+from .budget import _db_chunk, _dx_dy_extent, _gemm_dma_chunks
+from .estimate_dw import (
+    _cost_fill,
+    _estimate_dw_item,
+    _estimate_xs_finish,
+    _estimate_xs_finish_shared,
+    _shared_stacked_xs,
+)
+from .estimate_dx import _dx_band_sheet, _estimate_dpairs, _estimate_dx_band, _estimate_dx_t
+from .estimate_waits import (
+    _dw_exchange_ns,
+    _dw_head_ns,
+    _dx_head_ns,
+    _dx_t_fill_ns,
+    _dx_tail_ns,
+    _first_band_placement,
+    _lone_dma_ns,
+    _shared_region_fills,
+)
+
+
+def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str, float]]:
+    """Modelled time (under LNC2 the later program's, as nkisim's makespan) and program 0's per-engine
+    busy time."""
+    if p.s2d_group:   # from the method's work list (kernels/methods/s2d_gemm)
+        return s2d_estimate.estimate_us(g, s2d_spec.S2dOptions(p.s2d_group), p.lnc,
+                                        (p.compute_dx, p.compute_dw, p.compute_db), hw)
+    c, fill = _estimate_sheet(g, p, hw)
+    # dx inside dw's boxes: each box's x^T transfers are issued a whole pass ahead of the matmuls that read
+    # them, under the box's dx items, so the merged body stalls less than the generic share says
+    loss = {"dx": BOXES_LOSS} if p.dx_inside_boxes and dx_inside_dw_on(g, p) else None
+    total = compose_ns(_sections(c, g, p), section_order(g, p), fill, hw, c.steps, c.steps_head, loss, c.flow)
+    for pid in range(1, p.lnc):   # the split is uneven (tap units, db on one program, odd item counts)
+        c1, fill1 = _estimate_sheet(g, p, hw, pid)
+        total = max(total, compose_ns(_sections(c1, g, p), section_order(g, p), fill1, hw, c1.steps,
+                                      c1.steps_head, loss, c1.flow))
+    return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
+
+
+def _pw_flow(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, chunks: list, items: list,
+             filters: tuple[float, float], db: str, head: float) -> None:
+    """The shared-dy GEMM kernel's body as a DMA -> PE flow shop of its steps (``pw_shared.flow_steps``):
+    dx's band work per chunk (``_dx_band_sheet``: PE, store), the filters with the first step; the first
+    step's loads the fill charges (``head``) are not counted again."""
+    # the first step runs C_out tile outer when the filters come per (C_out tile, tap) (nki_pw_shared)
+    co_major = filters_by_dma(g, p) and g.c_in > FILTER_RUN_CI_MAX
+    dx_work = []
+    for _b, bd, bh in items:
+        sheet = _dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh)
+        dx_work.append((sheet.busy["tensor"], sheet.busy["dma"]))
+    c.flow_shop(pw.flow_steps(lambda: CostSheet(hw), g, chunks, dx_work, filters, db, p.pw_dyt_dma,
+                              p.pw_dyt_late), head, pw.first_parts(g, co_major))
+
+
+def section_order(g: ConvGeom, p: Plan) -> list[str]:
+    """The kernel's sections in issue order (conv3d_bwd.py); shared_dy runs dx and dw's boxes as one."""
+    if p.strategy is Strategy.SHARED_DY:
+        return ["dx_filters", "dx+dw", "dx_tail", "dw_finish", "db", "db_store"]
+    if p.filters_first and p.compute_dw and not filters_after_first_chunk(g, p):
+        # issued before dw: ahead of dw's first loads in the DMA queues
+        head, dx = ["dx_filters", "dw"], ["dx_prefetch", "dx", "dx_tail"]
+    else:
+        head, dx = ["dw"], ["dx_filters", "dx_prefetch", "dx", "dx_tail"]
+    if dw_defer_finish(g, p):   # LNC2: dw's adds, casts and stores after dx
+        return [*head, *dx, "dw_finish", "db", "db_store"]
+    return [*head, "dw_finish", *dx, "db", "db_store"]
+
+
+def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tuple[CostSheet, float]:
+    """Program ``pid``'s busy time per engine and kernel section (``CostSheet.section``), and the fill (ns):
+    the latencies no busy time covers (first loads, exposed waits, LNC2 rendezvous)."""
+    c = CostSheet(hw)
+    ds = g.dtype_bytes
+    fp32 = g.dtype == "fp32"
+    two = ds == 2
+    n_co = n_tiles(g.c_out, PMAX)
+    co_t = min(PMAX, g.c_out)
+    W, Wo = g.axes[2].n, g.axes[2].o
+    fill = 2 * hw.dma_fixed_ns
+    dw_head = 0.0
+    if p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dw_method is not DwMethod.DMA_GEMM:
+        # dw runs first: the PE waits for its first dy box and x (band or x^T tile)
+        dw_head = _dw_head_ns(g, p, hw, pid)
+        fill += dw_head
+        if p.dw_head_split:   # the pipeline's first-step loads (section_ns) overlap the pieces: what it
+            dw_head = _dw_head_ns(g, replace(p, dw_head_split=False), hw, pid)   # credits is the unsplit head
+    # (dx's first filter group is the "dx_filters" lead section: compose_ns charges what the sections
+    # before it do not hide; with dx first -- shared_dy, dx only -- all of it)
+    if p.compute_dx:
+        c.section("dx_filters")
+        ci_tiles = tile_sizes(g.c_in, p.dx_ci_tile)
+        items = dx_program_items(g, p, pid)
+        if dx_ci_split_on(g, p):   # this program's C_in tiles
+            ci_tiles = _split(ci_tiles, p.lnc, pid)
+        grp = _filter_group(g, p)
+        before_filters = dict(c.busy)   # (shared-dy pointwise: the filters join its first step's flow)
+        if p.dx_regions > 1 and g.c_out < PMAX // p.dx_regions:   # dy ring zeroed once (gaps between regions)
+            ext = _dx_dy_extent(g, p.dx_band)
+            c.compute("gpsimd", ext[0] * ext[1] * ext[2], 0, 1.0, p.dy_bufs, op="memset")
+        if p.dx_regions > 1:   # block-diagonal filters: a DMA per region and tap group, [128, 128] transposes
+            grp = max(1, min(g.taps, PSUM_BANK_BYTES // (PMAX * ds)))
+            c.compute("gpsimd", grp * PMAX, 0, 1.0, 3, op="memset")
+            c.dma(g.c_in * g.c_out * ds * grp, g.c_out * ds, ceil_div(g.taps, grp) * p.dx_regions)
+            c.transpose(PMAX, PMAX, fp32, g.taps)
+            c.evict(grp * PMAX, two, ceil_div(g.taps, grp))
+            ci_tiles = []
+        for i, ci in enumerate(ci_tiles):   # filters: per tap a DMA, per (co tile, tap group) transposes + evict
+            # C_in-outer: later groups load while the group before them computes (part of dx)
+            # (shared-dy pointwise issues them inside its body, behind the first step's dy)
+            c.section("dx+dw" if pw_shared_on(p) else "dx_filters" if i == 0 or not p.dx_ci_outer else "dx")
+            if filters_by_dma(g, p):   # dma_transpose from HBM at 90 % of the bandwidth
+                c.busy["dma"] += g.taps * ci * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9)
+                continue
+            c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(g.taps, grp))
+            c.transpose(ci, co_t, fp32, g.taps * n_co)
+            c.evict(grp * ci, two, n_co * ceil_div(g.taps, grp))
+        filters = (c.busy["dma"] - before_filters["dma"], c.busy["tensor"] - before_filters["tensor"])
+        c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dx")
+        reloads = len(ci_tiles) if p.dx_ci_outer else 1
+        loads = CostSheet(hw)   # one pass of dy band loads, charged once per reload
+        if reloads:
+            fills = []
+            for _b, bd, bh in items:
+                bw = axis_bands(g.axes[2], W)[0]
+                bands3 = (bd, bh, bw)
+                ext = [b_.extent for b_ in bands3]
+                if min(ext) <= 0:
+                    fills.append(None)
+                    continue
+                o = g.out_size
+                valid = [(max(b_.q0, 0), min(b_.q1, o[a])) for a, b_ in enumerate(bands3)]
+                lo = [max(v0 - b_.q0, 0) for (v0, _v), b_ in zip(valid, bands3)]
+                hi = [max(lo[a], valid[a][1] - bands3[a].q0) for a in range(3)]
+                fills.append((lo, hi, ext, valid))
+                if p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw:
+                    own = (bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo
+                    loads.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
+                    loads.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
+            shared = _shared_region_fills(g, p, items, fills)
+            if fills and fills[0] is not None and (p.strategy is Strategy.SHARED_DY or not p.compute_dw) \
+                    and not pw_shared_on(p):   # (shared-dy pointwise: its first step, below)
+                head = _dx_head_ns(g, hw, *fills[0])   # dx runs first: its first dy band
+                if p.dx_dphase_pairs and filters_by_dma(g, p):
+                    # the slot tiles come by a few 3-D transposes (``slot_runs``) issued with the first band:
+                    # both are in flight from the start and the first group needs only its slots' runs, so
+                    # the later of the two counts, not their sum (down_s2 LNC1 shared dy: head 2.9 us
+                    # modelled, 3.8 summed)
+                    head = max(0.0, head - g.taps * g.c_in * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9))
+                fill += head
+            held = dx_bands_held(g, p, pid)
+            for i, f in enumerate(fills):
+                if f is not None:
+                    # a shared pack fill: its first region pays the memsets and placement
+                    _cost_fill(loads, g, n_co, co_t, *f, fill_work=shared.get(i, True),
+                               held=(items[i][0], tuple(f[3])) in held)
+            first_place = _first_band_placement(g, hw, fills)
+            if first_place and dx_band_early_legal(g, p):
+                if p.dx_band_early:   # GpSimd places the first band (once), not VectorE
+                    c.busy["vector"] -= n_co * first_place[0]
+                    c.busy["gpsimd"] += n_co * first_place[1]
+                else:   # dw runs first: the placement queues behind dw's last evictions on VectorE, exposed
+                    fill += n_co * first_place[0]
+        for _ in range(reloads):
+            c.add(loads)
+        if dx_t_active(p):
+            _estimate_dx_t(c, g, p, hw, items)
+            if dx_prefetched(p):   # loaded during dw: a lead that dw's idle DMA time hides (compose_ns)
+                c.exposed("dx_prefetch", _dx_t_fill_ns(g, p, hw, items))
+            else:
+                fill += _dx_t_fill_ns(g, p, hw, items)
+        elif p.dx_method is DxMethod.TOEPLITZ:
+            tzm = p.dx_toeplitz_merge
+            if p.dx_toeplitz_w:
+                toeplitz.estimate_grids_w(c, g, p.dx_toeplitz, tzm, p.dx_toeplitz_w, p.dx_toeplitz_pair,
+                                          toeplitz.fast_grid(g, p))
+            else:
+                toeplitz.estimate_grids(c, g, p.dx_toeplitz, p.dx_toeplitz_pair, tzm)
+            if items and p.dx_toeplitz_w:   # the first block's split pairs run during the first copy
+                e, nb, _copy = toeplitz.first_block_expansion(g, hw.name, p.dx_toeplitz, tzm, p.dx_toeplitz_w,
+                                                                p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band),
+                                                                items[0][1], items[0][2])
+                c.matmul(PMAX, nb, g.dtype == "fp32", e)
+                toeplitz.first_band_adjust(c, g, p, _dx_dy_extent(g, p.dx_band), items[0][1], items[0][2])
+                fill += max(0.0, toeplitz.first_copy_ns(g, hw, p.dx_toeplitz, p.dx_toeplitz_pair,
+                                                        _dx_dy_extent(g, p.dx_band), items[0][1], items[0][2], tzm)
+                            - 2 * e * max(64, nb) / hw.tensor_ghz)
+            elif items:
+                fill += toeplitz.first_copy_ns(g, hw, p.dx_toeplitz, p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band),
+                                               items[0][1], items[0][2], tzm)
+                fill += toeplitz.store_tail_ns(g, hw, p.dx_toeplitz, p.dx_band, items[-1][1], items[-1][2], tzm)
+            for _b, bd, bh in items:
+                if p.dx_toeplitz_w:
+                    c.add(toeplitz.band_sheet_w(g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh, p.dx_toeplitz_pair,
+                                                _dx_dy_extent(g, p.dx_band), tzm, p.dx_toeplitz_w))
+                else:
+                    c.add(toeplitz.band_sheet(g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh, p.dx_toeplitz_pair,
+                                              _dx_dy_extent(g, p.dx_band), tzm))
+        elif p.dx_dphase_pairs:
+            _estimate_dpairs(c, g, p, hw, items)
+        elif p.dx_regions == 1 and dx_ci_split_on(g, p):
+            for _b, bd, bh in items:
+                _estimate_dx_band(c, g, None, bd, bh, ci_tiles, n_co, fp32, two, W)
+        elif p.dx_regions == 1:
+            for _b, bd, bh in items:
+                c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh))
+        else:   # one band's compute per pack; its store once per region
+            for pack in dx_packs(g, items, p.dx_regions):
+                _b, bd, bh = pack[0]
+                c.add(_dx_band_sheet(g, hw.name, PMAX, bd, bh, True))
+                rows = (bd.i1 - bd.i0) * (bh.i1 - bh.i0)
+                c.dma(g.c_in * rows * W * ds, (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W)
+                      * ds, len(pack) - 1)
+        if items and p.dx_method is not DxMethod.TOEPLITZ and not pw_shared_on(p):
+            # (toeplitz: its store_tail_ns, in the fill; shared-dy pointwise: a step's store, below)
+            c.exposed("dx_tail", _dx_tail_ns(g, p, hw, items[-1]))
+    if p.compute_dw:
+        c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dw")
+    if pw_shared_on(p):   # dw's share of the shared-dy pointwise kernel (dx:gemm is charged above)
+        chunks = [pw.chunk_of(g, it) for it in dx_program_items(g, p, pid)]
+        head = pw.head_ns(g, hw, chunks)
+        fill += head
+        db_where = ("scalar" if p.pw_db_scalar else "pe") if db_on_dw(p) else ""
+        pw.estimate_dw(c, g, chunks, db_where, p.lnc, p.pw_dyt_dma, p.pw_dyt_late)
+        if p.compute_dx:
+            _pw_flow(c, g, p, hw, chunks, dx_program_items(g, p, pid), filters, db_where, head)
+        nb, run = pw.store_tail_bytes(g, chunks)
+        c.exposed("dx_tail", _lone_dma_ns(hw, nb, run, min(PMAX, g.c_in)) - hw.dma_fixed_ns if nb else 0.0)
+        if p.lnc == 2:   # the reduce-scatter of dw:dma_gemm's positions split, under the last dx steps
+            half = ceil_div(g.c_out, 2)
+            ci_t = min(PMAX, g.c_in)
+            mine = n_tiles(g.c_in, PMAX) * len(pw.lay_of(g).shifts)   # per tap and C_in tile
+            c.compute("vector", g.c_out, 1, 1.0, mine, op="tensor_copy")
+            c.dma(ci_t * half * 4, half * 4, mine)
+            c.compute("vector", half, 2, 1.0, mine, op="tensor_tensor")
+            c.dma(ci_t * (g.c_out - half) * ds, (g.c_out - half) * ds, mine)
+            # the exchange (a rendezvous), the last add and store, beyond what runs after the last send
+            # window's matmuls: the own columns' dw, the held-back dx steps and their store (charged above)
+            ex = _lone_dma_ns(hw, ci_t * half * 4, half * 4, ci_t) * (1 if db_on_dw(p) else 0.5)
+            add = (max(64, 2 * half) + 60) / hw.vector_ghz
+            last = _lone_dma_ns(hw, ci_t * (g.c_out - half) * ds, (g.c_out - half) * ds, ci_t)
+            after = pw.dx_tail_pe_ns(g, hw, chunks) + pw.own_after_send_pe_ns(g, hw, chunks, pid)
+            fill += max(0.0, ex + add + last - after - (_lone_dma_ns(hw, nb, run, min(PMAX, g.c_in)) if nb else 0.0))
+    elif p.compute_dw and p.dw_method is DwMethod.DMA_GEMM:
+        npos = g.axes[0].o * g.axes[1].o * Wo
+        by_pos = p.lnc == 2 and p.dw_split == "positions"
+        tiles_ = g.batch * ceil_div(npos, PMAX)
+        mine = len(_gemm_dma_chunks(g, 1 if by_pos else p.lnc)[0 if by_pos else pid])
+        if by_pos:   # half the position tiles; per C_in tile a reduce-scatter of the C_out halves
+            tiles_ = ceil_div(tiles_, 2)
+            half = ceil_div(g.c_out, 2)
+            ci_t = min(PMAX, g.c_in)
+            c.compute("vector", g.c_out, 1, 1.0, mine, op="tensor_copy")           # PSUM -> fp32 partial
+            c.dma(ci_t * half * 4, half * 4, mine)                                  # the exchange
+            c.compute("vector", half, 2, 1.0, mine, op="tensor_tensor")             # add into the output dtype
+            c.dma(ci_t * (g.c_out - half) * ds, (g.c_out - half) * ds, mine)       # program 0's half: the larger
+            # pipelined over the C_in tiles: the last tile's exchange (a rendezvous) is exposed
+            fill += _lone_dma_ns(hw, ci_t * half * 4, half * 4, ci_t)
+        blocks = [min(MOVING_MAX, g.c_out - s_) for s_ in range(0, g.c_out, MOVING_MAX)]
+        eff = 0.9   # dma_transpose from HBM (trn2 arch guide, nkisim)
+        c.busy["dma"] += tiles_ * (min(PMAX, npos) * (g.c_out + mine * PMAX) * ds) / (hw.dma_bytes_per_ns * eff)
+        for cn in blocks:
+            c.matmul(PMAX, cn, fp32, tiles_ * mine)
+        if db_on_dw(p):
+            c.matmul(co_t, 1, fp32, tiles_ * n_co)
+        if not by_pos:
+            c.evict(sum(blocks), two, mine)
+            c.dma(min(PMAX, g.c_in) * g.c_out * ds, g.c_out * ds, mine)
+    elif p.compute_dw:
+        items = dw_items(g, p) if p.dw_split == "taps" else dw_program_items(g, p, pid)
+        wcols = dw_columns(g, p, pid)   # W output columns of this program (LNC2 columns split: its half)
+        own0 = dw_own_taps(g, p, pid)
+        chunk = min(p.dw_co_chunk, n_co)
+        n_chunks = ceil_div(n_co, chunk)
+        xpad = any(a.k > 1 or a.lo or a.hi or a.s > 1 for a in g.axes)
+        bank = PSUM_BANK_BYTES // ds
+        # a box's cost depends on its rows, its x fill, the C_in tiles and the number of taps in the pass
+        # (not on which taps): shared by every C_in range and tap pass of the same shape
+        cache: dict = {}
+        last_sheet = None   # the last item's dw work (shared_dy row stacking: flushed after dx's last band)
+        for r0 in range(0, g.c_in, p.dw_ci_range):
+            width = min(p.dw_ci_range, g.c_in - r0)
+            ci_tiles = tile_sizes(width, p.dw_ci_tile)
+            for pi, span in enumerate(dw_tap_passes(g, p, pid)):
+                c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dw")
+                if p.dw_xt_dma:
+                    xt_dma_setup_cost(c, g, p.dw_ci_tile, dw_xs_bundle(g, p) if p.dw_x_stationary else 1)
+                # db_ones: the chunk whose stationary takes the ones slot (the db program's first pass)
+                ones = (db_ones_chunk(g, p, span) if p.db_ones and r0 == 0 and pi == 0
+                        and (own0 is None or dw_db_program(g, p) == pid) else None)
+                if ones is not None:   # the ones slot of every bundle tile, once, when dw's state is made:
+                    # ahead of dw's first x^T zero-row memsets on GpSimd, so exposed at dw's start (dilated_d2,
+                    # C_in 64: 3 x 4.4k elements, ~6.5 us; the stem's 3 x 207 elements: ~0.3 us)
+                    ones_sheet = CostSheet(hw)
+                    ones_sheet.compute("gpsimd", dw_x_extent(g.axes[2], Wo) * p.dw_ci_tile, 0, 1.0,
+                                       xt_dma_bufs(p) if p.dw_xt_dma else 2, op="memset")
+                    c.add(ones_sheet)
+                    fill += ones_sheet.busy["gpsimd"]
+                # row stacking: each item's chunk roles (a "lower" chunk's matmuls run with the next chunk's)
+                chunk_rows = dw_row_chunk_rows(g, p, items) if p.dw_method is DwMethod.ROW_PACK else []
+                roles = row_stack_roles([n for r in chunk_rows for n in r]) if p.dw_row_stack else None
+                role_at = 0
+                box_items = dx_box_items(g, p, pid) if p.dx_inside_boxes and dx_inside_dw_on(g, p) else []
+                for it, (_b, (d0, d1), (h0, h1)) in enumerate(items):
+                    if it < len(box_items) and box_items[it]:   # the boxes that run dx items: one body with dx
+                        c.section("dw_in")
+                    item_roles = ()
+                    if roles is not None:
+                        item_roles = tuple(roles[role_at:role_at + len(chunk_rows[it])])
+                        role_at += len(chunk_rows[it])
+                    rows = (d1 - d0, h1 - h0)
+                    if rows[0] <= 0 or rows[1] <= 0:
+                        continue
+                    _x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1))
+                    key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0,
+                           span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles, wcols, ones)
+                    if key not in cache:
+                        cache[key] = CostSheet(hw)
+                        _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks, xpad,
+                                          bank, span, item_roles, wcols, ones)
+                    c.add(cache[key])
+                    last_sheet = cache[key]
+                    if p.dw_method is DwMethod.ROW_PACK and p.strategy is not Strategy.SHARED_DY:
+                        # the x^T tiles its row passes stream (a stacked pair is one pass): section_ns's steps
+                        tiles = (len(dw_xs_bundles(g, p, span)) if p.dw_x_stationary
+                                 else max(1, (span[1] - span[0]) // g.kernel[2]))
+                        c.pipeline_steps((len(chunk_rows[it]) - item_roles.count("lower")) * len(ci_tiles) * tiles)
+                        c.pipeline_head(dw_head)
+                    if p.strategy is not Strategy.SHARED_DY and not p.dw_dyt_dma:
+                        c.dma(co_t * rows[0] * rows[1] * Wo * ds, (rows[1] * Wo if rows[1] == g.axes[1].o else Wo) * ds, n_co)
+                    if db_on_dw(p) and r0 == 0 and pi == 0 and (own0 is None or dw_db_program(g, p) == pid):
+                        # ones-vector matmuls per dy^T column, one add per tile (tap split: one program)
+                        cols = ((len(chunk_rows[it]) - item_roles.count("lower")) * (wcols[1] - wcols[0])
+                                if p.dw_method is DwMethod.ROW_PACK
+                                else sum(cnt for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)))
+                        c.matmul(co_t, 1, fp32, cols * n_co)
+                        c.compute("vector", 1, 2, 1.0, n_co, op="tensor_tensor")
+                c.section("dw_finish")
+                if p.strategy is Strategy.SHARED_DY and p.dw_row_stack and last_sheet is not None:
+                    # the waiting chunk's pass is flushed in finish, after dx's last band: dx's last store
+                    # runs beside it (the last item's dw PE work), not after everything
+                    c.waits["dx_tail"] = max(0.0, c.waits.get("dx_tail", 0.0) - last_sheet.busy["tensor"])
+                if p.dw_x_stationary:
+                    xs_fill = (_estimate_xs_finish_shared if _shared_stacked_xs(p) else _estimate_xs_finish)(
+                        c, g, p, hw, width, span, pid)
+                    if p.strategy is Strategy.SHARED_DY or p.compute_dx:
+                        # a trail: shared_dy at the end, beside dx's last store; per gradient, the finish has
+                        # no PE work, so the in-order PE goes on with dx while the LNC2 exchange, the adds and
+                        # the stores run (unet3d LNC2: dx's matmuls start right after dw's last one)
+                        c.exposed("dw_finish", xs_fill)
+                    else:
+                        fill += xs_fill
+                    continue
+                # finalize: (LNC2) exchange + add, cast, transposes, stores
+                n_span = span[1] - span[0]
+                own = dw_own_taps(g, p, pid)
+                # the reduce-scatter: program 0 stores the first ceil(n/2) taps, program 1 the rest
+                taps_here = n_span if own is not None else (ceil_div(n_span, p.lnc) if pid == 0
+                                                            else n_span - ceil_div(n_span, p.lnc))
+                grp = cast_group(g, width)
+                fused = dw_fused_exchange(g, p)   # the add of the other's partial is the cast
+                if p.lnc == 2 and own is None:
+                    ex = _dw_exchange_ns(c, g, hw, co_t, n_co, taps_here, width, grp, fused, dw_defer_finish(g, p))
+                    if p.strategy is Strategy.SHARED_DY:   # at the end, beside dx's last store: a trail
+                        c.exposed("dw_finish", ex)
+                    else:
+                        fill += ex
+                for t0 in range(0, taps_here, grp):
+                    tn = min(grp, taps_here - t0)
+                    for k in range(n_co if not dw_direct(g, p) else 0):
+                        c.compute("vector" if k % 2 == 0 else "gpsimd", tn * width, 2 if fused else 1, 1.0, 1,
+                                  op="tensor_tensor" if fused else "tensor_copy")
+                for ci in tile_sizes(width, PMAX):
+                    c.transpose(co_t, ci, fp32, taps_here * n_co)
+                    c.evict(g.c_out, two, taps_here * max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)))
+                    c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(taps_here, grp))
+
+    if p.compute_db:
+        c.section("db" if p.db_method is DbMethod.STANDALONE else "db_store")
+        if p.db_method is DbMethod.STANDALONE:
+            npos = g.axes[0].o * g.axes[1].o * Wo
+            chunk = _db_chunk(g)
+            per_b = ceil_div(npos, chunk)
+            per = ceil_div(g.batch, p.lnc)
+            bs = max(0, min(g.batch, (pid + 1) * per) - min(g.batch, pid * per))
+            c.dma(co_t * min(chunk, npos) * ds, min(chunk, npos) * ds, bs * per_b * n_co)
+            c.compute("vector", min(chunk, npos), 1, 1.0, bs * per_b * n_co, op="tensor_reduce")
+            c.compute("vector", 1, 1, 1.0, bs * per_b * n_co, op="tensor_tensor")
+        if p.db_ones:   # one row [1, C_out] of dw's accumulator
+            c.dma(g.c_out * 4, g.c_out * 4, 1)
+        else:
+            c.dma(co_t * 4, 4, n_co)
+    if p.dw_interleave:
+        _interleaved_flow(c, g, p)
+    return c, fill
+
+
+def _interleaved_flow(c: CostSheet, g: ConvGeom, p: Plan) -> None:
+    """dw-interleaved (dx:toeplitz with dw's boxes between dx's items, one body): the body's loads -- dx's
+    bands and dw's x^T bundles and dy^T by DMA -- stream ahead of the PE through the item and bundle rings,
+    so its DMA is an even pipeline of dw's x^T tiles (``c.steps``' "dw"), not a stall share: it costs the PE
+    the first step's loads beyond dw's head, which the fill charges (stem LNC1: no PE gap > 0.2 us in the
+    body, the DMA share charged 5.2 us)."""
+    secs = _sections(c, g, p)
+    n = c.steps.get("dw", 0)
+    if "dx" not in secs or n <= 0:
+        return
+    b = secs["dx"]
+    even = [([(b["dma"] / n, k)], b["tensor"] / n, 0.0) for k in range(n)]
+    c.flow["dx"] = flow_shop_ns(even, 1, c.hw.dma_fixed_ns) - c.steps_head.get("dw", 0.0)
+
+
+# ``dx_inside_boxes``: the stall-share factor of the body that merges dx with dw's boxes (SECTION_LOSS is
+# 0.125). Fitted on unet3d_c64 LNC1/LNC2 and dilated_d2 LNC1: nkisim shows the PE nearly never
+# waiting inside that body (unet3d LNC2: 1.9 us of gaps in 58 us), as the transfers are a pass ahead
+BOXES_LOSS = 0.06
+
+
+def _sections(c: CostSheet, g: ConvGeom, p: Plan) -> dict[str, dict[str, float]]:
+    """The busy time per section of a cost sheet; with ``dw_interleave`` dw's boxes run between dx's
+    items (``dx_inside_dw``: dx runs in dw's last row pass; ``dx_inside_boxes``: in every box but the
+    first, charged to "dw_in"), so the two bodies are one section (dw's DMA
+    and GpSimd work under dx's PE stream) -- as the kernel and the budget decide it (``_dw_dx_merged``)."""
+    secs = c.section_busy()
+    inside = "dw_in" if p.dx_inside_boxes else "dw"   # dx inside dw's boxes: all but the first box
+    if _dw_dx_merged(g, p) and inside in secs and "dx" in secs:
+        dw = secs.pop(inside)
+        secs["dx"] = {e: secs["dx"][e] + dw[e] for e in dw}
+    return secs

@@ -1,0 +1,288 @@
+"""The estimate of dw's work: per output box (rows or tap groups), its folds, finishes and stores."""
+from __future__ import annotations
+
+from ..costs import CostSheet, TargetFigures
+from ..geometry import ConvGeom, ceil_div
+from ..schedule import (
+    PMAX,
+    border_slabs,
+    box_block_sizes,
+    box_blocks,
+    dw_x_extent,
+    dw_x_fill,
+    n_tiles,
+    needs_stage,
+    tile_sizes,
+)
+from ..spec.compose import dx_between_on
+from ..spec.dw_options import dw_defer_finish, dw_direct, dw_own_taps, dw_tap_fine_on
+from ..spec.dw_xs import (
+    XS_MAX_BANKS,
+    dw_xs_bundles,
+    dw_xs_chunks,
+    dw_xs_fold_runs,
+    dw_xs_per_bank,
+    dw_xs_row_chunks,
+    xs_exchange_window,
+    xs_store_runs,
+)
+from ..spec.psum import PSUM_BANK_BYTES
+from ..spec.record import DwMethod, Plan, Strategy
+from ..xt_rows import DMA_TRANSPOSE_EFFICIENCY, dyt_runs, xt_dma_bufs, xt_dma_cost, xt_window
+
+
+def _fold_cost(c: CostSheet, g: ConvGeom, p: Plan, n: int, count: int) -> None:
+    """Folding ``count`` PSUM accumulators of ``n`` elements (mirrors DwState._fold)."""
+    if dw_direct(g, p):
+        c.evict(n, g.dtype_bytes == 2, count)
+    else:   # the first box copies, later boxes add (two streams): counted as adds
+        c.compute("vector", n, 2, 1.0, count, op="tensor_tensor")
+
+
+def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], oh: tuple[int, int],
+                      ci_tiles: list[int], chunk: int, n_chunks: int, xpad: bool, bank: int,
+                      span: tuple[int, int], roles: tuple[str, ...] = (),
+                      wcols: tuple[int, int] | None = None, ones: tuple[int, int, int] | None = None) -> None:
+    """dw of one output box (mirrors DwState.add_box), without its dy load and db fold; ``roles``:
+    its row chunks' roles under ``dw_row_stack``; ``wcols``: the W output columns run (row mode);
+    ``ones``: the db_ones chunk (row mode)."""
+    ds = g.dtype_bytes
+    fp32 = g.dtype == "fp32"
+    two = ds == 2
+    n_co = n_tiles(g.c_out, PMAX)
+    co_t = min(PMAX, g.c_out)
+    Wo = g.axes[2].o
+    rows = (od[1] - od[0], oh[1] - oh[0])
+    if p.dw_method is DwMethod.ROW_PACK:
+        _estimate_rows(c, g, p, (od, oh), ci_tiles, chunk, n_chunks, xpad, bank, span, roles, wcols, ones)
+        return
+    sizes = [(s_[0] * s_[1] * s_[2], cnt) for s_, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)]
+    G = p.dw_tap_group
+    t_lo, t_hi = span
+    groups = [min(G, t_hi - t) for t in range(t_lo, t_hi, G)]
+    for npos, cnt in sizes:       # dy^T once per position tile
+        if p.dw_dyt_dma:   # by dma_transpose from HBM (90 %), per C_out tile and d plane
+            c.busy["dma"] += cnt * npos * g.c_out * ds / (c.hw.dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY)
+            continue
+        c.transpose(co_t, npos, fp32, n_co * cnt)
+        c.evict(g.c_out, two, max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)) * cnt)
+    x0, xext, xlo, xhi = dw_x_fill(g, od, oh)
+    for ci in ci_tiles:
+        _cost_fill(c, g, 1, ci, xlo, xhi, xext, [(x0[a] + xlo[a], x0[a] + xhi[a]) for a in range(3)], x_side=True)
+        if p.dw_x_stationary:
+            _estimate_xs_groups(c, g, p, ci, sizes, span)
+            continue
+        for gs in groups:
+            for npos, cnt in sizes:
+                c.transpose(ci, npos, fp32, gs * cnt * n_chunks)
+                c.evict(gs * ci, two, cnt * n_chunks)
+                c.matmul(co_t, gs * ci, fp32, n_co * cnt)
+            _fold_cost(c, g, p, gs * ci, n_co)
+
+
+def _estimate_xs_groups(c: CostSheet, g: ConvGeom, p: Plan, ci: int, sizes: list[tuple[int, int]],
+                        span: tuple[int, int]) -> None:
+    """Box-mode x-stationary dw of one C_in tile (mirrors DwState.add_box): per tap group and position
+    tile the x^T transposes, then one matmul per stationary chunk (M = taps x ci, N = C_out)."""
+    fp32 = g.dtype == "fp32"
+    two = g.dtype_bytes == 2
+    chunks = dw_xs_chunks(g, p, span)
+    per_bank = dw_xs_per_bank(g)
+    for t0 in range(span[0], span[1], p.dw_tap_group):
+        gs = min(p.dw_tap_group, span[1] - t0)
+        grp = [ch for ch in chunks if t0 <= ch[0] < t0 + gs]
+        for npos, cnt in sizes:
+            c.transpose(ci, npos, fp32, gs * cnt)
+            c.evict(gs * ci, two, cnt)
+            for _t, _nb, tn in grp:
+                c.matmul(tn * ci, g.c_out, fp32, cnt)
+        for _b, _u0, k, _tn in dw_xs_fold_runs(grp, per_bank):
+            _fold_cost(c, g, p, k * g.c_out, 1)
+
+
+def _estimate_xs_finish(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, width: int,
+                        span: tuple[int, int], pid: int = 0) -> float:
+    """The end of an x-stationary pass (mirrors DwState._finish_xs): LNC2 exchange and add of this
+    program's chunks, one cast per C_in tile, stores straight into dw. Returns the exposed fill (ns)."""
+    ds = g.dtype_bytes
+    chunks = dw_xs_chunks(g, p, span)
+    cis = tile_sizes(width, p.dw_ci_tile)
+    own = dw_own_taps(g, p, pid)
+    half = ceil_div(len(chunks), p.lnc)
+    mine = chunks if (own is not None or p.lnc == 1) else (chunks[:half] if pid == 0 else chunks[half:])
+    fill = 0.0
+    if p.lnc == 2 and own is None:
+        win = xs_exchange_window(len(chunks), len(cis))
+        sent = len(cis) * len(chunks) if win is None else win[1]   # chunks sent (one C_in tile: a window)
+        nbytes = sent * g.c_out * 4 * PMAX
+        if dx_between_on(g, p):   # issued before dx's steps that follow dw's pass: it runs under them
+            c.section("dx")
+        c.dma(nbytes, sent * g.c_out * 4, 1)
+        c.section("dw_finish")
+        add = len(cis) * (len(mine) * g.c_out * 2 + 60) / hw.vector_ghz
+        if dw_defer_finish(g, p):
+            # deferred past dx: the exchange runs under dx; the add is the cast, on GpSimd (VectorE's
+            # queue holds dx's evictions; GpSimd's is free, so it runs under dx)
+            c.compute("gpsimd", len(mine) * g.c_out, 2, 1.0, len(cis), op="tensor_tensor")
+            fill += add / 2
+        else:
+            c.compute("vector", len(mine) * g.c_out, 2, 1.0, len(cis), op="tensor_tensor")
+            fill += 2 * hw.dma_fixed_ns + nbytes / hw.dma_bytes_per_ns + add
+    for ci in cis:
+        if not dw_direct(g, p) and not (p.lnc == 2 and own is None and dw_defer_finish(g, p)):
+            c.compute("vector", len(mine) * g.c_out, 1, 1.0, 1, op="tensor_copy")
+        for n_taps, count in _xs_stores(g, p, mine):
+            c.dma(n_taps * ci * g.c_out * ds, g.c_out * ds, count)
+    return fill
+
+
+def _shared_stacked_xs(p: Plan) -> bool:
+    """shared_dy, LNC1, x-stationary dw with row stacking (down_s2's pick): the waiting chunk's pass is
+    flushed in the finish, after dx's last band, and the chunks done before it are cast and stored under its
+    matmuls."""
+    return p.strategy is Strategy.SHARED_DY and p.lnc == 1 and p.dw_x_stationary and p.dw_row_stack
+
+
+def _estimate_xs_finish_shared(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, width: int,
+                               span: tuple[int, int], pid: int = 0) -> float:
+    """``_estimate_xs_finish`` where it runs under the last item's dw (``_shared_stacked_xs``): the casts and
+    stores of every store run but the last are charged to the body (in its idle DMA time: down_s2 LNC1,
+    13 stores from 27.7 to 33.9 us, the last matmul at 33.4), the last run's share stays the trail."""
+    sheet = CostSheet(hw)
+    xs_fill = _estimate_xs_finish(sheet, g, p, hw, width, span, pid)
+    runs = sum(count for _n, count in _xs_stores(g, p, dw_xs_chunks(g, p, span)))
+    last = 1.0 / max(1, runs)
+    c.section("dx+dw")
+    c.add(sheet.scaled(1.0 - last))
+    c.section("dw_finish")
+    c.add(sheet.scaled(last))
+    return xs_fill
+
+
+def _xs_stores(g: ConvGeom, p: Plan, chunks: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+    """(taps, count) of the store DMAs of one C_in tile (mirrors DwState._finish_xs)."""
+    out: dict[int, int] = {}
+    for _i, _t0, nb, tn, _single in xs_store_runs(chunks):
+        if nb > 1 and tn < g.kernel[2] and p.dw_xt_merge:   # one store per pair (``_store_pairs_apart``)
+            out[tn] = out.get(tn, 0) + nb
+            continue
+        out[nb * tn] = out.get(nb * tn, 0) + 1
+    return sorted(out.items())
+
+
+def _cost_fill(c: CostSheet, g: ConvGeom, count: int, parts: int, lo: list[int], hi: list[int], ext: list[int],
+               valid: list[tuple[int, int]], x_side: bool = False, fill_work: bool = True,
+               held: bool = False) -> None:
+    """``count`` loads of a zero-padded buffer (mirrors nki_common.load_padded); without
+    ``fill_work`` only the DMA (a region whose pack shares the memsets and placement); ``held``: the rows
+    are in SBUF already (``dx_bands_held``): the memsets and one placement copy, no DMA (``place_padded``)."""
+    ds = g.dtype_bytes
+    for n_slab in border_slabs(lo, hi, ext) if fill_work else ():
+        c.compute("gpsimd", n_slab, 0, 1.0, count, op="memset")
+    if any(h_ <= l_ for l_, h_ in zip(lo, hi)):
+        return
+    n = [hi[a] - lo[a] for a in range(3)]
+    if held:
+        c.compute("vector", n[0] * n[1] * n[2], 1, c.copy_speedup("vector", ds == 2, False, True), count,
+                  op="tensor_copy")
+        return
+    full = [g.axes[a].n if x_side else g.axes[a].o for a in range(3)]
+    # HBM side: the innermost run of full rows/planes
+    run = n[2]
+    if n[2] == full[2]:
+        run *= n[1]
+        if n[1] == full[1]:
+            run *= n[0]
+    elems = n[0] * n[1] * n[2]
+    staged = needs_stage(lo, hi, ext)
+    sbuf_run = elems if staged or not needs_stage(lo, hi, ext) else n[2]
+    c.dma(parts * elems * ds, min(run, sbuf_run) * ds, count)
+    if staged and fill_work:
+        c.compute("vector", elems, 1, c.copy_speedup("vector", ds == 2, False, True), count, op="tensor_copy")
+
+
+def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int], tuple[int, int]],
+                   ci_tiles: list[int], chunk: int, n_chunks: int, xpad: bool, bank: int,
+                   span: tuple[int, int], roles: tuple[str, ...] = (),
+                   wcols: tuple[int, int] | None = None, ones: tuple[int, int, int] | None = None) -> None:
+    """The row-mode dw of one output box (mirrors DwState._add_rows); ``roles`` (``dw_row_stack``): a
+    "lower" chunk's matmuls, folds and x^T latency are charged with its partner's (the "upper" one);
+    ``wcols``: the W output columns [lo, hi) run (LNC2 columns split), default all; ``ones``: the db_ones
+    chunk (C_in tile 0: one more pair's rows on M, folded alone)."""
+    (d_base, d_end), (h_base, h_end) = box
+    rows = (d_end - d_base, h_end - h_base)
+    ds = g.dtype_bytes
+    fp32 = g.dtype == "fp32"
+    two = ds == 2
+    n_co = n_tiles(g.c_out, PMAX)
+    co_t = min(PMAX, g.c_out)
+    w_lo, w_hi = wcols or (0, g.axes[2].o)
+    Wo = w_hi - w_lo   # matmul steps, dy^T columns
+    xwin = xt_window(g, w_lo, w_hi) if Wo < g.axes[2].o else None   # the x^T columns filled
+    kw_n = g.kernel[2]
+    xw = dw_x_extent(g.axes[2], g.axes[2].o)
+    gk = p.dw_tap_group
+    kgroups = [min(gk, kw_n - k) for k in range(0, kw_n, gk)]
+    for ck, (st, (cd, ch, _one)) in enumerate(box_blocks((0, 0, 0), (rows[0], rows[1], 1), PMAX)):
+        nrows = cd * ch
+        lower = bool(roles) and roles[ck] == 'lower'
+        if p.dw_dyt_dma:   # dy^T by dma_transpose from HBM, per C_out tile and run of rows
+            runs = len(dyt_runs(g.axes[1].o, d_base + st[0], h_base + st[1], cd, ch))
+            c.busy["dma"] += nrows * Wo * g.c_out * ds / (c.hw.dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY)
+            c.counts["dma_transpose"] = c.counts.get("dma_transpose", 0) + runs * n_co
+        else:   # PE transposes and their evictions
+            c.transpose(co_t, nrows, fp32, Wo * n_co)
+            if g.c_out <= bank:
+                per_bank = bank // g.c_out
+                for w0 in range(0, Wo, per_bank):
+                    c.evict(min(per_bank, Wo - w0) * g.c_out, two, 1)
+            else:
+                c.evict(co_t, two, Wo * n_co)
+        x0, xext, xlo, xhi = dw_x_fill(g, (d_base + st[0], d_base + st[0] + cd), (h_base + st[1], h_base + st[1] + ch))
+        for i_ci, ci in enumerate(ci_tiles):
+            pairs = (span[1] - span[0]) // kw_n   # whole (kd, kh) pairs per pass
+            one = ones if i_ci == 0 else None
+
+            def m_of(t, nb, tn, one=one, ci=ci):   # M of a chunk (the ones chunk: one more pair's rows)
+                return (nb + (1 if one is not None and t == one[0] else 0)) * tn * ci
+
+            if p.dw_xt_dma and p.dw_x_stationary:   # one ring tile per bundle: its DMAs, its matmuls' PE time
+                for q, n in dw_xs_bundles(g, p, span):
+                    bundle_pe = sum(max(min(64, m_of(t, nb, tn)), g.c_out) for t, nb, tn in
+                                    dw_xs_row_chunks(g, p, q, n)) * Wo * (4 if fp32 else 1)
+                    xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch),
+                                (q * kw_n, (q + n) * kw_n), bundle_pe / c.hw.tensor_ghz, one_tile=True,
+                                latency=not lower, window=xwin, bufs=xt_dma_bufs(p), merge=p.dw_xt_merge)
+            elif p.dw_xt_dma:   # the PE work of one tile: its matmuls (every kw group and C_out tile)
+                tile_pe = sum(max(min(64, co_t), kn * ci) for kn in kgroups) * n_co * Wo * (4 if fp32 else 1)
+                xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch), span,
+                            tile_pe / c.hw.tensor_ghz)
+            else:
+                _cost_fill(c, g, 1, ci, xlo, xhi, xext, [(x0[a] + xlo[a], x0[a] + xhi[a]) for a in range(3)],
+                           x_side=True)
+                cols = max(1, bank // ci)
+                c.transpose(ci, nrows, fp32, pairs * xw)
+                for c0 in range(0, xw, cols):
+                    c.evict(min(cols, xw - c0) * ci, two, pairs)
+            if p.dw_x_stationary:   # per bundle: stationary chunks (pairs x kw taps x ci), moving dy^T [rows, C_out]
+                if lower:
+                    continue
+                fine = dw_tap_fine_on(g, p)   # the span may cut a pair: the bundles of the span, its taps
+                for q, n in dw_xs_bundles(g, p, span if fine else (0, pairs * kw_n)):
+                    bundle = [ch for ch in dw_xs_row_chunks(g, p, q, n) if not fine or span[0] <= ch[0] < span[1]]
+                    for t, nb, tn in bundle:
+                        c.matmul(m_of(t, nb, tn), g.c_out, fp32, Wo)
+                    for batch in _xs_row_batches(g, bundle):
+                        alone = next((u for u, ch in enumerate(batch) if one is not None and ch[0] == one[0]), None)
+                        for _b, _u0, k, _tn in dw_xs_fold_runs(batch, dw_xs_per_bank(g), alone):
+                            _fold_cost(c, g, p, k * g.c_out, 1)
+                continue
+            for kn in kgroups:
+                c.matmul(co_t, kn * ci, fp32, pairs * n_co * Wo)
+                _fold_cost(c, g, p, kn * ci, pairs * n_co)
+
+
+def _xs_row_batches(g: ConvGeom, row: list[tuple[int, int, int]]) -> list[list[tuple[int, int, int]]]:
+    """The chunks of one x^T bundle in batches whose accumulators fit ``XS_MAX_BANKS`` banks."""
+    per = dw_xs_per_bank(g) * XS_MAX_BANKS
+    return [row[i:i + per] for i in range(0, len(row), per)]

@@ -1,0 +1,228 @@
+"""dw's options: when each applies, the LNC2 splits (taps, columns, positions), tap passes and buffers."""
+from __future__ import annotations
+
+from functools import lru_cache
+
+from ..geometry import ConvGeom, ceil_div
+from ..schedule import PMAX, box_blocks, n_tiles, row_stack_roles
+from ..xt_rows import zero_by_memset
+from .dw_xs import db_ones_chunk, dw_xs_bundle, dw_xs_slots, xt_merge_bundles
+from .dx_options import filters_by_dma
+from .items import _split, dw_items
+from .record import DbMethod, DwMethod, Plan, Strategy
+
+
+def dyt_dma_legal(g: ConvGeom, p: Plan) -> bool:
+    """Row-mode dw streaming its own dy (per gradient) may take dy^T by dma_transpose from HBM (2-byte
+    dtypes, NC-v3+): no dy box, no PE transposes, no evictions (``Plan.dw_dyt_dma``). Box mode too
+    (``dyt_box_dma_legal``)."""
+    return bool(p.compute_dw and p.strategy is Strategy.PER_GRADIENT
+                and (xt_dma_legal(g, p) or dyt_box_dma_legal(g, p)))
+
+
+def dyt_box_dma_legal(g: ConvGeom, p: Plan) -> bool:
+    """Box-mode dw (tap_pack / tap_gemm): a position tile of whole W rows (W_out <= 128) is, per d plane,
+    one contiguous run of dy, so its dy^T ``[positions, C_out tile]`` is one 2-D ``dma_transpose`` per
+    (C_out tile, d plane) (2-byte dtypes, NC-v3+) instead of PE transposes and evictions."""
+    return (p.dw_method in (DwMethod.TAP_PACK, DwMethod.TAP_GEMM) and filters_by_dma(g, p)
+            and g.axes[2].o <= PMAX)
+
+
+DYT_DMA_BUFS = 2   # dy^T tiles of dw_dyt_dma: a chunk's transfer runs while the one before is in use
+
+
+def dw_head_split_legal(g: ConvGeom, p: Plan) -> bool:
+    """``dw_head_split`` (``kernels/dw_head.py``): row-mode x-stationary dw with x^T and dy^T by DMA, one
+    (kd, kh) pair per bundle (the head pair moves first), no ones slot, no row stacking, the first C_in
+    tile's zero rows not by one whole-tile memset (tiny C_in: its bundles are filled whole), no merged
+    bundles (``dw_xt_merge``)."""
+    return bool(p.dw_dyt_dma and dyt_dma_legal(g, p) and p.dw_x_stationary and p.dw_xt_dma
+                and not p.dw_row_stack and not p.db_ones and not p.dw_xt_merge and dw_xs_bundle(g, p) == 1
+                and not zero_by_memset(g, min(p.dw_ci_tile, p.dw_ci_range, g.c_in)))
+
+
+def dw_head_split_on(g: ConvGeom, p: Plan) -> bool:
+    return p.dw_head_split and dw_head_split_legal(g, p)
+
+
+def xt_dma_legal(g: ConvGeom, p: Plan) -> bool:
+    """Row-mode dw x^T may come by dma_transpose from HBM (2-byte dtypes, NC-v3+; like the filters)."""
+    return p.dw_method is DwMethod.ROW_PACK and filters_by_dma(g, p)
+
+
+def row_stack_legal(p: Plan) -> bool:
+    """Row stacking (``dw_row_stack``) runs on x-stationary's bundle ring filled by ``xT dma``."""
+    return p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma
+
+
+def dw_row_chunk_rows(g: ConvGeom, p: Plan, items: list) -> list[list[int]]:
+    """Per dw item (box), the rows of its <= 128-row chunks (DwState._add_rows' order)."""
+    return [[cd * ch for _st, (cd, ch, _one) in box_blocks((0, 0, 0), (d1 - d0, h1 - h0, 1), PMAX)]
+            if d1 > d0 and h1 > h0 else [] for _b, (d0, d1), (h0, h1) in items]
+
+
+def dw_own_taps(g: ConvGeom, p: Plan, pid: int) -> tuple[int, int] | None:
+    """Under the LNC2 tap split: the contiguous taps [lo, hi) program ``pid`` owns (whole (kd, kh)
+    pairs in row mode, whole tap groups in box mode); None for the position split."""
+    if p.dw_split != "taps" or p.lnc == 1 or p.strategy is Strategy.SHARED_DY:
+        return None   # shared-dy feeds dw the bands of its own program: positions only
+    unit = 1 if dw_tap_fine_on(g, p) else dw_tap_unit(g, p)
+    units = ceil_div(g.taps, unit)
+    per = ceil_div(units, p.lnc)
+    return min(g.taps, pid * per * unit), min(g.taps, (pid + 1) * per * unit)
+
+
+def dw_columns_legal(g: ConvGeom, p: Plan) -> bool:
+    """LNC2 dw split by W output columns (``dw_split="columns"``): row-mode x-stationary dw with x^T by
+    DMA, per gradient. Each program runs every (d, h) row chunk -- so two 64-row chunks still stack on
+    K = 128 (down_s2: the batch split left each program one 64-row chunk, K = 64) -- for its half of the
+    W columns (matmul steps, dy^T columns, db columns), its x^T tiles filled only over the x columns
+    those read; the partials are combined like the positions split."""
+    return (p.lnc == 2 and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
+            and p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma and g.axes[2].o >= 2)
+
+
+def dw_columns_on(g: ConvGeom, p: Plan) -> bool:
+    return p.dw_split == "columns" and dw_columns_legal(g, p)
+
+
+def dw_columns(g: ConvGeom, p: Plan, pid: int) -> tuple[int, int]:
+    """The W output columns [lo, hi) program ``pid``'s dw runs: its contiguous half under the columns
+    split, else all."""
+    wo = g.axes[2].o
+    if not dw_columns_on(g, p):
+        return 0, wo
+    per = ceil_div(wo, p.lnc)
+    return min(wo, pid * per), min(wo, (pid + 1) * per)
+
+
+def dw_program_items(g: ConvGeom, p: Plan, pid: int) -> list:
+    """The dw boxes program ``pid`` runs: every box under the taps and columns splits, else its half."""
+    if dw_own_taps(g, p, pid) is not None or dw_columns_on(g, p):
+        return dw_items(g, p)
+    return _split(dw_items(g, p), p.lnc, pid)
+
+
+def dw_tap_fine_legal(g: ConvGeom, p: Plan) -> bool:
+    """The LNC2 taps split may cut at any tap: box mode (a program's last tap group is shorter), or row
+    mode x-stationary with one tap per stationary chunk (C_in tile 128: a (kd, kh) pair cut between the
+    programs has its x^T built by both, each running its own kw taps). Per gradient only (taps split)."""
+    if p.lnc != 2 or p.dw_split != "taps" or p.strategy is not Strategy.PER_GRADIENT:
+        return False
+    if p.dw_method in (DwMethod.TAP_GEMM, DwMethod.TAP_PACK):
+        return True
+    return p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and dw_xs_slots(g, p) == 1 \
+        and dw_xs_bundle(g, p) == 1
+
+
+def dw_tap_fine_on(g: ConvGeom, p: Plan) -> bool:
+    return p.dw_tap_fine and dw_tap_fine_legal(g, p)
+
+
+def dw_db_program(g: ConvGeom, p: Plan) -> int:
+    """Under the LNC2 tap split every program sees every position, so db folds on one program only:
+    the one with fewer taps (program 1 when the tap units do not split evenly), else program 0."""
+    own = [dw_own_taps(g, p, q) for q in range(p.lnc)]
+    if p.lnc == 2 and own[0] is not None and own[1][1] - own[1][0] < own[0][1] - own[0][0]:
+        return 1
+    return 0
+
+
+def dw_defer_finish(g: ConvGeom, p: Plan) -> bool:
+    """LNC2 positions split, per gradient, with dx: dw's exchange is issued right after its
+    accumulation and the adds, casts, transposes and stores run after dx, so the rendezvous overlaps
+    dx instead of stalling the in-order PE between the sections. One pass and one C_in range only
+    (the accumulators and received halves stay live through dx)."""
+    return (p.lnc == 2 and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
+            and p.dw_method is not DwMethod.DMA_GEMM and dw_own_taps(g, p, 0) is None
+            and p.dw_ci_range >= g.c_in and len(dw_tap_passes(g, p, 0)) == 1
+            # x-stationary exchanges its own accumulator (_finish_xs): deferred with the columns split
+            # (its adds and casts on VectorE/GpSimd would otherwise hold dx's first band placement)
+            and (not p.dw_x_stationary or dw_columns_on(g, p)))
+
+
+def dw_fused_exchange(g: ConvGeom, p: Plan) -> bool:
+    """LNC2 positions split: the other program's partials of every C_out tile are received at once and
+    added in the final cast (no separate fp32 add pass); with more than two C_out tiles one receive
+    buffer is reused per tile and added in place (SBUF)."""
+    return (p.lnc == 2 and dw_own_taps(g, p, 0) is None and n_tiles(g.c_out, PMAX) <= 2
+            and not p.dw_x_stationary)
+
+
+def dw_tap_passes(g: ConvGeom, p: Plan, pid: int) -> list[tuple[int, int]]:
+    """The tap ranges [lo, hi) program ``pid`` runs one after the other (dy and x streamed once per
+    pass) so that one pass's fp32 accumulators fit SBUF; one pass unless ``dw_tap_range`` is set."""
+    lo, hi = dw_own_taps(g, p, pid) or (0, g.taps)
+    step = p.dw_tap_range if 0 < p.dw_tap_range < hi - lo else hi - lo
+    return [(t, min(hi, t + step)) for t in range(lo, hi, step)] if step > 0 else [(lo, hi)]
+
+
+def dw_tap_unit(g: ConvGeom, p: Plan) -> int:
+    """Taps that stay in one pass: whole (kd, kh) pairs in row mode, whole tap groups in box mode."""
+    return g.axes[2].k if p.dw_method is DwMethod.ROW_PACK else p.dw_tap_group
+
+
+def dw_stage_rows(p: Plan, rows: tuple[int, int]) -> tuple[int, int]:
+    """Output rows of the largest x band dw loads at once (row mode loads one <=128-row chunk)."""
+    if p.dw_method is DwMethod.ROW_PACK:
+        return min(rows[0], PMAX), min(rows[1], PMAX)
+    return rows
+
+
+@lru_cache(maxsize=4096)
+def dw_direct(g: ConvGeom, p: Plan) -> bool:
+    """dw evicts its PSUM accumulators straight to the output dtype: one output box, one PSUM group per
+    accumulator (row mode: at most 128 rows, or two 64-row chunks in one stacked pass), one program."""
+    if (p.lnc != 1 and dw_own_taps(g, p, 0) is None) or not p.compute_dw:
+        return False
+    items = [it for it in dw_items(g, p) if it[1][1] > it[1][0] and it[2][1] > it[2][0]]
+    if len(items) != 1:   # row stacking: every row chunk in one stacked matmul pass folds once too
+        rows = [n for r in dw_row_chunk_rows(g, p, items) for n in r] if p.dw_row_stack else []
+        return bool(rows) and sum(1 for role in row_stack_roles(rows) if role != "lower") == 1
+    _b, (d0, d1), (h0, h1) = items[0]
+    if p.dw_method is DwMethod.ROW_PACK:
+        return (d1 - d0) * (h1 - h0) <= PMAX
+    return True
+
+
+def cast_group(g: ConvGeom, width: int | None = None) -> int:
+    """Taps of the fp32 dw accumulator cast together at the end (~1024 elements per copy)."""
+    return max(1, min(g.taps, 1024 // max(width or g.c_in, g.c_out)))
+
+
+def dw_out_bufs(g: ConvGeom, width: int) -> int:
+    """dw output tiles ([ci, cast group, C_out]) in flight at the end. Each waits for its store DMA
+    before reuse: with two, the evictions (and the PE's transposes behind them) waited for the
+    stores of many small groups (wide channels). Four when a tile is at most 2 KB per partition."""
+    return 4 if cast_group(g, width) * g.c_out * g.dtype_bytes <= 2048 else 2
+
+
+def dw_acc_banks(co_chunk: int, n_co: int) -> int:
+    """PSUM banks of the dw accumulators: the live chunk plus one, so a chunk's eviction overlaps."""
+    return min(co_chunk, n_co) + 1
+
+
+def xt_merge_legal(g: ConvGeom, p: Plan) -> bool:
+    """``Plan.dw_xt_merge``: row-mode x-stationary with ``xT dma`` (no db ones slot, no fine taps split),
+    C_in not tiny (``zero_by_memset`` already merges), under the LNC2 columns split, and some bundle of
+    the class cut holds two pairs or more. Only the columns split: its x^T windows are half as wide,
+    so a merged transfer (two pairs) still moves as many bytes as one full-width pair; with full-width
+    tiles the merged transfers (~4.5 us each at 16 partitions) hold a bundle's fill longer than the
+    queues gain, and the estimate, which does not see that, would mis-pick them."""
+    if not (p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma and not p.db_ones
+            and not p.dw_tap_fine and dw_xs_bundle(g, p) >= 2 and not zero_by_memset(g, p.dw_ci_tile)
+            and dw_columns_on(g, p)):
+        return False
+    return any(n >= 2 for _q, n in xt_merge_bundles(g, 0, g.axes[0].k * g.axes[1].k, dw_xs_bundle(g, p)))
+
+
+def db_ones_span(g: ConvGeom, p: Plan) -> tuple[int, int]:
+    """The tap pass whose DwState folds db (the first pass of the program that folds db)."""
+    return dw_tap_passes(g, p, dw_db_program(g, p))[0]
+
+
+def db_ones_legal(g: ConvGeom, p: Plan) -> bool:
+    """db:fold with dw (row-mode x-stationary) and a chunk with room for the ones slot; not under the LNC2
+    columns split (its deferred finish adds the other program's partial in the casts, past db's row)."""
+    return bool(p.compute_db and p.compute_dw and p.db_method is DbMethod.FOLD and not dw_columns_on(g, p)
+                and db_ones_chunk(g, p, db_ones_span(g, p)) is not None)

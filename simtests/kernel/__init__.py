@@ -1,1 +1,0 @@
-"""Kernel under a simulator against the oracle: the named case matrix, determinism, Hypothesis."""

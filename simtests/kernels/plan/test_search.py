@@ -1,0 +1,183 @@
+"""The planner on its own: determinism, the method catalogue, explain/to_dict, capacities, forcing."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from kernels.errors import Conv3dBwdInputError
+from kernels.plan import (
+    DbMethod,
+    DwMethod,
+    DxMethod,
+    Plan,
+    Strategy,
+    all_method_names,
+    clear_plan_cache,
+    current_forced_plan,
+    forced_plan,
+    plan_conv3d_bwd,
+)
+
+from ..support import out_size
+
+TARGET_SBUF = {"trn1": 180_224, "trn2": 212_984, "trn3": 245_752}
+
+
+def shapes(batch, c_in, c_out, size, kernel, stride=(1, 1, 1), padding=(0,) * 6, dilation=(1, 1, 1)):
+    o = tuple(out_size(size[a], kernel[a], stride[a], padding[2 * a], padding[2 * a + 1], dilation[a])
+              for a in range(3))
+    return (batch, c_out) + o, (batch, c_in) + tuple(size), tuple(kernel) + (c_in, c_out)
+
+
+VAE = shapes(1, 128, 128, (4, 32, 32), (3, 3, 3), padding=(1,) * 6)
+
+
+def test_plan_is_deterministic_and_complete():
+    a = plan_conv3d_bwd(*VAE, padding=(1,) * 6)
+    clear_plan_cache()
+    b = plan_conv3d_bwd(*VAE, padding=(1,) * 6)
+    assert a is not b   # planned twice, not served from the cache
+    assert a == b and a.to_dict() == b.to_dict()
+    assert isinstance(a.strategy, Strategy) and isinstance(a.dx_method, DxMethod)
+    assert isinstance(a.dw_method, DwMethod) and isinstance(a.db_method, DbMethod)
+    assert a.estimated_us > 0 and a.sbuf_bytes <= TARGET_SBUF["trn2"] and a.psum_banks <= 8
+
+
+def test_plans_are_cached_per_problem():
+    """The same problem, however spelled, is planned once; another problem is not served its plan."""
+    clear_plan_cache()
+    a = plan_conv3d_bwd(*VAE, padding=(1,) * 6)
+    dy, x, w = ([list(s) for s in VAE])
+    assert plan_conv3d_bwd(dy, x, w, padding=[1] * 6, stride=[1, 1, 1]) is a
+    other = plan_conv3d_bwd(*VAE, padding=(1,) * 6, compute_db=False)
+    assert other is not a and not other.compute_db and a.compute_db
+    assert plan_conv3d_bwd(*VAE, padding=(1,) * 6, lnc=2).lnc == 2
+
+
+def test_plan_edits_keep_every_field_and_reject_unknown_ones():
+    """The planner's fast ``replace`` behaves like dataclasses.replace on a Plan."""
+    import dataclasses
+
+    from kernels import plan as planner
+
+    a = plan_conv3d_bwd(*VAE, padding=(1,) * 6)
+    b = planner.replace(a, dy_bufs=a.dy_bufs + 1)
+    assert b == dataclasses.replace(a, dy_bufs=a.dy_bufs + 1) and b.dy_bufs == a.dy_bufs + 1 and b != a
+    with pytest.raises(TypeError, match="no field"):
+        planner.replace(a, dy_buffers=3)
+
+
+def test_methods_are_named_in_the_catalogue():
+    names = all_method_names()
+    for needed in ("strategy:shared_dy", "strategy:per_gradient", "dx:gemm", "dx:gather_s1", "dx:phase_gather",
+                   "dw:gemm", "dw:tap_gemm", "dw:tap_pack", "dw:row_pack", "dw:dma_gemm", "db:fold",
+                   "db:standalone"):
+        assert needed in names
+    p = plan_conv3d_bwd(*VAE, padding=(1,) * 6)
+    assert p.methods() <= names
+    assert {m.split(":")[0] for m in p.methods()} == {"strategy", "dx", "dw", "db"}
+
+
+@pytest.mark.parametrize("geom, kw, dx", [
+    (shapes(2, 8, 16, (4, 6, 6), (1, 1, 1)), {}, "dx:gemm"),
+    (shapes(1, 8, 8, (4, 6, 6), (3, 3, 3), padding=(1,) * 6), {"padding": (1,) * 6}, "dx:gather_s1"),
+    (shapes(1, 8, 8, (8, 8, 8), (3, 3, 3), stride=(2, 2, 2), padding=(1,) * 6),
+     {"stride": (2, 2, 2), "padding": (1,) * 6}, "dx:phase_gather"),
+])
+def test_dx_method_follows_geometry(geom, kw, dx):
+    # the gather family's name follows the geometry; with small C_in dx:toeplitz competes beside it
+    plan = plan_conv3d_bwd(*geom, **kw)
+    assert dx in set().union(*(a.methods() for a in plan.feasible_candidates()))
+    assert plan.methods() & {dx, "dx:toeplitz"}
+
+
+def test_explain_lists_candidates_costs_and_pick():
+    p = plan_conv3d_bwd(*VAE, padding=(1,) * 6)
+    text = p.explain()
+    assert "pick:" in text and p.label in text
+    assert sum(1 for c in p.candidates if c.feasible) == len(p.feasible_candidates()) >= 2
+    for c in p.candidates:
+        assert (c.label in text)
+    d = p.to_dict()
+    json.dumps(d)
+    for key in ("strategy", "methods", "tiles", "estimated_us", "candidates"):
+        assert key in d
+
+
+def test_rejections_carry_reasons():
+    # 512 channels, 27 taps: all-resident fp32 dw accumulators (221 KB) do not fit trn2 SBUF
+    g = shapes(1, 512, 512, (2, 16, 16), (3, 3, 3), padding=(1,) * 6)
+    p = plan_conv3d_bwd(*g, padding=(1,) * 6)
+    rejected = [c for c in p.candidates if not c.feasible]
+    assert rejected and all(c.reason and c.estimated_us is None for c in rejected)
+    assert any("SBUF" in c.reason for c in rejected)
+    assert p.sbuf_bytes <= TARGET_SBUF["trn2"]
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2", "trn3"])
+@pytest.mark.parametrize("g, kw", [
+    (shapes(1, 64, 64, (8, 200, 200), (3, 3, 3), padding=(1,) * 6), {"padding": (1,) * 6}),
+    (shapes(2, 1024, 1024, (2, 8, 8), (3, 3, 3), padding=(1,) * 6), {"padding": (1,) * 6}),
+    (shapes(1, 3, 64, (16, 128, 256), (3, 7, 7), stride=(1, 2, 2), padding=(1, 1, 3, 3, 3, 3)),
+     {"stride": (1, 2, 2), "padding": (1, 1, 3, 3, 3, 3)}),
+    (shapes(1, 1000, 1000, (1, 1, 1), (1, 1, 1)), {}),
+])
+def test_big_geometries_get_a_plan_within_capacity(target, g, kw):
+    for dtype in ("bf16", "fp32"):
+        p = plan_conv3d_bwd(*g, dtype=dtype, target=target, **kw)
+        assert p.sbuf_bytes <= TARGET_SBUF[target] and p.psum_banks <= 8
+
+
+def test_every_feasible_candidate_is_a_full_plan_cheapest_first():
+    p = plan_conv3d_bwd(*VAE, padding=(1,) * 6)
+    alts = p.feasible_candidates()
+    assert alts[0] == p
+    ests = [round(a.estimated_us, 6) for a in alts]
+    assert ests == sorted(ests)
+    assert all(isinstance(a, Plan) and a.label for a in alts)
+
+
+def test_forced_plan_context():
+    p = plan_conv3d_bwd(*VAE, padding=(1,) * 6)
+    alt = p.feasible_candidates()[-1]
+    assert current_forced_plan() is None
+    with forced_plan(alt) as f:
+        assert f is alt and current_forced_plan() is alt
+    assert current_forced_plan() is None
+    with pytest.raises(Conv3dBwdInputError, match="plan"), forced_plan("not a plan"):
+        pass
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"stride": (0, 1, 1)}, "stride"),
+    ({"stride": (1, 1)}, "stride"),
+    ({"dilation": (1, 0, 1)}, "dilation"),
+    ({"padding": (0, 0, -1, 0, 0, 0)}, "padding"),
+    ({"dtype": "fp64"}, "dtype"),
+    ({"lnc": 3}, "lnc"),
+    ({"target": "trn9"}, "target"),
+    ({"compute_dx": False, "compute_dw": False, "compute_db": False}, "at least one"),
+])
+def test_bad_arguments_name_argument_value_rule(kwargs, match):
+    with pytest.raises(Conv3dBwdInputError, match=match):
+        plan_conv3d_bwd(*shapes(1, 4, 4, (4, 4, 4), (3, 3, 3)), **kwargs)
+
+
+@pytest.mark.parametrize("dy, x, w, match", [
+    ((1, 4, 3, 3, 3), (1, 4, 4, 4, 4), (3, 3, 3, 4, 4), "dy spatial"),
+    ((2, 4, 2, 2, 2), (1, 4, 4, 4, 4), (3, 3, 3, 4, 4), "batch"),
+    ((1, 5, 2, 2, 2), (1, 4, 4, 4, 4), (3, 3, 3, 4, 4), "C_out"),
+    ((1, 4, 2, 2, 2), (1, 3, 4, 4, 4), (3, 3, 3, 4, 4), "C_in"),
+    ((1, 4, 2, 2), (1, 4, 4, 4, 4), (3, 3, 3, 4, 4), "5-D"),
+    ((1, 4, 1, 1, 1), (1, 4, 2, 2, 2), (3, 3, 3, 4, 4), "forward output size"),
+])
+def test_shape_rules(dy, x, w, match):
+    with pytest.raises(Conv3dBwdInputError, match=match):
+        plan_conv3d_bwd(dy, x, w)
+
+
+def test_lnc2_plan_splits_work():
+    p1 = plan_conv3d_bwd(*VAE, padding=(1,) * 6, lnc=1)
+    p2 = plan_conv3d_bwd(*VAE, padding=(1,) * 6, lnc=2)
+    assert p2.lnc == 2 and p2.estimated_us < p1.estimated_us

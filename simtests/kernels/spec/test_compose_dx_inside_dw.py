@@ -1,0 +1,90 @@
+"""dx^T run inside dw's last row pass (``Plan.dx_inside_dw``): dw's last pass issues its first x^T
+bundles, dx runs (its first band prefetched during dw's first box), then the pass's matmuls. Bit-exact
+against the oracle via forced plans (LNC1 and LNC2, odd sizes, dilation 2, stride 2, gradient subsets,
+fp16 and bf16), the planner's legality rules, and its budget bounding the measured peak."""
+from __future__ import annotations
+
+import pytest
+
+from kernels.geometry import validate
+from kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
+from kernels.spec.compose import dx_inside_dw_legal
+
+from ..support import (
+    INSIDE_DW_GEOMS,
+    assert_candidates_within_budget,
+    conv_shapes,
+    geom_kw,
+    geom_shapes,
+    inside_dw_edit,
+    run_and_compare,
+)
+
+
+@pytest.mark.parametrize("lnc", [1, 2])
+@pytest.mark.parametrize("geom", INSIDE_DW_GEOMS)
+def test_dx_inside_dw_is_exact(geom, lnc, inside_runs):
+    run_and_compare(**geom, lnc=lnc, plan_edit=inside_dw_edit())
+    assert inside_runs, "dw never ran dx inside its last pass"
+
+
+@pytest.mark.parametrize("grads", [("dx", "dw"), ("dx", "dw", "db")], ids=lambda g: "+".join(g))
+@pytest.mark.parametrize("split", ["taps", "positions"])
+def test_dx_inside_dw_lnc2_splits_and_subsets(split, grads, inside_runs):
+    geom = INSIDE_DW_GEOMS[0].values[0]
+    run_and_compare(**geom, lnc=2, grads=grads, plan_edit=inside_dw_edit(split))
+    assert inside_runs, "dw never ran dx inside its last pass"
+
+
+def test_dx_inside_dw_lnc2_two_batches(inside_runs):
+    """One batch per program (the item split), each with one whole-volume dx band."""
+    geom = dict(INSIDE_DW_GEOMS[2].values[0], batch=2)
+    run_and_compare(**geom, lnc=2, plan_edit=inside_dw_edit())
+    assert inside_runs, "dw never ran dx inside its last pass"
+
+
+def test_dx_inside_dw_fp16(inside_runs):
+    run_and_compare(**INSIDE_DW_GEOMS[0].values[0], dtype="fp16", lnc=2, plan_edit=inside_dw_edit())
+    assert inside_runs, "dw never ran dx inside its last pass"
+
+
+def test_dx_inside_dw_is_never_listed_where_it_cannot_run():
+    """dx only or dw only, fp32 (no xT dma), several dx items per program: no candidate."""
+    geom = dict(INSIDE_DW_GEOMS[2].values[0], batch=3)
+    shapes, kw = geom_shapes(geom), geom_kw(geom)
+    for flags in ({"compute_dw": False}, {"compute_dx": False}):
+        p = plan_conv3d_bwd(*shapes, **kw, lnc=2, **flags)
+        assert not any(a.dx_inside_dw for a in p.feasible_candidates())
+    p = plan_conv3d_bwd(*shapes, **kw, dtype="fp32", lnc=2)
+    assert not any(a.dx_inside_dw for a in p.feasible_candidates())
+    p = plan_conv3d_bwd(*shapes, **kw, lnc=2)
+    # 3 batches: 2 items on a program (only the boxes variant, test_dx_inside_boxes.py, may run them)
+    assert not any(a.dx_inside_dw and not a.dx_inside_boxes for a in p.feasible_candidates())
+    shapes, kw = geom_shapes(INSIDE_DW_GEOMS[2].values[0]), geom_kw(INSIDE_DW_GEOMS[2].values[0])   # one batch: listed, and only where it is legal
+    p = plan_conv3d_bwd(*shapes, **kw, lnc=2)
+    g = validate(*shapes, **kw)
+    assert any(a.dx_inside_dw for a in p.feasible_candidates()), p.explain()
+    for a in p.feasible_candidates():
+        if a.dx_inside_dw:
+            assert a.strategy is Strategy.PER_GRADIENT and a.dw_method is DwMethod.ROW_PACK
+            assert dx_inside_dw_legal(g, a) and not a.dw_row_stack
+
+
+def test_dx_inside_dw_listed_next_to_the_pick_on_dilated_d2_lnc2():
+    """dilated_d2 LNC2: dx inside dw (taps split, modelled 45.3 us) is a feasible candidate estimated within
+    5 % of the pick. With dx^T's prefetch charged as a lead in dw's idle DMA time the pick is the
+    positions split of the same dx^T without it, modelled 45.2 us."""
+    kw = {"padding": (2,) * 6, "dilation": (2, 2, 2)}
+    shapes = conv_shapes(1, 64, 64, (8, 32, 32), (3, 3, 3), **kw)
+    p = plan_conv3d_bwd(*shapes, **kw, lnc=2)
+    inside = [a for a in p.feasible_candidates() if a.dx_inside_dw and not a.dx_inside_boxes and a.dw_split == "taps"]
+    assert inside, p.explain()
+    assert inside[0].estimated_us <= 1.05 * p.estimated_us, (inside[0].label, p.label)
+    assert p.dx_prefetch and p.dx_transposed, p.label
+
+
+@pytest.mark.parametrize("geom", INSIDE_DW_GEOMS[:2])
+def test_dx_inside_dw_budget_bounds_the_measured_peak(geom):
+    for lnc in (1, 2):
+        assert_candidates_within_budget(geom_shapes(geom), lambda a: a.dx_inside_dw and not a.dx_inside_boxes, 2,
+                                        lnc=lnc, **geom_kw(geom))

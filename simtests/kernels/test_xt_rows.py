@@ -1,0 +1,199 @@
+"""Tiny-C_in (stem) paths: x^T zero rows by memset, bundle fills merged along kh, filters by runs of taps,
+the 128-row dw band of ``xT dma`` plans. Exact against the reference under forced plans."""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+
+import pytest
+
+from kernels import nki_dw_xt, nki_dx, nki_dx_toeplitz, nki_filters
+from kernels.geometry import validate
+from kernels.plan import DbMethod, DxMethod, Strategy, plan_conv3d_bwd
+from kernels.xt_rows import xt_bundle_groups, xt_fill, zero_by_memset
+
+from .support import STEM_SMALL, geom_shapes, run_and_compare, spy
+
+STEM = {"batch": 2, "c_in": 3, "c_out": 64, "size": (16, 64, 64), "kernel": (3, 7, 7), "stride": (1, 2, 2),
+        "padding": (1, 1, 3, 3, 3, 3)}
+
+
+def _validated(geom, dtype="bf16"):
+    dy, x, w = geom_shapes(geom)   # (unit dilation: STEM)
+    return validate(dy, x, w, geom["stride"], geom["padding"], (1, 1, 1), dtype), (dy, x, w)
+
+
+def test_bundle_groups_cover_every_pair_once_with_its_own_rows():
+    """Each slot of a group is filled exactly as its own pair's fill (same rows, x rows one H step per slot),
+    and the stem's bundles need far fewer transposes than one per pair and plane."""
+    g, _ = _validated(STEM)
+    pairs_all = [(kd, kh) for kd in range(3) for kh in range(7)]
+    merged = single = 0
+    for od0 in (0, 4, 12):
+        for q0 in range(0, len(pairs_all), 6):
+            pairs = tuple(pairs_all[q0:q0 + 6])
+            groups = xt_bundle_groups(g, od0, 0, 4, 32, pairs)
+            assert [s for grp in groups for s in range(grp.slot0, grp.slot0 + grp.slots)] == list(range(len(pairs)))
+            for grp in groups:
+                kd, kh = pairs[grp.slot0]
+                for i in range(grp.slots):
+                    assert pairs[grp.slot0 + i] == (kd, kh + i)
+                    own = xt_fill(g, od0, 0, 4, 32, kd, kh + i)
+                    assert own.zeros == grp.fill.zeros
+                    assert [(r.p0, r.rows, r.step, r.x_row + i * g.axes[1].r) for r in grp.fill.transposes] == \
+                        [(r.p0, r.rows, r.step, r.x_row) for r in own.transposes]
+                merged += len(grp.fill.transposes)
+                single += sum(len(xt_fill(g, od0, 0, 4, 32, kd, kh + i).transposes) for i in range(grp.slots))
+    assert zero_by_memset(g, 3)
+    assert merged < 0.75 * single, (merged, single)
+
+
+def test_the_stem_pick_takes_the_128_row_band_and_folds_db():
+    _g, (dy, x, w) = _validated(STEM)
+    p = plan_conv3d_bwd(dy, x, w, stride=STEM["stride"], padding=STEM["padding"], dtype="bf16", target="trn2")
+    assert p.dw_xt_dma and p.dw_x_stationary and p.dw_band == (4, 32), p.label
+    assert p.db_method is DbMethod.FOLD
+    # the smaller band stays a candidate (the variant is added, nothing replaced)
+    assert any(a.dw_xt_dma and a.dw_band == (2, 32) for a in p.alternatives)
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    """Counts the merged bundle fills and the tiny-C_in filter runs (so a test knows the paths ran)."""
+    def filter_run(g, *args, **kw):
+        return True if kw.get("by_dma") and g.c_in <= nki_filters.FILTER_RUN_CI_MAX else None
+
+    filters = []
+    for mod in (nki_filters, nki_dx, nki_dx_toeplitz):   # and the names the dx modules imported
+        spy(monkeypatch, mod, "load_filters_t", filter_run, filters)
+    return {"bundle": spy(monkeypatch, nki_dw_xt.RowXtDma, "fill_bundle", lambda self, *args: True),
+            "filters": filters}
+
+
+def _xs_dma(edit=None, strategy=Strategy.PER_GRADIENT, split=None):
+    def pick(p):
+        alts = [a for a in p.feasible_candidates() if a.dw_x_stationary and a.dw_xt_dma and a.strategy is strategy
+                and (split is None or a.dw_split == split)]
+        assert alts, p.explain()
+        return dataclasses.replace(alts[0], **(edit or {}))
+    return pick
+
+
+GEOMS = [
+    # the stem's kernel and stride at a small size: H padding clips 1-2 rows per plane on both sides
+    pytest.param(STEM_SMALL, {"dw_band": (3, 7)}, id="stem-small"),
+    # C_in 1, asymmetric padding, odd sizes, a band of several planes
+    pytest.param({"batch": 1, "c_in": 1, "c_out": 5, "size": (6, 9, 11), "kernel": (3, 5, 3), "stride": (1, 2, 2),
+                  "padding": (2, 0, 1, 3, 0, 2)}, {"dw_band": (4, 5)}, id="cin1-asym"),
+    # C_in 8, dilation in H (the slot step is r_h rows), stride 1
+    pytest.param({"batch": 2, "c_in": 8, "c_out": 6, "size": (4, 9, 7), "kernel": (2, 3, 3), "dilation": (1, 2, 1),
+                  "padding": (1, 0, 2, 2, 1, 1)}, {}, id="cin8-dil"),
+    # C_in 5, unit stride, whole planes merged (kh without H clipping) next to clipped ones
+    pytest.param({"batch": 1, "c_in": 5, "c_out": 4, "size": (4, 8, 6), "kernel": (3, 3, 3),
+                  "padding": (1, 1, 1, 1, 1, 1)}, {"dw_band": (4, 8)}, id="cin5-planes"),
+]
+
+
+@pytest.mark.parametrize("geom, edit", GEOMS)
+def test_merged_fills_are_exact(geom, edit, calls):
+    run_and_compare(**geom, plan_edit=_xs_dma(edit))
+    assert calls["bundle"] and calls["filters"]
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp16"])
+@pytest.mark.parametrize("grads", [("dw",), ("dw", "db"), ("dx", "dw"), ("dx", "dw", "db"), ("dx", "db")],
+                         ids=lambda g: "+".join(g))
+def test_dtypes_and_gradient_subsets(dtype, grads, calls):
+    geom = dict(GEOMS[0].values[0])
+    if "dw" in grads:
+        run_and_compare(**geom, dtype=dtype, grads=grads, plan_edit=_xs_dma({"dw_band": (3, 7)}))
+        assert calls["bundle"]
+    else:
+        run_and_compare(**geom, dtype=dtype, grads=grads)
+    assert calls["filters"] or "dx" not in grads
+
+
+@pytest.mark.parametrize("split", ["positions", "taps"])
+def test_lnc2(split, calls):
+    run_and_compare(**dict(GEOMS[0].values[0]), lnc=2, plan_edit=_xs_dma(split=split))
+    assert calls["bundle"]
+
+
+def test_fp32_keeps_the_pe_paths():
+    """fp32: no dma_transpose (x^T and filters by the PE); still exact."""
+    run_and_compare(**dict(GEOMS[0].values[0]), dtype="fp32")
+
+
+def _interleaved(edit=None, split=None, db=None):
+    """The cheapest dx:toeplitz candidate with dw's boxes between dx's items (and edits)."""
+    def pick(p):
+        alts = [a for a in p.feasible_candidates() if a.dw_interleave and (split is None or a.dw_split == split)
+                and (db is None or a.db_method is db)]
+        if not alts:   # fp32 (no xT dma): the planner does not list it; the kernel runs it forced
+            alts = [dataclasses.replace(a, dw_interleave=True) for a in p.feasible_candidates()
+                    if a.dx_method is DxMethod.TOEPLITZ and a.strategy is Strategy.PER_GRADIENT]
+        assert alts, p.explain()
+        return dataclasses.replace(alts[0], **(edit or {}))
+    return pick
+
+
+@pytest.fixture
+def steps(monkeypatch):
+    """Counts the dw boxes issued from dx's item loop (so a test knows the interleaving ran)."""
+    entry = importlib.import_module("kernels.conv3d_bwd")   # (the package exports the kernel by that name)
+    seen = []
+    original = entry._Steps.between
+
+    def counted(self, n_items):
+        run = original(self, n_items)
+
+        def wrapped(i):
+            before = self.done
+            run(i)
+            seen.append(self.done - before)
+        return wrapped
+
+    monkeypatch.setattr(entry._Steps, "between", counted)
+    return seen
+
+
+INTERLEAVE = [
+    # the stem's kernel and stride: dx items and dw boxes in different numbers
+    pytest.param(STEM_SMALL, {"dw_band": (1, 7), "dx_band": (2, 14)}, id="stem-small"),
+    # C_in 1, asymmetric padding, odd sizes; dw boxes fewer than dx items
+    pytest.param({"batch": 1, "c_in": 1, "c_out": 5, "size": (6, 9, 11), "kernel": (3, 5, 3), "stride": (1, 2, 2),
+                  "padding": (2, 0, 1, 3, 0, 2)}, {"dx_band": (1, 9)}, id="cin1-asym"),
+    # C_in 8 with dilation, stride 1
+    pytest.param({"batch": 2, "c_in": 8, "c_out": 6, "size": (4, 9, 7), "kernel": (2, 3, 3), "dilation": (1, 2, 1),
+                  "padding": (1, 0, 2, 2, 1, 1)}, {}, id="cin8-dil"),
+]
+
+
+@pytest.mark.parametrize("geom, edit", INTERLEAVE)
+@pytest.mark.parametrize("db", [DbMethod.FOLD, DbMethod.STANDALONE], ids=["fold", "standalone"])
+def test_interleaved_dw_is_exact(geom, edit, db, steps):
+    run_and_compare(**geom, plan_edit=_interleaved(edit, db=db))
+    assert sum(steps) > 0
+
+
+@pytest.mark.parametrize("dtype", ["fp16", "fp32"])
+def test_interleaved_dw_other_dtypes(dtype, steps):
+    run_and_compare(**dict(INTERLEAVE[0].values[0]), dtype=dtype, plan_edit=_interleaved(INTERLEAVE[0].values[1]))
+    assert sum(steps) > 0
+
+
+@pytest.mark.parametrize("grads", [("dx", "dw"), ("dx", "dw", "db")], ids=lambda g: "+".join(g))
+@pytest.mark.parametrize("split", ["positions", "taps"])
+def test_interleaved_dw_lnc2(grads, split, steps):
+    # (the stem-small edit's dx bands: the cheapest candidate's band may hold a program's one dx item,
+    # and with one item every box runs after it -- nothing to interleave)
+    run_and_compare(**dict(INTERLEAVE[0].values[0]), lnc=2, grads=grads,
+                    plan_edit=_interleaved(INTERLEAVE[0].values[1], split=split))
+    assert sum(steps) > 0
+
+
+def test_interleaved_dw_with_tap_passes(steps):
+    """dw tap passes: the generator's boxes span every pass; dx's items pace them all."""
+    geom = dict(INTERLEAVE[0].values[0])
+    run_and_compare(**geom, plan_edit=_interleaved({"dw_tap_range": 14, "dw_band": (2, 7)}))
+    assert sum(steps) > 0
