@@ -6,7 +6,7 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .errors import Conv3dBwdInputError
-from .geometry import validate
+from .geometry import check_tensors, validate
 from .nki_common import Evictor, transpose_pool
 from .nki_db import DbState
 from .nki_dw import DwState, dw_streaming_steps, run_dw_streaming
@@ -84,9 +84,10 @@ def _same_problem(plan, g, args):
 def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), dilation=(1, 1, 1),
                compute_dx=True, compute_dw=True, compute_db=True):
     """Gradients of a 3D convolution: (dx, dw, db), keeping the requested ones (bare when one)."""
+    check_tensors(dy=dy, x_in=x_in, filters=filters)
     g = validate(dy.shape, x_in.shape, filters.shape, stride, padding, dilation,
-                 dtypes=(dy.dtype, x_in.dtype, filters.dtype), compute_dx=bool(compute_dx),
-                 compute_dw=bool(compute_dw), compute_db=bool(compute_db))
+                 dtypes=(dy.dtype, x_in.dtype, filters.dtype), compute_dx=compute_dx,
+                 compute_dw=compute_dw, compute_db=compute_db)
     lnc = nl.num_programs(axes=0)
     pid = nl.program_id(axis=0)
     target = _target()

@@ -2179,6 +2179,8 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
     if p.dw_dyt_dma and not dyt_dma_legal(g, p):
         return ("dw_dyt_dma needs per-gradient dw:row_pack (or box mode with W_out <= 128), a 2-byte dtype "
                 "and trn2/trn3 (dma_transpose)"), b
+    if p.db_method is DbMethod.FOLD and not _fold_ok(g, p):   # (e.g. a variant's smaller dx bands)
+        return "db:fold needs dy loads that own every dy row (padding beyond the reach leaves rows unowned)", b
     if p.db_ones and not db_ones_legal(g, p):
         return "db_ones needs db:fold with row-mode x-stationary dw and a stationary chunk with room on M", b
     if b.sbuf > hw.sbuf_usable:

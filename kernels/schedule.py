@@ -33,7 +33,13 @@ class AxisBand:
 
 @lru_cache(maxsize=4096)
 def axis_bands(ax: Axis, band: int) -> tuple[AxisBand, ...]:
-    """Split the input axis into bands of ``band`` rows; each band knows its dy rows."""
+    """Split the input axis into bands of ``band`` rows; each band knows its dy rows.
+
+    Owned rows always lie inside the band's dy window [q0, q1] (an empty own range too, so that a view
+    of them is a valid, possibly empty, slice of the band buffer). A single band over the whole axis
+    (W always) holds every dy row, also those only padding beyond the kernel's reach reads: they add
+    nothing to dx, but dw and a folded db on the shared dy load need every output column.
+    """
     out = []
     prev_own = 0
     for i0 in range(0, ax.n, band):
@@ -41,10 +47,12 @@ def axis_bands(ax: Axis, band: int) -> tuple[AxisBand, ...]:
         q0, q1 = ax.dx_dy_range(i0, i1)
         if q1 <= q0:  # no tap reaches this band: an empty dy window
             q0 = q1 = max(0, min(prev_own, ax.o))
+        if i0 == 0 and i1 == ax.n:
+            q0, q1 = min(q0, 0), max(q1, ax.o)
         own0 = max(prev_own, q0, 0)
         own1 = max(own0, min(q1, ax.o))
-        if i1 == ax.n:
-            own1 = max(own1, own0)
+        if own0 > q1:   # every row this band reads is owned by an earlier band: it owns none
+            own0 = own1 = max(q0, q1)
         out.append(AxisBand(i0, i1, q0, q1, own0, own1))
         prev_own = max(prev_own, own1)
     return tuple(out)
@@ -52,10 +60,16 @@ def axis_bands(ax: Axis, band: int) -> tuple[AxisBand, ...]:
 
 @lru_cache(maxsize=1024)
 def axis_covered(ax: Axis, band: int) -> bool:
-    """True when the bands' owned dy rows cover every output row (db can fold on the dx load)."""
-    bands = axis_bands(ax, band)
-    return bands[0].own0 == 0 and max(b.own1 for b in bands) == ax.o and all(
-        b.own0 <= (bands[i - 1].own1 if i else 0) for i, b in enumerate(bands))
+    """True when the bands' owned dy rows cover every output row, each exactly once (db can fold on the
+    dx load)."""
+    reach = 0
+    for b in axis_bands(ax, band):
+        if b.own1 <= b.own0:
+            continue
+        if b.own0 != reach:
+            return False
+        reach = b.own1
+    return reach == ax.o
 
 
 @dataclass(frozen=True)
