@@ -36,6 +36,7 @@ from .dx_pairs import (
 )
 from .errors import Conv3dBwdInputError, Conv3dBwdPlanError
 from .geometry import ConvGeom, ceil_div, validate
+from .no_plan import no_plan_message
 from .schedule import (
     FILTER_RUN_CI_MAX,
     MOVING_MAX,
@@ -964,7 +965,8 @@ _filter_group = filter_group
 
 
 def _dw_pos_tiles(rows: tuple[int, int], wo: int) -> int:
-    return len(box_blocks((0, 0, 0), (rows[0], rows[1], wo), PMAX)) if min(rows) > 0 else 0
+    # (counted, not listed: a huge box has millions of tiles, and its plan is rejected anyway)
+    return sum(n for _shape, n in box_block_sizes((0, 0, 0), (rows[0], rows[1], wo), PMAX)) if min(rows) > 0 else 0
 
 
 # ------------------------------------------------------------------------------- cost estimate
@@ -2206,8 +2208,10 @@ gather_dx_method = _dx_method
 
 def _base(g: ConvGeom, dy_shape, x_shape, w_shape, stride, padding, dilation, target, lnc,
           cdx, cdw, cdb) -> dict:
-    return {"dy_shape": tuple(dy_shape), "x_shape": tuple(x_shape), "w_shape": tuple(w_shape),
-                "stride": tuple(stride), "padding": tuple(padding), "dilation": tuple(dilation), "dtype": g.dtype,
+    def ints(v):   # (plain ints: the arguments may be numpy integers or arrays, and plans go to JSON)
+        return tuple(int(e) for e in v)
+    return {"dy_shape": ints(dy_shape), "x_shape": ints(x_shape), "w_shape": ints(w_shape),
+                "stride": ints(stride), "padding": ints(padding), "dilation": ints(dilation), "dtype": g.dtype,
                 "target": target, "lnc": lnc, "compute_dx": cdx, "compute_dw": cdw, "compute_db": cdb}
 
 
@@ -2578,8 +2582,7 @@ def _plan(g: ConvGeom, base: dict) -> Plan:
         records.append(Candidate(lab, True, "", est, b.sbuf, b.psum))
         feasible.append(p)
     if not feasible:
-        why = "; ".join(f"{r.label}: {r.reason}" for r in records[:6])
-        raise Conv3dBwdPlanError(f"no plan fits {target} for this geometry: {why}")
+        raise Conv3dBwdPlanError(no_plan_message(target, records, hw.sbuf_usable, hw.psum_banks))
     feasible.sort(key=lambda q: (round(q.estimated_us, 6), q.label))
     records_t = tuple(records)
     alts = tuple(replace(q, candidates=records_t) for q in feasible)
