@@ -29,6 +29,7 @@ from .planner import (
     DxMethod,
     Strategy,
     current_forced_plan,
+    db_chunk,
     db_taps_local,
     dw_direct,
     dx_band_early_on,
@@ -224,7 +225,7 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
     if compute_db:
         if not fold:
             per = -(-g.batch // lnc)
-            db_state.standalone(range(min(g.batch, pid * per), min(g.batch, (pid + 1) * per)), 4096)
+            db_state.standalone(range(min(g.batch, pid * per), min(g.batch, (pid + 1) * per)), db_chunk(g))
         db_state.finish(pid, lnc)
     outs = tuple(t for t in (dx, dw, db) if t is not None)
     return outs[0] if len(outs) == 1 else outs

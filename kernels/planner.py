@@ -951,7 +951,11 @@ def _xs_max_chunks(g: ConvGeom, p: Plan) -> int:
 
 
 def _db_chunk(g: ConvGeom) -> int:
+    """dy positions per transfer of the standalone db pass (8 KiB per partition, two buffers)."""
     return 8192 // g.dtype_bytes
+
+
+db_chunk = _db_chunk
 
 
 def filter_group(g: ConvGeom, p: Plan) -> int:
