@@ -4,6 +4,8 @@ reads. They add nothing to dx or dw, but every band's dy window and owned rows m
 (shared-dy and per-gradient, every dx and dw method), exact mode against the oracle."""
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from kernels.geometry import Axis
@@ -22,6 +24,11 @@ REPRODUCERS = [
     pytest.param(Case("d-band-owns-nothing", "padding", 1, 1, 1, (14, 9, 210), (3, 2, 3), stride=(2, 1, 1),
                       padding=(1, 0, 3, 3, 0, 0), dilation=(3, 3, 2), dtype="fp32", grads=("dx", "db")), "trn2",
                  id="d-s2-dil3-dxdb"),
+    # D stride 3 with one-row bands: the first band reads dy row 1 only, the second rows 0-2 (windows out of
+    # order); dy row 0 was owned by no band, so shared-dy dw missed its contribution (a wrong dw)
+    pytest.param(Case("d-windows-out-of-order", "padding", 1, 2, 12, (2, 8, 20), (4, 4, 6), stride=(3, 2, 1),
+                      padding=(5, 1, 1, 0, 2, 5), dilation=(2, 2, 1), dtype="fp16", grads=("dx", "dw")), "trn3",
+                 id="d-s3-windows-out-of-order"),
 ]
 
 # small geometries with some side padded beyond the reach; the dx+dw+db ones at LNC1 and the LNC2 one have
@@ -43,6 +50,7 @@ MANY = [
     pytest.param(Case("lnc2", "padding", 1, 3, 4, (3, 4, 5), (2, 1, 3), stride=(1, 2, 1),
                       padding=(3, 0, 2, 0, 0, 3), lnc=2), "trn2", id="lnc2"),
     pytest.param(*REPRODUCERS[2].values, id="wide-reproducer"),
+    pytest.param(*REPRODUCERS[3].values, id="windows-out-of-order"),
 ]
 SPREAD = 40   # the default suite runs every SPREAD-th candidate of MANY (the pick first)
 
@@ -55,6 +63,15 @@ def _failures(outcomes):
 def test_reproducer_pick_is_exact(case, target):
     outcomes = run_candidates(case, target=target, plans=[_pick(case, target)])
     assert len(outcomes) == 1 and not _failures(outcomes), "\n".join(_failures(outcomes))
+
+
+def test_out_of_order_windows_shared_candidates():
+    """Every eighth shared-dy candidate (each crashed or missed the row; every one nightly in MANY)."""
+    case, target = REPRODUCERS[3].values[:2]
+    plans = [p for p in _pick(case, target).feasible_candidates() if p.strategy.value == "shared_dy"][::8]
+    assert len(plans) > 3
+    outcomes = run_candidates(case, target=target, plans=plans)
+    assert not _failures(outcomes), "\n".join(_failures(outcomes))
 
 
 @pytest.mark.parametrize("case, target", FEW)
@@ -100,6 +117,30 @@ def test_owned_rows_lie_in_the_band_window(ax, band):
     reached = {o for o in range(ax.o) for k in range(ax.k) if 0 <= o * ax.s + k * ax.r - ax.lo < ax.n}
     assert reached <= set(owned)   # every row dx or dw needs is owned once
     assert axis_covered(ax, band) == (set(owned) == set(range(ax.o)))
+
+
+def test_band_windows_and_owned_rows_on_every_small_axis():
+    """Exhaustive over small axes and band sizes: each band's window holds every dy row its inputs read,
+    owned rows lie in the window, each row is owned at most once and every row some input reads is owned."""
+    checked = 0
+    for n, k, s, r, lo, hi in itertools.product(range(1, 6), range(1, 4), range(1, 4), range(1, 3), range(5),
+                                                range(5)):
+        if n + lo + hi - r * (k - 1) - 1 < 0:
+            continue
+        ax = Axis(n, k, s, r, lo, hi)
+        reached = {o for o in range(ax.o) for t in range(k) if 0 <= o * s + t * r - lo < n}
+        for band in range(1, n + 1):
+            owned = []
+            for b in axis_bands(ax, band):
+                assert b.q0 <= b.own0 <= b.own1 <= b.q1, (ax, band, b)
+                owned.extend(range(b.own0, b.own1))
+                reads = {(i + lo - t * r) // s for i in range(b.i0, b.i1) for t in range(k)
+                         if (i + lo - t * r) % s == 0}
+                assert all(b.q0 <= o < b.q1 for o in reads if 0 <= o < ax.o), (ax, band, b)
+            assert len(owned) == len(set(owned)) and reached <= set(owned) <= set(range(ax.o)), (ax, band)
+            assert axis_covered(ax, band) == (set(owned) == set(range(ax.o)))
+            checked += 1
+    assert checked > 2000
 
 
 def test_a_whole_axis_band_owns_every_row():
