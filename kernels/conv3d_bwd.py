@@ -6,7 +6,7 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .errors import Conv3dBwdInputError
-from .geometry import validate
+from .geometry import check_tensors, validate
 from .methods.s2d_gemm.nki_body import run_s2d_gemm
 from .methods.s2d_gemm.spec import S2dOptions
 from .nki_common import Evictor, transpose_pool
@@ -39,6 +39,7 @@ from .spec.compose import (
 from .spec.dw_options import dw_direct
 from .spec.dx_options import dx_program_items
 from .spec.forcing import current_forced_plan
+from .spec.items import db_chunk
 from .spec.psum import psum_transpose_banks
 from .spec.record import DbMethod, DwMethod, DxMethod, Strategy
 
@@ -83,9 +84,10 @@ def _same_problem(plan, g, args):
 def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), dilation=(1, 1, 1),
                compute_dx=True, compute_dw=True, compute_db=True):
     """Gradients of a 3D convolution: (dx, dw, db), keeping the requested ones (bare when one)."""
+    check_tensors(dy=dy, x_in=x_in, filters=filters)
     g = validate(dy.shape, x_in.shape, filters.shape, stride, padding, dilation,
-                 dtypes=(dy.dtype, x_in.dtype, filters.dtype), compute_dx=bool(compute_dx),
-                 compute_dw=bool(compute_dw), compute_db=bool(compute_db))
+                 dtypes=(dy.dtype, x_in.dtype, filters.dtype), compute_dx=compute_dx,
+                 compute_dw=compute_dw, compute_db=compute_db)
     lnc = nl.num_programs(axes=0)
     pid = nl.program_id(axis=0)
     target = _target()
@@ -226,7 +228,7 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
     if compute_db:
         if not fold:
             per = -(-g.batch // lnc)
-            db_state.standalone(range(min(g.batch, pid * per), min(g.batch, (pid + 1) * per)), 4096)
+            db_state.standalone(range(min(g.batch, pid * per), min(g.batch, (pid + 1) * per)), db_chunk(g))
         db_state.finish(pid, lnc)
     outs = tuple(t for t in (dx, dw, db) if t is not None)
     return outs[0] if len(outs) == 1 else outs

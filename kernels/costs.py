@@ -237,7 +237,8 @@ def section_ns(busy: dict[str, float], loss: float = SECTION_LOSS, power: float 
     if top <= 0.0:
         return 0.0
     others = [b for e, b in busy.items() if e != top_engine]
-    t = top + loss * sum(b * (b / top) ** power for b in others)
+    # (b > 0: a sum of busy times that cancel can round to -1e-14, whose fractional power is complex)
+    t = top + loss * sum(b * (b / top) ** power for b in others if b > 0.0)
     if steps > 0:
         t = max(t, top + max(0.0, sum(others) / steps - head_ns))
     return t

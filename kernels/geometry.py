@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from .errors import Conv3dBwdInputError
 
 DTYPES = ("bf16", "fp16", "fp32")
@@ -142,11 +144,51 @@ class ConvGeom:
         return t // kh_kw, (t // self.axes[2].k) % self.axes[1].k, t % self.axes[2].k
 
 
+_LAYOUTS = {"dy": "[B, C_out, D_out, H_out, W_out]", "x_in": "[B, C_in, D, H, W]",
+            "filters": "[K_d, K_h, K_w, C_in, C_out]"}
+
+
+def check_tensors(**tensors: object) -> None:
+    """Each of ``tensors`` (dy, x_in, filters) is an array (a shape and a dtype), not a list or a scalar."""
+    for name, t in tensors.items():
+        if not (hasattr(t, "shape") and hasattr(t, "dtype")):
+            raise Conv3dBwdInputError(
+                f"{name}: got a {type(t).__name__}; must be an array (numpy array or NKI tensor) "
+                f"{_LAYOUTS.get(name, '')} (convert with numpy.asarray(..., dtype=...))")
+
+
+def check_flag(name: str, value: object) -> bool:
+    """A gradient flag: True or False (also numpy's bool); a string like "False" is refused, not read as True."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise Conv3dBwdInputError(f"{name}={value!r}: must be a bool (True or False)")
+
+
+def _sequence(name: str, value: object, length: int) -> list:
+    """The entries of a sequence argument: a tuple or list, or a 1-D numpy array of integers (as in the
+    Python API; under nki.jit an array argument becomes a device tensor, which has no values to plan with)."""
+    if isinstance(value, (tuple, list)):
+        return list(value)
+    if hasattr(value, "shape") and hasattr(value, "dtype"):
+        kind = getattr(value.dtype, "kind", None)   # numpy arrays only; NKI tensors have no .kind dtype
+        if kind is None or not hasattr(value, "tolist"):
+            raise Conv3dBwdInputError(
+                f"{name}: got a tensor of shape {tuple(value.shape)}; must be a tuple of {length} Python integers "
+                "(a kernel argument given as an array becomes a device tensor under nki.jit: pass tuple(...))")
+        if kind not in "iu" or len(value.shape) != 1:
+            raise Conv3dBwdInputError(
+                f"{name}=array(shape={tuple(value.shape)}, dtype={value.dtype}): must be {length} integers "
+                "(a 1-D integer array or a tuple)")
+        return [int(v) for v in value.tolist()]
+    raise Conv3dBwdInputError(f"{name}={value!r}: must be a tuple of {length} integers")
+
+
 def _triple(name: str, value: object, length: int, minimum: int) -> tuple[int, ...]:
-    if not isinstance(value, (tuple, list)) or len(value) != length:
-        raise Conv3dBwdInputError(f"{name}={value!r}: must be a tuple of {length} integers")
+    entries = _sequence(name, value, length)
+    if len(entries) != length:
+        raise Conv3dBwdInputError(f"{name}={value!r}: must be a tuple of {length} integers, got {len(entries)}")
     out = []
-    for v in value:
+    for v in entries:
         if isinstance(v, bool) or not isinstance(v, int):
             try:
                 import numbers
@@ -195,6 +237,8 @@ def validate(dy_shape: object, x_shape: object, w_shape: object, stride: object 
         dt = dtype_name(dtype) or str(dtype)
         if dt not in DTYPES:
             raise Conv3dBwdInputError(f"dtype={dtype!r}: must be one of {', '.join(DTYPES)}")
+    compute_dx, compute_dw, compute_db = (check_flag(f"compute_{n}", v) for n, v in
+                                          (("dx", compute_dx), ("dw", compute_dw), ("db", compute_db)))
     st = _triple("stride", stride, 3, 1)
     pad = _triple("padding", padding, 6, 0)
     dil = _triple("dilation", dilation, 3, 1)

@@ -844,6 +844,7 @@ class DwState:
                 self.started = True
             self.exchanged = (self._exchange_halves(pid),)
         self.x_pool = self.xt_pool = self.x_stage = self.dyt = self.acc_pool = self.xt_dma = None
+        self.dyt_ring = None   # (the ring holds the dy^T tiles too: dropped with them, or they outlive dw)
         self.db_state = self.ones = self.db_ps = None
 
     def _exchange_halves(self, pid):

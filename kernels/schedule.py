@@ -33,18 +33,39 @@ class AxisBand:
 
 @lru_cache(maxsize=4096)
 def axis_bands(ax: Axis, band: int) -> tuple[AxisBand, ...]:
-    """Split the input axis into bands of ``band`` rows; each band knows its dy rows."""
-    out = []
-    prev_own = 0
+    """Split the input axis into bands of ``band`` rows; each band knows its dy rows.
+
+    With strides the dy windows of consecutive bands need not be monotone (a band of one phase may read
+    rows before the previous band's): each window is widened to the smallest one-way-ordered cover
+    (q0 the least of its own and every later window's start, q1 the greatest of its own and every
+    earlier window's end), so that owned rows -- contiguous, each dy row at most once, every row some
+    input reads owned by a band whose window holds it -- follow from the band order. Owned rows always
+    lie inside the band's window (an empty own range too: a view of them is a valid, empty, slice).
+    A single band over the whole axis (W always) holds every dy row, also those only padding beyond
+    the kernel's reach reads: they add nothing to dx, but dw and a folded db on the shared dy load need
+    every output column.
+    """
+    spans = []
     for i0 in range(0, ax.n, band):
         i1 = min(ax.n, i0 + band)
         q0, q1 = ax.dx_dy_range(i0, i1)
-        if q1 <= q0:  # no tap reaches this band: an empty dy window
+        if i0 == 0 and i1 == ax.n:
+            q0, q1 = min(q0, 0) if q1 > q0 else 0, max(q1, ax.o)
+        spans.append([i0, i1, q0, q1])
+    live = [sp for sp in spans if sp[3] > sp[2]]   # (no tap reaches a band: an empty window, set below)
+    for k in range(len(live) - 2, -1, -1):
+        live[k][2] = min(live[k][2], live[k + 1][2])
+    for k in range(1, len(live)):
+        live[k][3] = max(live[k][3], live[k - 1][3])
+    out = []
+    prev_own = 0
+    for i0, i1, q0, q1 in spans:
+        if q1 <= q0:
             q0 = q1 = max(0, min(prev_own, ax.o))
         own0 = max(prev_own, q0, 0)
         own1 = max(own0, min(q1, ax.o))
-        if i1 == ax.n:
-            own1 = max(own1, own0)
+        if own0 > q1:   # every row this band reads is owned by an earlier band: it owns none
+            own0 = own1 = max(q0, q1)
         out.append(AxisBand(i0, i1, q0, q1, own0, own1))
         prev_own = max(prev_own, own1)
     return tuple(out)
@@ -52,10 +73,16 @@ def axis_bands(ax: Axis, band: int) -> tuple[AxisBand, ...]:
 
 @lru_cache(maxsize=1024)
 def axis_covered(ax: Axis, band: int) -> bool:
-    """True when the bands' owned dy rows cover every output row (db can fold on the dx load)."""
-    bands = axis_bands(ax, band)
-    return bands[0].own0 == 0 and max(b.own1 for b in bands) == ax.o and all(
-        b.own0 <= (bands[i - 1].own1 if i else 0) for i, b in enumerate(bands))
+    """True when the bands' owned dy rows cover every output row, each exactly once (db can fold on the
+    dx load)."""
+    reach = 0
+    for b in axis_bands(ax, band):
+        if b.own1 <= b.own0:
+            continue
+        if b.own0 != reach:
+            return False
+        reach = b.own1
+    return reach == ax.o
 
 
 @dataclass(frozen=True)

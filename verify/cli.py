@@ -183,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     from verify.version import project_version
 
     parser.add_argument("--version", action="version", version=f"{PROG} {project_version()}")
-    sub = parser.add_subparsers(dest="command", metavar="{check,plan,report,bench}")
+    sub = parser.add_subparsers(dest="command", metavar="{check,plan,report,bench,sweep}")
     sub.required = True
 
     check = sub.add_parser("check", help="run one geometry against the oracle",
@@ -274,7 +274,31 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run only the pick and the K other candidates with the lowest estimates "
                             "(a quick look: pick/best is then of those, not of every candidate) "
                             "(default: every candidate; the smoke set: 1)")
+    _add_sweep(sub)
     return parser
+
+
+def _add_sweep(sub) -> None:
+    sweep = sub.add_parser("sweep", help="random geometries against the oracle (verify.sweep)",
+                           formatter_class=_HelpFormatter,
+                           description="Draw random geometries: small ones run in full against the oracle, "
+                           "large ones planned and traced; print each failure with its check line, the "
+                           "estimate outliers and the counts (exit 1 on any failure).")
+    sweep.add_argument("--seed", type=_seed, default=0, help="random seed of the geometry draws")
+    sweep.add_argument("--small", type=_non_negative_int, default=20, metavar="N",
+                       help="small geometries, run in full against the oracle")
+    sweep.add_argument("--large", type=_non_negative_int, default=2, metavar="M",
+                       help="large geometries, planned and traced only")
+    sweep.add_argument("--jobs", type=_positive_int, default=1, help="geometries run in this many processes")
+    sweep.add_argument("--mode", choices=MODES, default="exact", help="numerical mode of the small runs")
+
+
+def cmd_sweep(args) -> int:
+    from verify.sweep import run_sweep
+
+    totals = run_sweep(args.seed, args.small, args.large, jobs=args.jobs, mode=args.mode,
+                       out=lambda line: print(line, flush=True))
+    return 1 if totals.n_failures else 0
 
 
 # ---------------------------------------------------------------------------------------------- check
@@ -721,7 +745,7 @@ def cmd_bench(args) -> int:
     return 0
 
 
-COMMANDS = {"check": cmd_check, "plan": cmd_plan, "report": cmd_report, "bench": cmd_bench}
+COMMANDS = {"check": cmd_check, "plan": cmd_plan, "report": cmd_report, "bench": cmd_bench, "sweep": cmd_sweep}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

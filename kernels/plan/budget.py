@@ -15,7 +15,8 @@ from ..schedule import (
     MOVING_MAX,
     PMAX,
     axis_bands,
-    box_blocks,
+    axis_covered,
+    box_block_sizes,
     dw_x_extent,
     dw_x_stage_elems,
     dx_stage_elems,
@@ -48,6 +49,7 @@ from ..spec.dw_options import (
 )
 from ..spec.dw_xs import dw_xs_bundle, dw_xs_chunks, dw_xs_group_banks, dw_xt_ring
 from ..spec.dx_options import _dpair_slot_count, _filter_group, dpairs_illegal, dx_program_items, dx_t_active
+from ..spec.items import db_chunk
 from ..spec.psum import PSUM_BANK_BYTES, PSUM_DX_BANKS, psum_transpose_banks
 from ..spec.record import DbMethod, DwMethod, DxMethod, Plan, Strategy
 
@@ -202,7 +204,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         if p.dw_x_stationary:
             psum_dw = dw_xs_group_banks(g, p) + 1 + (1 if db_on_dw(p) else 0)
     if p.compute_db and p.db_method is DbMethod.STANDALONE:
-        phase_sbuf["db"] = 2 * min(_db_chunk(g), g.batch * Wo * g.axes[0].o * g.axes[1].o) * ds + 4 * n_co * 4
+        phase_sbuf["db"] = 2 * min(db_chunk(g), g.batch * Wo * g.axes[0].o * g.axes[1].o) * ds + 4 * n_co * 4
     sbuf = max(phase_sbuf.values(), default=0)
     psum = psum_transpose_banks(p) + (psum_dx + psum_dw if (p.strategy is Strategy.SHARED_DY or _dw_dx_merged(g, p))
                                    else max(psum_dx, psum_dw))
@@ -215,12 +217,9 @@ def _xs_max_chunks(g: ConvGeom, p: Plan) -> int:
     return max(len(dw_xs_chunks(g, p, sp)) for sp in spans)
 
 
-def _db_chunk(g: ConvGeom) -> int:
-    return 8192 // g.dtype_bytes
-
-
 def _dw_pos_tiles(rows: tuple[int, int], wo: int) -> int:
-    return len(box_blocks((0, 0, 0), (rows[0], rows[1], wo), PMAX)) if min(rows) > 0 else 0
+    # (counted, not listed: a huge box has millions of tiles, and its plan is rejected anyway)
+    return sum(n for _shape, n in box_block_sizes((0, 0, 0), (rows[0], rows[1], wo), PMAX)) if min(rows) > 0 else 0
 
 
 def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
@@ -246,6 +245,8 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
     if p.dw_dyt_dma and not dyt_dma_legal(g, p):
         return ("dw_dyt_dma needs per-gradient dw:row_pack (or box mode with W_out <= 128), a 2-byte dtype "
                 "and trn2/trn3 (dma_transpose)"), b
+    if p.db_method is DbMethod.FOLD and not _fold_ok(g, p):   # (e.g. a variant's smaller dx bands)
+        return "db:fold needs dy loads that own every dy row (padding beyond the reach leaves rows unowned)", b
     if p.db_ones and not db_ones_legal(g, p):
         return "db_ones needs db:fold with row-mode x-stationary dw and a stationary chunk with room on M", b
     if b.sbuf > hw.sbuf_usable:
@@ -290,3 +291,13 @@ def _dx_t_sbuf(g: ConvGeom, p: Plan, ext: tuple[int, int, int]) -> tuple[int, in
     copies = max(0, _dx_t_copies(g, p) - 1) * p.dy_bufs * ext[0] * ext[1] * ext[2] * ds
     stage = 2 * n_tiles(ci_t, PMAX) * phase_stage_elems(g, p.dx_band) * ds if any(a.s > 1 for a in g.axes) else 0
     return plane, copies + DXT_BUFS * slots * ci_t * ds + stage
+
+
+def _fold_ok(g: ConvGeom, p: Plan) -> bool:
+    """db can fold on a dy load only when those loads cover every dy row."""
+    if p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
+        return True
+    if p.compute_dw or p.compute_dx:
+        return axis_covered(g.axes[0], p.dx_band[0]) and axis_covered(g.axes[1], p.dx_band[1]) \
+            and axis_covered(g.axes[2], g.axes[2].n)
+    return False

@@ -5,12 +5,12 @@ from .. import pw_shared as pw
 from ..costs import TargetFigures
 from ..geometry import ConvGeom, ceil_div
 from ..methods.s2d_gemm import spec as s2d_spec
-from ..schedule import MOVING_MAX, PMAX, axis_covered, n_tiles
+from ..schedule import MOVING_MAX, PMAX, n_tiles
 from ..spec.compose import db_on_dw, pw_shared_on
 from ..spec.dw_options import dw_tap_unit
 from ..spec.dw_xs import XS_MAX_BANKS, dw_xs_fits, dw_xs_per_bank
 from ..spec.record import DbMethod, DwMethod, DxMethod, Plan, Strategy, replace
-from .budget import _check
+from .budget import _check, _fold_ok
 from .problem import _dx_method
 from .variants import _band_options, _with_regions
 
@@ -172,13 +172,3 @@ def _dw_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ranges: list[int], 
         if len({r for _b, r, _t in found}) >= 2:
             break
     return found or out
-
-
-def _fold_ok(g: ConvGeom, p: Plan) -> bool:
-    """db can fold on a dy load only when those loads cover every dy row."""
-    if p.compute_dw and p.strategy is Strategy.PER_GRADIENT:
-        return True
-    if p.compute_dw or p.compute_dx:
-        return axis_covered(g.axes[0], p.dx_band[0]) and axis_covered(g.axes[1], p.dx_band[1]) \
-            and axis_covered(g.axes[2], g.axes[2].n)
-    return False

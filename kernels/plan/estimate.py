@@ -47,11 +47,11 @@ from ..spec.dw_options import (
 )
 from ..spec.dw_xs import db_ones_chunk, dw_xs_bundle, dw_xs_bundles
 from ..spec.dx_options import _filter_group, dx_ci_split_on, dx_program_items, dx_t_active, filters_by_dma
-from ..spec.items import _split, dw_items
+from ..spec.items import _split, db_chunk, dw_items
 from ..spec.psum import PSUM_BANK_BYTES
 from ..spec.record import DbMethod, DwMethod, DxMethod, Plan, Strategy, replace
 from ..xt_rows import xt_dma_bufs, xt_dma_setup_cost
-from .budget import _db_chunk, _dx_dy_extent, _gemm_dma_chunks
+from .budget import _dx_dy_extent, _gemm_dma_chunks
 from .estimate_dw import (
     _cost_fill,
     _estimate_dw_item,
@@ -431,7 +431,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         c.section("db" if p.db_method is DbMethod.STANDALONE else "db_store")
         if p.db_method is DbMethod.STANDALONE:
             npos = g.axes[0].o * g.axes[1].o * Wo
-            chunk = _db_chunk(g)
+            chunk = db_chunk(g)
             per_b = ceil_div(npos, chunk)
             per = ceil_div(g.batch, p.lnc)
             bs = max(0, min(g.batch, (pid + 1) * per) - min(g.batch, pid * per))

@@ -19,6 +19,8 @@ gather_dx_method = _dx_method
 
 def _base(g: ConvGeom, dy_shape, x_shape, w_shape, stride, padding, dilation, target, lnc,
           cdx, cdw, cdb) -> dict:
-    return {"dy_shape": tuple(dy_shape), "x_shape": tuple(x_shape), "w_shape": tuple(w_shape),
-                "stride": tuple(stride), "padding": tuple(padding), "dilation": tuple(dilation), "dtype": g.dtype,
+    def ints(v):   # (plain ints: the arguments may be numpy integers or arrays, and plans go to JSON)
+        return tuple(int(e) for e in v)
+    return {"dy_shape": ints(dy_shape), "x_shape": ints(x_shape), "w_shape": ints(w_shape),
+                "stride": ints(stride), "padding": ints(padding), "dilation": ints(dilation), "dtype": g.dtype,
                 "target": target, "lnc": lnc, "compute_dx": cdx, "compute_dw": cdw, "compute_db": cdb}

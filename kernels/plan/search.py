@@ -11,6 +11,7 @@ from ..spec.record import Candidate, DxMethod, Plan, Strategy, replace
 from .budget import _check
 from .candidates import _enumerate
 from .estimate import _estimate
+from .no_plan import no_plan_message
 from .problem import _base
 
 
@@ -117,8 +118,7 @@ def _plan(g: ConvGeom, base: dict) -> Plan:
         records.append(Candidate(lab, True, "", est, b.sbuf, b.psum))
         feasible.append(p)
     if not feasible:
-        why = "; ".join(f"{r.label}: {r.reason}" for r in records[:6])
-        raise Conv3dBwdPlanError(f"no plan fits {target} for this geometry: {why}")
+        raise Conv3dBwdPlanError(no_plan_message(target, records, hw.sbuf_usable, hw.psum_banks))
     feasible.sort(key=lambda q: (round(q.estimated_us, 6), q.label))
     records_t = tuple(records)
     alts = tuple(replace(q, candidates=records_t) for q in feasible)

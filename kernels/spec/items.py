@@ -6,6 +6,11 @@ from ..schedule import AxisBand, axis_bands
 from .record import Plan, Strategy
 
 
+def db_chunk(g: ConvGeom) -> int:
+    """dy positions per transfer of the standalone db pass (8 KiB per partition, two buffers)."""
+    return 8192 // g.dtype_bytes
+
+
 def _split(items: list, lnc: int, pid: int) -> list:
     """The contiguous share of ``items`` that program ``pid`` of ``lnc`` runs (the kernel's split)."""
     per = ceil_div(len(items), lnc)

@@ -7,7 +7,7 @@ import nkisim
 from kernels import conv3d_bwd
 from kernels.plan import forced_plan, plan_conv3d_bwd, replace
 
-from ...conftest import DTYPES, exact_inputs, oracle
+from ...support import DTYPES, exact_inputs, oracle
 
 GRADS = ("dx", "dw", "db")
 
