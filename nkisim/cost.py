@@ -18,10 +18,13 @@ from enum import Enum
 from functools import cached_property
 from typing import NamedTuple
 
+from .dge import DmaQueue, hwdge_transpose_violation
 from .trace import Access, Instr, Trace
 
 __all__ = [
+    "ASSUMPTIONS",
     "TARGETS",
+    "Assumption",
     "CostModelError",
     "Engine",
     "HardwareTarget",
@@ -55,33 +58,51 @@ ENGINE_NAMES = tuple(e.value for e in Engine)
 
 @dataclass(frozen=True)
 class HardwareTarget:
-    """Documented figures of one NeuronCore of a target (all per core)."""
+    """Figures of one NeuronCore of a target (all per core). Each field's source, or its assumption band
+    (:data:`ASSUMPTIONS`), is listed in ``docs/nkisim-cost-model.md``."""
 
     name: str
     tensor_ghz: float            # TensorE clock
     vector_ghz: float            # VectorE clock
     scalar_ghz: float            # ScalarE clock
     gpsimd_ghz: float            # GpSimd clock
-    dma_engines: int             # DMA engines (queues) per core
+    dma_engines: int             # DMA engines per core (16 on trn1/2/3)
     dma_engine_bytes_per_ns: float  # bandwidth of one DMA engine
     pe_rows: int = 128           # PE array 128x128 (all targets)
     pe_cols: int = 128
     vector_fast_modes: bool = False  # trn2+ VectorE 2x/4x modes for 2-byte copies
     scalar_small_dtype_speedup: int = 1  # trn3 ScalarE: 256 bf16/fp8 per cycle vs 128 others
-    # Compute-engine figures, the same on every documented target.
-    min_ii_cycles: int = 64              # MIN_II ~64 cycles for small tiles (§8 "VectorE and ScalarE")
-    access_overhead_cycles: int = 60     # ~60 cycles fixed per SBUF/PSUM access (§8, stated for v2)
-    dependent_overhead_cycles: int = 100  # ~100 cycles static overhead when back-to-back dependent
-    matmul_min_cycles: int = 64          # MM_INIT_LATENCY = 64 cycles (§8 "TensorE matmul")
-    dma_fixed_ns: float = 1300.0         # ~1300 ns semaphore-to-start per DMA transfer (§8 "DMA")
-    # inference: a descriptor's fixed cost, expressed as the bytes that could have moved meanwhile;
-    # calibrated so >= 4 KiB runs reach ~94 %, 2 KiB ~89 %, <= 256 B <= 50 % (the guide's thresholds).
-    dma_descriptor_overhead_bytes: float = 256.0
+    hwdge_queues: int = 0        # hardware DGE blocks per core (two on NC-v3+; none before)
+    # TensorE
+    matmul_min_cycles: int = 64           # MM_INIT_LATENCY = 64 cycles (arch guide, TensorE cost model)
+    matmul_issue_cycles: float = 14.0     # fit: tutorial v3 profile, TensorE active 28.16 ms / 32768 matmuls
+    # VectorE, ScalarE, GpSimd
+    min_ii_cycles: int = 64               # MIN_II ~64 cycles for small tiles
+    access_overhead_cycles: int = 60      # arch guide: ~60 cycles static overhead per SBUF/PSUM access
+    vector_overhead_cycles: int = 144     # nki-library topk cost code: fixed DVE instruction overhead
+    dependent_interval_cycles: int = 264  # perf guide Opt #5a: 189 ns = 264 ScalarE cycles between dependent
+    # DMA
+    dma_fixed_ns: float = 1300.0          # DMA bandwidth guide: ~1300 ns semaphore-to-start per transfer
+    dma_descriptor_overhead_bytes: float = 150.0  # fit: DMA overview's throughput curve above 2 KiB/partition
+    hwdge_issue_ns: float = 600.0         # DGE reference, trn2 arch guide: ~600 ns per hardware-DGE instruction
+    swdge_issue_ns: float = 600.0         # fit: tutorial v2, 66,048 software-DGE DMAs in 39.89 ms
+    swdge_gpsimd_ns: float = 100.0        # assumption: GpSimd time per software-DGE instruction
+    static_issue_ns: float = 300.0        # assumption: per-instruction cost with host-made descriptors
+    unknown_copy_dge: str = "swdge"       # assumption: the mode the compiler gives dma_copy under 'unknown'
     dma_transpose_from_hbm_efficiency: float = 0.9   # trn2 arch guide: HBM->SBUF up to 90 %
     dma_transpose_from_sbuf_efficiency: float = 0.5  # trn2 arch guide: SBUF->SBUF up to 50 %
+    dma_transpose_block_partitions: int = 128        # trn2 arch guide: blocks of [par_dim(128), 16]
+    dma_transpose_block_elems: int = 16
     # Calibration: per-engine factors on the modelled times, fitted from hardware latencies
     # (see docs/nkisim-cost-model.md, "Calibration"); () means the documented figures as they are.
     engine_factors: tuple[tuple[str, float], ...] = ()
+
+    def bound(self, end: str) -> HardwareTarget:
+        """This target with every assumption at its ``'optimistic'`` or ``'pessimistic'`` end."""
+        if end not in ("optimistic", "pessimistic"):
+            raise CostModelError(f"end={end!r}: must be 'optimistic' or 'pessimistic'")
+        pick = 0 if end == "optimistic" else 1
+        return dataclasses.replace(self, **{name: a.ends[pick] for name, a in ASSUMPTIONS.items()})
 
     def calibrated(self, factors: Mapping[str, float]) -> HardwareTarget:
         """A copy whose engine times are scaled by ``factors`` ({engine: factor > 0})."""
@@ -113,38 +134,75 @@ class HardwareTarget:
         return self._clocks[engine]
 
 
-# Sources: docs/nki-api.md §8 table (trainium_inferentia2_arch.html, trainium2_arch.html,
-# trainium3_arch.html, nki-dma-bandwidth-guide.html).
+@dataclass(frozen=True)
+class Assumption:
+    """A figure no public source pins down: its optimistic and pessimistic ends (the central value is the
+    target's field) and why."""
+
+    ends: tuple[object, object]   # (optimistic, pessimistic): the ends giving the shorter / longer time
+    why: str
+
+
+# The uncertainty band: the schedule runs once at the central values and once at each end (``summarize``).
+# docs/nkisim-cost-model.md explains every entry; the same values hold on every target.
+ASSUMPTIONS: dict[str, Assumption] = {
+    "matmul_issue_cycles": Assumption(
+        (7.0, 16.0), "fit to one profile; the profile counts two hardware matmuls per fp32 nc_matmul (7 each)"),
+    "vector_overhead_cycles": Assumption(
+        (60, 144), "nki-library's figure is for topk's DVE instructions; the arch guide's access overhead is ~60"),
+    "dependent_interval_cycles": Assumption(
+        (164, 264), "measured on NC-v2 ScalarE only; the arch guide's 'add ~100 cycles' gives 164"),
+    "dma_descriptor_overhead_bytes": Assumption(
+        (100.0, 256.0), "read off an unlabelled plot; 256 B is where the DMA guide says transfers turn overhead-bound"),
+    "swdge_issue_ns": Assumption(
+        (500.0, 850.0), "the DMA overview's curve implies ~850 ns per [128, <2 KiB] transfer; v2 gives 604"),
+    "swdge_gpsimd_ns": Assumption(
+        (50.0, 600.0), "no figure; profiles show short GpSimd ticks per DMA, at worst all of the ~600 ns"),
+    "static_issue_ns": Assumption(
+        (100.0, 600.0), "DGE reference: 'lowest per-transfer latency', no figure; at worst as the hardware DGE"),
+    "unknown_copy_dge": Assumption(
+        ("hwdge", "swdge"), "the compiler decides; published trn2 profiles of default-mode DMAs show software DGE"),
+    "dma_transpose_from_hbm_efficiency": Assumption(
+        (0.9, 0.5), "'up to 90 %' is the best case; the performance guide says 'much lower DMA bandwidth'"),
+    "dma_transpose_from_sbuf_efficiency": Assumption(
+        (0.5, 0.25), "'up to 50 %' is the best case; no measured figure"),
+}
+
+
+# Sources (docs/nkisim-cost-model.md "Hardware tables"): the architecture guides (clocks), the DMA
+# bandwidth guide and the DMA overview (engines, bytes per engine), the DGE reference (hardware DGE).
 TARGETS: dict[str, HardwareTarget] = {
     "trn1": HardwareTarget(
         name="trn1",
-        tensor_ghz=2.8,               # §8: TensorE clock 2.8 GHz (NC-v2)
-        vector_ghz=1.12,              # §8: VectorE 1.12 GHz, 128 lanes
-        scalar_ghz=1.4,               # §8: ScalarE 1.4 GHz, 128 per cycle
-        gpsimd_ghz=1.4,               # §8: GpSimd 1.4 GHz, 8 x 512-bit cores (= 128 fp32 lanes)
-        dma_engines=16,               # §8: 16 DMA engines per core
-        dma_engine_bytes_per_ns=17.0,  # §8: 16 x 17 B/ns = 272 GB/s (DMA bandwidth guide)
+        tensor_ghz=2.8,               # trn1/inf2 arch guide table: TensorE 2.8 GHz
+        vector_ghz=1.12,              # VectorE 1.12 GHz
+        scalar_ghz=1.4,               # ScalarE 1.4 GHz
+        gpsimd_ghz=1.4,               # GpSimd 1.4 GHz
+        dma_engines=16,               # DMA bandwidth guide: 16 engines per core
+        dma_engine_bytes_per_ns=17.0,  # DMA bandwidth guide: 17 B/ns per engine, 272 GB/s
     ),
     "trn2": HardwareTarget(
         name="trn2",
-        tensor_ghz=2.4,               # §8: TensorE clock 2.4 GHz (NC-v3)
-        vector_ghz=0.96,              # §8: VectorE 0.96 GHz; 512 bf16 elem/cycle in perf mode
-        scalar_ghz=1.2,               # §8: ScalarE 1.2 GHz, 128 per cycle
-        gpsimd_ghz=1.2,               # §8: GpSimd 1.2 GHz
-        dma_engines=16,               # §8: 16 DMA engines per core
-        dma_engine_bytes_per_ns=23.0,  # §8: 16 x 23 B/ns = 368 GB/s
-        vector_fast_modes=True,       # §8: trn2 tensor_copy/tensor_scalar 4x/2x, tensor_tensor 2x
+        tensor_ghz=2.4,               # trn2 arch guide table: TensorE 2.4 GHz
+        vector_ghz=0.96,              # VectorE 0.96 GHz
+        scalar_ghz=1.2,               # ScalarE 1.2 GHz
+        gpsimd_ghz=1.2,               # GpSimd 1.2 GHz
+        dma_engines=16,               # DMA bandwidth guide: 16 engines per core
+        dma_engine_bytes_per_ns=23.0,  # DMA bandwidth guide: 23 B/ns per engine, 368 GB/s
+        vector_fast_modes=True,       # trn2 arch guide "Vector Engine Performance Mode"
+        hwdge_queues=2,               # DGE reference / trn2 arch guide: two DGE instances per core
     ),
     "trn3": HardwareTarget(
         name="trn3",
-        tensor_ghz=2.4,               # §8: TensorE clock 2.4 GHz (NC-v4)
-        vector_ghz=1.2,               # §8: VectorE 1.2 GHz; 512 bf16/fp8, 256 others
-        scalar_ghz=1.2,               # §8: ScalarE 1.2 GHz; 256 bf16/fp8, 128 others
-        gpsimd_ghz=1.2,               # §8: GpSimd 1.2 GHz, 128 per cycle
-        dma_engines=16,               # §8: 16 DMA engines per core
-        dma_engine_bytes_per_ns=33.0,  # §8: 16 x 33 B/ns = 528 GB/s
-        vector_fast_modes=True,       # inference: trn3 VectorE has the same 512/256 modes as trn2
-        scalar_small_dtype_speedup=2,  # §8: ScalarE 256 bf16/fp8 per cycle vs 128 others
+        tensor_ghz=2.4,               # trn3 arch guide table: TensorE 2.4 GHz
+        vector_ghz=1.2,               # VectorE 1.2 GHz
+        scalar_ghz=1.2,               # ScalarE 1.2 GHz
+        gpsimd_ghz=1.2,               # GpSimd 1.2 GHz
+        dma_engines=16,               # DMA bandwidth guide: 16 engines per core
+        dma_engine_bytes_per_ns=33.0,  # DMA bandwidth guide: 33 B/ns per engine, 528 GB/s
+        vector_fast_modes=True,       # assumption: the trn2 performance modes carry over
+        scalar_small_dtype_speedup=2,  # trn3 arch guide: ScalarE 256 bf16/fp8 per cycle vs 128
+        hwdge_queues=2,               # assumption: the trn2 DGE blocks carry over (NC-v3+)
     ),
 }
 
@@ -198,6 +256,9 @@ class InstrTiming(NamedTuple):
     latency_ns: float
     dma_fixed_ns: float = 0.0
     dma_rate: float = 1.0
+    queue: str = ""           # DMA: the in-order queue it runs on (DmaQueue value)
+    issue_ns: float = 0.0     # DMA: time it holds its queue (descriptor generation)
+    gpsimd_ns: float = 0.0    # DMA: GpSimd time it takes (software DGE)
 
 
 def matmul_dims(instr: Instr) -> tuple[int, int, int]:
@@ -250,14 +311,16 @@ def matmul_flops(instr: Instr) -> int:
 
 def _tensor_timing(instr: Instr, hw: HardwareTarget) -> InstrTiming:
     _, m, n = matmul_dims(instr)
-    # §8: back-to-back matmul costs max(min(64, N_stationary), N_moving) cycles; x4 for fp32.
+    # arch guide: back-to-back matmul costs max(N_moving, MM_INIT_LATENCY) cycles (a short stationary
+    # lowers the floor); fp32 inputs cost about 4x.
     cycles = max(min(hw.matmul_min_cycles, m), n)
     if _matmul_fp32(instr):
         cycles *= 4
     elif instr.attr("perf_mode") == "double_row":
-        cycles /= 2  # §8: FP8 double_row gives 2x on v3+
-    occupancy = cycles / hw.tensor_ghz
-    # inference: results leave the deep pipeline MM_INIT_LATENCY cycles after the last column enters
+        cycles /= 2  # FP8 double_row gives 2x on v3+
+    # tutorial fit: a fixed issue overhead per instruction on top of the streaming time
+    occupancy = (cycles + hw.matmul_issue_cycles) / hw.tensor_ghz
+    # assumption: results leave the pipeline MM_INIT_LATENCY cycles after the last column enters
     latency = occupancy + hw.matmul_min_cycles / hw.tensor_ghz
     return InstrTiming("tensor", occupancy, latency)
 
@@ -309,16 +372,59 @@ def _compute_timing(instr: Instr, engine: str, hw: HardwareTarget) -> InstrTimin
         n = max(n, a.free_elems)
         if not a.write and a.free_elems > 1:
             streams += 1
-    # §8: ~N cycles with one input, ~2N with two; per-partition scalars ([P,1]) do not stream.
+    # arch guide: ~N cycles with one input, ~2N with two; per-partition scalars ([P,1]) do not stream.
     work = n * min(max(streams, 1), 2) / _compute_speedup(instr, engine, hw, streams)
-    # §8: MIN_II ~64 cycles; plus the ~60-cycle fixed SBUF/PSUM access overhead per instruction.
-    cycles = max(hw.min_ii_cycles, work) + hw.access_overhead_cycles
+    # MIN_II ~64 cycles; plus a fixed per-instruction overhead (VectorE: nki-library's figure; others: the
+    # arch guide's ~60-cycle SBUF/PSUM access overhead).
+    overhead = hw.vector_overhead_cycles if engine == "vector" else hw.access_overhead_cycles
+    cycles = max(hw.min_ii_cycles, work) + overhead
     ghz = hw.engine_ghz(engine)
     occupancy = cycles / ghz
-    # §8: ~100 cycles static overhead when back-to-back dependent: the 60 above plus 40 more
-    # before a dependent may start.
-    latency = occupancy + (hw.dependent_overhead_cycles - hw.access_overhead_cycles) / ghz
-    return InstrTiming(engine, occupancy, latency)
+    # perf guide: back-to-back dependent tiny instructions start dependent_interval_cycles apart; the part
+    # of that interval a tiny instruction's occupancy does not cover delays every dependent.
+    extra = max(0.0, hw.dependent_interval_cycles - (hw.min_ii_cycles + overhead))
+    return InstrTiming(engine, occupancy, occupancy + extra / ghz)
+
+
+def _dma_route(instr: Instr, hw: HardwareTarget) -> tuple[str, float, float]:
+    """(queue, issue ns, GpSimd ns) of a DMA instruction from its dge_mode and trigger engine."""
+    op = instr.op
+    if op == "sendrecv":
+        return DmaQueue.SENDRECV.value, hw.static_issue_ns, 0.0
+    mode = instr.attr("dge_mode", "unknown")
+    if mode == "unknown":
+        if op == "dma_transpose":
+            # DGE reference: a static transpose runs with 'none' or 'hwdge'; hwdge only in its form
+            src = next((a for a in instr.accesses if not a.write), None)
+            ok = src is not None and hwdge_transpose_violation(src.shape, _itemsize(src.dtype)) is None
+            mode = "hwdge" if ok and hw.hwdge_queues else "none"
+        else:
+            mode = hw.unknown_copy_dge
+    if mode == "hwdge" and not hw.hwdge_queues:
+        mode = "swdge"   # no hardware DGE before NC-v3
+    if mode == "hwdge":
+        trigger = instr.attr("engine", "unknown")
+        queue = {"scalar": DmaQueue.HWDGE_ACT, "sync": DmaQueue.HWDGE_SP}.get(trigger, DmaQueue.HWDGE_ANY)
+        return queue.value, hw.hwdge_issue_ns, 0.0
+    if mode == "swdge":
+        return DmaQueue.SWDGE.value, hw.swdge_issue_ns, hw.swdge_gpsimd_ns
+    return DmaQueue.STATIC.value, hw.static_issue_ns, 0.0
+
+
+def _transpose_block_bytes(instr: Instr, hw: HardwareTarget) -> int:
+    """Bytes a dma_transpose is charged: its destination in whole [128 partitions x 16 elements] blocks
+    (trn2 arch guide "DMA Transpose": the 16 engines write one such block at a time)."""
+    dst = next((a for a in instr.accesses if a.write), None)
+    if dst is None or not dst.shape:
+        return 0
+    shape = dst.shape
+    outer = 1
+    for d in shape[1:-1]:
+        outer *= d
+    inner = shape[-1] if len(shape) > 1 else 1
+    blocks = (-(-shape[0] // hw.dma_transpose_block_partitions) * outer
+              * -(-inner // hw.dma_transpose_block_elems))
+    return blocks * hw.dma_transpose_block_partitions * hw.dma_transpose_block_elems * _itemsize(dst.dtype)
 
 
 def _dma_timing(instr: Instr, hw: HardwareTarget) -> InstrTiming:
@@ -337,26 +443,30 @@ def _dma_timing(instr: Instr, hw: HardwareTarget) -> InstrTiming:
             contiguous = a.contiguous_bytes
         if a.buffer in ("sbuf", "psum") and a.partitions > partitions:
             partitions = a.partitions
+    queue, issue, gpsimd = _dma_route(instr, hw)
     nbytes = max(read_bytes, write_bytes)
     if nbytes == 0:
-        return InstrTiming("dma", 0.0, hw.dma_fixed_ns, hw.dma_fixed_ns, 1.0)
+        return InstrTiming("dma", 0.0, hw.dma_fixed_ns, hw.dma_fixed_ns, 1.0, queue, issue, gpsimd)
     contiguous = contiguous or nbytes
     if instr.op == "dma_transpose":
-        # trn2 arch guide: DMA transpose reaches up to 90 % (from HBM) / 50 % (SBUF->SBUF)
         efficiency = (hw.dma_transpose_from_sbuf_efficiency if src_on_chip
                       else hw.dma_transpose_from_hbm_efficiency)
+        # the 16 engines cooperate on each block (arch guide), so the transfer may use all of them
+        occupancy = max(nbytes, _transpose_block_bytes(instr, hw)) / (hw.dma_bytes_per_ns * efficiency)
+        rate = 1.0
     else:
-        # inference: each descriptor (contiguous run) pays a fixed cost worth C0 bytes of transfer
+        # fit to the DMA overview's curve: each descriptor (contiguous run) costs a fixed C0 bytes' time
         efficiency = contiguous / (contiguous + hw.dma_descriptor_overhead_bytes)
-    # §8 "use P = 128 so that all 16 engines participate": an on-chip side with P partitions
-    # spreads over ceil(P / 8) engines; HBM<->HBM spreads its descriptors over all engines.
-    if partitions:
-        engines = min(hw.dma_engines, math.ceil(partitions * hw.dma_engines / 128))
-    else:
-        engines = min(hw.dma_engines, max(1, math.ceil(nbytes / contiguous)))
-    rate = engines / hw.dma_engines
-    occupancy = nbytes / (hw.dma_bytes_per_ns * efficiency)
-    return InstrTiming("dma", occupancy, hw.dma_fixed_ns + occupancy / rate, hw.dma_fixed_ns, rate)
+        # DMA overview: each engine serves 8 partitions, so P partitions use ceil(P / 8) of the 16
+        # engines; HBM<->HBM spreads its descriptors over all engines.
+        if partitions:
+            engines = min(hw.dma_engines, math.ceil(partitions * hw.dma_engines / 128))
+        else:
+            engines = min(hw.dma_engines, max(1, math.ceil(nbytes / contiguous)))
+        rate = engines / hw.dma_engines
+        occupancy = nbytes / (hw.dma_bytes_per_ns * efficiency)
+    start = max(hw.dma_fixed_ns, issue)
+    return InstrTiming("dma", occupancy, start + occupancy / rate, start, rate, queue, issue, gpsimd)
 
 
 def instr_timing(instr: Instr, target: str | HardwareTarget) -> InstrTiming:

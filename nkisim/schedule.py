@@ -20,11 +20,11 @@ Model (see ``docs/nkisim-cost-model.md``):
 from __future__ import annotations
 
 import gc
-import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .cost import HardwareTarget, InstrTiming, get_target, instr_timing, matmul_flops
+from .dge import DmaQueue
 from .trace import Instr
 
 __all__ = ["FluidBandwidth", "ScheduleResult", "schedule", "schedule_programs"]
@@ -32,10 +32,11 @@ __all__ = ["FluidBandwidth", "ScheduleResult", "schedule", "schedule_programs"]
 _SYNC_OPS = frozenset({"sendrecv", "core_barrier"})
 _HBM = frozenset({"hbm", "private_hbm", "shared_hbm"})
 _COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
+_HWDGE_ANY = DmaQueue.HWDGE_ANY.value
+_HWDGE_QUEUES = (DmaQueue.HWDGE_ACT.value, DmaQueue.HWDGE_SP.value)
 # A remembered access is a tuple (p_lo, p_hi, s_lo, s_hi, visible_ns, release_ns, engine), kept
 # per storage in a list of writes and a list of reads.
 _MAX_ENTRIES = 16  # per storage and kind; beyond it the oldest half is merged conservatively
-_FORGET_EVERY = 4096  # DMA transfers between prunings of the bandwidth bins
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,10 @@ class ScheduleResult:
     busy_ns: dict[str, float]                 # summed over cores; dma = bandwidth time used
     starts_ns: tuple[tuple[float, ...], ...] = ()   # per core, per instruction (if recorded)
     ends_ns: tuple[tuple[float, ...], ...] = ()     # per core: when results are visible
+    # per core, per instruction (if recorded): the engine it ran on, or 'dma:<queue>' (DmaQueue value), or
+    # 'sync'; with starts_ns/ends_ns this is the timeline of the run
+    lanes: tuple[tuple[str, ...], ...] = ()
+    queue_busy_ns: dict[str, float] = field(default_factory=dict)  # DMA queue -> issue time, all cores
     instr_counts: dict[str, int] = field(default_factory=dict)  # op -> count, all cores
     matmul_flops: int = 0                     # 2*K*M*N per matmul, transposes excluded
     hbm_read_bytes: int = 0
@@ -132,9 +137,11 @@ class _Core:
         self.hw = hw
         self.pos = 0
         self.engine_free = dict.fromkeys(_COMPUTE_ENGINES, 0.0)
-        self.queues = [(0.0, q) for q in range(hw.dma_engines)]  # heap of (free_at, queue)
+        self.queues: dict[str, FluidBandwidth] = {}   # DMA queue -> its descriptor-generation slots
+        self.gpsimd_dge = FluidBandwidth()              # GpSimd's software-DGE work
+        self.queue_busy: dict[str, float] = {}   # DMA queue -> summed issue time
+        self.lanes: list[str] = []               # per instruction (if recorded): engine or 'dma:<queue>'
         self.bandwidth = FluidBandwidth()
-        self.transfers = 0
         self.writes: dict[int, list[tuple]] = {}
         self.reads: dict[int, list[tuple]] = {}
         self.busy = dict.fromkeys((*_COMPUTE_ENGINES, "dma"), 0.0)
@@ -236,22 +243,31 @@ class _Core:
     def _execute(self, instr: Instr, timing: InstrTiming, ready: float) -> None:
         engine = timing.engine
         if engine == "dma":
-            free_at, queue = heapq.heappop(self.queues)
-            start = max(free_at, ready)
-            end = self.bandwidth.place(start + timing.dma_fixed_ns, timing.occupancy_ns,
-                                       timing.dma_rate)
+            queue = timing.queue
+            if queue == _HWDGE_ANY:   # the compiler picks the trigger engine: the less busy DGE
+                queue = min(_HWDGE_QUEUES, key=lambda q: self.queue_busy.get(q, 0.0))
+            slots = self.queues.get(queue)
+            if slots is None:
+                slots = self.queues[queue] = FluidBandwidth()
+            # The queue generates descriptors one instruction at a time, in the order they are triggered; a
+            # transfer still waiting for its data is not triggered yet and holds no slot.
+            start = ready
+            issued = slots.place(start, timing.issue_ns)
+            self.queue_busy[queue] = self.queue_busy.get(queue, 0.0) + timing.issue_ns
+            if timing.gpsimd_ns:   # software DGE: GpSimd generates the descriptors
+                self.gpsimd_dge.place(start, timing.gpsimd_ns)
+                self.busy["gpsimd"] += timing.gpsimd_ns
+            # the fixed start latency includes the descriptor generation of an idle queue
+            data_start = max(issued, start + timing.dma_fixed_ns)
+            end = self.bandwidth.place(data_start, timing.occupancy_ns, timing.dma_rate)
             # a lone transfer never beats its own engines' rate
-            floor = start + timing.latency_ns
-            end = max(end, floor)
-            heapq.heappush(self.queues, (end, queue))
+            end = max(end, data_start + timing.occupancy_ns / timing.dma_rate)
             self.busy["dma"] += timing.occupancy_ns
             visible = release = end
-            self.transfers += 1
-            if not self.transfers % _FORGET_EVERY:
-                # every later transfer starts on a queue, so no earlier than the first free one
-                self.bandwidth.forget_before(self.queues[0][0])
+            lane = "dma:" + queue
         elif engine == "sync":
             start = visible = release = ready
+            lane = "sync"
         else:
             free_at = self.engine_free[engine]
             start = max(free_at, ready)
@@ -261,11 +277,13 @@ class _Core:
             visible = start + timing.latency_ns
             self.engine_free[engine] = release
             self.busy[engine] += timing.occupancy_ns
+            lane = engine
         self._remember(instr, engine, visible, release)
         self.makespan = max(self.makespan, visible)
         if self.record:
             self.starts.append(start)
             self.ends.append(visible)
+            self.lanes.append(lane)
 
     def _stall(self, engine: str, wait: float) -> None:
         """The engine sat idle ``wait`` ns for a dependency produced on ``self._blocker``."""
@@ -351,7 +369,10 @@ def schedule_programs(programs: Sequence[Sequence[Instr]], target: str | Hardwar
     counts: dict[str, int] = {}
     stalls: dict[str, dict[str, float]] = {}
     op_busy: dict[str, float] = {}
+    queue_busy: dict[str, float] = {}
     for core in cores:
+        for q, t in core.queue_busy.items():
+            queue_busy[q] = queue_busy.get(q, 0.0) + t
         for op, k in core.counts.items():
             counts[op] = counts.get(op, 0) + k
         for op, t in core.op_busy.items():
@@ -366,6 +387,8 @@ def schedule_programs(programs: Sequence[Sequence[Instr]], target: str | Hardwar
         busy_ns=busy,
         starts_ns=tuple(tuple(c.starts) for c in cores) if record else (),
         ends_ns=tuple(tuple(c.ends) for c in cores) if record else (),
+        lanes=tuple(tuple(c.lanes) for c in cores) if record else (),
+        queue_busy_ns=queue_busy,
         instr_counts=counts,
         matmul_flops=sum(c.flops for c in cores),
         hbm_read_bytes=sum(c.hbm_read for c in cores),
