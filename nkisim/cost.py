@@ -1,7 +1,8 @@
-"""Cost model of one NeuronCore per target, from the documented hardware figures.
+"""Cost model of one NeuronCore per target, from the published hardware figures.
 
-Every figure carries its source (``../shared/docs/nki-api.md`` §8 unless said otherwise); choices the
-docs do not make are marked *inference* here and explained in ``docs/nkisim-cost-model.md``.
+Every figure carries its source (a page of the Neuron documentation, a published profile, or nki-library's
+cost code) or is an assumption with an optimistic and a pessimistic value (:data:`ASSUMPTIONS`); the
+list with pages and figures is ``docs/nkisim-cost-model.md``.
 
 Each instruction gets an :class:`InstrTiming`: its *occupancy* (how long it blocks its
 engine; for DMA, how long it uses the core's shared DMA bandwidth) and its *latency* (how
@@ -532,6 +533,21 @@ class Summary:
     stall_us: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
     # occupancy per op ('nc_matmul[transpose]' for is_transpose matmuls; DMA: bandwidth time)
     op_busy_us: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    # the uncertainty band: the modelled time with every assumption at its optimistic / pessimistic end
+    # (ASSUMPTIONS); (modelled_us, modelled_us) when not computed
+    band_us: tuple[float, float] = (0.0, 0.0)
+    queue_busy_us: Mapping[str, float] = dataclasses.field(default_factory=dict)  # DMA queue -> issue time
+
+    @property
+    def flops_util_pessimistic(self) -> float:
+        """``flops_util`` at the pessimistic end of the band."""
+        high = self.band_us[1]
+        return self.flops_util * self.modelled_us / high if high > 0 else 0.0
+
+    def band_text(self) -> str:
+        """``modelled 125.5 us [110.2 .. 161.0]``."""
+        low, high = self.band_us
+        return f"modelled {self.modelled_us:.1f} us [{low:.1f} .. {high:.1f}]"
 
     def to_dict(self) -> dict:
         """JSON-ready copy."""
@@ -552,6 +568,9 @@ class Summary:
             "instructions": self.instructions,
             "stall_us": {e: dict(w) for e, w in self.stall_us.items()},
             "op_busy_us": dict(self.op_busy_us),
+            "band_us": list(self.band_us),
+            "flops_util_pessimistic": self.flops_util_pessimistic,
+            "queue_busy_us": dict(self.queue_busy_us),
         }
 
     def format(self) -> str:
@@ -559,7 +578,7 @@ class Summary:
         cores = max(1, len(self.core_us))
         lines = [
             f"nkisim cost model: target {self.target}, lnc {self.lnc}, {self.instructions} instructions",
-            f"  modelled time        {self.modelled_us:12.3f} us"
+            f"  modelled time        {self.modelled_us:12.3f} us   [{self.band_us[0]:.3f} .. {self.band_us[1]:.3f}]"
             + (f"   (per core: {', '.join(f'{c:.3f}' for c in self.core_us)})" if cores > 1 else ""),
             f"  TensorE utilisation  {self.tensor_util:12.1%}",
             f"  matmul FLOPs         {self.matmul_flops:12.4g}   ({self.flops_util:.1%} of bf16 peak)",
@@ -576,6 +595,9 @@ class Summary:
             if waits:
                 lines.append(f"  {engine} idle, waiting for: " + ", ".join(
                     f"{producer} {us:.3f} us" for producer, us in sorted(waits.items(), key=lambda kv: -kv[1])))
+        if self.queue_busy_us:
+            lines.append("  DMA queue issue us: " + ", ".join(
+                f"{q} {us:.3f}" for q, us in sorted(self.queue_busy_us.items())))
         if self.op_busy_us:
             lines.append("  busy us by op: " + ", ".join(
                 f"{op} {us:.3f}" for op, us in sorted(self.op_busy_us.items(), key=lambda kv: -kv[1])))
@@ -603,10 +625,12 @@ def _split_programs(traces: Trace | Sequence[Trace] | Iterable[Instr]) -> list[l
 
 
 def summarize(traces: Trace | Sequence[Trace] | Iterable[Instr], target: str | HardwareTarget,
-              lnc: int = 1, peaks: Mapping[str, int] | None = None) -> Summary:
+              lnc: int = 1, peaks: Mapping[str, int] | None = None, band: bool = True) -> Summary:
     """Schedule the trace(s) on the modelled core(s) of ``target`` and summarise the run.
 
     ``peaks`` (filled by the emulator): {'sbuf_bytes_per_partition': int, 'psum_banks': int}.
+    ``band``: also schedule with every assumption at its optimistic and its pessimistic end
+    (``Summary.band_us``); False skips the two extra schedules.
     """
     from .schedule import schedule_programs  # local: schedule imports this module
 
@@ -619,6 +643,12 @@ def summarize(traces: Trace | Sequence[Trace] | Iterable[Instr], target: str | H
     flops = result.matmul_flops
     hbm_read, hbm_write = result.hbm_read_bytes, result.hbm_write_bytes
     modelled_us = result.makespan_ns / 1000.0
+    if band:
+        ends = tuple(schedule_programs(programs, hw.bound(end)).makespan_ns / 1000.0
+                     for end in ("optimistic", "pessimistic"))
+        band_us = (min(ends[0], modelled_us), max(ends[1], modelled_us))
+    else:
+        band_us = (modelled_us, modelled_us)
     cores = max(1, len(programs))
     busy_us = {e: result.busy_ns.get(e, 0.0) / 1000.0 for e in ENGINE_NAMES}
     capacity = modelled_us * cores
@@ -640,5 +670,7 @@ def summarize(traces: Trace | Sequence[Trace] | Iterable[Instr], target: str | H
         instructions=sum(len(p) for p in programs),
         stall_us={e: {p: t / 1000.0 for p, t in w.items()} for e, w in result.stalls_ns.items()},
         op_busy_us={op: t / 1000.0 for op, t in result.op_busy_ns.items()},
+        band_us=band_us,
+        queue_busy_us={q: t / 1000.0 for q, t in result.queue_busy_ns.items()},
     )
 

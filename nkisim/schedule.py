@@ -251,14 +251,13 @@ class _Core:
                 slots = self.queues[queue] = FluidBandwidth()
             # The queue generates descriptors one instruction at a time, in the order they are triggered; a
             # transfer still waiting for its data is not triggered yet and holds no slot.
-            start = ready
-            issued = slots.place(start, timing.issue_ns)
+            start = max(ready, slots.place(ready, timing.issue_ns) - timing.issue_ns)
             self.queue_busy[queue] = self.queue_busy.get(queue, 0.0) + timing.issue_ns
             if timing.gpsimd_ns:   # software DGE: GpSimd generates the descriptors
                 self.gpsimd_dge.place(start, timing.gpsimd_ns)
                 self.busy["gpsimd"] += timing.gpsimd_ns
-            # the fixed start latency includes the descriptor generation of an idle queue
-            data_start = max(issued, start + timing.dma_fixed_ns)
+            # the fixed start latency counts from the descriptor generation and includes it
+            data_start = start + timing.dma_fixed_ns
             end = self.bandwidth.place(data_start, timing.occupancy_ns, timing.dma_rate)
             # a lone transfer never beats its own engines' rate
             end = max(end, data_start + timing.occupancy_ns / timing.dma_rate)
