@@ -1078,7 +1078,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             # (shared-dy pointwise issues them inside its body, behind the first step's dy)
             c.section("dx+dw" if pw_shared_on(p) else "dx_filters" if i == 0 or not p.dx_ci_outer else "dx")
             if filters_by_dma(g, p):   # dma_transpose from HBM at 90 % of the bandwidth
-                c.busy["dma"] += g.taps * ci * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9)
+                c.busy["dma"] += g.taps * ci * g.c_out * ds / (hw.dma_bytes_per_ns * hw.dma_transpose_efficiency)
                 continue
             c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(g.taps, grp))
             c.transpose(ci, co_t, fp32, g.taps * n_co)
@@ -1114,7 +1114,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                     # both are in flight from the start and the first group needs only its slots' runs, so
                     # the later of the two counts, not their sum (down_s2 LNC1 shared dy: head 2.9 us
                     # modelled, 3.8 summed)
-                    head = max(0.0, head - g.taps * g.c_in * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9))
+                    head = max(0.0, head - g.taps * g.c_in * g.c_out * ds / (hw.dma_bytes_per_ns * hw.dma_transpose_efficiency))
                 fill += head
             held = dx_bands_held(g, p, pid)
             for i, f in enumerate(fills):
@@ -1225,7 +1225,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             # pipelined over the C_in tiles: the last tile's exchange (a rendezvous) is exposed
             fill += _lone_dma_ns(hw, ci_t * half * 4, half * 4, ci_t)
         blocks = [min(MOVING_MAX, g.c_out - s_) for s_ in range(0, g.c_out, MOVING_MAX)]
-        eff = 0.9   # dma_transpose from HBM (trn2 arch guide, nkisim)
+        eff = hw.dma_transpose_efficiency   # dma_transpose from HBM (nkisim.cost)
         c.busy["dma"] += tiles_ * (min(PMAX, npos) * (g.c_out + mine * PMAX) * ds) / (hw.dma_bytes_per_ns * eff)
         for cn in blocks:
             c.matmul(PMAX, cn, fp32, tiles_ * mine)
@@ -1533,7 +1533,7 @@ def _lone_dma_ns(hw: TargetFigures, nbytes: float, run_bytes: float, partitions:
     16 DMA engines its partitions reach (ceil(P / 8) of them)."""
     run = max(1.0, min(run_bytes, nbytes))
     rate = min(16, ceil_div(max(1, partitions) * 16, PMAX)) / 16
-    return hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * run / (run + 256.0)) / rate
+    return hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * hw.descriptor_efficiency(run)) / rate
 
 
 def dx_last_by_blocks(g: ConvGeom, p: Plan, work: tuple) -> bool:
@@ -1587,7 +1587,7 @@ def _dx_store_tail_ns(g: ConvGeom, hw: TargetFigures, bd: AxisBand, bh: AxisBand
     rows = (bd.i1 - bd.i0) * (bh.i1 - bh.i0)
     run = (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W) * ds
     tiles = tile_sizes(g.c_in, PMAX)
-    eff = run / (run + 256.0)
+    eff = hw.descriptor_efficiency(run)
     total = g.c_in * rows * W * ds / (hw.dma_bytes_per_ns * eff)
     if partitions:   # one store of every channel on ``partitions`` partitions (D-phase pairs' one store;
         # ``split``: its D rows one by one, the last row's store is the tail)
