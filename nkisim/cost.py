@@ -357,12 +357,12 @@ def _compute_speedup(instr: Instr, engine: str, hw: HardwareTarget, streams: int
     if not has_sbuf:
         return 1.0
     if engine == "scalar":
-        return float(hw.scalar_small_dtype_speedup)  # §8: trn3 ScalarE 256 bf16/fp8 per cycle
+        return float(hw.scalar_small_dtype_speedup)  # trn3 arch guide: ScalarE 256 bf16/fp8 per cycle
     if instr.op in _VECTOR_FAST_COPY_OPS:
-        # §8: 4x bf16/fp16 SBUF->SBUF inner-contiguous; 2x when one side PSUM or non-contiguous
+        # trn2 arch guide: 4x bf16/fp16 SBUF->SBUF inner-contiguous; 2x when one side PSUM or not contiguous
         return 2.0 if has_psum or not contiguous else 4.0
     if instr.op == "tensor_tensor" and streams >= 2 and not psum_read:
-        return 2.0  # §8: tensor_tensor 2x when both inputs are bf16 (fp16: inference) in SBUF
+        return 2.0  # trn2 arch guide: tensor_tensor 2x when both inputs are bf16/fp16 in SBUF
     return 1.0
 
 

@@ -5,10 +5,11 @@ Model (see ``docs/nkisim-cost-model.md``):
 - Each compute engine (tensor, vector, scalar, gpsimd) runs its instructions in program
   order, one at a time: an instruction starts when the engine is free and its inputs are
   ready, and blocks the engine for its occupancy.
-- DMA: 16 queues per core, each holding one transfer from its trigger until it completes;
-  a transfer is assigned to the queue that frees earliest. After the fixed start latency the
-  bytes flow through the core's DMA bandwidth, a shared fluid resource that several transfers
-  fill together (each capped at the fraction of the 16 engines its shape can use).
+- DMA: each instruction runs on the queue its DGE mode and trigger engine give (``nkisim.dge``);
+  a queue generates descriptors one instruction at a time, in the order they are triggered (a
+  transfer waiting for its data holds no slot). After the fixed start latency the bytes flow
+  through the core's DMA bandwidth, a shared fluid resource that several transfers fill together
+  (each capped at the fraction of the 16 engines its shape can use).
 - Dependencies: RAW, WAR and WAW between accesses to the same storage whose partition ranges
   and element spans overlap. RAW/WAW wait for the producer's latency; WAR waits until the
   reader has finished. Matmuls accumulating into the same PSUM region on the TensorE
