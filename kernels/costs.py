@@ -1,13 +1,20 @@
 """Analytic per-engine cost accounting with the figures of nkisim's cost model (trn1/2/3).
 
-Pure Python. The formulas restate ``docs/nkisim-cost-model.md`` (documented figures) so the planner
-can estimate a plan without running it: TensorE ``max(min(64, M), N)`` cycles (x4 fp32);
-Vector/Scalar/GpSimd ``max(64, N*streams/speedup) + 60`` cycles; DMA bytes over the core's
-bandwidth at efficiency ``run / (run + 256)`` plus ~1.3 us start latency.
+Pure Python. The figures are read from nkisim's target tables (``nkisim.cost.TARGETS``, the central
+values; ``nkisim.targets.TARGETS`` for SBUF sizes), so the planner and the emulator agree about the
+hardware; the formulas restate ``docs/nkisim-cost-model.md`` so the planner can estimate a plan without
+running it: TensorE ``max(min(64, M), N)`` cycles (x4 fp32) plus the issue overhead; Vector/Scalar/GpSimd
+``max(64, N*streams/speedup)`` plus the engine's fixed overhead; DMA bytes over the core's bandwidth at the
+descriptor efficiency ``run / (run + C0)``, at least one queue issue time per instruction, plus the start
+latency.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from nkisim.cost import TARGETS as COST_TARGETS
+from nkisim.cost import HardwareTarget
+from nkisim.targets import TARGETS as SPEC_TARGETS
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
 # compose_ns's stall share (section_ns), fitted on every feasible candidate of 7 bench shapes at LNC1 and
@@ -30,17 +37,40 @@ class TargetFigures:
     sbuf_usable: int          # tile_size.total_available_sbuf_size (bytes per partition)
     psum_banks: int = 8
     dma_fixed_ns: float = 1300.0
+    matmul_min_cycles: int = 64
+    matmul_issue_cycles: float = 14.0
+    min_ii_cycles: int = 64
+    access_overhead_cycles: int = 60
+    vector_overhead_cycles: int = 144
+    dma_descriptor_overhead_bytes: float = 150.0
+    dma_issue_ns: float = 600.0              # per DMA instruction on its queue (the copies' DGE mode)
+    dma_transpose_efficiency: float = 0.9    # dma_transpose from HBM, whole blocks
 
     def ghz(self, engine: str) -> float:
         return {"vector": self.vector_ghz, "scalar": self.scalar_ghz, "gpsimd": self.gpsimd_ghz,
                 "tensor": self.tensor_ghz}[engine]
 
+    def descriptor_efficiency(self, run_bytes: float) -> float:
+        """Share of the DMA bandwidth a transfer of ``run_bytes`` contiguous runs uses."""
+        return run_bytes / (run_bytes + self.dma_descriptor_overhead_bytes)
 
-TARGET_FIGURES = {
-    "trn1": TargetFigures("trn1", 2.8, 1.12, 1.4, 1.4, 16 * 17.0, False, 1, 180_224),
-    "trn2": TargetFigures("trn2", 2.4, 0.96, 1.2, 1.2, 16 * 23.0, True, 1, 212_984),
-    "trn3": TargetFigures("trn3", 2.4, 1.2, 1.2, 1.2, 16 * 33.0, True, 2, 245_752),
-}
+    def compute_overhead(self, engine: str) -> float:
+        """Fixed cycles per instruction of a VectorE / ScalarE / GpSimd instruction."""
+        return self.vector_overhead_cycles if engine == "vector" else self.access_overhead_cycles
+
+
+def figures_of(hw: HardwareTarget) -> TargetFigures:
+    """The planner's figures of one nkisim cost target (its central values)."""
+    issue = {"hwdge": hw.hwdge_issue_ns, "swdge": hw.swdge_issue_ns}.get(hw.unknown_copy_dge, hw.static_issue_ns)
+    return TargetFigures(
+        hw.name, hw.tensor_ghz, hw.vector_ghz, hw.scalar_ghz, hw.gpsimd_ghz, hw.dma_bytes_per_ns,
+        hw.vector_fast_modes, hw.scalar_small_dtype_speedup, SPEC_TARGETS[hw.name].usable_sbuf_bytes,
+        SPEC_TARGETS[hw.name].psum_banks, hw.dma_fixed_ns, hw.matmul_min_cycles, hw.matmul_issue_cycles,
+        hw.min_ii_cycles, hw.access_overhead_cycles, hw.vector_overhead_cycles, hw.dma_descriptor_overhead_bytes,
+        issue, hw.dma_transpose_from_hbm_efficiency)
+
+
+TARGET_FIGURES = {name: figures_of(hw) for name, hw in COST_TARGETS.items()}
 
 
 @dataclass
@@ -112,7 +142,8 @@ class CostSheet:
         self.counts[op] = self.counts.get(op, 0) + int(n)
 
     def matmul(self, m: int, n: int, fp32: bool, count: float = 1, op: str = "nc_matmul") -> None:
-        cycles = max(min(64, m), n) * (4 if fp32 else 1)
+        hw = self.hw
+        cycles = max(min(hw.matmul_min_cycles, m), n) * (4 if fp32 else 1) + hw.matmul_issue_cycles
         self.busy["tensor"] += count * cycles / self.hw.tensor_ghz
         self.count(op, count)
 
@@ -123,7 +154,7 @@ class CostSheet:
     def compute(self, engine: str, n: int, streams: int = 1, speedup: float = 1.0, count: float = 1,
                 op: str = "tensor_copy") -> None:
         work = n * min(max(streams, 1), 2) / speedup
-        cycles = max(64.0, work) + 60.0
+        cycles = max(self.hw.min_ii_cycles, work) + self.hw.compute_overhead(engine)
         self.busy[engine] += count * cycles / self.hw.ghz(engine)
         self.count(op, count)
 
@@ -146,8 +177,9 @@ class CostSheet:
         if nbytes <= 0 or count <= 0:
             return
         run = max(1.0, min(run_bytes, nbytes))
-        eff = run / (run + 256.0)
-        self.busy["dma"] += count * nbytes / (self.hw.dma_bytes_per_ns * eff)
+        # at least the queue's issue time per instruction (descriptor generation is serial per queue)
+        per = max(nbytes / (self.hw.dma_bytes_per_ns * self.hw.descriptor_efficiency(run)), self.hw.dma_issue_ns)
+        self.busy["dma"] += count * per
         self.count("dma_copy", count)
 
     def add(self, other: CostSheet) -> None:

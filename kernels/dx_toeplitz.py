@@ -464,7 +464,7 @@ def store_tail_ns(g: ConvGeom, hw: TargetFigures, u: tuple[int, int], band: tupl
         nbytes = sub.m(g.c_in) // n * sub.groups[0] * sub.groups[1] * g.axes[2].n * g.dtype_bytes
         run = store_run(g, u, pg, sub, pair_steps(pairs[-1])) * g.dtype_bytes
         rate = min(16, ceil_div(sub.m(g.c_in) // n * 16, PMAX)) / 16
-        total += n * (hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * run / (run + 256.0) * rate))
+        total += n * (hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * hw.descriptor_efficiency(run) * rate))
         count += n
     return max(0.0, total - hw.dma_fixed_ns)
 

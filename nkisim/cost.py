@@ -1,7 +1,8 @@
-"""Cost model of one NeuronCore per target, from the documented hardware figures.
+"""Cost model of one NeuronCore per target, from the published hardware figures.
 
-Every figure carries its source (``../shared/docs/nki-api.md`` §8 unless said otherwise); choices the
-docs do not make are marked *inference* here and explained in ``docs/nkisim-cost-model.md``.
+Every figure carries its source (a page of the Neuron documentation, a published profile, or nki-library's
+cost code) or is an assumption with an optimistic and a pessimistic value (:data:`ASSUMPTIONS`); the
+list with pages and figures is ``docs/nkisim-cost-model.md``.
 
 Each instruction gets an :class:`InstrTiming`: its *occupancy* (how long it blocks its
 engine; for DMA, how long it uses the core's shared DMA bandwidth) and its *latency* (how
@@ -18,10 +19,13 @@ from enum import Enum
 from functools import cached_property
 from typing import NamedTuple
 
+from .dge import DmaQueue, hwdge_transpose_violation
 from .trace import Access, Instr, Trace
 
 __all__ = [
+    "ASSUMPTIONS",
     "TARGETS",
+    "Assumption",
     "CostModelError",
     "Engine",
     "HardwareTarget",
@@ -55,33 +59,51 @@ ENGINE_NAMES = tuple(e.value for e in Engine)
 
 @dataclass(frozen=True)
 class HardwareTarget:
-    """Documented figures of one NeuronCore of a target (all per core)."""
+    """Figures of one NeuronCore of a target (all per core). Each field's source, or its assumption band
+    (:data:`ASSUMPTIONS`), is listed in ``docs/nkisim-cost-model.md``."""
 
     name: str
     tensor_ghz: float            # TensorE clock
     vector_ghz: float            # VectorE clock
     scalar_ghz: float            # ScalarE clock
     gpsimd_ghz: float            # GpSimd clock
-    dma_engines: int             # DMA engines (queues) per core
+    dma_engines: int             # DMA engines per core (16 on trn1/2/3)
     dma_engine_bytes_per_ns: float  # bandwidth of one DMA engine
     pe_rows: int = 128           # PE array 128x128 (all targets)
     pe_cols: int = 128
     vector_fast_modes: bool = False  # trn2+ VectorE 2x/4x modes for 2-byte copies
     scalar_small_dtype_speedup: int = 1  # trn3 ScalarE: 256 bf16/fp8 per cycle vs 128 others
-    # Compute-engine figures, the same on every documented target.
-    min_ii_cycles: int = 64              # MIN_II ~64 cycles for small tiles (§8 "VectorE and ScalarE")
-    access_overhead_cycles: int = 60     # ~60 cycles fixed per SBUF/PSUM access (§8, stated for v2)
-    dependent_overhead_cycles: int = 100  # ~100 cycles static overhead when back-to-back dependent
-    matmul_min_cycles: int = 64          # MM_INIT_LATENCY = 64 cycles (§8 "TensorE matmul")
-    dma_fixed_ns: float = 1300.0         # ~1300 ns semaphore-to-start per DMA transfer (§8 "DMA")
-    # inference: a descriptor's fixed cost, expressed as the bytes that could have moved meanwhile;
-    # calibrated so >= 4 KiB runs reach ~94 %, 2 KiB ~89 %, <= 256 B <= 50 % (the guide's thresholds).
-    dma_descriptor_overhead_bytes: float = 256.0
+    hwdge_queues: int = 0        # hardware DGE blocks per core (two on NC-v3+; none before)
+    # TensorE
+    matmul_min_cycles: int = 64           # MM_INIT_LATENCY = 64 cycles (arch guide, TensorE cost model)
+    matmul_issue_cycles: float = 14.0     # fit: tutorial v3 profile, TensorE active 28.16 ms / 32768 matmuls
+    # VectorE, ScalarE, GpSimd
+    min_ii_cycles: int = 64               # MIN_II ~64 cycles for small tiles
+    access_overhead_cycles: int = 60      # arch guide: ~60 cycles static overhead per SBUF/PSUM access
+    vector_overhead_cycles: int = 144     # nki-library topk cost code: fixed DVE instruction overhead
+    dependent_interval_cycles: int = 264  # perf guide Opt #5a: 189 ns = 264 ScalarE cycles between dependent
+    # DMA
+    dma_fixed_ns: float = 1300.0          # DMA bandwidth guide: ~1300 ns semaphore-to-start per transfer
+    dma_descriptor_overhead_bytes: float = 150.0  # fit: DMA overview's throughput curve above 2 KiB/partition
+    hwdge_issue_ns: float = 600.0         # DGE reference, trn2 arch guide: ~600 ns per hardware-DGE instruction
+    swdge_issue_ns: float = 600.0         # fit: tutorial v2, 66,048 software-DGE DMAs in 39.89 ms
+    swdge_gpsimd_ns: float = 100.0        # assumption: GpSimd time per software-DGE instruction
+    static_issue_ns: float = 300.0        # assumption: per-instruction cost with host-made descriptors
+    unknown_copy_dge: str = "swdge"       # assumption: the mode the compiler gives dma_copy under 'unknown'
     dma_transpose_from_hbm_efficiency: float = 0.9   # trn2 arch guide: HBM->SBUF up to 90 %
     dma_transpose_from_sbuf_efficiency: float = 0.5  # trn2 arch guide: SBUF->SBUF up to 50 %
+    dma_transpose_block_partitions: int = 128        # trn2 arch guide: blocks of [par_dim(128), 16]
+    dma_transpose_block_elems: int = 16
     # Calibration: per-engine factors on the modelled times, fitted from hardware latencies
     # (see docs/nkisim-cost-model.md, "Calibration"); () means the documented figures as they are.
     engine_factors: tuple[tuple[str, float], ...] = ()
+
+    def bound(self, end: str) -> HardwareTarget:
+        """This target with every assumption at its ``'optimistic'`` or ``'pessimistic'`` end."""
+        if end not in ("optimistic", "pessimistic"):
+            raise CostModelError(f"end={end!r}: must be 'optimistic' or 'pessimistic'")
+        pick = 0 if end == "optimistic" else 1
+        return dataclasses.replace(self, **{name: a.ends[pick] for name, a in ASSUMPTIONS.items()})
 
     def calibrated(self, factors: Mapping[str, float]) -> HardwareTarget:
         """A copy whose engine times are scaled by ``factors`` ({engine: factor > 0})."""
@@ -113,38 +135,75 @@ class HardwareTarget:
         return self._clocks[engine]
 
 
-# Sources: docs/nki-api.md §8 table (trainium_inferentia2_arch.html, trainium2_arch.html,
-# trainium3_arch.html, nki-dma-bandwidth-guide.html).
+@dataclass(frozen=True)
+class Assumption:
+    """A figure no public source pins down: its optimistic and pessimistic ends (the central value is the
+    target's field) and why."""
+
+    ends: tuple[object, object]   # (optimistic, pessimistic): the ends giving the shorter / longer time
+    why: str
+
+
+# The uncertainty band: the schedule runs once at the central values and once at each end (``summarize``).
+# docs/nkisim-cost-model.md explains every entry; the same values hold on every target.
+ASSUMPTIONS: dict[str, Assumption] = {
+    "matmul_issue_cycles": Assumption(
+        (7.0, 16.0), "fit to one profile; the profile counts two hardware matmuls per fp32 nc_matmul (7 each)"),
+    "vector_overhead_cycles": Assumption(
+        (60, 144), "nki-library's figure is for topk's DVE instructions; the arch guide's access overhead is ~60"),
+    "dependent_interval_cycles": Assumption(
+        (164, 264), "measured on NC-v2 ScalarE only; the arch guide's 'add ~100 cycles' gives 164"),
+    "dma_descriptor_overhead_bytes": Assumption(
+        (100.0, 256.0), "read off an unlabelled plot; 256 B is where the DMA guide says transfers turn overhead-bound"),
+    "swdge_issue_ns": Assumption(
+        (500.0, 850.0), "the DMA overview's curve implies ~850 ns per [128, <2 KiB] transfer; v2 gives 604"),
+    "swdge_gpsimd_ns": Assumption(
+        (50.0, 600.0), "no figure; profiles show short GpSimd ticks per DMA, at worst all of the ~600 ns"),
+    "static_issue_ns": Assumption(
+        (100.0, 600.0), "DGE reference: 'lowest per-transfer latency', no figure; at worst as the hardware DGE"),
+    "unknown_copy_dge": Assumption(
+        ("hwdge", "swdge"), "the compiler decides; published trn2 profiles of default-mode DMAs show software DGE"),
+    "dma_transpose_from_hbm_efficiency": Assumption(
+        (0.9, 0.5), "'up to 90 %' is the best case; the performance guide says 'much lower DMA bandwidth'"),
+    "dma_transpose_from_sbuf_efficiency": Assumption(
+        (0.5, 0.25), "'up to 50 %' is the best case; no measured figure"),
+}
+
+
+# Sources (docs/nkisim-cost-model.md "Hardware tables"): the architecture guides (clocks), the DMA
+# bandwidth guide and the DMA overview (engines, bytes per engine), the DGE reference (hardware DGE).
 TARGETS: dict[str, HardwareTarget] = {
     "trn1": HardwareTarget(
         name="trn1",
-        tensor_ghz=2.8,               # §8: TensorE clock 2.8 GHz (NC-v2)
-        vector_ghz=1.12,              # §8: VectorE 1.12 GHz, 128 lanes
-        scalar_ghz=1.4,               # §8: ScalarE 1.4 GHz, 128 per cycle
-        gpsimd_ghz=1.4,               # §8: GpSimd 1.4 GHz, 8 x 512-bit cores (= 128 fp32 lanes)
-        dma_engines=16,               # §8: 16 DMA engines per core
-        dma_engine_bytes_per_ns=17.0,  # §8: 16 x 17 B/ns = 272 GB/s (DMA bandwidth guide)
+        tensor_ghz=2.8,               # trn1/inf2 arch guide table: TensorE 2.8 GHz
+        vector_ghz=1.12,              # VectorE 1.12 GHz
+        scalar_ghz=1.4,               # ScalarE 1.4 GHz
+        gpsimd_ghz=1.4,               # GpSimd 1.4 GHz
+        dma_engines=16,               # DMA bandwidth guide: 16 engines per core
+        dma_engine_bytes_per_ns=17.0,  # DMA bandwidth guide: 17 B/ns per engine, 272 GB/s
     ),
     "trn2": HardwareTarget(
         name="trn2",
-        tensor_ghz=2.4,               # §8: TensorE clock 2.4 GHz (NC-v3)
-        vector_ghz=0.96,              # §8: VectorE 0.96 GHz; 512 bf16 elem/cycle in perf mode
-        scalar_ghz=1.2,               # §8: ScalarE 1.2 GHz, 128 per cycle
-        gpsimd_ghz=1.2,               # §8: GpSimd 1.2 GHz
-        dma_engines=16,               # §8: 16 DMA engines per core
-        dma_engine_bytes_per_ns=23.0,  # §8: 16 x 23 B/ns = 368 GB/s
-        vector_fast_modes=True,       # §8: trn2 tensor_copy/tensor_scalar 4x/2x, tensor_tensor 2x
+        tensor_ghz=2.4,               # trn2 arch guide table: TensorE 2.4 GHz
+        vector_ghz=0.96,              # VectorE 0.96 GHz
+        scalar_ghz=1.2,               # ScalarE 1.2 GHz
+        gpsimd_ghz=1.2,               # GpSimd 1.2 GHz
+        dma_engines=16,               # DMA bandwidth guide: 16 engines per core
+        dma_engine_bytes_per_ns=23.0,  # DMA bandwidth guide: 23 B/ns per engine, 368 GB/s
+        vector_fast_modes=True,       # trn2 arch guide "Vector Engine Performance Mode"
+        hwdge_queues=2,               # DGE reference / trn2 arch guide: two DGE instances per core
     ),
     "trn3": HardwareTarget(
         name="trn3",
-        tensor_ghz=2.4,               # §8: TensorE clock 2.4 GHz (NC-v4)
-        vector_ghz=1.2,               # §8: VectorE 1.2 GHz; 512 bf16/fp8, 256 others
-        scalar_ghz=1.2,               # §8: ScalarE 1.2 GHz; 256 bf16/fp8, 128 others
-        gpsimd_ghz=1.2,               # §8: GpSimd 1.2 GHz, 128 per cycle
-        dma_engines=16,               # §8: 16 DMA engines per core
-        dma_engine_bytes_per_ns=33.0,  # §8: 16 x 33 B/ns = 528 GB/s
-        vector_fast_modes=True,       # inference: trn3 VectorE has the same 512/256 modes as trn2
-        scalar_small_dtype_speedup=2,  # §8: ScalarE 256 bf16/fp8 per cycle vs 128 others
+        tensor_ghz=2.4,               # trn3 arch guide table: TensorE 2.4 GHz
+        vector_ghz=1.2,               # VectorE 1.2 GHz
+        scalar_ghz=1.2,               # ScalarE 1.2 GHz
+        gpsimd_ghz=1.2,               # GpSimd 1.2 GHz
+        dma_engines=16,               # DMA bandwidth guide: 16 engines per core
+        dma_engine_bytes_per_ns=33.0,  # DMA bandwidth guide: 33 B/ns per engine, 528 GB/s
+        vector_fast_modes=True,       # assumption: the trn2 performance modes carry over
+        scalar_small_dtype_speedup=2,  # trn3 arch guide: ScalarE 256 bf16/fp8 per cycle vs 128
+        hwdge_queues=2,               # assumption: the trn2 DGE blocks carry over (NC-v3+)
     ),
 }
 
@@ -198,6 +257,9 @@ class InstrTiming(NamedTuple):
     latency_ns: float
     dma_fixed_ns: float = 0.0
     dma_rate: float = 1.0
+    queue: str = ""           # DMA: the in-order queue it runs on (DmaQueue value)
+    issue_ns: float = 0.0     # DMA: time it holds its queue (descriptor generation)
+    gpsimd_ns: float = 0.0    # DMA: GpSimd time it takes (software DGE)
 
 
 def matmul_dims(instr: Instr) -> tuple[int, int, int]:
@@ -250,14 +312,16 @@ def matmul_flops(instr: Instr) -> int:
 
 def _tensor_timing(instr: Instr, hw: HardwareTarget) -> InstrTiming:
     _, m, n = matmul_dims(instr)
-    # §8: back-to-back matmul costs max(min(64, N_stationary), N_moving) cycles; x4 for fp32.
+    # arch guide: back-to-back matmul costs max(N_moving, MM_INIT_LATENCY) cycles (a short stationary
+    # lowers the floor); fp32 inputs cost about 4x.
     cycles = max(min(hw.matmul_min_cycles, m), n)
     if _matmul_fp32(instr):
         cycles *= 4
     elif instr.attr("perf_mode") == "double_row":
-        cycles /= 2  # §8: FP8 double_row gives 2x on v3+
-    occupancy = cycles / hw.tensor_ghz
-    # inference: results leave the deep pipeline MM_INIT_LATENCY cycles after the last column enters
+        cycles /= 2  # FP8 double_row gives 2x on v3+
+    # tutorial fit: a fixed issue overhead per instruction on top of the streaming time
+    occupancy = (cycles + hw.matmul_issue_cycles) / hw.tensor_ghz
+    # assumption: results leave the pipeline MM_INIT_LATENCY cycles after the last column enters
     latency = occupancy + hw.matmul_min_cycles / hw.tensor_ghz
     return InstrTiming("tensor", occupancy, latency)
 
@@ -293,12 +357,12 @@ def _compute_speedup(instr: Instr, engine: str, hw: HardwareTarget, streams: int
     if not has_sbuf:
         return 1.0
     if engine == "scalar":
-        return float(hw.scalar_small_dtype_speedup)  # §8: trn3 ScalarE 256 bf16/fp8 per cycle
+        return float(hw.scalar_small_dtype_speedup)  # trn3 arch guide: ScalarE 256 bf16/fp8 per cycle
     if instr.op in _VECTOR_FAST_COPY_OPS:
-        # §8: 4x bf16/fp16 SBUF->SBUF inner-contiguous; 2x when one side PSUM or non-contiguous
+        # trn2 arch guide: 4x bf16/fp16 SBUF->SBUF inner-contiguous; 2x when one side PSUM or not contiguous
         return 2.0 if has_psum or not contiguous else 4.0
     if instr.op == "tensor_tensor" and streams >= 2 and not psum_read:
-        return 2.0  # §8: tensor_tensor 2x when both inputs are bf16 (fp16: inference) in SBUF
+        return 2.0  # trn2 arch guide: tensor_tensor 2x when both inputs are bf16/fp16 in SBUF
     return 1.0
 
 
@@ -309,16 +373,59 @@ def _compute_timing(instr: Instr, engine: str, hw: HardwareTarget) -> InstrTimin
         n = max(n, a.free_elems)
         if not a.write and a.free_elems > 1:
             streams += 1
-    # §8: ~N cycles with one input, ~2N with two; per-partition scalars ([P,1]) do not stream.
+    # arch guide: ~N cycles with one input, ~2N with two; per-partition scalars ([P,1]) do not stream.
     work = n * min(max(streams, 1), 2) / _compute_speedup(instr, engine, hw, streams)
-    # §8: MIN_II ~64 cycles; plus the ~60-cycle fixed SBUF/PSUM access overhead per instruction.
-    cycles = max(hw.min_ii_cycles, work) + hw.access_overhead_cycles
+    # MIN_II ~64 cycles; plus a fixed per-instruction overhead (VectorE: nki-library's figure; others: the
+    # arch guide's ~60-cycle SBUF/PSUM access overhead).
+    overhead = hw.vector_overhead_cycles if engine == "vector" else hw.access_overhead_cycles
+    cycles = max(hw.min_ii_cycles, work) + overhead
     ghz = hw.engine_ghz(engine)
     occupancy = cycles / ghz
-    # §8: ~100 cycles static overhead when back-to-back dependent: the 60 above plus 40 more
-    # before a dependent may start.
-    latency = occupancy + (hw.dependent_overhead_cycles - hw.access_overhead_cycles) / ghz
-    return InstrTiming(engine, occupancy, latency)
+    # perf guide: back-to-back dependent tiny instructions start dependent_interval_cycles apart; the part
+    # of that interval a tiny instruction's occupancy does not cover delays every dependent.
+    extra = max(0.0, hw.dependent_interval_cycles - (hw.min_ii_cycles + overhead))
+    return InstrTiming(engine, occupancy, occupancy + extra / ghz)
+
+
+def _dma_route(instr: Instr, hw: HardwareTarget) -> tuple[str, float, float]:
+    """(queue, issue ns, GpSimd ns) of a DMA instruction from its dge_mode and trigger engine."""
+    op = instr.op
+    if op == "sendrecv":
+        return DmaQueue.SENDRECV.value, hw.static_issue_ns, 0.0
+    mode = instr.attr("dge_mode", "unknown")
+    if mode == "unknown":
+        if op == "dma_transpose":
+            # DGE reference: a static transpose runs with 'none' or 'hwdge'; hwdge only in its form
+            src = next((a for a in instr.accesses if not a.write), None)
+            ok = src is not None and hwdge_transpose_violation(src.shape, _itemsize(src.dtype)) is None
+            mode = "hwdge" if ok and hw.hwdge_queues else "none"
+        else:
+            mode = hw.unknown_copy_dge
+    if mode == "hwdge" and not hw.hwdge_queues:
+        mode = "swdge"   # no hardware DGE before NC-v3
+    if mode == "hwdge":
+        trigger = instr.attr("engine", "unknown")
+        queue = {"scalar": DmaQueue.HWDGE_ACT, "sync": DmaQueue.HWDGE_SP}.get(trigger, DmaQueue.HWDGE_ANY)
+        return queue.value, hw.hwdge_issue_ns, 0.0
+    if mode == "swdge":
+        return DmaQueue.SWDGE.value, hw.swdge_issue_ns, hw.swdge_gpsimd_ns
+    return DmaQueue.STATIC.value, hw.static_issue_ns, 0.0
+
+
+def _transpose_block_bytes(instr: Instr, hw: HardwareTarget) -> int:
+    """Bytes a dma_transpose is charged: its destination in whole [128 partitions x 16 elements] blocks
+    (trn2 arch guide "DMA Transpose": the 16 engines write one such block at a time)."""
+    dst = next((a for a in instr.accesses if a.write), None)
+    if dst is None or not dst.shape:
+        return 0
+    shape = dst.shape
+    outer = 1
+    for d in shape[1:-1]:
+        outer *= d
+    inner = shape[-1] if len(shape) > 1 else 1
+    blocks = (-(-shape[0] // hw.dma_transpose_block_partitions) * outer
+              * -(-inner // hw.dma_transpose_block_elems))
+    return blocks * hw.dma_transpose_block_partitions * hw.dma_transpose_block_elems * _itemsize(dst.dtype)
 
 
 def _dma_timing(instr: Instr, hw: HardwareTarget) -> InstrTiming:
@@ -337,26 +444,30 @@ def _dma_timing(instr: Instr, hw: HardwareTarget) -> InstrTiming:
             contiguous = a.contiguous_bytes
         if a.buffer in ("sbuf", "psum") and a.partitions > partitions:
             partitions = a.partitions
+    queue, issue, gpsimd = _dma_route(instr, hw)
     nbytes = max(read_bytes, write_bytes)
     if nbytes == 0:
-        return InstrTiming("dma", 0.0, hw.dma_fixed_ns, hw.dma_fixed_ns, 1.0)
+        return InstrTiming("dma", 0.0, hw.dma_fixed_ns, hw.dma_fixed_ns, 1.0, queue, issue, gpsimd)
     contiguous = contiguous or nbytes
     if instr.op == "dma_transpose":
-        # trn2 arch guide: DMA transpose reaches up to 90 % (from HBM) / 50 % (SBUF->SBUF)
         efficiency = (hw.dma_transpose_from_sbuf_efficiency if src_on_chip
                       else hw.dma_transpose_from_hbm_efficiency)
+        # the 16 engines cooperate on each block (arch guide), so the transfer may use all of them
+        occupancy = max(nbytes, _transpose_block_bytes(instr, hw)) / (hw.dma_bytes_per_ns * efficiency)
+        rate = 1.0
     else:
-        # inference: each descriptor (contiguous run) pays a fixed cost worth C0 bytes of transfer
+        # fit to the DMA overview's curve: each descriptor (contiguous run) costs a fixed C0 bytes' time
         efficiency = contiguous / (contiguous + hw.dma_descriptor_overhead_bytes)
-    # §8 "use P = 128 so that all 16 engines participate": an on-chip side with P partitions
-    # spreads over ceil(P / 8) engines; HBM<->HBM spreads its descriptors over all engines.
-    if partitions:
-        engines = min(hw.dma_engines, math.ceil(partitions * hw.dma_engines / 128))
-    else:
-        engines = min(hw.dma_engines, max(1, math.ceil(nbytes / contiguous)))
-    rate = engines / hw.dma_engines
-    occupancy = nbytes / (hw.dma_bytes_per_ns * efficiency)
-    return InstrTiming("dma", occupancy, hw.dma_fixed_ns + occupancy / rate, hw.dma_fixed_ns, rate)
+        # DMA overview: each engine serves 8 partitions, so P partitions use ceil(P / 8) of the 16
+        # engines; HBM<->HBM spreads its descriptors over all engines.
+        if partitions:
+            engines = min(hw.dma_engines, math.ceil(partitions * hw.dma_engines / 128))
+        else:
+            engines = min(hw.dma_engines, max(1, math.ceil(nbytes / contiguous)))
+        rate = engines / hw.dma_engines
+        occupancy = nbytes / (hw.dma_bytes_per_ns * efficiency)
+    start = max(hw.dma_fixed_ns, issue)
+    return InstrTiming("dma", occupancy, start + occupancy / rate, start, rate, queue, issue, gpsimd)
 
 
 def instr_timing(instr: Instr, target: str | HardwareTarget) -> InstrTiming:
@@ -422,6 +533,21 @@ class Summary:
     stall_us: Mapping[str, Mapping[str, float]] = dataclasses.field(default_factory=dict)
     # occupancy per op ('nc_matmul[transpose]' for is_transpose matmuls; DMA: bandwidth time)
     op_busy_us: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    # the uncertainty band: the modelled time with every assumption at its optimistic / pessimistic end
+    # (ASSUMPTIONS); (modelled_us, modelled_us) when not computed
+    band_us: tuple[float, float] = (0.0, 0.0)
+    queue_busy_us: Mapping[str, float] = dataclasses.field(default_factory=dict)  # DMA queue -> issue time
+
+    @property
+    def flops_util_pessimistic(self) -> float:
+        """``flops_util`` at the pessimistic end of the band."""
+        high = self.band_us[1]
+        return self.flops_util * self.modelled_us / high if high > 0 else 0.0
+
+    def band_text(self) -> str:
+        """``modelled 125.5 us [110.2 .. 161.0]``."""
+        low, high = self.band_us
+        return f"modelled {self.modelled_us:.1f} us [{low:.1f} .. {high:.1f}]"
 
     def to_dict(self) -> dict:
         """JSON-ready copy."""
@@ -442,6 +568,9 @@ class Summary:
             "instructions": self.instructions,
             "stall_us": {e: dict(w) for e, w in self.stall_us.items()},
             "op_busy_us": dict(self.op_busy_us),
+            "band_us": list(self.band_us),
+            "flops_util_pessimistic": self.flops_util_pessimistic,
+            "queue_busy_us": dict(self.queue_busy_us),
         }
 
     def format(self) -> str:
@@ -449,7 +578,7 @@ class Summary:
         cores = max(1, len(self.core_us))
         lines = [
             f"nkisim cost model: target {self.target}, lnc {self.lnc}, {self.instructions} instructions",
-            f"  modelled time        {self.modelled_us:12.3f} us"
+            f"  modelled time        {self.modelled_us:12.3f} us   [{self.band_us[0]:.3f} .. {self.band_us[1]:.3f}]"
             + (f"   (per core: {', '.join(f'{c:.3f}' for c in self.core_us)})" if cores > 1 else ""),
             f"  TensorE utilisation  {self.tensor_util:12.1%}",
             f"  matmul FLOPs         {self.matmul_flops:12.4g}   ({self.flops_util:.1%} of bf16 peak)",
@@ -466,6 +595,9 @@ class Summary:
             if waits:
                 lines.append(f"  {engine} idle, waiting for: " + ", ".join(
                     f"{producer} {us:.3f} us" for producer, us in sorted(waits.items(), key=lambda kv: -kv[1])))
+        if self.queue_busy_us:
+            lines.append("  DMA queue issue us: " + ", ".join(
+                f"{q} {us:.3f}" for q, us in sorted(self.queue_busy_us.items())))
         if self.op_busy_us:
             lines.append("  busy us by op: " + ", ".join(
                 f"{op} {us:.3f}" for op, us in sorted(self.op_busy_us.items(), key=lambda kv: -kv[1])))
@@ -493,10 +625,12 @@ def _split_programs(traces: Trace | Sequence[Trace] | Iterable[Instr]) -> list[l
 
 
 def summarize(traces: Trace | Sequence[Trace] | Iterable[Instr], target: str | HardwareTarget,
-              lnc: int = 1, peaks: Mapping[str, int] | None = None) -> Summary:
+              lnc: int = 1, peaks: Mapping[str, int] | None = None, band: bool = True) -> Summary:
     """Schedule the trace(s) on the modelled core(s) of ``target`` and summarise the run.
 
     ``peaks`` (filled by the emulator): {'sbuf_bytes_per_partition': int, 'psum_banks': int}.
+    ``band``: also schedule with every assumption at its optimistic and its pessimistic end
+    (``Summary.band_us``); False skips the two extra schedules.
     """
     from .schedule import schedule_programs  # local: schedule imports this module
 
@@ -509,6 +643,12 @@ def summarize(traces: Trace | Sequence[Trace] | Iterable[Instr], target: str | H
     flops = result.matmul_flops
     hbm_read, hbm_write = result.hbm_read_bytes, result.hbm_write_bytes
     modelled_us = result.makespan_ns / 1000.0
+    if band:
+        ends = tuple(schedule_programs(programs, hw.bound(end)).makespan_ns / 1000.0
+                     for end in ("optimistic", "pessimistic"))
+        band_us = (min(ends[0], modelled_us), max(ends[1], modelled_us))
+    else:
+        band_us = (modelled_us, modelled_us)
     cores = max(1, len(programs))
     busy_us = {e: result.busy_ns.get(e, 0.0) / 1000.0 for e in ENGINE_NAMES}
     capacity = modelled_us * cores
@@ -530,5 +670,7 @@ def summarize(traces: Trace | Sequence[Trace] | Iterable[Instr], target: str | H
         instructions=sum(len(p) for p in programs),
         stall_us={e: {p: t / 1000.0 for p, t in w.items()} for e, w in result.stalls_ns.items()},
         op_busy_us={op: t / 1000.0 for op, t in result.op_busy_ns.items()},
+        band_us=band_us,
+        queue_busy_us={q: t / 1000.0 for q, t in result.queue_busy_ns.items()},
     )
 

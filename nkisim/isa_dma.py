@@ -7,6 +7,7 @@ from dataclasses import replace
 import numpy as np
 
 from .context import current_core
+from .dge import hwdge_transpose_violation
 from .dtypes import ITEMSIZE, PACKED_TYPES
 from .errors import NkiStrictWarning, violation
 from .isa_core import F32, access, buffer_in, enum_member, is_scalar, tensor, write
@@ -75,7 +76,7 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
             values = values.astype(F32, copy=False)   # DMA casts through fp32
         write(dst, values)
     core.record(Instr(ins, "dma", (access(src, "src", False), access(dst, "dst", True)),
-                      (("dge_mode", dge_mode.name),), core.program_id))
+                      (("dge_mode", dge_mode.name), ("engine", engine.name)), core.program_id))
 
 
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error,
@@ -109,12 +110,9 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
     if tuple(dst.shape) != want:
         raise violation(ins, "dst", f"shape {dst.shape} must equal the permuted src shape {want}")
     if dge_mode is _dge_mode.hwdge:
-        s = src.shape
-        if rank >= 3 and (s[0] not in (1, 2, 4, 8, 16) or (s[0] * s[-2]) % 16):
-            raise violation(ins, "src", f"shape {s}: hwdge needs shape[0] in (1,2,4,8,16) and "
-                            "shape[0]*shape[-2] a multiple of 16")
-        if s[-1] > 128:
-            raise violation(ins, "src", f"shape {s}: hwdge needs shape[-1] <= 128")
+        rule = hwdge_transpose_violation(src.shape, ITEMSIZE[src.dtype])
+        if rule is not None:
+            raise violation(ins, "src", rule)
     if not core.trace_only:
         write(dst, np.transpose(src.array(), axes))
     core.record(Instr(ins, "dma", (access(src, "src", False), access(dst, "dst", True)),

@@ -102,11 +102,13 @@ def simulate(kernel: Callable) -> Callable:
 
 
 def run(kernel: Callable, *args: Any, lnc: int | None = None, target: Any = "trn2", trace_only: bool = False,
-        timeline: str | os.PathLike | None = None, **kwargs: Any) -> RunResult:
+        timeline: str | os.PathLike | None = None, cost_band: bool = True, **kwargs: Any) -> RunResult:
     """Run ``kernel`` eagerly on the emulator; return its outputs, trace, cost summary and peaks.
 
     timeline: a file path; the modelled schedule is written there in the Chrome trace-event
     format (``nkisim.timeline``), for Perfetto or chrome://tracing.
+    ``cost_band``: the summary also schedules the trace at both ends of the cost model's assumptions
+    (``Summary.band_us``); False skips those two schedules.
     """
     spec = resolve_target(target)
     fn = kernel.fn if isinstance(kernel, Kernel) else kernel
@@ -173,7 +175,7 @@ def run(kernel: Callable, *args: Any, lnc: int | None = None, target: Any = "trn
             original[...] = data.reshape(original.shape)
     peak_sbuf = max(c.sbuf.peak for c in cores)
     peak_psum = max(c.psum.peak for c in cores)
-    summary = _summarize(state.trace, spec.name, degree, peak_sbuf, peak_psum)
+    summary = _summarize(state.trace, spec.name, degree, peak_sbuf, peak_psum, cost_band)
     if timeline is not None:
         from .timeline import write_timeline
 
@@ -236,11 +238,12 @@ def _to_numpy(value: Any, trace_only: bool) -> Any:
     return tuple(one(t) for t in value)
 
 
-def _summarize(trace: Trace, target: str, lnc: int, peak_sbuf: int, peak_psum: int) -> Any:
+def _summarize(trace: Trace, target: str, lnc: int, peak_sbuf: int, peak_psum: int, band: bool = True) -> Any:
     """The cost model's summary of the trace, carrying the capacity peaks."""
     from .cost import summarize
 
-    return summarize(trace, target, lnc, peaks={"sbuf_bytes_per_partition": peak_sbuf, "psum_banks": peak_psum})
+    return summarize(trace, target, lnc, peaks={"sbuf_bytes_per_partition": peak_sbuf, "psum_banks": peak_psum},
+                     band=band)
 
 
 def simulate_kernel(kernel: Callable, *args: Any, **kwargs: Any) -> Any:

@@ -5,10 +5,11 @@ Model (see ``docs/nkisim-cost-model.md``):
 - Each compute engine (tensor, vector, scalar, gpsimd) runs its instructions in program
   order, one at a time: an instruction starts when the engine is free and its inputs are
   ready, and blocks the engine for its occupancy.
-- DMA: 16 queues per core, each holding one transfer from its trigger until it completes;
-  a transfer is assigned to the queue that frees earliest. After the fixed start latency the
-  bytes flow through the core's DMA bandwidth, a shared fluid resource that several transfers
-  fill together (each capped at the fraction of the 16 engines its shape can use).
+- DMA: each instruction runs on the queue its DGE mode and trigger engine give (``nkisim.dge``);
+  a queue generates descriptors one instruction at a time, in the order they are triggered (a
+  transfer waiting for its data holds no slot). After the fixed start latency the bytes flow
+  through the core's DMA bandwidth, a shared fluid resource that several transfers fill together
+  (each capped at the fraction of the 16 engines its shape can use).
 - Dependencies: RAW, WAR and WAW between accesses to the same storage whose partition ranges
   and element spans overlap. RAW/WAW wait for the producer's latency; WAR waits until the
   reader has finished. Matmuls accumulating into the same PSUM region on the TensorE
@@ -20,11 +21,11 @@ Model (see ``docs/nkisim-cost-model.md``):
 from __future__ import annotations
 
 import gc
-import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .cost import HardwareTarget, InstrTiming, get_target, instr_timing, matmul_flops
+from .dge import DmaQueue
 from .trace import Instr
 
 __all__ = ["FluidBandwidth", "ScheduleResult", "schedule", "schedule_programs"]
@@ -32,10 +33,11 @@ __all__ = ["FluidBandwidth", "ScheduleResult", "schedule", "schedule_programs"]
 _SYNC_OPS = frozenset({"sendrecv", "core_barrier"})
 _HBM = frozenset({"hbm", "private_hbm", "shared_hbm"})
 _COMPUTE_ENGINES = ("tensor", "vector", "scalar", "gpsimd")
+_HWDGE_ANY = DmaQueue.HWDGE_ANY.value
+_HWDGE_QUEUES = (DmaQueue.HWDGE_ACT.value, DmaQueue.HWDGE_SP.value)
 # A remembered access is a tuple (p_lo, p_hi, s_lo, s_hi, visible_ns, release_ns, engine), kept
 # per storage in a list of writes and a list of reads.
 _MAX_ENTRIES = 16  # per storage and kind; beyond it the oldest half is merged conservatively
-_FORGET_EVERY = 4096  # DMA transfers between prunings of the bandwidth bins
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,12 @@ class ScheduleResult:
     busy_ns: dict[str, float]                 # summed over cores; dma = bandwidth time used
     starts_ns: tuple[tuple[float, ...], ...] = ()   # per core, per instruction (if recorded)
     ends_ns: tuple[tuple[float, ...], ...] = ()     # per core: when results are visible
+    # per core, per instruction (if recorded): the engine it ran on, or 'dma:<queue>' (DmaQueue value), or
+    # 'sync'; with starts_ns/ends_ns this is the timeline of the run
+    lanes: tuple[tuple[str, ...], ...] = ()
+    # per core: when each instruction released its engine or DMA queue (the timeline's slice ends)
+    releases_ns: tuple[tuple[float, ...], ...] = ()
+    queue_busy_ns: dict[str, float] = field(default_factory=dict)  # DMA queue -> issue time, all cores
     instr_counts: dict[str, int] = field(default_factory=dict)  # op -> count, all cores
     matmul_flops: int = 0                     # 2*K*M*N per matmul, transposes excluded
     hbm_read_bytes: int = 0
@@ -54,10 +62,6 @@ class ScheduleResult:
     # engine -> {engine whose result it waited for: ns idle}; 'merged' = an older merged region
     stalls_ns: dict[str, dict[str, float]] = field(default_factory=dict)
     op_busy_ns: dict[str, float] = field(default_factory=dict)  # occupancy per op, all cores
-    # Recorded with ``record`` (for nkisim.timeline): per core, per instruction, the track that ran
-    # it ('tensor', ..., 'dma3' = DMA queue 3, 'sync') and when it released that track.
-    lanes: tuple[tuple[str, ...], ...] = ()
-    releases_ns: tuple[tuple[float, ...], ...] = ()
 
 
 class FluidBandwidth:
@@ -136,9 +140,11 @@ class _Core:
         self.hw = hw
         self.pos = 0
         self.engine_free = dict.fromkeys(_COMPUTE_ENGINES, 0.0)
-        self.queues = [(0.0, q) for q in range(hw.dma_engines)]  # heap of (free_at, queue)
+        self.queues: dict[str, FluidBandwidth] = {}   # DMA queue -> its descriptor-generation slots
+        self.gpsimd_dge = FluidBandwidth()              # GpSimd's software-DGE work
+        self.queue_busy: dict[str, float] = {}   # DMA queue -> summed issue time
+        self.lanes: list[str] = []               # per instruction (if recorded): engine or 'dma:<queue>'
         self.bandwidth = FluidBandwidth()
-        self.transfers = 0
         self.writes: dict[int, list[tuple]] = {}
         self.reads: dict[int, list[tuple]] = {}
         self.busy = dict.fromkeys((*_COMPUTE_ENGINES, "dma"), 0.0)
@@ -146,7 +152,6 @@ class _Core:
         self.record = record
         self.starts: list[float] = []
         self.ends: list[float] = []
-        self.lanes: list[str] = []
         self.releases: list[float] = []
         self._pending: tuple[Instr, InstrTiming, float] | None = None
         self.counts: dict[str, int] = {}
@@ -241,25 +246,31 @@ class _Core:
     # -- execution ------------------------------------------------------------------------
     def _execute(self, instr: Instr, timing: InstrTiming, ready: float) -> None:
         engine = timing.engine
-        lane = engine
         if engine == "dma":
-            free_at, queue = heapq.heappop(self.queues)
-            lane = f"dma{queue}"
-            start = max(free_at, ready)
-            end = self.bandwidth.place(start + timing.dma_fixed_ns, timing.occupancy_ns,
-                                       timing.dma_rate)
+            queue = timing.queue
+            if queue == _HWDGE_ANY:   # the compiler picks the trigger engine: the less busy DGE
+                queue = min(_HWDGE_QUEUES, key=lambda q: self.queue_busy.get(q, 0.0))
+            slots = self.queues.get(queue)
+            if slots is None:
+                slots = self.queues[queue] = FluidBandwidth()
+            # The queue generates descriptors one instruction at a time, in the order they are triggered; a
+            # transfer still waiting for its data is not triggered yet and holds no slot.
+            start = max(ready, slots.place(ready, timing.issue_ns) - timing.issue_ns)
+            self.queue_busy[queue] = self.queue_busy.get(queue, 0.0) + timing.issue_ns
+            if timing.gpsimd_ns:   # software DGE: GpSimd generates the descriptors
+                self.gpsimd_dge.place(start, timing.gpsimd_ns)
+                self.busy["gpsimd"] += timing.gpsimd_ns
+            # the fixed start latency counts from the descriptor generation and includes it
+            data_start = start + timing.dma_fixed_ns
+            end = self.bandwidth.place(data_start, timing.occupancy_ns, timing.dma_rate)
             # a lone transfer never beats its own engines' rate
-            floor = start + timing.latency_ns
-            end = max(end, floor)
-            heapq.heappush(self.queues, (end, queue))
+            end = max(end, data_start + timing.occupancy_ns / timing.dma_rate)
             self.busy["dma"] += timing.occupancy_ns
             visible = release = end
-            self.transfers += 1
-            if not self.transfers % _FORGET_EVERY:
-                # every later transfer starts on a queue, so no earlier than the first free one
-                self.bandwidth.forget_before(self.queues[0][0])
+            lane = "dma:" + queue
         elif engine == "sync":
             start = visible = release = ready
+            lane = "sync"
         else:
             free_at = self.engine_free[engine]
             start = max(free_at, ready)
@@ -269,6 +280,7 @@ class _Core:
             visible = start + timing.latency_ns
             self.engine_free[engine] = release
             self.busy[engine] += timing.occupancy_ns
+            lane = engine
         self._remember(instr, engine, visible, release)
         self.makespan = max(self.makespan, visible)
         if self.record:
@@ -361,7 +373,10 @@ def schedule_programs(programs: Sequence[Sequence[Instr]], target: str | Hardwar
     counts: dict[str, int] = {}
     stalls: dict[str, dict[str, float]] = {}
     op_busy: dict[str, float] = {}
+    queue_busy: dict[str, float] = {}
     for core in cores:
+        for q, t in core.queue_busy.items():
+            queue_busy[q] = queue_busy.get(q, 0.0) + t
         for op, k in core.counts.items():
             counts[op] = counts.get(op, 0) + k
         for op, t in core.op_busy.items():
@@ -376,14 +391,15 @@ def schedule_programs(programs: Sequence[Sequence[Instr]], target: str | Hardwar
         busy_ns=busy,
         starts_ns=tuple(tuple(c.starts) for c in cores) if record else (),
         ends_ns=tuple(tuple(c.ends) for c in cores) if record else (),
+        lanes=tuple(tuple(c.lanes) for c in cores) if record else (),
+        releases_ns=tuple(tuple(c.releases) for c in cores) if record else (),
+        queue_busy_ns=queue_busy,
         instr_counts=counts,
         matmul_flops=sum(c.flops for c in cores),
         hbm_read_bytes=sum(c.hbm_read for c in cores),
         hbm_write_bytes=sum(c.hbm_write for c in cores),
         stalls_ns=stalls,
         op_busy_ns=op_busy,
-        lanes=tuple(tuple(c.lanes) for c in cores) if record else (),
-        releases_ns=tuple(tuple(c.releases) for c in cores) if record else (),
     )
 
 

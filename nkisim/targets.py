@@ -1,4 +1,4 @@
-"""Per-target hardware facts (the NeuronCore architecture guides) and the target chosen from the environment."""
+"""Per-target hardware facts for the emulator's rules and capacities, and the target chosen from the environment."""
 from __future__ import annotations
 
 import os
@@ -33,8 +33,9 @@ class TargetSpec:
         return self.psum_partition_bytes // self.psum_bank_bytes
 
 
-# Usable sizes: 212,984 on trn2 matches nki-library's 224*1024-16384-8-256; trn1/trn3 are the
-# third-party figures (unverified: no AWS page states them).
+# Physical SBUF per partition: the architecture guides' 24 MiB (trn1), 28 MiB (trn2), 32 MiB (trn3) over 128
+# partitions. Usable: 212,984 on trn2 matches nki-library's 224*1024-16384-8-256; the trn1/trn3 usable sizes
+# are not published (unverified figures; they bound the emulator's capacity check, not the cost model).
 TARGETS: dict[str, TargetSpec] = {
     "trn1": TargetSpec("trn1", "gen2", 192 * 1024, 180_224),
     "trn2": TargetSpec("trn2", "gen3", 224 * 1024, 212_984),

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .cost import HardwareTarget, _split_programs, get_target
+from .dge import DmaQueue
 from .schedule import schedule_programs
 from .trace import Instr, Trace
 
@@ -28,7 +29,9 @@ __all__ = ["TimelineSlice", "lane_order", "timeline_document", "timeline_slices"
 
 COMPUTE_LANES = ("tensor", "vector", "scalar", "gpsimd")
 SYNC_LANE = "sync"
-_DMA_TID_BASE = 100  # DMA queue q is thread 100 + q: after the compute engines in every viewer
+_DMA_TID_BASE = 100  # DMA queues are threads 100 + their index in DmaQueue: after the compute engines
+_DMA_PREFIX = "dma:"
+_DMA_QUEUES = tuple(q.value for q in DmaQueue)
 
 
 @dataclass(frozen=True)
@@ -36,7 +39,7 @@ class TimelineSlice:
     """One instruction on the modelled timeline (times in ns from the kernel's start)."""
 
     core: int
-    lane: str          # 'tensor', 'vector', 'scalar', 'gpsimd', 'dma<q>' or 'sync'
+    lane: str          # 'tensor', 'vector', 'scalar', 'gpsimd', 'dma:<queue>' or 'sync'
     start_ns: float
     release_ns: float  # the track is free again
     visible_ns: float  # dependants may read the result
@@ -49,8 +52,8 @@ def lane_order(lane: str) -> int:
         return COMPUTE_LANES.index(lane) + 1
     if lane == SYNC_LANE:
         return len(COMPUTE_LANES) + 1
-    if lane.startswith("dma") and lane[3:].isdigit():
-        return _DMA_TID_BASE + int(lane[3:])
+    if lane.startswith(_DMA_PREFIX) and lane[len(_DMA_PREFIX):] in _DMA_QUEUES:
+        return _DMA_TID_BASE + _DMA_QUEUES.index(lane[len(_DMA_PREFIX):])
     return _DMA_TID_BASE * 2  # an engine name this module does not know: last, still shown
 
 
@@ -60,8 +63,8 @@ def lane_label(lane: str) -> str:
              SYNC_LANE: "cross-core sync"}
     if lane in names:
         return names[lane]
-    if lane.startswith("dma") and lane[3:].isdigit():
-        return f"DMA queue {int(lane[3:])}"
+    if lane.startswith(_DMA_PREFIX):
+        return f"DMA queue {lane[len(_DMA_PREFIX):]}"
     return lane
 
 

@@ -123,7 +123,7 @@ def _plan_estimate_us(plan) -> float | None:
     return float(value) if value is not None else None
 
 
-def _model(shape: BenchShape, plan, target: str, lnc: int) -> dict:
+def _model(shape: BenchShape, plan, target: str, lnc: int, band: bool = False) -> dict:
     """Run the kernel under ``plan`` in trace-only mode; the measured figures of one plan."""
     import nkisim
     from kernels import conv3d_bwd
@@ -137,14 +137,18 @@ def _model(shape: BenchShape, plan, target: str, lnc: int) -> dict:
     start = time.perf_counter()
     with forced_plan(plan):
         result = nkisim.run(conv3d_bwd, *specs, stride=shape.stride, padding=shape.padding,
-                            dilation=shape.dilation, lnc=lnc, target=target, trace_only=True)
+                            dilation=shape.dilation, lnc=lnc, target=target, trace_only=True, cost_band=band)
     s = result.summary
     roof = roofline_us(shape, target, lnc)
+    low, high = s.band_us
     return {
         "methods": sorted(plan.methods()),
         "estimated_us": _plan_estimate_us(plan),
         "modelled_us": s.modelled_us,
+        # the cost model's uncertainty band (every assumption at its optimistic / pessimistic end)
+        "modelled_band_us": [low, high] if band else None,
         "efficiency": roof / s.modelled_us if s.modelled_us > 0 else 0.0,
+        "efficiency_pessimistic": roof / high if band and high > 0 else None,
         "tensor_util": useful_flops(shape) / (s.modelled_us * 1e-6 * peak * lnc) if s.modelled_us else 0.0,
         "tensor_busy": s.tensor_util,
         "engine_busy_us": dict(s.engine_busy_us),
@@ -159,8 +163,8 @@ def _model(shape: BenchShape, plan, target: str, lnc: int) -> dict:
 
 
 # the pick's measured figures, copied onto the shape record (None when planning fails)
-PICK_FIELDS = ("modelled_us", "efficiency", "tensor_util", "tensor_busy", "engine_busy_us", "stall_us",
-               "op_busy_us", "hbm_bytes", "instructions")
+PICK_FIELDS = ("modelled_us", "modelled_band_us", "efficiency", "efficiency_pessimistic", "tensor_util",
+               "tensor_busy", "engine_busy_us", "stall_us", "op_busy_us", "hbm_bytes", "instructions")
 
 
 def bench_shape(shape: BenchShape, target: str = "trn2", lnc: int = 1,
@@ -229,16 +233,16 @@ def bench_shape(shape: BenchShape, target: str = "trn2", lnc: int = 1,
 def _run_candidates(shape: BenchShape, plans: list, target: str, lnc: int, jobs: int) -> list[dict]:
     """Each plan's figures, in order; ``jobs`` > 1 runs them in worker processes (each run is an
     independent, deterministic trace, so the figures do not depend on ``jobs``)."""
-    args = [(shape, p, target, lnc) for p in plans]
+    args = [(shape, p, target, lnc, i == 0) for i, p in enumerate(plans)]   # the band for the pick only
     if jobs <= 1 or len(plans) <= 1:
         return [_run_candidate(*a) for a in args]
     with ProcessPoolExecutor(max_workers=min(jobs, len(plans))) as pool:
         return list(pool.map(_run_candidate, *zip(*args)))
 
 
-def _run_candidate(shape, plan, target, lnc) -> dict:
+def _run_candidate(shape, plan, target, lnc, band: bool = False) -> dict:
     try:
-        entry = _model(shape, plan, target, lnc)
+        entry = _model(shape, plan, target, lnc, band)
     except Exception as exc:  # noqa: BLE001 -- a failing candidate is reported, not fatal
         entry = {"methods": sorted(plan.methods()), "estimated_us": _plan_estimate_us(plan),
                  "modelled_us": None, "error": f"{type(exc).__name__}: {exc}"}
@@ -278,6 +282,9 @@ def format_table(records: Sequence[dict], checks: bool = True, candidates: bool 
             f"{_fmt(r.get('pick_over_best'), '10.2f')}")
         if r.get("error"):
             lines.append(f"{'':<16}FAILED: {r['error'][:300]}")
+        if r.get("modelled_band_us"):
+            lines.append(f"{'':<16}pick: {band_text(r['modelled_us'], r['modelled_band_us'])}, efficiency "
+                         f"{r['efficiency']:.2f} (pessimistic {r['efficiency_pessimistic']:.2f})")
         waits = (r.get("stall_us") or {}).get("tensor") or {}
         if waits:
             lines.append(f"{'':<16}pick: TensorE idle waiting for " + ", ".join(
@@ -288,6 +295,11 @@ def format_table(records: Sequence[dict], checks: bool = True, candidates: bool 
         lines.append("")
         lines.extend(target_checks(records))
     return "\n".join(lines)
+
+
+def band_text(modelled_us: float, band_us: Sequence[float]) -> str:
+    """``modelled 125.5 us [110.2 .. 161.0]``: the central value and the cost model's band."""
+    return f"modelled {modelled_us:.1f} us [{band_us[0]:.1f} .. {band_us[1]:.1f}]"
 
 
 def _cands(record: dict) -> str:
@@ -343,6 +355,10 @@ def target_checks(records: Sequence[dict]) -> list[str]:
         out.append(f"geometric mean efficiency {geo:.3f} >= {GEOMEAN_TARGET}: "
                    f"{'ok' if geo >= GEOMEAN_TARGET and complete else 'MISSED'}"
                    + ("" if complete else " (some shapes failed)"))
+    low = [r["efficiency_pessimistic"] for r in records if r.get("efficiency_pessimistic")]
+    if low and len(low) == len(effs):
+        out.append(f"geometric mean efficiency at the cost model's pessimistic end "
+                   f"{math.exp(sum(map(math.log, low)) / len(low)):.3f}")
     return out
 
 

@@ -429,7 +429,9 @@ def _print_result(result, out=None) -> None:
     else:
         print(f"plan     unavailable: {result.plan_error}", file=out)
     if result.modelled_us is not None:
-        print(f"modelled {result.modelled_us:.2f} us (nkisim cost model)", file=out)
+        band = result.modelled_band_us
+        print(f"modelled {result.modelled_us:.1f} us" + (f" [{band[0]:.1f} .. {band[1]:.1f}]" if band else "")
+              + " (nkisim cost model)", file=out)
     print(f"{'grad':<5}{'status':<11}{'K terms':>8}{'K nonzero':>10}{'max_abs':>11}{'err/S':>10}"
           f"{'err/bound':>10}{'acc share':>10}{'zeros':>7}{'NaN':>5}{'Inf':>5}{'max ULP':>9}", file=out)
     for name, grad in result.grads.items():

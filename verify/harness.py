@@ -51,6 +51,7 @@ class CaseResult:
     modelled_us: float | None
     passed: bool
     error: str | None = None
+    modelled_band_us: tuple[float, float] | None = None   # the cost model's band (nkisim only)
     target: str = "trn2"
     backend_version: str = ""
     tool_versions: dict[str, str] = field(default_factory=dict)
@@ -102,6 +103,7 @@ class CaseResult:
             "performance": {**performance_fields(self.summary),
                             **efficiency_fields(self.case, self.target, self.modelled_us)},
             "timeline": self.timeline,
+            "modelled_band_us": list(self.modelled_band_us) if self.modelled_band_us else None,
             "timings_s": dict(self.timings),
             "tolerance_c": C_DEFAULT,
             "error": self.error,
@@ -222,8 +224,10 @@ def run_case(case: Case, backend: str | None = None, mode: str = "exact", seed: 
         grads[name] = GradResult(name, metrics.k_max, metrics, metrics.passed,
                                  ref.k_structural.get(name, 0))
     modelled = (run.summary or {}).get("modelled_us")
+    band = (run.summary or {}).get("band_us")
     return CaseResult(**common, grads=grads,
                       modelled_us=None if modelled is None else float(modelled),
+                      modelled_band_us=None if not band else (float(band[0]), float(band[1])),
                       passed=all(g.passed for g in grads.values()),
                       backend_version=run.backend_version, tool_versions=run.tool_versions,
                       timings=timings, summary=dict(run.summary or {}), timeline=run.timeline)

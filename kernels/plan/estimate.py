@@ -162,7 +162,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             # (shared-dy pointwise issues them inside its body, behind the first step's dy)
             c.section("dx+dw" if pw_shared_on(p) else "dx_filters" if i == 0 or not p.dx_ci_outer else "dx")
             if filters_by_dma(g, p):   # dma_transpose from HBM at 90 % of the bandwidth
-                c.busy["dma"] += g.taps * ci * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9)
+                c.busy["dma"] += g.taps * ci * g.c_out * ds / (hw.dma_bytes_per_ns * hw.dma_transpose_efficiency)
                 continue
             c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(g.taps, grp))
             c.transpose(ci, co_t, fp32, g.taps * n_co)
@@ -198,7 +198,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                     # both are in flight from the start and the first group needs only its slots' runs, so
                     # the later of the two counts, not their sum (down_s2 LNC1 shared dy: head 2.9 us
                     # modelled, 3.8 summed)
-                    head = max(0.0, head - g.taps * g.c_in * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9))
+                    head = max(0.0, head - g.taps * g.c_in * g.c_out * ds / (hw.dma_bytes_per_ns * hw.dma_transpose_efficiency))
                 fill += head
             held = dx_bands_held(g, p, pid)
             for i, f in enumerate(fills):
@@ -309,7 +309,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             # pipelined over the C_in tiles: the last tile's exchange (a rendezvous) is exposed
             fill += _lone_dma_ns(hw, ci_t * half * 4, half * 4, ci_t)
         blocks = [min(MOVING_MAX, g.c_out - s_) for s_ in range(0, g.c_out, MOVING_MAX)]
-        eff = 0.9   # dma_transpose from HBM (trn2 arch guide, nkisim)
+        eff = hw.dma_transpose_efficiency   # dma_transpose from HBM (nkisim.cost)
         c.busy["dma"] += tiles_ * (min(PMAX, npos) * (g.c_out + mine * PMAX) * ds) / (hw.dma_bytes_per_ns * eff)
         for cn in blocks:
             c.matmul(PMAX, cn, fp32, tiles_ * mine)

@@ -53,7 +53,7 @@ def _lone_dma_ns(hw: TargetFigures, nbytes: float, run_bytes: float, partitions:
     16 DMA engines its partitions reach (ceil(P / 8) of them)."""
     run = max(1.0, min(run_bytes, nbytes))
     rate = min(16, ceil_div(max(1, partitions) * 16, PMAX)) / 16
-    return hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * run / (run + 256.0)) / rate
+    return hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * hw.descriptor_efficiency(run)) / rate
 
 
 def _dx_tail_ns(g: ConvGeom, p: Plan, hw: TargetFigures, item: tuple) -> float:
@@ -98,7 +98,7 @@ def _dx_store_tail_ns(g: ConvGeom, hw: TargetFigures, bd: AxisBand, bh: AxisBand
     rows = (bd.i1 - bd.i0) * (bh.i1 - bh.i0)
     run = (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W) * ds
     tiles = tile_sizes(g.c_in, PMAX)
-    eff = run / (run + 256.0)
+    eff = hw.descriptor_efficiency(run)
     total = g.c_in * rows * W * ds / (hw.dma_bytes_per_ns * eff)
     if partitions:   # one store of every channel on ``partitions`` partitions (D-phase pairs' one store;
         # ``split``: its D rows one by one, the last row's store is the tail)

@@ -1,5 +1,6 @@
 """`conv3d-bwd bench` end to end on the smoke set: the command, its table and its JSON (not timings)."""
 import json
+import re
 
 import pytest
 
@@ -37,6 +38,10 @@ def test_bench_records_carry_the_required_fields(bench_run):
         assert 0 < r["tensor_util"] <= 1
         # HBM traffic can never be below what must be read and written once
         assert r["hbm_bytes"] >= r["compulsory_bytes"] > 0
+        # the cost model's band holds the central value; efficiency at its pessimistic end
+        low, high = r["modelled_band_us"]
+        assert 0 < low <= r["modelled_us"] <= high
+        assert r["efficiency_pessimistic"] == pytest.approx(r["roofline_us"] / high, rel=1e-6)
 
 
 def test_bench_pick_is_among_feasible_candidates(bench_run):
@@ -55,6 +60,7 @@ def test_bench_prints_a_table(capsys, tmp_path):
     out = capsys.readouterr().out
     for shape in SMOKE_SHAPES:
         assert shape.name in out
+    assert re.search(r"pick: modelled [\d.]+ us \[[\d.]+ \.\. [\d.]+\], efficiency [\d.]+ \(pessimistic", out)
     assert SMOKE_NOTE in out  # what the smoke set is for, and what its figures do not say
 
 
@@ -63,6 +69,16 @@ def test_the_smoke_set_models_the_pick_and_its_best_estimated_rival_only(bench_r
     for r in json.loads(out.read_text()):
         assert len(r["candidates"]) == 1 + SMOKE_TOP < r["feasible_candidates"]
         assert r["candidates"][0]["is_pick"]
+
+
+def test_target_checks_give_the_geometric_mean_at_the_pessimistic_end():
+    from verify.bench import target_checks
+
+    records = [{"name": n, "efficiency": e, "efficiency_pessimistic": p, "candidates": [{}],
+                "pick_over_best": 1.0, "estimate_error": 0.0} for n, e, p in (("a", 0.8, 0.4), ("b", 0.5, 0.1))]
+    lines = target_checks(records)
+    assert "geometric mean efficiency 0.632" in lines[-2]
+    assert lines[-1] == "geometric mean efficiency at the cost model's pessimistic end 0.200"
 
 
 def test_bench_only_selects_shapes_by_name(capsys, tmp_path):

@@ -66,8 +66,10 @@ def _fine_rows(xt_dma):
     """Edit: a per-gradient taps-split row-mode x-stationary candidate with C_in tiles of 128 (one tap per
     stationary chunk), split at single taps (a (kd, kh) pair may be cut between the programs)."""
     def pick(p):
+        # (not db_ones: C_in tiles of 128 leave its ones slot no room, planner.db_ones_chunk)
         alts = [a for a in p.feasible_candidates() if a.dw_split == "taps" and a.dw_method is DwMethod.ROW_PACK
-                and a.dw_x_stationary and a.strategy is Strategy.PER_GRADIENT and a.dw_xt_dma == xt_dma]
+                and a.dw_x_stationary and a.strategy is Strategy.PER_GRADIENT and a.dw_xt_dma == xt_dma
+                and not a.db_ones]
         assert alts, p.explain()
         q = dataclasses.replace(alts[0], dw_tap_fine=True, dw_ci_tile=128)
         g = q.geometry()

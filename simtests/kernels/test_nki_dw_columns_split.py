@@ -31,9 +31,10 @@ def _columns(stack=None):
         alts = [a for a in p.feasible_candidates() if a.dw_split == "columns"
                 and (stack is None or a.dw_row_stack == stack)]
         if not alts and not stack:
+            # (not db_ones: its ones row is not legal under the columns split, planner.db_ones_legal)
             alts = [dataclasses.replace(a, dw_split="columns") for a in p.feasible_candidates()
                     if a.dw_split == "positions" and a.strategy is Strategy.PER_GRADIENT
-                    and a.dw_x_stationary and a.dw_xt_dma]
+                    and a.dw_x_stationary and a.dw_xt_dma and not a.db_ones]
         assert alts, p.explain()
         return min(alts, key=lambda a: a.estimated_us)
     return pick

@@ -213,7 +213,8 @@ def test_check_timeline_rules(standin, tmp_path, capsys):
 def test_check_runs_the_real_kernel_under_nkisim(capsys):
     assert main(["check", *GEOMETRY, "--backend", "nkisim", "--mode", "stat", "--seed", "1"]) == 0
     out = capsys.readouterr().out
-    assert "modelled" in out and out.rstrip().endswith("PASS")
+    assert re.search(r"modelled [\d.]+ us \[[\d.]+ \.\. [\d.]+\] \(nkisim cost model\)", out)
+    assert out.rstrip().endswith("PASS")
 
 
 def test_check_reports_a_crashing_kernel_as_fail_also_in_json(capsys):

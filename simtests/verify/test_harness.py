@@ -143,6 +143,8 @@ def test_real_kernel_under_nkisim_and_trn_dry(mode):
     sim = run_case(BASIC, backend="nkisim", mode=mode, seed=1)
     assert sim.passed, sim.failure_message()
     assert sim.modelled_us and sim.modelled_us > 0
+    low, high = sim.modelled_band_us
+    assert low <= sim.modelled_us <= high
     assert sim.plan is not None and sim.methods
     dry = run_case(BASIC, backend="trn", mode=mode, seed=1, dry=True)
     assert dry.passed, dry.failure_message()
