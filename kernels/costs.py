@@ -337,7 +337,7 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
 
 def _exposed(trails: list[float], hidden: float) -> float:
     """What of the trails' DMA no idle time hides: trails in flight together (dx's last store, dw's
-    stores, an LNC2 exchange) share the 16 queues, so they overlap one another like the engines of a
+    stores, an LNC2 exchange) are in flight on different queues, so they overlap one another like the engines of a
     section (``section_ns`` of the pieces, scaled to the part not hidden)."""
     total = sum(trails)
     if total <= hidden or total <= 0.0:

@@ -291,7 +291,7 @@ def estimate_dw(c, g, chunks: list[tuple[int, int, int]], db: str, lnc: int, eve
     total = sum(n for _b, _q, n in chunks)
     xh = [h for ch in chunks for h in x_halos(lay, ch)]   # the LNC2 plane split's halo planes
     total += sum(b - a for a, b in xh)
-    c.busy["dma"] += total * g.c_in * ds / (hw.dma_bytes_per_ns * 0.9)   # dma_transpose from HBM
+    c.busy["dma"] += total * g.c_in * ds / (hw.dma_bytes_per_ns * hw.dma_transpose_efficiency)   # dma_transpose from HBM
     c.count("dma_transpose", (len(chunks) + len(xh)) * len(ci_sizes))
     yh = [h for ch in chunks for h in dy_halos(lay, ch)]
     for u0, u1 in yh:   # dx's dy halo planes (loaded with the chunk's buffer, per C_out tile)
@@ -322,7 +322,7 @@ def _dyt_step(c, g, i: int, off: int, ny: int, db: str, every_at) -> None:
     subs = subtiles(off, ny)
     for _s, ns in subs:
         if dyt_by_dma(_s, ns, every_at(i, _s)):   # dma_transpose from HBM
-            c.busy["dma"] += ns * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9)
+            c.busy["dma"] += ns * g.c_out * ds / (hw.dma_bytes_per_ns * hw.dma_transpose_efficiency)
             c.count("dma_transpose", n_co)
     for grp in dyt_groups([st for st in subs if not dyt_by_dma(st[0], st[1], every_at(i, st[0]))], g.c_out, bank):
         ns = grp[0][1]
@@ -373,7 +373,7 @@ def flow_steps(c_new, g, chunks: list[tuple[int, int, int]], dx_work: list[tuple
     ds = g.dtype_bytes
     co_t = min(PMAX, g.c_out)
     n_co = -(-g.c_out // PMAX)
-    xt_rate = g.c_in * ds / (hw.dma_bytes_per_ns * 0.9)   # dma_transpose from HBM, per x position
+    xt_rate = g.c_in * ds / (hw.dma_bytes_per_ns * hw.dma_transpose_efficiency)   # dma_transpose from HBM, per x position
     every_at = dyt_every(lay, chunks, every, late)
     steps = steps_of(lay, chunks)
     n = len(steps)
@@ -406,7 +406,7 @@ def flow_steps(c_new, g, chunks: list[tuple[int, int, int]], dx_work: list[tuple
         else:   # "yt": the sub-tiles whose dy^T comes by dma_transpose
             for st, ns in subtiles(off, m):
                 if dyt_by_dma(st, ns, every_at(i, st)):
-                    one.busy["dma"] += ns * g.c_out * ds / (hw.dma_bytes_per_ns * 0.9)
+                    one.busy["dma"] += ns * g.c_out * ds / (hw.dma_bytes_per_ns * hw.dma_transpose_efficiency)
         loads[s].append((one.busy["dma"], f if kind == "dy" else dw_unit(f)))
     pe = [0.0] * (n + 1)
     store = [0.0] * (n + 1)
@@ -500,4 +500,4 @@ def head_ns(g, hw, chunks: list[tuple[int, int, int]]) -> float:
     if not n:   # (a chunk with no dy window: its program's dx reads halo planes only)
         return 0.0
     run = n * g.dtype_bytes
-    return min(PMAX, g.c_out) * n * g.dtype_bytes / (hw.dma_bytes_per_ns * run / (run + 256.0))
+    return min(PMAX, g.c_out) * n * g.dtype_bytes / (hw.dma_bytes_per_ns * hw.descriptor_efficiency(run))

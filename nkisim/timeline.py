@@ -31,6 +31,7 @@ COMPUTE_LANES = ("tensor", "vector", "scalar", "gpsimd")
 SYNC_LANE = "sync"
 _DMA_TID_BASE = 100  # DMA queues are threads 100 + their index in DmaQueue: after the compute engines
 _DMA_PREFIX = "dma:"
+_DMA_SLOTS = 64       # rows per DMA queue: a queue triggers in order, but its transfers overlap in flight
 _DMA_QUEUES = tuple(q.value for q in DmaQueue)
 
 
@@ -39,7 +40,7 @@ class TimelineSlice:
     """One instruction on the modelled timeline (times in ns from the kernel's start)."""
 
     core: int
-    lane: str          # 'tensor', 'vector', 'scalar', 'gpsimd', 'dma:<queue>' or 'sync'
+    lane: str          # 'tensor', 'vector', 'scalar', 'gpsimd', 'dma:<queue>#<slot>' or 'sync'
     start_ns: float
     release_ns: float  # the track is free again
     visible_ns: float  # dependants may read the result
@@ -52,9 +53,10 @@ def lane_order(lane: str) -> int:
         return COMPUTE_LANES.index(lane) + 1
     if lane == SYNC_LANE:
         return len(COMPUTE_LANES) + 1
-    if lane.startswith(_DMA_PREFIX) and lane[len(_DMA_PREFIX):] in _DMA_QUEUES:
-        return _DMA_TID_BASE + _DMA_QUEUES.index(lane[len(_DMA_PREFIX):])
-    return _DMA_TID_BASE * 2  # an engine name this module does not know: last, still shown
+    queue, _, slot = lane[len(_DMA_PREFIX):].partition("#")
+    if lane.startswith(_DMA_PREFIX) and queue in _DMA_QUEUES:
+        return _DMA_TID_BASE + _DMA_QUEUES.index(queue) * _DMA_SLOTS + min(int(slot or 0), _DMA_SLOTS - 1)
+    return _DMA_TID_BASE * _DMA_SLOTS  # an engine name this module does not know: last, still shown
 
 
 def lane_label(lane: str) -> str:
@@ -64,7 +66,8 @@ def lane_label(lane: str) -> str:
     if lane in names:
         return names[lane]
     if lane.startswith(_DMA_PREFIX):
-        return f"DMA queue {lane[len(_DMA_PREFIX):]}"
+        queue, _, slot = lane[len(_DMA_PREFIX):].partition("#")
+        return f"DMA queue {queue}" + (f" [{slot}]" if slot else "")
     return lane
 
 
@@ -77,8 +80,14 @@ def timeline_slices(traces: Trace | Sequence[Trace] | Iterable[Instr],
     for core, instrs in enumerate(programs):
         per_core = zip(instrs, result.lanes[core], result.starts_ns[core], result.releases_ns[core],
                        result.ends_ns[core], strict=True)
-        slices += [TimelineSlice(core, lane, start, release, visible, instr)
-                   for instr, lane, start, release, visible in per_core]
+        slots: dict[str, list[float]] = {}   # per DMA queue: when each of its rows is free again
+        for instr, lane, start, release, visible in per_core:
+            if lane.startswith(_DMA_PREFIX):   # one row per transfer in flight, so rows never overlap
+                free = slots.setdefault(lane, [])
+                row = next((i for i, t in enumerate(free) if t <= start + 1e-6), len(free))
+                free[row:row + 1] = [release]
+                lane = f"{lane}#{row}"
+            slices.append(TimelineSlice(core, lane, start, release, visible, instr))
     return slices
 
 
@@ -92,7 +101,7 @@ def _event(s: TimelineSlice) -> dict:
     if s.instr.attrs:  # op-specific facts (matmul sizes, ALU op, ...), apart: they may be named "op"
         args["attrs"] = {str(k): v if isinstance(v, (int, float, str, bool)) else str(v)
                          for k, v in s.instr.attrs}
-    return {"name": s.instr.op, "cat": s.lane.rstrip("0123456789"), "ph": "X",
+    return {"name": s.instr.op, "cat": s.lane.partition("#")[0].rstrip("0123456789"), "ph": "X",
             "ts": round(s.start_ns / 1e3, 4), "dur": round(max(0.0, s.release_ns - s.start_ns) / 1e3, 4),
             "pid": s.core, "tid": lane_order(s.lane), "args": args}
 

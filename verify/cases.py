@@ -272,7 +272,7 @@ def _lnc2() -> list[Case]:
         _c("lnc2_stride", "lnc2", 1, 8, 16, (7, 9, 9), K3, s=(2, 2, 2), p=P1, lnc=2),
         _c("lnc2_chan", "lnc2", 1, 129, 65, (2, 4, 4), K3, p=P1, lnc=2),
         _c("lnc2_dw", "lnc2", 3, 8, 8, (3, 5, 5), K3, p=P1, grads=("dw", "db"), lnc=2),
-        _c("lnc2_tubelet", "lnc2", 1, 3, 64, (4, 32, 32), (2, 4, 4), s=(2, 4, 4), lnc=2),
+        _c("lnc2_tubelet", "lnc2", 1, 3, 64, (4, 32, 32), (2, 16, 16), s=(2, 16, 16), lnc=2),
     ]
 
 
@@ -296,7 +296,7 @@ def _dtypes() -> list[Case]:
         _c("dtype_k7", "dtypes", 1, 4, 4, (8, 9, 9), (7, 7, 7), dtype="fp32"),             # row_pack
         _c("dtype_k7", "dtypes", 1, 4, 4, (8, 9, 9), (7, 7, 7), dtype="fp16"),             # dx:toeplitz
     ]
-    cases += [_c("dtype_tubelet", "dtypes", 1, 3, 64, (4, 32, 32), (2, 4, 4), s=(2, 4, 4), dtype=dt)
+    cases += [_c("dtype_tubelet", "dtypes", 1, 3, 64, (4, 32, 32), (2, 16, 16), s=(2, 16, 16), dtype=dt)
               for dt in ("fp16", "fp32")]                                                  # *:s2d_gemm
     cases += [_c("dtype_db", "dtypes", 2, 8, 8, (5, 6, 6), K3, s=(2, 1, 1), p=P1, grads=("db",), dtype=dt)
               for dt in ("fp16", "fp32")]                                                  # db:standalone
@@ -321,7 +321,7 @@ def _layers() -> list[Case]:
         # Strided video stem: RGB in, k=3x7x7, stride (1,2,2).
         _c("stem", "layers", 1, 3, 32, (4, 16, 16), (3, 7, 7), s=(1, 2, 2), p=(1, 1, 3, 3, 3, 3)),
         # Video tubelet embedding (VideoMAE-style): stride = kernel, no padding (the s2d_gemm class).
-        _c("tubelet", "layers", 1, 3, 64, (4, 32, 32), (2, 4, 4), s=(2, 4, 4)),
+        _c("tubelet", "layers", 1, 3, 64, (4, 32, 32), (2, 16, 16), s=(2, 16, 16)),
     ]
 
 

@@ -117,5 +117,5 @@ def test_write_timeline_on_a_hand_made_trace(tmp_path):
     first, second = _slices(document)
     assert (first["name"], second["name"]) == ("dma_copy", "tensor_copy")
     assert second["ts"] >= first["ts"] + first["dur"] - 1e-3  # the copy waits for the load (RAW)
-    assert first["tid"] == lane_order("dma:swdge") and second["tid"] == lane_order("vector")
+    assert first["tid"] == lane_order("dma:swdge#0") and second["tid"] == lane_order("vector")
     assert document == timeline_document([load, copy], "trn2", title="hand")

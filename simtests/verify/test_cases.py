@@ -51,7 +51,7 @@ def test_gradient_subsets_dtypes_and_lnc():
 
 def test_geometry_space_coverage():
     strides = {s for c in DEFAULT for s in c.stride}
-    assert strides == {1, 2, 3, 4}
+    assert {1, 2, 3, 4} <= strides   # and the tubelet class: stride equal to the kernel
     assert any(len(set(c.stride)) > 1 for c in DEFAULT)  # mixed per axis
     assert {d for c in DEFAULT for d in c.dilation} == {1, 2, 3}
     assert any(len(set(c.dilation)) == 3 for c in DEFAULT)

@@ -200,7 +200,7 @@ def test_check_timeline_writes_the_modelled_schedule(tmp_path, capsys):
     slices = [e for e in document["traceEvents"] if e["ph"] == "X"]
     assert slices and all({"ts", "dur", "pid", "tid"} <= e.keys() for e in slices)
     modelled = float(re.search(r"^modelled\s+([\d.]+) us", out, re.MULTILINE).group(1))
-    assert document["otherData"]["modelled_us"] == pytest.approx(modelled, abs=0.01)
+    assert document["otherData"]["modelled_us"] == pytest.approx(modelled, abs=0.05)   # printed to 0.1 us
 
 
 def test_check_timeline_rules(standin, tmp_path, capsys):

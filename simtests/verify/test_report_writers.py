@@ -195,7 +195,7 @@ def test_timelines_are_drawn_beside_a_link_to_their_file(tmp_path):
     block = page[page.index('<details id="tl-a"'):]
     block = block[:block.index("</details>")]
     assert '<a href="timelines/a.json">JSON</a>' in block and "<svg" in block
-    assert "core 0 DMA queue 0" in block
+    assert "core 0 DMA queue swdge [0]" in block
     assert '<a href="#tl-a">picture</a>' in page and 'id="tl-b"' not in page
     # a missing file is named, not a crash
     (tmp_path / "timelines" / "a.json").unlink()
