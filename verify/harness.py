@@ -128,14 +128,11 @@ PERFORMANCE_FIELDS = ("modelled_us", "modelled_us_low", "modelled_us_high", "ten
 
 def performance_fields(summary: dict | None) -> dict:
     """The cost-model figures a report shows per case: those of PERFORMANCE_FIELDS the summary has,
-    plus any uncertainty band it carries (fields named like ``modelled_us_low``/``_high``, or one
-    [low, high] pair), so the report shows the band whatever the cost model calls it."""
+    and the modelled time's uncertainty band (``Summary.band_us``) as ``modelled_band_us``."""
     summary = summary or {}
     chosen = {k: summary[k] for k in PERFORMANCE_FIELDS if k in summary}
-    for key, value in summary.items():  # a band, however the cost model names it
-        if "modelled" in key and key != "modelled_us" and (
-                isinstance(value, (int, float)) or (isinstance(value, (list, tuple)) and len(value) == 2)):
-            chosen[key] = list(value) if isinstance(value, (list, tuple)) else value
+    if summary.get("band_us"):
+        chosen["modelled_band_us"] = [float(v) for v in summary["band_us"]]
     return chosen
 
 

@@ -235,27 +235,12 @@ class PerfRow:
     timeline: str | None
 
 
-_LOW_SUFFIXES = ("low", "lo", "min")
-_HIGH_SUFFIXES = ("high", "hi", "max")
 
 
 def band(performance: dict) -> tuple[float, float] | None:
-    """The modelled time's uncertainty band from a record's performance fields, whatever the cost
-    model names it (a ``modelled...`` field with a word low/lo/min and one with high/hi/max, e.g.
-    ``modelled_us_low``/``modelled_us_high``, or one ``[low, high]`` pair); None without one."""
-    low = high = None
-    for key, value in performance.items():
-        if "modelled" not in key or key == "modelled_us":
-            continue
-        if isinstance(value, (list, tuple)) and len(value) == 2:
-            low, high = float(value[0]), float(value[1])
-        elif isinstance(value, (int, float)):
-            words = set(key.split("_"))
-            if words & set(_LOW_SUFFIXES):
-                low = float(value)
-            elif words & set(_HIGH_SUFFIXES):
-                high = float(value)
-    return (low, high) if low is not None and high is not None else None
+    """The modelled time's uncertainty band (``modelled_band_us``) of a record's performance fields."""
+    pair = performance.get("modelled_band_us")
+    return (float(pair[0]), float(pair[1])) if pair else None
 
 
 def performance_rows(records: list[dict]) -> list[PerfRow]:
