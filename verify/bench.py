@@ -66,7 +66,7 @@ SMOKE_NOTE = ("smoke set: tiny shapes that check the bench machinery end to end 
               "instruction overheads dominate shapes this small, and the planner's estimate is "
               "not tuned for them. Use the default set for performance.")
 
-# the realworld layers (issue 20) live as data in verify/shape_sets/realworld.json
+# the realworld layers live as data in verify/shape_sets/realworld.json
 BENCH_SETS: dict[str, tuple[BenchShape, ...]] = {"default": BENCH_SHAPES, "smoke": SMOKE_SHAPES,
                                                  "realworld": realworld_shapes()}
 

@@ -10,7 +10,6 @@ in the tutorials, each instance allocates its output with ``buffer=nl.shared_hbm
 from __future__ import annotations
 
 import functools
-import inspect
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ import numpy as np
 
 from ..dtypes import dtype_name
 from ..errors import NkiUsageError, violation
+from ..kernel import _parameter_names
 from ..torch_io import from_numpy_like, to_numpy
 from .tile import LegacyTile
 
@@ -174,14 +174,6 @@ def _first_torch(args: tuple, kwargs: dict) -> Any:
         if type(v).__module__.startswith("torch") and hasattr(v, "detach"):
             return v
     return None
-
-
-def _parameter_names(fn: Callable, n: int) -> list[str]:
-    try:
-        params = [p.name for p in inspect.signature(fn).parameters.values()]
-    except (TypeError, ValueError):
-        params = []
-    return [params[i] if i < len(params) else f"arg{i}" for i in range(n)]
 
 
 def _returned(value: Any) -> list[tuple[str, Any]]:

@@ -176,7 +176,7 @@ INSIDE_DW_GEOMS = [   # C_out <= 64 (dx^T pairs), row-mode dw
     pytest.param({"batch": 1, "c_in": 8, "c_out": 6, "size": (4, 6, 7), "kernel": (3, 3, 3), "dilation": (2, 2, 2),
                   "padding": (2,) * 6}, id="dil2-odd"),
     pytest.param({"batch": 1, "c_in": 12, "c_out": 10, "size": (5, 8, 9), "kernel": (3, 3, 3), "stride": (2, 2, 2),
-                  "padding": (1, 0, 1, 1, 0, 1)}, id="s2-asym"),
+                  "padding": (1, 0, 1, 1, 0, 1)}, id="stride2-asym"),
     pytest.param({"batch": 1, "c_in": 64, "c_out": 64, "size": (4, 8, 8), "kernel": (3, 3, 3),
                   "padding": (1,) * 6}, id="c64"),
 ]

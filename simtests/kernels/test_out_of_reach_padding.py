@@ -19,26 +19,26 @@ REPRODUCERS = [
     pytest.param(Case("w-lo-beyond-reach", "padding", 1, 1, 1, (1, 1, 1), (1, 1, 1), padding=(0, 0, 0, 0, 1, 0),
                       grads=("dx", "dw")), "trn2", id="w-lo-k1"),
     pytest.param(Case("h-w-beyond-reach", "padding", 1, 1, 128, (6, 2, 7), (3, 5, 1), stride=(3, 3, 3),
-                      padding=(0, 0, 3, 3, 1, 0), dilation=(2, 1, 3), dtype="fp32"), "trn3", id="k351-s3-trn3"),
+                      padding=(0, 0, 3, 3, 1, 0), dilation=(2, 1, 3), dtype="fp32"), "trn3", id="k351-stride3-trn3"),
     # D stride 2 and dilation 3: one-row dx bands whose dy rows an earlier band owns (db folded on them)
     pytest.param(Case("d-band-owns-nothing", "padding", 1, 1, 1, (14, 9, 210), (3, 2, 3), stride=(2, 1, 1),
                       padding=(1, 0, 3, 3, 0, 0), dilation=(3, 3, 2), dtype="fp32", grads=("dx", "db")), "trn2",
-                 id="d-s2-dil3-dxdb"),
+                 id="d-stride2-dil3-dxdb"),
     # D stride 3 with one-row bands: the first band reads dy row 1 only, the second rows 0-2 (windows out of
     # order); dy row 0 was owned by no band, so shared-dy dw missed its contribution (a wrong dw)
     pytest.param(Case("d-windows-out-of-order", "padding", 1, 2, 12, (2, 8, 20), (4, 4, 6), stride=(3, 2, 1),
                       padding=(5, 1, 1, 0, 2, 5), dilation=(2, 2, 1), dtype="fp16", grads=("dx", "dw")), "trn3",
-                 id="d-s3-windows-out-of-order"),
+                 id="d-stride3-windows-out-of-order"),
 ]
 
 # small geometries with some side padded beyond the reach; the dx+dw+db ones at LNC1 and the LNC2 one have
 # ~1,000-2,000 feasible candidates (methods x flags x tilings): every one nightly, a spread in the default suite
 FEW = [
-    pytest.param(Case("d-lo-s2", "padding", 1, 2, 3, (7, 4, 4), (2, 2, 2), stride=(2, 1, 1),
-                      padding=(4, 0, 0, 3, 0, 0), dilation=(2, 1, 1), grads=("dx", "dw")), "trn1", id="d-lo-s2-dil2"),
+    pytest.param(Case("d-lo-stride2", "padding", 1, 2, 3, (7, 4, 4), (2, 2, 2), stride=(2, 1, 1),
+                      padding=(4, 0, 0, 3, 0, 0), dilation=(2, 1, 1), grads=("dx", "dw")), "trn1", id="d-lo-stride2-dil2"),
     pytest.param(Case("d-band-owns-nothing", "padding", 1, 1, 1, (14, 3, 6), (3, 2, 3), stride=(2, 1, 1),
                       padding=(1, 0, 3, 3, 0, 0), dilation=(3, 3, 2), dtype="fp32", grads=("dx", "db")), "trn2",
-                 id="d-s2-dil3-small"),
+                 id="d-stride2-dil3-small"),
     pytest.param(Case("co-two-tiles", "padding", 1, 2, 130, (2, 3, 4), (1, 2, 1),
                       padding=(0, 1, 2, 0, 1, 0), grads=("dw", "db")), "trn2", id="co130-dwdb"),
 ]

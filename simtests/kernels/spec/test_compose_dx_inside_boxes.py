@@ -149,6 +149,6 @@ def test_dilated_d2_lnc1_lists_it_and_its_body_uses_the_boxes_loss():
 
 
 @pytest.mark.parametrize("geom, lnc", [(INSIDE_DW_GEOMS[1].values[0], 1), (dict(INSIDE_DW_GEOMS[2].values[0], batch=2), 2)],
-                         ids=["s2-asym-lnc1", "c64-2batches-lnc2"])
+                         ids=["stride2-asym-lnc1", "c64-2batches-lnc2"])
 def test_dx_inside_boxes_budget_bounds_the_measured_peak(geom, lnc):
     assert_candidates_within_budget(geom_shapes(geom), lambda a: a.dx_inside_boxes, 2, lnc=lnc, **geom_kw(geom))
