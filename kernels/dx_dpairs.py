@@ -14,6 +14,7 @@ Pure Python: the kernel (``nki_dx_dpairs``) and the planner walk these lists.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .geometry import ConvGeom
 from .schedule import AxisBand, PhaseWork, dx_phase_work
@@ -54,8 +55,10 @@ def _steps(g: ConvGeom, pw: PhaseWork) -> list[tuple[tuple[int, int, int], int]]
     return out
 
 
+@lru_cache(maxsize=4096)
 def dpair_groups(g: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand]) -> tuple[DpairGroup, ...]:
-    """The groups of one dx band, in the kernel's order (phases without taps: ``steps`` empty)."""
+    """The groups of one dx band, in the kernel's order (phases without taps: ``steps`` empty).
+    Cached: the planner asks for the same bands for every candidate (values are frozen)."""
     work = dx_phase_work(g, bands)
     by_hw: dict[tuple[int, int], dict[int, PhaseWork]] = {}
     for pw in work:
@@ -83,12 +86,18 @@ def dpair_slots(g: ConvGeom, band_list: list[tuple[AxisBand, AxisBand, AxisBand]
                 ) -> dict[tuple[int | None, int | None], int]:
     """The stationary slots [W_a^T | W_b^T] (a tap pair, or one tap and zeros) every band needs,
     numbered in first-use order."""
+    return dict(_slots(g, tuple(band_list)))
+
+
+@lru_cache(maxsize=256)
+def _slots(g: ConvGeom, band_list: tuple[tuple[AxisBand, AxisBand, AxisBand], ...]
+           ) -> tuple[tuple[tuple[int | None, int | None], int], ...]:
     slots: dict[tuple[int | None, int | None], int] = {}
     for bands in band_list:
         for grp in dpair_groups(g, bands):
             for a, b, _off in grp.steps:
                 slots.setdefault((a, b), len(slots))
-    return slots
+    return tuple(slots.items())
 
 
 def dpair_matmuls(g: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand]) -> int:

@@ -144,20 +144,23 @@ def dx_phase_work(geom: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand], wi
                   ) -> tuple[PhaseWork, ...]:
     """The phases of one dx band (D band, H band, full W) with taps and (optionally) blocks."""
     ax = geom.axes
+    # the phase ranges and taps are separable per axis: list each axis's reached phases once
+    per_axis = []
+    for a in range(3):
+        reached = []
+        for ph in range(ax[a].s):
+            j0, j1 = ax[a].phase_j_range(ph, bands[a].i0, bands[a].i1)
+            if j1 > j0:
+                reached.append((ph, j0, j1, ax[a].phase_taps(ph)))
+        per_axis.append(reached)
     out = []
-    for pd in range(ax[0].s):
-        for ph in range(ax[1].s):
-            for pw in range(ax[2].s):
-                phs = (pd, ph, pw)
-                rng = [ax[a].phase_j_range(phs[a], bands[a].i0, bands[a].i1) for a in range(3)]
-                if any(r[1] <= r[0] for r in rng):
-                    continue
-                taps_a = [ax[a].phase_taps(phs[a]) for a in range(3)]
-                taps = tuple((kd, kh, kw) for kd in taps_a[0] for kh in taps_a[1] for kw in taps_a[2])
-                j0 = tuple(r[0] for r in rng)
-                j1 = tuple(r[1] for r in rng)
+    for pd, d0, d1, td in per_axis[0]:
+        for ph, h0, h1, th in per_axis[1]:
+            for pw, w0, w1, tw in per_axis[2]:
+                taps = tuple((kd, kh, kw) for kd in td for kh in th for kw in tw)
+                j0, j1 = (d0, h0, w0), (d1, h1, w1)
                 blocks = box_blocks(j0, j1, MOVING_MAX) if (taps and with_blocks) else ()
-                out.append(PhaseWork(phs, taps, j0, j1, blocks))  # type: ignore[arg-type]
+                out.append(PhaseWork((pd, ph, pw), taps, j0, j1, blocks))
     return tuple(out)
 
 
