@@ -36,6 +36,8 @@ def tensor(instr: str, role: str, t: object) -> NkiTensor:
         raise violation(instr, role, "a vector_offset (indirect) view is a DMA operand: dma_copy, dma_compute or "
                         "dma_transpose (nki.isa.dma_copy, 'Indirect addressing')")
     st = t.storage if t.storage.base is None else t.storage.base
+    if st.overflow is not None:
+        raise violation(instr, role, f"tensor '{t.name}': {st.overflow}")
     if role in WRITE_ROLES:
         if st.aliases:   # this allocation now owns the shared bytes; its aliases hold stale data
             for ref in st.aliases:
