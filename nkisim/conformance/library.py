@@ -337,10 +337,7 @@ def _attention_tkg(rng, module):
           "attn_out_shape": (cfg.d_head, rows), "k_out_shape": (cfg.d_head, cfg.bs * cfg.s_active), "cfg": cfg,
           "lnc": 1, "DBG": False}
     kw = {**kw, "dtype": module.nl.bfloat16}
-    # positional, in the wrapper's parameter order: nkisim.simulate's own ``lnc`` keyword would take ``lnc=``
-    order = ("q", "k_active", "v_active", "k_prior", "v_prior", "mask", "inv_freqs", "rope_pos_ids", "start_pos_ids",
-             "sink", "active_blocks_table", "attn_out_shape", "k_out_shape", "cfg", "dtype", "lnc", "DBG")
-    return Case(tuple(kw[name] for name in order), ref_args=(), ref_kwargs=kw)
+    return Case((), kw, ref_args=(), ref_kwargs=kw)   # ``lnc=`` is the wrapper's own argument
 
 
 def _attention_tkg_reference(q, k_active, v_active, k_prior, v_prior, mask, inv_freqs, rope_pos_ids, start_pos_ids,
