@@ -302,6 +302,11 @@ def _indirect_compute(ins: str, dst, srcs, op, indirect: list, skip: bool) -> No
         v = np.asarray(v).astype(F32).reshape(-1)
         acc = v if acc is None else op.fn(acc, v)
     if isinstance(dst, IndirectView):
+        rows, counts = np.unique(dst.row_indices()[keep], return_counts=True)
+        if (counts > 1).any():
+            # the docs' unique_indices=True promise: repeated rows would race in the scatter
+            raise violation(ins, "unique_indices", f"True, but the vector_offset of 'dst' repeats row(s) "
+                            f"{rows[counts > 1].tolist()}")
         dst.scatter(addresses[id(dst)], for_int_dtype(dst.dtype, acc).astype(dst.storage.np_dtype), keep)
     else:
         write(dst, _keep_rows(acc, keep, dst.array))

@@ -151,6 +151,8 @@ def test_dma_compute_scatter_read_modify_write():
     expect = np.ones((6, 8), F32)
     expect[[5, 0, 2]] += values
     np.testing.assert_array_equal(table, expect)
+    with raises_rule("dma_compute", "unique_indices", r"repeats row\(s\) \[2\]"):
+        nkisim.run(kernel, table, values, np.array([[2], [0], [2]], np.uint32))
 
 
 def test_dma_compute_read_modify_write_rules():
@@ -269,3 +271,23 @@ def test_trace_records_software_dge_and_the_index_read():
     assert (index.role, index.buffer, index.nbytes) == ("vector_offset", "sbuf", 0)
     assert [i.accesses for i in full.trace] == [i.accesses for i in spec.trace]   # same trace without data
     assert full.summary.modelled_us > 0   # the cost model reads the records
+
+
+def test_trace_only_runs_every_indirect_form_with_the_full_runs_trace():
+    """No data in trace-only mode: the indices are not read, and the records are the full run's."""
+    def kernel(data, idx_hbm, table):
+        idx = nl.load(idx_hbm)
+        sb = nl.ndarray((128, 128), data.dtype)
+        nisa.dma_transpose(dst=sb, src=data.ap([[128, 128], [1, 128]], vector_offset=idx, indirect_dim=0))
+        rows = table.ap([[128, 128], [1, 128]], vector_offset=idx, indirect_dim=0)
+        nisa.dma_compute(dst=rows, srcs=[rows, sb], reduce_op=nl.add)
+        return table
+    import ml_dtypes
+    bf = ml_dtypes.bfloat16
+    data, table = np.ones((256, 128), bf), np.zeros((256, 128), bf)
+    idx = np.random.default_rng(6).permutation(256)[:128].reshape(128, 1).astype(np.uint32)
+    full = nkisim.run(kernel, data, idx, table)
+    spec = nkisim.run(kernel, nkisim.TensorSpec(data.shape, "bfloat16"), nkisim.TensorSpec(idx.shape, "uint32"),
+                      nkisim.TensorSpec(table.shape, "bfloat16"), trace_only=True)
+    assert [(i.op, i.accesses, i.attrs) for i in full.trace] == [(i.op, i.accesses, i.attrs) for i in spec.trace]
+    assert (table[idx[:, 0]] == 1).all() and np.count_nonzero(table) == 128 * 128
