@@ -479,6 +479,19 @@ class NkiTensor:
         return NkiTensor(st, off, pat, self.name)
 
 
+    def vector_select(self, dim: int, vector_offset: object) -> NkiTensor:
+        """Per-partition indirect addressing (NkiTensor.vector_select: ``dim`` 0, an HBM tensor; row ``p`` of
+        the result is row ``vector_offset[p]`` of this view): the ``.ap(vector_offset=)`` view of its rows."""
+        from .tensor_indirect import indirect_view
+
+        if operator.index(dim) != 0:
+            raise violation("vector_select", self.name, f"dim {dim}: only dim 0 is supported")
+        if not isinstance(vector_offset, NkiTensor):
+            raise violation("vector_select", "vector_offset", f"must be an SBUF tensor of indices, got "
+                            f"{type(vector_offset).__name__}")
+        pattern = ((self.pattern[0][0], vector_offset.shape[0]), *self.pattern[1:])
+        return indirect_view(self, pattern, self.offset, vector_offset, 0, None, None)
+
     def view(self, dtype: object) -> NkiTensor:
         """The same bytes read as ``dtype`` (no copy); the last dim scales by the size ratio."""
         dt = dtype_name(dtype)

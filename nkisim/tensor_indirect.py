@@ -62,6 +62,9 @@ class IndirectView(NkiTensor):
     def view(self, dtype: object) -> NkiTensor:
         raise self._refuse("view")
 
+    def vector_select(self, dim: int, vector_offset: object) -> NkiTensor:
+        raise violation("vector_select", self.name, "an indirect view cannot be re-indirected (NkiTensor.is_indirect)")
+
     def array(self) -> np.ndarray:
         raise NkiUsageError(f"operand '{self.name}': an indirect view is read by gather(), not as a strided array")
 

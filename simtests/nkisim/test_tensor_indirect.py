@@ -291,3 +291,26 @@ def test_trace_only_runs_every_indirect_form_with_the_full_runs_trace():
                       nkisim.TensorSpec(table.shape, "bfloat16"), trace_only=True)
     assert [(i.op, i.accesses, i.attrs) for i in full.trace] == [(i.op, i.accesses, i.attrs) for i in spec.trace]
     assert (table[idx[:, 0]] == 1).all() and np.count_nonzero(table) == 128 * 128
+
+
+def test_vector_select_is_the_per_partition_view_of_the_rows():
+    """NkiTensor.vector_select page: ``hbm_t.vector_select(0, offsets)`` on a (64, 128, 8) tensor with
+    (128, 1) offsets has shape (128, 128, 8), each partition reading its own row."""
+    def kernel(hbm_t, offsets):
+        out = nl.ndarray((128, 16, 8), hbm_t.dtype, buffer=nl.shared_hbm)
+        idx = _load_indices(offsets, nl.int32)
+        view = hbm_t.vector_select(0, idx)
+        assert view.shape == (128, 16, 8) and view.is_indirect() and not hbm_t.is_indirect()
+        sb = nl.ndarray((128, 16, 8), hbm_t.dtype)
+        nisa.dma_copy(dst=sb, src=view)
+        nisa.dma_copy(dst=out, src=sb)
+        return out
+    rng = np.random.default_rng(7)
+    data = rng.standard_normal((64, 16, 8)).astype(F32)
+    offsets = rng.integers(0, 64, size=(128, 1)).astype(np.int32)
+    np.testing.assert_array_equal(nkisim.simulate(kernel)(data, offsets), data[offsets[:, 0]])
+
+    def on_dim_1(hbm_t, offsets):
+        hbm_t.vector_select(1, nl.ndarray((128, 1), nl.int32))
+    with raises_rule("vector_select", "hbm_t", "only dim 0"):
+        nkisim.run(on_dim_1, nkisim.TensorSpec((64, 16, 8), "float32"), offsets, trace_only=True)
