@@ -5,7 +5,7 @@ where the real Neuron package is absent.
 """
 from __future__ import annotations
 
-from . import isa, language
+from . import collectives, isa, language
 from .errors import NkiStrictWarning, NkiUsageError, NkiValidationError
 from .kernel import Kernel, RunResult, TensorSpec, jit, run, simulate, simulate_kernel
 from .tensor import NkiTensor
@@ -14,5 +14,5 @@ from .tensor import NkiTensor
 # annotates arguments with it (``dtype: nki.dtype = nl.bfloat16``).
 dtype = str
 
-__all__ = ["Kernel", "NkiStrictWarning", "NkiTensor", "NkiUsageError", "NkiValidationError", "RunResult", "TensorSpec", "dtype", "isa",
-           "jit", "language", "run", "simulate", "simulate_kernel"]
+__all__ = ["Kernel", "NkiStrictWarning", "NkiTensor", "NkiUsageError", "NkiValidationError", "RunResult", "TensorSpec",
+           "collectives", "dtype", "isa", "jit", "language", "run", "simulate", "simulate_kernel"]

@@ -12,7 +12,7 @@ _NAMES = ("nki", "nki.language", "nki.isa")
 
 def _install_nkisim() -> str:
     import nkisim
-    from nkisim import isa, isa_constants, language
+    from nkisim import collectives, isa, isa_constants, language
 
     for name in list(sys.modules):
         if name == "nki" or name.startswith("nki."):
@@ -24,6 +24,7 @@ def _install_nkisim() -> str:
 
     sys.modules["nki.typing"] = nki_typing   # annotations only, the same in both generations
     sys.modules["nki.isa.constants"] = isa_constants
+    sys.modules["nki.collectives"] = collectives
     return "nkisim"
 
 

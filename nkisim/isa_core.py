@@ -12,6 +12,7 @@ from .errors import NkiStrictWarning, violation
 from .isa_enums import engine
 from .memory import ON_CHIP, PSUM, PSUM_BY_OTHER, PSUM_FRESH, SBUF
 from .tensor import NkiTensor, OutOfBoundsAccess
+from .tensor_indirect import INDIRECT_INSTRUCTIONS
 from .trace import Access
 
 F32 = np.float32
@@ -31,7 +32,12 @@ def tensor(instr: str, role: str, t: object) -> NkiTensor:
         raise violation(instr, role, f"expected an NkiTensor, got {type(t).__name__}")
     if 0 in t.shape:
         raise violation(instr, role, f"empty access (shape {t.shape})")
+    if type(t) is not NkiTensor and t.is_indirect() and instr not in INDIRECT_INSTRUCTIONS:
+        raise violation(instr, role, "a vector_offset (indirect) view is a DMA operand: dma_copy, dma_compute or "
+                        "dma_transpose (nki.isa.dma_copy, 'Indirect addressing')")
     st = t.storage if t.storage.base is None else t.storage.base
+    if st.overflow is not None:
+        raise violation(instr, role, f"tensor '{t.name}': {st.overflow}")
     if role in WRITE_ROLES:
         if st.aliases:   # this allocation now owns the shared bytes; its aliases hold stale data
             for ref in st.aliases:
@@ -145,7 +151,7 @@ def is_scalar(value: object) -> bool:
 def access(t: NkiTensor, role: str, write: bool) -> Access:
     """The trace record of one operand; equal accesses share one (immutable) record per run."""
     st = t.storage
-    key = (st.id, t.offset, t.pattern, role, write)
+    key = (st.id, t.offset, t.pattern, role, write, type(t) is not NkiTensor)
     memo = current_core().run.accesses
     rec = memo.get(key)
     if rec is None:
@@ -178,11 +184,16 @@ def out_array(t: NkiTensor) -> np.ndarray:
 def write(t: NkiTensor, values: np.ndarray) -> None:
     """Write ``values`` (any shape with t's element count) to ``t``, rounding to its dtype."""
     a = out_array(t)
-    if t.storage.dtype in INT_TYPES and values.dtype.kind == "f":
-        lo, hi = int_limits(t.storage.dtype)
-        # fp32 -> int: round to nearest even with saturation (NaN -> 0), as the hardware does.
-        values = np.clip(np.nan_to_num(np.rint(values), nan=0.0), lo, hi)
-    a[...] = values.reshape(a.shape)
+    a[...] = for_int_dtype(t.storage.dtype, values).reshape(a.shape)
+
+
+def for_int_dtype(dtype: str, values: np.ndarray) -> np.ndarray:
+    """``values`` ready to be stored as ``dtype``: fp32 -> int rounds to nearest even with saturation
+    (NaN -> 0), as the hardware does; other conversions are numpy's / ml_dtypes' (RNE)."""
+    if dtype in INT_TYPES and values.dtype.kind == "f":
+        lo, hi = int_limits(dtype)
+        return np.clip(np.nan_to_num(np.rint(values), nan=0.0), lo, hi)
+    return values
 
 
 def psum_state(t: NkiTensor) -> np.ndarray:

@@ -11,11 +11,21 @@ from .dge import hwdge_transpose_violation
 from .dtypes import ITEMSIZE, PACKED_TYPES
 from .errors import NkiStrictWarning, violation
 from .isa_core import F32, access, buffer_in, enum_member, is_scalar, tensor, write
+from .isa_dma_indirect import (
+    index_reads,
+    indirect_compute,
+    indirect_copy,
+    indirect_operands,
+    indirect_transpose,
+    indirect_transpose_rules,
+    rmw_rules,
+)
 from .isa_enums import dge_mode, engine, oob_mode
 from .isa_enums import dma_engine as _dma_engine
 from .memory import PSUM, SBUF
 from .ops import as_op
 from .tensor import OutOfBoundsAccess
+from .tensor_indirect import IndirectView
 from .trace import Instr
 
 _NOT_PSUM = frozenset({SBUF, "private_hbm", "shared_hbm"})
@@ -70,13 +80,18 @@ def dma_copy(dst, src, priority=None, oob_mode=oob_mode.error, dge_mode=dge_mode
     if src.size != dst.size:
         raise violation(ins, "dst", f"{dst.size} elements {dst.shape} must equal the src's {src.size} "
                         f"{src.shape}")
+    indirect = indirect_operands(ins, (("dst", dst), ("src", src)), dge_mode, core)
     if not core.trace_only:
-        values = src.array()
-        if src.dtype != dst.dtype:
-            values = values.astype(F32, copy=False)   # DMA casts through fp32
-        write(dst, values)
-    core.record(Instr(ins, "dma", (access(src, "src", False), access(dst, "dst", True)),
-                      (("dge_mode", dge_mode.name), ("engine", engine.name)), core.program_id))
+        if indirect:
+            indirect_copy(ins, dst, src, oob_mode is _oob_mode.skip)
+        else:
+            values = src.array()
+            if src.dtype != dst.dtype:
+                values = values.astype(F32, copy=False)   # DMA casts through fp32
+            write(dst, values)
+    mode = "swdge" if indirect and dge_mode is _dge_mode.unknown else dge_mode.name
+    core.record(Instr(ins, "dma", (access(src, "src", False), access(dst, "dst", True), *index_reads(indirect)),
+                      (("dge_mode", mode), ("engine", engine.name)), core.program_id))
 
 
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error,
@@ -95,10 +110,35 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
     buffer_in(ins, "src", src, _NOT_PSUM, "HBM or SBUF")
     if src.dtype != dst.dtype:
         raise violation(ins, "dst", f"dtype {dst.dtype} must equal the src dtype {src.dtype}")
-    if ITEMSIZE[src.dtype] != 2:
-        raise violation(ins, "src", f"dtype {src.dtype} is not a 2-byte dtype")
-    if dge_mode not in (_dge_mode.unknown, _dge_mode.hwdge):
-        raise violation(ins, "dge_mode", f"direct transpose needs dge_mode unknown or hwdge, got {dge_mode.name}")
+    if isinstance(src, IndirectView):
+        indirect_transpose_rules(src)
+        return indirect_transpose(dst, src, _transpose_axes(ins, src, dst, axes), dge_mode, oob_mode, core)
+    if isinstance(dst, IndirectView):
+        raise violation(ins, "dst", "must be in SBUF (a vector_offset view indexes HBM)")
+    if ITEMSIZE[src.dtype] not in (2, 4):
+        # Trainium2 architecture guide, "DMA Transpose": "bit-accurate transposition for both 2-byte and
+        # 4-byte data types"; the nki.isa.dma_transpose page asks for 2 bytes only under hwdge (checked below)
+        # and for the indirect (gather) transpose.
+        raise violation(ins, "src", f"dtype {src.dtype} ({ITEMSIZE[src.dtype]} B): the DMA transposes 2-byte "
+                        "and 4-byte dtypes only")
+    if dge_mode is _dge_mode.swdge:
+        # DGE reference ("How .ap() Affects DGE Mode"): a static transpose runs with none, hwdge or the
+        # compiler's choice (the nki.isa.dma_transpose page lists unknown and hwdge; AWS's mlp_tkg passes none);
+        # the software DGE transposes only indirect (vector_offset) sources.
+        raise violation(ins, "dge_mode", "a direct transpose needs dge_mode unknown, none or hwdge, got swdge "
+                        "(swdge is the indirect transpose's)")
+    axes = _transpose_axes(ins, src, dst, axes)
+    if dge_mode is _dge_mode.hwdge:
+        rule = hwdge_transpose_violation(src.shape, ITEMSIZE[src.dtype])
+        if rule is not None:
+            raise violation(ins, "src", rule)
+    if not core.trace_only:
+        write(dst, np.transpose(src.array(), axes))
+    core.record(Instr(ins, "dma", (access(src, "src", False), access(dst, "dst", True)),
+                      (("dge_mode", dge_mode.name), ("axes", axes)), core.program_id))
+
+
+def _transpose_axes(ins: str, src, dst, axes) -> tuple[int, ...]:
     rank = len(src.shape)
     expected = _TRANSPOSE_AXES.get(rank)
     if expected is None:
@@ -109,14 +149,7 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
     want = tuple(src.shape[a] for a in axes)
     if tuple(dst.shape) != want:
         raise violation(ins, "dst", f"shape {dst.shape} must equal the permuted src shape {want}")
-    if dge_mode is _dge_mode.hwdge:
-        rule = hwdge_transpose_violation(src.shape, ITEMSIZE[src.dtype])
-        if rule is not None:
-            raise violation(ins, "src", rule)
-    if not core.trace_only:
-        write(dst, np.transpose(src.array(), axes))
-    core.record(Instr(ins, "dma", (access(src, "src", False), access(dst, "dst", True)),
-                      (("dge_mode", dge_mode.name), ("axes", axes)), core.program_id))
+    return axes
 
 
 def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
@@ -143,16 +176,25 @@ def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode
         if s.size != dst.size:
             raise violation(ins, role, f"{s.size} elements must equal the dst's {dst.size}")
         accesses.append(access(s, "srcs", False))
+    operands = (("dst", dst), *((f"srcs[{i}]", s) for i, s in enumerate(srcs)))
+    indirect = indirect_operands(ins, operands, _dge_mode.unknown, core)
+    if indirect:
+        rmw_rules(ins, srcs, scales, unique_indices, reduce_op)
     if not core.trace_only:
-        acc = None
-        for i, s in enumerate(srcs):
-            v = s.array().astype(F32).reshape(-1)
-            if scales is not None:
-                v = v * F32(scales[i])
-            acc = v if acc is None else op.fn(acc, v)
-        write(dst, acc)
+        if indirect:
+            indirect_compute(ins, dst, srcs, op, indirect, oob_mode is _oob_mode.skip)
+        else:
+            acc = None
+            for i, s in enumerate(srcs):
+                v = s.array().astype(F32).reshape(-1)
+                if scales is not None:
+                    v = v * F32(scales[i])
+                acc = v if acc is None else op.fn(acc, v)
+            write(dst, acc)
     accesses.append(access(dst, "dst", True))
-    core.record(Instr(ins, "dma", tuple(accesses), (("reduce_op", op.name),), core.program_id))
+    accesses.extend(index_reads(indirect))
+    attrs = (("reduce_op", op.name),) + ((("dge_mode", "swdge"),) if indirect else ())
+    core.record(Instr(ins, "dma", tuple(accesses), attrs, core.program_id))
 
 
 def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=_dma_engine.dma, name=None):

@@ -63,8 +63,9 @@ class Kernel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if maybe_core() is not None:   # a kernel calling another: inline it
             return self.fn(*args, **kwargs)
-        # There is no device here: like NKI_SIMULATOR=1, a call runs on the emulator.
-        return run(self, *args, target=target_from_env(), **kwargs).outputs
+        # There is no device here: like NKI_SIMULATOR=1, a call runs on the emulator. Every
+        # argument is the kernel's (a kernel may take ``lnc`` or ``target`` itself).
+        return execute(self, args, kwargs, target=target_from_env()).outputs
 
 
 def jit(fn: Callable | None = None, **kwargs: Any) -> Any:
@@ -83,17 +84,19 @@ def simulate(kernel: Callable) -> Callable:
 
     Inputs may be numpy arrays or CPU torch tensors; with torch inputs the outputs come back as torch
     tensors (Neuron docs source nki/api/nki/__init__.py, ``simulate``), and the kernel's writes into a
-    torch input update it, as they update a numpy input.
+    torch input update it, as they update a numpy input. Every argument of the returned callable is
+    the kernel's: the page gives ``simulate`` no options (the LNC degree comes from ``kernel[2]``), so a
+    kernel parameter named ``lnc`` or ``target`` reaches the kernel.
     """
     def call(*args: Any, **kwargs: Any) -> Any:
         from .torch_io import from_numpy_like, is_torch_tensor, to_numpy
 
         like = next((v for v in (*args, *kwargs.values()) if is_torch_tensor(v)), None)
         if like is None:
-            return run(kernel, *args, target=target_from_env(), **kwargs).outputs
+            return execute(kernel, args, kwargs, target=target_from_env()).outputs
         np_args = [to_numpy(a) if is_torch_tensor(a) else a for a in args]
         np_kwargs = {k: to_numpy(v) if is_torch_tensor(v) else v for k, v in kwargs.items()}
-        outputs = run(kernel, *np_args, target=target_from_env(), **np_kwargs).outputs
+        outputs = execute(kernel, tuple(np_args), np_kwargs, target=target_from_env()).outputs
         for original, arr in [*zip(args, np_args), *((kwargs[k], np_kwargs[k]) for k in kwargs)]:
             if is_torch_tensor(original):
                 original.copy_(from_numpy_like(arr, like))   # the kernel's writes into its inputs
@@ -109,7 +112,18 @@ def run(kernel: Callable, *args: Any, lnc: int | None = None, target: Any = "trn
     format (``nkisim.timeline``), for Perfetto or chrome://tracing.
     ``cost_band``: the summary also schedules the trace at both ends of the cost model's assumptions
     (``Summary.band_us``); False skips those two schedules.
+    The keywords above are ``run``'s own; a kernel parameter with one of these names is passed
+    positionally, or through ``execute(kernel, args, kwargs, ...)``, which takes the kernel's
+    arguments as a tuple and a dict.
     """
+    return execute(kernel, args, kwargs, lnc=lnc, target=target, trace_only=trace_only, timeline=timeline,
+                   cost_band=cost_band)
+
+
+def execute(kernel: Callable, args: tuple, kwargs: dict, *, lnc: int | None = None, target: Any = "trn2",
+            trace_only: bool = False, timeline: str | os.PathLike | None = None,
+            cost_band: bool = True) -> RunResult:
+    """``run`` with the kernel's own arguments kept apart from the run's options (no name clash)."""
     spec = resolve_target(target)
     fn = kernel.fn if isinstance(kernel, Kernel) else kernel
     grid = kernel.lnc if isinstance(kernel, Kernel) else None

@@ -1,8 +1,10 @@
 """nki.language for nkisim: dtypes, buffers, tile_size, allocation, ranges, program ids, op tokens."""
 from __future__ import annotations
 
+import dataclasses as _dataclasses
 import inspect
 import os
+import typing as _typing
 
 import numpy as np
 
@@ -111,12 +113,29 @@ _ = (bfloat16, bool_, float4_e2m1fn_x4, float8_e4m3, float8_e4m3fn, float8_e4m3f
 
 
 class _NKIObjectType(type):
-    """Keyword arguments a subclass's own ``__init__`` does not take become attributes.
+    """NKI's class semantics for ``NKIObject`` subclasses, which Python's own would break.
 
-    AWS's attention_cte declares ``@dataclass class SectionParams(nl.NKIObject)`` with unannotated
-    class attributes (so the dataclass ``__init__`` takes no fields) and builds it with keywords:
-    the base's ``__init__(**kwargs)`` behaviour is kept for such subclasses.
+    The NKI language guide ("Class Support") says every NKI class is compiled like a data class
+    whose default ``__init__`` gives each field without a default the default ``None``
+    (``def __init__(self, x=None, y=False)``), with or without ``@dataclass``. So, at class
+    creation (before a ``@dataclass`` decorator runs), an annotated field with no default gets
+    ``None``: AWS's nki-library builds ``MLPTKGConstantsDimensionSizes`` without its
+    ``remainderIFused`` field. And keyword arguments a subclass's own ``__init__`` does not take
+    become attributes (the base's ``__init__(**kwargs)``; AWS's attention_cte builds a
+    ``@dataclass`` with unannotated attributes by keyword).
     """
+
+    def __new__(mcs, name, bases, namespace, **kwargs):
+        for field_name, annotation in namespace.get("__annotations__", {}).items():
+            if _is_class_var(annotation):
+                continue
+            value = namespace.get(field_name, _dataclasses.MISSING)
+            if value is _dataclasses.MISSING:
+                namespace[field_name] = None
+            elif (isinstance(value, _dataclasses.Field) and value.default is _dataclasses.MISSING
+                  and value.default_factory is _dataclasses.MISSING):
+                value.default = None
+        return super().__new__(mcs, name, bases, namespace, **kwargs)
 
     def __call__(cls, *args, **kwargs):
         params = inspect.signature(cls.__init__).parameters
@@ -130,16 +149,50 @@ class _NKIObjectType(type):
         return obj
 
 
+def _is_class_var(annotation: object) -> bool:
+    """``ClassVar[...]`` (a class constant, not a field), as an object or a postponed string."""
+    if isinstance(annotation, str):
+        return annotation.replace("typing.", "").startswith("ClassVar")
+    return getattr(annotation, "__origin__", None) is _typing.ClassVar or annotation is _typing.ClassVar
+
+
 class NKIObject(metaclass=_NKIObjectType):
     """``nl.NKIObject``: the base class of NKI kernel dataclasses and configuration objects.
 
-    Neuron docs, nki.language ("class NKIObject", ``__init__(self, **kwargs)``); nki-library's
-    configuration dataclasses derive from it.
+    Neuron docs, nki.language ("class NKIObject", ``__init__(self, **kwargs)``) and the NKI language
+    guide ("Class Support"): a subclass without its own ``__init__`` (and without ``@dataclass``)
+    takes its annotated fields positionally or by keyword, each missing one is its class default or
+    ``None``, other keywords become attributes, then ``__post_init__`` runs if the class has one.
     """
 
-    def __init__(self, **kwargs: object) -> None:
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        fields = _annotated_fields(type(self))
+        if len(args) > len(fields):
+            raise TypeError(f"{type(self).__name__}() takes {len(fields)} positional field(s) "
+                            f"{tuple(fields)}, got {len(args)}")
+        values = dict(zip(fields, args))
         for key, value in kwargs.items():
-            setattr(self, key, value)
+            if key in values:
+                raise TypeError(f"{type(self).__name__}() got multiple values for field '{key}'")
+            values[key] = value
+        for field_name in fields:
+            if field_name not in values:
+                values[field_name] = getattr(type(self), field_name, None)
+        for key, value in values.items():
+            object.__setattr__(self, key, value)
+        post_init = getattr(self, "__post_init__", None)
+        if post_init is not None:
+            post_init()
+
+
+def _annotated_fields(cls: type) -> list[str]:
+    """The annotated (non-ClassVar) names of ``cls`` and its NKIObject bases, base classes first."""
+    names: list[str] = []
+    for klass in reversed(cls.__mro__):
+        for field_name, annotation in vars(klass).get("__annotations__", {}).items():
+            if not _is_class_var(annotation) and field_name not in names:
+                names.append(field_name)
+    return names
 
 
 def _target() -> _TargetSpec:

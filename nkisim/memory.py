@@ -37,6 +37,7 @@ class Storage:
         "lazy",
         "name",
         "np_dtype",
+        "overflow",
         "p0",
         "partitions",
         "psum_state",
@@ -77,6 +78,7 @@ class Storage:
         self.aliases: list[weakref.ref] = []    # explicitly placed allocations sharing its bytes
         self.base: Storage | None = None   # the allocation this one re-types (NkiTensor.view), if any
         self.trace_id = sid       # the allocation's id in trace records (shared by its re-typed views)
+        self.overflow: str | None = None   # PSUM: why it has no place yet (see OnChipTracker.allocate)
 
     def materialise(self, fill: bool) -> None:
         """Create the data of a lazy storage: sentinel-filled, or uninitialised when the first
@@ -161,6 +163,7 @@ class OnChipTracker:
         self.auto_bytes = 0           # SBUF allocations without an address (no placement needed)
         self.auto_sizes: dict[int, int] = {}
         self.peak = 0
+        self.pending: dict[int, weakref.ref] = {}   # PSUM tiles waiting for room (Storage.overflow)
         # One weak reference per live storage whose callback releases it (cheaper than
         # weakref.finalize, and called at the same moment: when the last view of the storage dies).
         self._watch: dict[int, weakref.ref] = {}
@@ -208,9 +211,16 @@ class OnChipTracker:
         elif self.kind == PSUM:
             lo = self._find_place(nbytes)
             if lo is None:
-                raise violation("ndarray", st.name, f"PSUM capacity: no room for {nbytes} B per partition: "
-                                f"{self.usage()} of {self.capacity // self.bank_bytes} banks live "
-                                f"({self.target})")
+                # Not an error yet: in ``t = nl.ndarray(...)`` inside a loop the previous tile is still
+                # referenced by ``t`` until the assignment completes, though the compiler's liveness
+                # analysis sees it dead. The tile waits for room; using it before room is freed is the
+                # error (isa_core.tensor).
+                st.overflow = (f"PSUM capacity: no room for {nbytes} B per partition: {self.usage()} of "
+                               f"{self.capacity // self.bank_bytes} banks live when it was allocated, and none "
+                               f"freed before its first use ({self.target})")
+                self.pending[st.id] = weakref.ref(st)
+                self._watch_storage(st)
+                return
             st.byte_offset = lo
             self.regions[st.id] = _Region(0, 128, lo, lo + nbytes, False, weakref.ref(st))
         else:
@@ -286,7 +296,25 @@ class OnChipTracker:
 
     def release(self, sid: int) -> None:
         self._watch.pop(sid, None)
-        self.regions.pop(sid, None)
+        self.pending.pop(sid, None)
+        freed = self.regions.pop(sid, None)
         nbytes = self.auto_sizes.pop(sid, None)
         if nbytes is not None:
             self.auto_bytes -= nbytes
+        if freed is not None and self.pending:
+            self._place_pending()
+
+    def _place_pending(self) -> None:
+        """PSUM tiles allocated while the buffer was full take the room freed since, oldest first."""
+        for sid, ref in list(self.pending.items()):
+            st = ref()
+            if st is None:
+                continue
+            lo = self._find_place(st.row_bytes)
+            if lo is None:
+                return
+            del self.pending[sid]
+            st.overflow = None
+            st.byte_offset = lo
+            self.regions[sid] = _Region(0, 128, lo, lo + st.row_bytes, False, ref)
+            self.peak = max(self.peak, self.usage())

@@ -66,6 +66,10 @@ class NkiTensor:
     def get_pattern(self) -> list[list[int]]:
         return [[s, c] for s, c in self.pattern]
 
+    def is_indirect(self) -> bool:
+        """Whether this view uses per-partition indirect addressing (``.ap(vector_offset=...)``)."""
+        return False
+
     def is_contiguous(self) -> bool:
         """Row-major contiguous (the partition stride is ignored for on-chip tensors)."""
         dims = self.pattern[1:] if self.on_chip else self.pattern
@@ -405,8 +409,12 @@ class NkiTensor:
         ``dtype=`` reads the storage as another dtype: pattern and offset count its elements.
         """
         if vector_offset is not None:
-            raise NkiUsageError("ap: argument 'vector_offset' (a per-partition dynamic offset) is not emulated "
-                                "by nkisim")
+            # A per-partition runtime offset: a gather/scatter view for the DMA (nkisim/tensor_indirect.py).
+            from .tensor_indirect import indirect_view
+
+            pat = tuple((operator.index(s), operator.index(c)) for s, c in pattern)
+            base = self.offset if offset is None else operator.index(offset)
+            return indirect_view(self, pat, base, vector_offset, operator.index(indirect_dim), scalar_offset, dtype)
         if scalar_offset is not None:
             # A runtime offset (a register or a one-element tensor) scaled by the stride of
             # dim ``indirect_dim`` of this view (Neuron docs, NkiTensor.ap), read now: the
@@ -470,6 +478,19 @@ class NkiTensor:
                                          f"outside one partition's {st.row} elements", shape, st.dtype)
         return NkiTensor(st, off, pat, self.name)
 
+
+    def vector_select(self, dim: int, vector_offset: object) -> NkiTensor:
+        """Per-partition indirect addressing (NkiTensor.vector_select: ``dim`` 0, an HBM tensor; row ``p`` of
+        the result is row ``vector_offset[p]`` of this view): the ``.ap(vector_offset=)`` view of its rows."""
+        from .tensor_indirect import indirect_view
+
+        if operator.index(dim) != 0:
+            raise violation("vector_select", self.name, f"dim {dim}: only dim 0 is supported")
+        if not isinstance(vector_offset, NkiTensor):
+            raise violation("vector_select", "vector_offset", f"must be an SBUF tensor of indices, got "
+                            f"{type(vector_offset).__name__}")
+        pattern = ((self.pattern[0][0], vector_offset.shape[0]), *self.pattern[1:])
+        return indirect_view(self, pattern, self.offset, vector_offset, 0, None, None)
 
     def view(self, dtype: object) -> NkiTensor:
         """The same bytes read as ``dtype`` (no copy); the last dim scales by the size ratio."""

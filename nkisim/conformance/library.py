@@ -337,10 +337,7 @@ def _attention_tkg(rng, module):
           "attn_out_shape": (cfg.d_head, rows), "k_out_shape": (cfg.d_head, cfg.bs * cfg.s_active), "cfg": cfg,
           "lnc": 1, "DBG": False}
     kw = {**kw, "dtype": module.nl.bfloat16}
-    # positional, in the wrapper's parameter order: nkisim.simulate's own ``lnc`` keyword would take ``lnc=``
-    order = ("q", "k_active", "v_active", "k_prior", "v_prior", "mask", "inv_freqs", "rope_pos_ids", "start_pos_ids",
-             "sink", "active_blocks_table", "attn_out_shape", "k_out_shape", "cfg", "dtype", "lnc", "DBG")
-    return Case(tuple(kw[name] for name in order), ref_args=(), ref_kwargs=kw)
+    return Case((), kw, ref_args=(), ref_kwargs=kw)   # ``lnc=`` is the wrapper's own argument
 
 
 def _attention_tkg_reference(q, k_active, v_active, k_prior, v_prior, mask, inv_freqs, rope_pos_ids, start_pos_ids,
@@ -474,6 +471,78 @@ def _moe_cte_reference(spec: Any = None, **kwargs: Any) -> Any:
                top_k=4)["output"]
 
 
+def _transformer_tkg(rng, module):
+    # test_transformer_tkg TEST_GRID[0]: tp 8, batch 1, S_tkg 1, S_ctx 1024, 64 q heads, d_head 128, H 8192,
+    # I 28672, lnc 2, rel_tol 2.5 %; bf16, 4 layers (layers 1 and 2 with fp32 MLP scales), 1 kv head; inputs
+    # as its generators make them. The replica group is this rank alone, ((0,),): the test's group of 4
+    # needs 4 ranks, and its reference models the all-reduce as (ranks in the group) x the local result.
+    bf = ml_dtypes.bfloat16
+    tp, b, s_tkg, s_ctx, q_heads, d_head, h, i_all, layers = 8, 1, 1, 1024, 64, 128, 8192, 28672, 4
+    q_per_core = q_heads // tp
+    fd = math.ceil(i_all // tp / 128) * 128
+    qkv = d_head * (q_per_core + 2)
+
+    def gauss(shape, std):
+        return rng.normal(0.0, std, shape).astype(np.float32).astype(bf)
+
+    def uniform(shape, lo=-1.0, hi=1.0):
+        return rng.uniform(lo, hi, shape).astype(np.float32).astype(bf)
+    kw: dict[str, Any] = {"X": uniform((b, s_tkg, h))}
+    for name, make in (("W_qkv", lambda: gauss((h, qkv), 1 / np.sqrt(h))),
+                       ("W_out", lambda: gauss((q_per_core * d_head, h), 0.5)),
+                       ("W_gate", lambda: gauss((h, fd), 1 / np.sqrt(h))), ("W_up", lambda: gauss((h, fd), 1 / np.sqrt(h))),
+                       ("W_down", lambda: gauss((fd, h), 1 / np.sqrt(fd))),
+                       ("W_gamma_qkv", lambda: uniform((1, h), 0.5, 1.5)),
+                       ("W_gamma_mlp", lambda: uniform((1, h), 0.5, 1.5)),
+                       ("K_cache", lambda: uniform((b, 1, d_head, s_ctx))),
+                       ("V_cache", lambda: uniform((b, 1, s_ctx, d_head)))):
+        for layer in range(layers):
+            kw[f"{name}_{layer}"] = make()
+    cache_lens = np.arange(b) * 3 + (s_ctx // 4 * 3)
+    mask_cache = np.ones((s_ctx, b, q_per_core, s_tkg), np.bool_).reshape(b, q_per_core, s_tkg, s_ctx)
+    mask_active = np.tril(np.ones((b, q_per_core, s_tkg, s_tkg), np.bool_))
+    mask_cache[:, :, :, s_ctx - s_tkg:] = mask_active
+    kw.update(RoPE_cos=uniform((d_head // 2, b, s_tkg)), RoPE_sin=uniform((d_head // 2, b, s_tkg)),
+              mask_cache=np.ascontiguousarray(mask_cache.transpose((3, 0, 1, 2))), mask_active=mask_active,
+              position_ids=(cache_lens[:, None] + np.arange(s_tkg)).astype(np.uint32), eps=1e-6,
+              sbuf_residual_and_cc=False, replica_groups=((0,),))
+    scale_rng = np.random.default_rng(0)
+    for layer in range(layers):
+        quantized = layer not in (0, layers - 1)
+        for name, shape in (("W_gate_scale", (128, fd)), ("W_up_scale", (128, fd)), ("W_down_scale", (128, h))):
+            kw[f"{name}_{layer}"] = np.full(shape, scale_rng.random(), np.float32) if quantized else None
+    return Case((), kw, ref_args=(), ref_kwargs=kw)
+
+
+def _transformer_tkg_reference(**kw: Any) -> Any:
+    """The test's ``create_lazy_golden``: ``llama3_transformer_fwd_tkg_torch`` on torch tensors (bf16 as
+    bf16), per-layer lists, its output rounded to bf16."""
+    import importlib
+
+    import torch
+
+    ref = importlib.import_module(f"{PKG}.experimental.transformer.transformer_tkg_torch")
+
+    def t(a):
+        if a is None:
+            return None
+        if a.dtype == ml_dtypes.bfloat16:
+            return torch.tensor(a.astype(np.float32)).to(torch.bfloat16)
+        return torch.from_numpy(np.asarray(a))
+
+    def layers(name):
+        return [t(kw[f"{name}_{i}"]) for i in range(4)]
+    out = ref.llama3_transformer_fwd_tkg_torch(
+        X=t(kw["X"]), W_qkvs=layers("W_qkv"), W_outs=layers("W_out"), W_gates=layers("W_gate"),
+        W_gate_scales=layers("W_gate_scale"), W_ups=layers("W_up"), W_up_scales=layers("W_up_scale"),
+        W_downs=layers("W_down"), W_down_scales=layers("W_down_scale"), W_gamma_qkvs=layers("W_gamma_qkv"),
+        W_gamma_mlps=layers("W_gamma_mlp"), RoPE_cos=t(kw["RoPE_cos"]), RoPE_sin=t(kw["RoPE_sin"]),
+        mask_cache=t(kw["mask_cache"]), mask_active=t(kw["mask_active"]),
+        position_ids=t(kw["position_ids"].astype(np.int64)), K_caches=layers("K_cache"), V_caches=layers("V_cache"),
+        num_layers=4, replica_groups=kw["replica_groups"], eps=kw["eps"], mlp_down_proj_layout_enabled=False)
+    return out.to(torch.float32).numpy().astype(ml_dtypes.bfloat16)
+
+
 def _aliased(name: str):
     """Compare the output argument the kernel writes (its test's ``<name>.must_alias_input``)."""
     return lambda result, case: case.kwargs[name]
@@ -573,6 +642,13 @@ SPECS: tuple[KernelSpec, ...] = (
                CURRENT, _moe_cte, LocalReference(_moe_cte_reference, "moe_cte_torch_wrapper in test_moe_cte_common.py"),
                2e-2, 1e-5, f"{TESTS}/core/moe/moe_cte/test_moe_cte.py: rtol=2e-2, atol=1e-5 (not quantized)",
                module=f"{PKG}.core.moe.moe_cte.moe_cte", criterion=Criterion.range, lnc=2, extra=True),
+    # transformer_tkg: the test's 4-layer wrapper kernel, read from its test module; its golden restated.
+    KernelSpec("nki-library experimental/transformer/transformer_tkg", "nki-library",
+               f"{TESTS}/experimental/transformer/test_transformer_tkg.py", "transformer_tkg_tp4_4layer_wrapper",
+               CURRENT, _transformer_tkg,
+               LocalReference(_transformer_tkg_reference, "create_lazy_golden in test_transformer_tkg.py"), 0.025,
+               1e-2, f"{TESTS}/experimental/transformer/test_transformer_tkg.py: rel_tol 2.5 % / 100, abs_tol 1e-2",
+               extract=True, criterion=Criterion.range, lnc=2, extra=True),
     # gen_mask_tkg is a subkernel on SBUF tensors: its test runs it through a wrapper in the test module
     # (HBM <-> SBUF copies) against an adapter of the torch reference; both are read from that file.
     KernelSpec("nki-library core/attention/gen_mask_tkg", "nki-library",

@@ -38,9 +38,27 @@ def test_dead_tensors_release_their_space():
 
 def test_psum_overflow_past_eight_banks():
     def kernel():
-        _live = [nl.ndarray((128, 512), nl.float32, buffer=nl.psum, name=f"ps{i}") for i in range(9)]
-    with raises_rule("ndarray", "ps8", "PSUM capacity: no room for 2048 B per partition: 8 of 8 banks live"):
+        live = [nl.ndarray((128, 512), nl.float32, buffer=nl.psum, name=f"ps{i}") for i in range(9)]
+        nisa.memset(live[8], 0.0)   # nine banks live when the ninth is used
+    with raises_rule("memset", "dst", "tensor 'ps8': PSUM capacity: no room for 2048 B per partition: 8 of 8 "
+                     "banks live"):
         nkisim.run(kernel)
+
+
+def test_psum_tile_allocated_while_full_takes_the_bank_freed_by_rebinding():
+    """``t = nl.ndarray(...)`` in a loop: the previous tile is still bound to ``t`` while the new one is
+    allocated (AWS's moe_cte fills all eight banks so); it dies at the assignment, and the new tile takes
+    its bank before it is used."""
+    def kernel():
+        for _ in range(3):
+            tiles = []
+            for _ in range(8):
+                tmp = nl.ndarray((128, 512), nl.float32, buffer=nl.psum)
+                tiles.append(tmp)
+            for t in tiles:
+                nisa.memset(t, 1.0)
+    r = nkisim.run(kernel)
+    assert r.peak_psum_banks == 8
 
 
 def test_psum_peak_banks_and_packing_of_small_tiles():

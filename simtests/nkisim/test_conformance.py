@@ -213,6 +213,31 @@ def test_a_reference_that_cannot_be_imported_still_runs_the_kernel_and_never_mat
     assert "a_package_missing_here" in row.first_error
 
 
+def test_an_unpublished_package_gets_a_placeholder_that_raises_when_used(library):
+    """neuron_dtypes (imported at the top of AWS's references, not on PyPI): a reference that only imports
+    it runs; one that uses it fails with a message naming the package, never a made-up value."""
+    pytest.importorskip("torch")
+    lib = "src/nkilib_src/nkilib/core/scale"
+    (library / lib / "scale_dt_torch.py").write_text(
+        "import neuron_dtypes as dt\n\n\ndef ref(x):\n    return {'out': x * 2.0}\n\n\n"
+        "def ref_using_it(x):\n    return dt.static_cast(x, 'float32')\n")
+
+    def spec(name):
+        return KernelSpec("fake-library core/scale/scale", "nki-library", f"{lib}/scale.py", "scale",
+                          Generation.current, _scale_inputs,
+                          FileReference(f"{lib}/scale_dt_torch.py", name, torch_inputs=True,
+                                        module="nkilib_src.nkilib.core.scale.scale_dt_torch"),
+                          0.0, 0.0, "written by the test", module="nkilib_src.nkilib.core.scale.scale")
+    row = run_spec(spec("ref"), library)
+    assert (row.ran, row.matched, row.first_error) == (True, True, "")
+    row = run_spec(spec("ref_using_it"), library)
+    assert (row.ran, row.matched) == (True, False)
+    assert row.first_error.startswith("reference not importable: ModuleNotFoundError: neuron_dtypes.static_cast: "
+                                      "'neuron_dtypes' is not installed")
+    import sys
+    assert "neuron_dtypes" not in sys.modules   # removed after the run
+
+
 def test_cli_prints_the_table_and_json(samples, library, monkeypatch, capsys):
     specs = (_legacy_spec("add_kernel"), _legacy_spec("off_by_one"))
     monkeypatch.setattr(cli, "catalog", lambda: {"nki-samples": specs, "nki-library": ()})

@@ -107,9 +107,50 @@ def test_nki_object_is_a_dataclass_base():
     assert (sec.index, sec.offset) == (2, 64)
     with pytest.raises(TypeError):
         Config(4, 5, 6)   # positional arguments still follow the dataclass signature
+    @dataclass
+    class Sizes(nl.NKIObject):   # AWS's MLPTKGConstantsDimensionSizes is built without one of its fields
+        rows: int
+        remainder: int
+        k: int | None = None
+
+    sizes = Sizes(rows=4)
+    assert (sizes.rows, sizes.remainder, sizes.k) == (4, None, None)
     plain = nl.NKIObject(a=1, b="two")
     assert (plain.a, plain.b) == (1, "two")
     assert nkisim.dtype is str and isinstance(nl.float32, nkisim.dtype)
+
+
+def test_nki_object_without_dataclass_gets_the_language_guides_default_initializer():
+    """NKI language guide, "Class Support": ``def __init__(self, x=None, y=False)`` (fields in order,
+    missing ones None or their default), then ``__post_init__``."""
+    from typing import ClassVar
+
+    class C(nl.NKIObject):
+        limit: ClassVar[int] = 9   # a class constant, not a field
+        x: int
+        y: bool = False
+
+        def toggle(self):
+            self.y = not self.y
+
+        def __post_init__(self):
+            self.seen = True
+
+    c = C(1)
+    c.toggle()
+    assert (c.x, c.y, c.seen, C.limit) == (1, True, True, 9)
+    assert (C().x, C(y=True).y, C(2, True).y) == (None, True, True)
+    assert C(extra=3).extra == 3
+    with pytest.raises(TypeError, match="positional"):
+        C(1, True, 3)
+    with pytest.raises(TypeError, match="multiple values"):
+        C(1, x=2)
+
+    @dataclass(frozen=True)
+    class Frozen(nl.NKIObject):   # release notes: frozen NKIObject dataclasses construct normally
+        a: int
+        b: int = 2
+    assert (Frozen(1).b, Frozen().a) == (2, None)
 
 
 def test_packed_x4_dtypes_move_bit_exactly_and_refuse_arithmetic():

@@ -1,4 +1,4 @@
-"""nkisim.kernel entry points: returning an argument tensor, and nki.simulate_kernel's NKI 0.6 error."""
+"""nkisim.kernel entry points: returning an argument tensor, nki.simulate_kernel's NKI 0.6 error, kernel keywords."""
 from __future__ import annotations
 
 import numpy as np
@@ -35,3 +35,20 @@ def test_returning_a_private_hbm_tensor_the_kernel_allocated_stays_an_error():
 def test_current_generation_simulate_kernel_names_itself_and_the_alternatives():
     with pytest.raises(nkisim.NkiUsageError, match="nki.simulate_kernel is not available in NKI 0.6"):
         nkisim.simulate_kernel(lambda x: x, np.zeros((2, 2), np.float32))
+
+
+def test_simulate_passes_every_keyword_to_the_kernel():
+    """The nki.simulate page gives the returned callable no options of its own: a kernel parameter named
+    ``lnc`` (AWS's attention_tkg wrapper has one) or ``target`` reaches the kernel."""
+    def kernel(x, lnc, target):
+        out = nl.ndarray(x.shape, x.dtype, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        nisa.tensor_scalar(t, t, nl.multiply, float(lnc * target))
+        nl.store(out, t)
+        return out
+    x = np.ones((4, 8), np.float32)
+    np.testing.assert_array_equal(nkisim.simulate(kernel)(x, lnc=3, target=5), 15 * x)
+    np.testing.assert_array_equal(nkisim.jit(kernel)(x, lnc=2, target=1), 2 * x)
+    from nkisim.kernel import execute
+    r = execute(kernel, (x,), {"lnc": 7, "target": 1}, target="trn2")
+    np.testing.assert_array_equal(r.outputs, 7 * x)

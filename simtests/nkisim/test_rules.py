@@ -127,8 +127,12 @@ def _tensor_scalar_operand_shape():
     nisa.tensor_scalar(sb((8, 8), F32, "o"), sb((8, 8), F32, "d"), nl.add, col)
 
 
-def _dma_transpose_4byte():
-    nisa.dma_transpose(sb((64, 16), F32, "o"), hbm((16, 64), F32, "src"))
+def _dma_transpose_1byte():
+    nisa.dma_transpose(sb((64, 16), nl.float8_e4m3, "o"), hbm((16, 64), nl.float8_e4m3, "src"))
+
+
+def _dma_transpose_4byte_hwdge():
+    nisa.dma_transpose(sb((64, 16), F32, "o"), hbm((16, 64), F32, "src"), dge_mode=nisa.dge_mode.hwdge)
 
 
 def _dma_transpose_dtypes():
@@ -434,7 +438,8 @@ CASES = [
     (_memset_float_into_int, "trn2", "memset", "value", "does not match dst dtype int32"),
     (_tensor_scalar_operand_dtype, "trn2", "tensor_scalar", "operand0", "must be float32"),
     (_tensor_scalar_operand_shape, "trn2", "tensor_scalar", "operand0", "must be \\(8, 1\\)"),
-    (_dma_transpose_4byte, "trn2", "dma_transpose", "src", "not a 2-byte dtype"),
+    (_dma_transpose_1byte, "trn2", "dma_transpose", "src", "2-byte and 4-byte dtypes only"),
+    (_dma_transpose_4byte_hwdge, "trn2", "dma_transpose", "src", "hwdge needs a 2-byte dtype"),
     (_dma_transpose_dtypes, "trn2", "dma_transpose", "dst", "must equal the src dtype"),
     (_dma_transpose_shape, "trn2", "dma_transpose", "dst", "must equal the permuted src shape"),
     (_dma_transpose_shape, "trn1", "dma_transpose", "dst", "needs NC-v3"),
@@ -481,7 +486,7 @@ CASES = [
     (_dma_transpose_into_hbm, "trn2", "dma_transpose", "dst", "must be in SBUF"),
     (_dma_transpose_from_psum, "trn2", "dma_transpose", "src", "must be in HBM or SBUF"),
     (_dma_transpose_axes, "trn2", "dma_transpose", "axes", "not the supported permutation"),
-    (_dma_transpose_swdge, "trn2", "dma_transpose", "dge_mode", "needs dge_mode unknown or hwdge"),
+    (_dma_transpose_swdge, "trn2", "dma_transpose", "dge_mode", "needs dge_mode unknown, none or hwdge"),
     (_dma_transpose_hwdge_shape, "trn2", "dma_transpose", "src", "hwdge needs shape\\[0\\] in"),
     (_dma_compute_psum, "trn2", "dma_compute", "dst", "DMA cannot write PSUM"),
     (_dma_compute_count, "trn2", "dma_compute", "srcs[1]", "32 elements must equal the dst's 64"),
