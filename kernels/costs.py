@@ -55,6 +55,11 @@ class TargetFigures:
     def target(self) -> HardwareTarget:
         return self.cost_target if self.cost_target is not None else COST_TARGETS[self.name]
 
+    def transpose_ns(self, dst_shape: Sequence[int], itemsize: int, from_sbuf: bool = False) -> float:
+        """Bandwidth time of one ``dma_transpose`` writing ``dst_shape`` (nkisim's whole-block charge,
+        ``nkisim.cost.dma_transpose_ns``); a lone transfer lands that long after its start latency."""
+        return dma_transpose_ns(dst_shape, itemsize, self.target, from_sbuf)
+
     def ghz(self, engine: str) -> float:
         return {"vector": self.vector_ghz, "scalar": self.scalar_ghz, "gpsimd": self.gpsimd_ghz,
                 "tensor": self.tensor_ghz}[engine]
@@ -105,6 +110,8 @@ class CostSheet:
     # not hold GpSimd's instruction stream in nkisim either)
     queue_issue: dict[str, float] = field(default_factory=dict)
     dge_gpsimd_ns: float = 0.0
+    # DMA ns charged per op ("dma_copy", "dma_transpose") through ``dma`` / ``dma_transpose``
+    dma_op_ns: dict[str, float] = field(default_factory=dict)
 
     def section(self, name: str) -> None:
         """Charge what follows to section ``name`` (the busy time since the previous call goes to the
@@ -206,6 +213,7 @@ class CostSheet:
         # at least the queue's issue time per instruction (descriptor generation is serial per queue)
         per = max(nbytes / (self.hw.dma_bytes_per_ns * self.hw.descriptor_efficiency(run)), issue)
         self.busy["dma"] += count * per
+        self.dma_op_ns["dma_copy"] = self.dma_op_ns.get("dma_copy", 0.0) + count * per
         self.count("dma_copy", count)
 
     def dma_transpose(self, dst_shape: Sequence[int], itemsize: int, from_sbuf: bool = False, count: float = 1,
@@ -221,6 +229,7 @@ class CostSheet:
         issue = self._issue("dma_transpose", count, src_shape, itemsize)
         ns = count * max(occupancy, issue)
         self.busy["dma"] += ns
+        self.dma_op_ns["dma_transpose"] = self.dma_op_ns.get("dma_transpose", 0.0) + ns
         self.count("dma_transpose", count)
         return ns
 
@@ -232,6 +241,8 @@ class CostSheet:
             self.counts[k] = self.counts.get(k, 0) + v
         for q, v in other.queue_issue.items():
             self.queue_issue[q] = self.queue_issue.get(q, 0.0) + v
+        for op, v in other.dma_op_ns.items():
+            self.dma_op_ns[op] = self.dma_op_ns.get(op, 0.0) + v
         self.dge_gpsimd_ns += other.dge_gpsimd_ns
 
     def scaled(self, factor: float) -> CostSheet:
@@ -253,6 +264,8 @@ class CostSheet:
         for q in set(self.queue_issue) | set(other.queue_issue):
             out.queue_issue[q] = self.queue_issue.get(q, 0.0) + other.queue_issue.get(q, 0.0)
         out.dge_gpsimd_ns = self.dge_gpsimd_ns + other.dge_gpsimd_ns
+        for op in set(self.dma_op_ns) | set(other.dma_op_ns):
+            out.dma_op_ns[op] = self.dma_op_ns.get(op, 0.0) + other.dma_op_ns.get(op, 0.0)
         return out
 
 

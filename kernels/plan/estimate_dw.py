@@ -28,7 +28,7 @@ from ..spec.dw_xs import (
 )
 from ..spec.psum import PSUM_BANK_BYTES
 from ..spec.record import DwMethod, Plan, Strategy
-from ..xt_rows import DMA_TRANSPOSE_EFFICIENCY, dyt_runs, xt_dma_bufs, xt_dma_cost, xt_window
+from ..xt_rows import dyt_runs, xt_dma_bufs, xt_dma_cost, xt_window
 
 
 def _fold_cost(c: CostSheet, g: ConvGeom, p: Plan, n: int, count: int) -> None:
@@ -56,13 +56,16 @@ def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], o
     if p.dw_method is DwMethod.ROW_PACK:
         _estimate_rows(c, g, p, (od, oh), ci_tiles, chunk, n_chunks, xpad, bank, span, roles, wcols, ones)
         return
-    sizes = [(s_[0] * s_[1] * s_[2], cnt) for s_, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)]
+    blocks = box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)
+    sizes = [(s_[0] * s_[1] * s_[2], cnt) for s_, cnt in blocks]
     G = p.dw_tap_group
     t_lo, t_hi = span
     groups = [min(G, t_hi - t) for t in range(t_lo, t_hi, G)]
-    for npos, cnt in sizes:       # dy^T once per position tile
-        if p.dw_dyt_dma:   # by dma_transpose from HBM (90 %), per C_out tile and d plane
-            c.busy["dma"] += cnt * npos * g.c_out * ds / (c.hw.dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY)
+    for (npos, cnt), (s_, _cnt) in zip(sizes, blocks):       # dy^T once per position tile
+        if p.dw_dyt_dma:   # by dma_transpose from HBM, per C_out tile and d plane: dst [th*tw, co]
+            for co_sz in tile_sizes(g.c_out, PMAX):
+                n = s_[1] * s_[2]
+                c.dma_transpose((n, co_sz), ds, count=cnt * s_[0], src_shape=(co_sz, n))
             continue
         c.transpose(co_t, npos, fp32, n_co * cnt)
         c.evict(g.c_out, two, max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)) * cnt)
@@ -227,9 +230,9 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
         nrows = cd * ch
         lower = bool(roles) and roles[ck] == 'lower'
         if p.dw_dyt_dma:   # dy^T by dma_transpose from HBM, per C_out tile and run of rows
-            runs = len(dyt_runs(g.axes[1].o, d_base + st[0], h_base + st[1], cd, ch))
-            c.busy["dma"] += nrows * Wo * g.c_out * ds / (c.hw.dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY)
-            c.counts["dma_transpose"] = c.counts.get("dma_transpose", 0) + runs * n_co
+            for co_sz in tile_sizes(g.c_out, PMAX):   # dst [rows, W columns, co], src [co, W columns, rows]
+                for _p0, _r0, n in dyt_runs(g.axes[1].o, d_base + st[0], h_base + st[1], cd, ch):
+                    c.dma_transpose((n, Wo, co_sz), ds, src_shape=(co_sz, Wo, n))
         else:   # PE transposes and their evictions
             c.transpose(co_t, nrows, fp32, Wo * n_co)
             if g.c_out <= bank:
