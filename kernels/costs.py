@@ -112,6 +112,9 @@ class CostSheet:
     dge_gpsimd_ns: float = 0.0
     # DMA ns charged per op ("dma_copy", "dma_transpose") through ``dma`` / ``dma_transpose``
     dma_op_ns: dict[str, float] = field(default_factory=dict)
+    # per section: the DGE issue time per queue charged in it (``section_busy``'s queue floor)
+    section_queues: dict[str, dict[str, float]] = field(default_factory=dict)
+    _qmark: dict[str, float] = field(default_factory=dict)
 
     def section(self, name: str) -> None:
         """Charge what follows to section ``name`` (the busy time since the previous call goes to the
@@ -125,13 +128,34 @@ class CostSheet:
             acc = self.sections.setdefault(self._open, dict.fromkeys(ENGINES, 0.0))
             for e in ENGINES:
                 acc[e] += delta[e]
+        for q, ns in self.queue_issue.items():
+            if ns != self._qmark.get(q, 0.0):
+                acc_q = self.section_queues.setdefault(self._open, {})
+                acc_q[q] = acc_q.get(q, 0.0) + ns - self._qmark.get(q, 0.0)
         self._mark = dict(self.busy)
+        self._qmark = dict(self.queue_issue)
+
+    def queue_floor_ns(self, queues: dict[str, float] | None = None) -> float:
+        """The longest DMA queue's descriptor generation (``queues``: issue ns per queue, default this
+        sheet's): the DMA work cannot end sooner, whatever the bandwidth (nkisim: a queue generates one
+        instruction's descriptors at a time; an unknown-trigger hardware-DGE instruction takes the
+        less busy of the two queues)."""
+        queues = self.queue_issue if queues is None else queues
+        share = {DmaQueue.HWDGE_ANY.value: max(1, self.hw.target.hwdge_queues)}
+        return max((ns / share.get(q, 1) for q, ns in queues.items()), default=0.0)
+
+    def dma_ns(self) -> float:
+        """The DMA's time: its bandwidth time, at least the longest queue's issue time."""
+        return max(self.busy["dma"], self.queue_floor_ns())
 
     def section_busy(self) -> dict[str, dict[str, float]]:
         """Busy ns per engine of every section charged so far (they sum to ``busy``), plus the
         ``exposed`` DMA waits as the DMA time of their sections."""
         self._close()
         out = {k: dict(v) for k, v in self.sections.items()}
+        for k, queues in self.section_queues.items():   # a section's DMA takes at least its queues' issue
+            sec = out.setdefault(k, dict.fromkeys(ENGINES, 0.0))
+            sec["dma"] = max(sec["dma"], self.queue_floor_ns(queues))
         for k, ns in self.waits.items():
             out.setdefault(k, dict.fromkeys(ENGINES, 0.0))["dma"] += ns
         return out
@@ -220,14 +244,15 @@ class CostSheet:
                       src_shape: Sequence[int] | None = None) -> float:
         """``count`` ``dma_transpose`` writing ``dst_shape`` (the destination tile as the NKI body slices it,
         partitions first) of ``itemsize``-byte elements, from HBM or (``from_sbuf``) SBUF: nkisim's charge,
-        whole [128 x 16] destination blocks at the transpose efficiency (``nkisim.cost.dma_transpose_ns``),
-        at least the queue's issue time per instruction. ``src_shape`` (None: the hardware-DGE form) picks
-        the queue as nkisim does. Returns the DMA ns charged."""
+        whole [128 x 16] destination blocks at the transpose efficiency (``nkisim.cost.dma_transpose_ns``)
+        as DMA bandwidth time; its descriptor generation goes to the queue nkisim routes it to
+        (``src_shape``, None: the hardware-DGE form), which runs beside the copies' software-DGE queue
+        (``queue_floor_ns``). Returns the bandwidth ns charged."""
         if count <= 0 or not dst_shape or min(dst_shape) <= 0:
             return 0.0
         occupancy = dma_transpose_ns(dst_shape, itemsize, self.hw.target, from_sbuf)
-        issue = self._issue("dma_transpose", count, src_shape, itemsize)
-        ns = count * max(occupancy, issue)
+        self._issue("dma_transpose", count, src_shape, itemsize)
+        ns = count * occupancy
         self.busy["dma"] += ns
         self.dma_op_ns["dma_transpose"] = self.dma_op_ns.get("dma_transpose", 0.0) + ns
         self.count("dma_transpose", count)
@@ -251,6 +276,7 @@ class CostSheet:
         out = CostSheet(self.hw)
         for e in ENGINES:
             out.busy[e] = self.busy[e] * factor
+        out.queue_issue = {q: ns * factor for q, ns in self.queue_issue.items()}
         if factor == 1.0:
             out.counts = dict(self.counts)
         return out
