@@ -398,12 +398,14 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                     if rows[0] <= 0 or rows[1] <= 0:
                         continue
                     _x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1))
+                    # a DwState per (C_in range, tap pass), one in all under shared dy: its first box copies
+                    first = it == 0 and (p.strategy is not Strategy.SHARED_DY or (r0 == 0 and pi == 0))
                     key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0,
-                           span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles, wcols, ones)
+                           span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles, wcols, ones, first)
                     if key not in cache:
                         cache[key] = CostSheet(hw)
                         _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks, xpad,
-                                          bank, span, item_roles, wcols, ones)
+                                          bank, span, item_roles, wcols, ones, first)
                     c.add(cache[key])
                     last_sheet = cache[key]
                     if p.dw_method is DwMethod.ROW_PACK and p.strategy is not Strategy.SHARED_DY:
