@@ -10,10 +10,12 @@ latency.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from nkisim.cost import TARGETS as COST_TARGETS
-from nkisim.cost import HardwareTarget
+from nkisim.cost import HardwareTarget, dma_issue, dma_transpose_ns
+from nkisim.dge import DmaQueue
 from nkisim.targets import TARGETS as SPEC_TARGETS
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
@@ -45,6 +47,18 @@ class TargetFigures:
     dma_descriptor_overhead_bytes: float = 150.0
     dma_issue_ns: float = 600.0              # per DMA instruction on its queue (the copies' DGE mode)
     dma_transpose_efficiency: float = 0.9    # dma_transpose from HBM, whole blocks
+    # the nkisim target these figures come from: its DMA functions (transpose blocks, DGE queues) are the
+    # one source of the DMA charges (``CostSheet.dma_transpose``, ``CostSheet.dma``)
+    cost_target: HardwareTarget | None = None
+
+    @property
+    def target(self) -> HardwareTarget:
+        return self.cost_target if self.cost_target is not None else COST_TARGETS[self.name]
+
+    def transpose_ns(self, dst_shape: Sequence[int], itemsize: int, from_sbuf: bool = False) -> float:
+        """Bandwidth time of one ``dma_transpose`` writing ``dst_shape`` (nkisim's whole-block charge,
+        ``nkisim.cost.dma_transpose_ns``); a lone transfer lands that long after its start latency."""
+        return dma_transpose_ns(dst_shape, itemsize, self.target, from_sbuf)
 
     def ghz(self, engine: str) -> float:
         return {"vector": self.vector_ghz, "scalar": self.scalar_ghz, "gpsimd": self.gpsimd_ghz,
@@ -67,7 +81,7 @@ def figures_of(hw: HardwareTarget) -> TargetFigures:
         hw.vector_fast_modes, hw.scalar_small_dtype_speedup, SPEC_TARGETS[hw.name].usable_sbuf_bytes,
         SPEC_TARGETS[hw.name].psum_banks, hw.dma_fixed_ns, hw.matmul_min_cycles, hw.matmul_issue_cycles,
         hw.min_ii_cycles, hw.access_overhead_cycles, hw.vector_overhead_cycles, hw.dma_descriptor_overhead_bytes,
-        issue, hw.dma_transpose_from_hbm_efficiency)
+        issue, hw.dma_transpose_from_hbm_efficiency, hw)
 
 
 TARGET_FIGURES = {name: figures_of(hw) for name, hw in COST_TARGETS.items()}
@@ -91,6 +105,16 @@ class CostSheet:
     # per section: the DMA -> PE flow-shop makespan of its steps (``flow_shop``; ``section_ns``'s ``flow_ns``)
     flow: dict[str, float] = field(default_factory=dict)
     _mark: dict[str, float] = field(default_factory=lambda: {e: 0.0 for e in ENGINES})
+    # DMA descriptor generation per queue (``nkisim.dge.DmaQueue`` value -> issue ns), as nkisim routes the
+    # kernel's DMAs (``nkisim.cost.dma_issue``); the GpSimd time software DGE takes (not GpSimd busy: it does
+    # not hold GpSimd's instruction stream in nkisim either)
+    queue_issue: dict[str, float] = field(default_factory=dict)
+    dge_gpsimd_ns: float = 0.0
+    # DMA ns charged per op ("dma_copy", "dma_transpose") through ``dma`` / ``dma_transpose``
+    dma_op_ns: dict[str, float] = field(default_factory=dict)
+    # per section: the DGE issue time per queue charged in it (``section_busy``'s queue floor)
+    section_queues: dict[str, dict[str, float]] = field(default_factory=dict)
+    _qmark: dict[str, float] = field(default_factory=dict)
 
     def section(self, name: str) -> None:
         """Charge what follows to section ``name`` (the busy time since the previous call goes to the
@@ -104,13 +128,34 @@ class CostSheet:
             acc = self.sections.setdefault(self._open, dict.fromkeys(ENGINES, 0.0))
             for e in ENGINES:
                 acc[e] += delta[e]
+        for q, ns in self.queue_issue.items():
+            if ns != self._qmark.get(q, 0.0):
+                acc_q = self.section_queues.setdefault(self._open, {})
+                acc_q[q] = acc_q.get(q, 0.0) + ns - self._qmark.get(q, 0.0)
         self._mark = dict(self.busy)
+        self._qmark = dict(self.queue_issue)
+
+    def queue_floor_ns(self, queues: dict[str, float] | None = None) -> float:
+        """The longest DMA queue's descriptor generation (``queues``: issue ns per queue, default this
+        sheet's): the DMA work cannot end sooner, whatever the bandwidth (nkisim: a queue generates one
+        instruction's descriptors at a time; an unknown-trigger hardware-DGE instruction takes the
+        less busy of the two queues)."""
+        queues = self.queue_issue if queues is None else queues
+        share = {DmaQueue.HWDGE_ANY.value: max(1, self.hw.target.hwdge_queues)}
+        return max((ns / share.get(q, 1) for q, ns in queues.items()), default=0.0)
+
+    def dma_ns(self) -> float:
+        """The DMA's time: its bandwidth time, at least the longest queue's issue time."""
+        return max(self.busy["dma"], self.queue_floor_ns())
 
     def section_busy(self) -> dict[str, dict[str, float]]:
         """Busy ns per engine of every section charged so far (they sum to ``busy``), plus the
         ``exposed`` DMA waits as the DMA time of their sections."""
         self._close()
         out = {k: dict(v) for k, v in self.sections.items()}
+        for k, queues in self.section_queues.items():   # a section's DMA takes at least its queues' issue
+            sec = out.setdefault(k, dict.fromkeys(ENGINES, 0.0))
+            sec["dma"] = max(sec["dma"], self.queue_floor_ns(queues))
         for k, ns in self.waits.items():
             out.setdefault(k, dict.fromkeys(ENGINES, 0.0))["dma"] += ns
         return out
@@ -173,14 +218,45 @@ class CostSheet:
             sp = self.copy_speedup(engine, two_byte_dst, True, contiguous)
             self.compute(engine, n, 1, sp, half)
 
+    def _issue(self, op: str, count: float, src_shape: Sequence[int] | None = None, itemsize: int = 2) -> float:
+        """Book ``count`` DMA instructions' descriptor generation on the queue nkisim routes them to (the
+        kernel's DMAs leave ``dge_mode`` and the trigger engine to the compiler); the per-instruction issue
+        time the queue(s) serialise: a hardware-DGE instruction of unknown trigger shares the two queues."""
+        route = dma_issue(op, self.hw.target, src_shape=src_shape, itemsize=itemsize)
+        self.queue_issue[route.queue] = self.queue_issue.get(route.queue, 0.0) + count * route.issue_ns
+        self.dge_gpsimd_ns += count * route.gpsimd_ns
+        share = self.hw.target.hwdge_queues if route.queue == DmaQueue.HWDGE_ANY.value else 1
+        return route.issue_ns / max(1, share)
+
     def dma(self, nbytes: float, run_bytes: float, count: float = 1) -> None:
+        """``count`` ``dma_copy`` of ``nbytes`` each in contiguous runs of ``run_bytes``."""
         if nbytes <= 0 or count <= 0:
             return
         run = max(1.0, min(run_bytes, nbytes))
+        issue = self._issue("dma_copy", count)
         # at least the queue's issue time per instruction (descriptor generation is serial per queue)
-        per = max(nbytes / (self.hw.dma_bytes_per_ns * self.hw.descriptor_efficiency(run)), self.hw.dma_issue_ns)
+        per = max(nbytes / (self.hw.dma_bytes_per_ns * self.hw.descriptor_efficiency(run)), issue)
         self.busy["dma"] += count * per
+        self.dma_op_ns["dma_copy"] = self.dma_op_ns.get("dma_copy", 0.0) + count * per
         self.count("dma_copy", count)
+
+    def dma_transpose(self, dst_shape: Sequence[int], itemsize: int, from_sbuf: bool = False, count: float = 1,
+                      src_shape: Sequence[int] | None = None) -> float:
+        """``count`` ``dma_transpose`` writing ``dst_shape`` (the destination tile as the NKI body slices it,
+        partitions first) of ``itemsize``-byte elements, from HBM or (``from_sbuf``) SBUF: nkisim's charge,
+        whole [128 x 16] destination blocks at the transpose efficiency (``nkisim.cost.dma_transpose_ns``)
+        as DMA bandwidth time; its descriptor generation goes to the queue nkisim routes it to
+        (``src_shape``, None: the hardware-DGE form), which runs beside the copies' software-DGE queue
+        (``queue_floor_ns``). Returns the bandwidth ns charged."""
+        if count <= 0 or not dst_shape or min(dst_shape) <= 0:
+            return 0.0
+        occupancy = dma_transpose_ns(dst_shape, itemsize, self.hw.target, from_sbuf)
+        self._issue("dma_transpose", count, src_shape, itemsize)
+        ns = count * occupancy
+        self.busy["dma"] += ns
+        self.dma_op_ns["dma_transpose"] = self.dma_op_ns.get("dma_transpose", 0.0) + ns
+        self.count("dma_transpose", count)
+        return ns
 
     def add(self, other: CostSheet) -> None:
         """Add another sheet's busy times and counts into this one."""
@@ -188,6 +264,11 @@ class CostSheet:
             self.busy[e] += other.busy[e]
         for k, v in other.counts.items():
             self.counts[k] = self.counts.get(k, 0) + v
+        for q, v in other.queue_issue.items():
+            self.queue_issue[q] = self.queue_issue.get(q, 0.0) + v
+        for op, v in other.dma_op_ns.items():
+            self.dma_op_ns[op] = self.dma_op_ns.get(op, 0.0) + v
+        self.dge_gpsimd_ns += other.dge_gpsimd_ns
 
     def scaled(self, factor: float) -> CostSheet:
         """A sheet with this one's busy times times ``factor`` (a share of evenly sized work; counts kept
@@ -195,6 +276,7 @@ class CostSheet:
         out = CostSheet(self.hw)
         for e in ENGINES:
             out.busy[e] = self.busy[e] * factor
+        out.queue_issue = {q: ns * factor for q, ns in self.queue_issue.items()}
         if factor == 1.0:
             out.counts = dict(self.counts)
         return out
@@ -205,6 +287,11 @@ class CostSheet:
             out.busy[e] = self.busy[e] + other.busy[e]
         for k in set(self.counts) | set(other.counts):
             out.counts[k] = self.counts.get(k, 0) + other.counts.get(k, 0)
+        for q in set(self.queue_issue) | set(other.queue_issue):
+            out.queue_issue[q] = self.queue_issue.get(q, 0.0) + other.queue_issue.get(q, 0.0)
+        out.dge_gpsimd_ns = self.dge_gpsimd_ns + other.dge_gpsimd_ns
+        for op in set(self.dma_op_ns) | set(other.dma_op_ns):
+            out.dma_op_ns[op] = self.dma_op_ns.get(op, 0.0) + other.dma_op_ns.get(op, 0.0)
         return out
 
 

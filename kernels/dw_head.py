@@ -12,6 +12,7 @@ scheduler tracks at most 16 writes per tile, and each piece adds the pair's writ
 from __future__ import annotations
 
 from .geometry import ConvGeom
+from .schedule import tile_sizes
 from .xt_rows import xt_columns, xt_fill, xt_window
 
 HEAD_PIECES = 4        # column pieces of the first pass's dy^T and first x^T
@@ -71,24 +72,25 @@ def x_columns_window(g: ConvGeom) -> tuple[int, int]:
     return lo, hi
 
 
-def head_wait_ns(g: ConvGeom, dma_bytes_per_ns: float, tensor_ghz: float, chunk: tuple[int, int, int, int],
-                 span: tuple[int, int], w_cols: int, x_cols: int, ci: int) -> float:
+def head_wait_ns(g: ConvGeom, hw, chunk: tuple[int, int, int, int], span: tuple[int, int], w_cols: int,
+                 x_cols: int, ci: int) -> float:
     """The PE's wait at dw's start beyond the DMA start latency, with the head split: the PE trails the pieces
-    of the first chunk's dy^T and the head pair's x^T (both at the transpose rate), so it finishes that pair
-    at max(first piece + its matmuls, all of it + the last piece's matmuls); the wait is that less its
-    matmuls (cost ``max(min(64, ci), C_out)`` cycles per tap and output column)."""
-    from .xt_rows import DMA_TRANSPOSE_EFFICIENCY
-    bw = dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY
+    of the first chunk's dy^T and the head pair's x^T (both transposes, charged by whole blocks as nkisim
+    does: ``hw.transpose_ns`` of ``kernels.costs.TargetFigures``), so it finishes that pair at
+    max(first piece + its matmuls, all of it + the last piece's matmuls); the wait is that less its matmuls
+    (cost ``max(min(64, ci), C_out)`` cycles per tap and output column)."""
     rows = chunk[2] * chunk[3]
     pairs = sorted({g.tap_coords(t)[:2] for t in range(*span)})
     if not pairs:
         return 0.0
     kd, kh = head_pair_order(g, pairs, span, chunk)[0]
     n = head_pieces(g, chunk, kd, kh)
-    nbytes = rows * (w_cols * g.c_out + x_cols * ci) * g.dtype_bytes
+    ds = g.dtype_bytes
+    dma_ns = (sum(hw.transpose_ns((rows, w_cols, co), ds) for co in tile_sizes(g.c_out, 128))
+              + hw.transpose_ns((rows, x_cols, ci), ds))
     kw_n = g.kernel[2]
     t0 = g.tap_index(kd, kh, 0)
     taps = len(range(max(t0, span[0]), min(t0 + kw_n, span[1])))
-    pe = taps * w_cols * max(min(64, ci), g.c_out) / tensor_ghz
-    finish = max(nbytes / n / bw + pe, nbytes / bw + pe / n)
+    pe = taps * w_cols * max(min(64, ci), g.c_out) / hw.tensor_ghz
+    finish = max(dma_ns / n + pe, dma_ns + pe / n)
     return max(0.0, finish - pe)

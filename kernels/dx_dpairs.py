@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .geometry import ConvGeom
-from .schedule import AxisBand, PhaseWork, dx_phase_work
+from .schedule import AxisBand, PhaseWork, axis_bands, dx_phase_work
+from .spec.items import dx_items
 
 HALF = 64   # phase 1's partition offset (the start-partition rule: <= 64 partitions may start at 64)
 
@@ -137,3 +138,29 @@ def dpair_last_by_rows(g: ConvGeom, halves: dict[int, tuple[int, int]]) -> bool:
     the plane stores with one DMA (``one_store``) and holds more than one D row per phase. Each row's
     store is issued once its blocks are evicted, so the dx tail moves one row, not the whole plane."""
     return one_store(g, halves) and halves[0][1] > 1
+
+
+def dpair_slot_map(g: ConvGeom, plan) -> dict[tuple[int | None, int | None], int]:
+    """The stationary slots of every band of the plan's dx items (the planner counts the same),
+    numbered in tap order (paired slots first, by phase 0's tap): each side's taps then run up by one
+    over consecutive slots, so ``dpair_filters`` fills a run of slots with one DMA transpose."""
+    w_band = axis_bands(g.axes[2], g.axes[2].n)[0]
+    used = dpair_slots(g, sorted({(bd, bh, w_band) for _b, bd, bh in dx_items(g, plan)},
+                                 key=lambda t: (t[0].i0, t[1].i0)))
+    order = sorted(used, key=lambda ab: (ab[0] is None, ab[1] is None, ab[0] or 0, ab[1] or 0))
+    return {ab: s for s, ab in enumerate(order)}
+
+
+def slot_runs(slots: dict[tuple[int | None, int | None], int], side: int) -> list[tuple[int, int, int, int]]:
+    """Runs ``(first slot, first tap, tap step, n)`` of consecutive slots whose taps on ``side`` (0: a,
+    1: b) are present and evenly spaced (step >= 1): one DMA transpose fills each run."""
+    by_slot = sorted((s, ab[side]) for ab, s in slots.items() if ab[side] is not None)
+    runs = []
+    for s, t in by_slot:
+        if runs:
+            s0, t0, step, n = runs[-1]
+            if s == s0 + n and (n == 1 and t > t0 or n > 1 and t == t0 + n * step):
+                runs[-1] = (s0, t0, t - t0 if n == 1 else step, n + 1)
+                continue
+        runs.append((s, t, 1, 1))
+    return runs

@@ -10,36 +10,17 @@ whose upper ones hold phase 1's; each half is stored with one DMA (D rows two ap
 import nki.isa as nisa
 import nki.language as nl
 
-from .dx_dpairs import HALF, band_halves, dpair_groups, dpair_last_by_rows, dpair_slots, one_store
+from .dx_dpairs import (
+    HALF,
+    band_halves,
+    dpair_groups,
+    dpair_last_by_rows,
+    dpair_slot_map,
+    one_store,
+    slot_runs,
+)
 from .nki_common import BANK_FP32, PMAX, Pool, band_slices
 from .schedule import axis_bands, tiles
-from .spec.items import dx_items
-
-
-def dpair_slot_map(g, plan):
-    """The stationary slots of every band of the plan's dx items (the planner counts the same),
-    numbered in tap order (paired slots first, by phase 0's tap): each side's taps then run up by one
-    over consecutive slots, so ``dpair_filters`` fills a run of slots with one DMA transpose."""
-    w_band = axis_bands(g.axes[2], g.axes[2].n)[0]
-    used = dpair_slots(g, sorted({(bd, bh, w_band) for _b, bd, bh in dx_items(g, plan)},
-                                 key=lambda t: (t[0].i0, t[1].i0)))
-    order = sorted(used, key=lambda ab: (ab[0] is None, ab[1] is None, ab[0] or 0, ab[1] or 0))
-    return {ab: s for s, ab in enumerate(order)}
-
-
-def slot_runs(slots, side):
-    """Runs ``(first slot, first tap, tap step, n)`` of consecutive slots whose taps on ``side`` (0: a,
-    1: b) are present and evenly spaced (step >= 1): one DMA transpose fills each run."""
-    by_slot = sorted((s, ab[side]) for ab, s in slots.items() if ab[side] is not None)
-    runs = []
-    for s, t in by_slot:
-        if runs:
-            s0, t0, step, n = runs[-1]
-            if s == s0 + n and (n == 1 and t > t0 or n > 1 and t == t0 + n * step):
-                runs[-1] = (s0, t0, t - t0 if n == 1 else step, n + 1)
-                continue
-        runs.append((s, t, 1, 1))
-    return runs
 
 
 def dpair_filters(ctx, w_t=None):

@@ -3,9 +3,7 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .nki_common import PMAX, Pool
-from .schedule import FILTER_RUN_CI_MAX, tiles
-
-FILTER_RUN_ROWS = 512    # (tap, ci) rows per such DMA
+from .schedule import FILTER_RUN_CI_MAX, FILTER_RUN_ROWS, tiles
 
 
 class CiTiledFilters:

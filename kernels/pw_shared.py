@@ -277,7 +277,6 @@ def estimate_dw(c, g, chunks: list[tuple[int, int, int]], db: str, lnc: int, eve
     and their evictions (or DMA transposes), the x^T transposes from HBM, the dw matmuls of every tap a
     sub-tile meets, db (``db``: "pe" ones-vector matmuls, "scalar" activation reduces of the dy chunks, ""
     none); at LNC1 the final evictions and stores (LNC2: the planner charges the reduce-scatter)."""
-    hw = c.hw
     lay = lay_of(g)
     ds = g.dtype_bytes
     two = ds == 2
@@ -288,17 +287,39 @@ def estimate_dw(c, g, chunks: list[tuple[int, int, int]], db: str, lnc: int, eve
     every_at = dyt_every(lay, chunks, every, late)
     for (i, off, _n, ny) in steps_of(lay, chunks):
         _dw_step(c, g, lay, chunks, i, off, ny, db, every_at)
-    total = sum(n for _b, _q, n in chunks)
-    xh = [h for ch in chunks for h in x_halos(lay, ch)]   # the LNC2 plane split's halo planes
-    total += sum(b - a for a, b in xh)
-    c.busy["dma"] += total * g.c_in * ds / (hw.dma_bytes_per_ns * hw.dma_transpose_efficiency)   # dma_transpose from HBM
-    c.count("dma_transpose", (len(chunks) + len(xh)) * len(ci_sizes))
+    for _s, kind, i, _o, m in load_events(lay, chunks):   # x^T by dma_transpose from HBM, with its halos
+        if kind == "x":
+            xt_transposes(c, g, m)
+    for ch in chunks:   # the LNC2 plane split's halo planes
+        for a, b in x_halos(lay, ch):
+            xt_transposes(c, g, b - a)
     yh = [h for ch in chunks for h in dy_halos(lay, ch)]
     for u0, u1 in yh:   # dx's dy halo planes (loaded with the chunk's buffer, per C_out tile)
         c.dma((u1 - u0) * co_t * ds, (u1 - u0) * ds, n_co)
     if lnc == 1:
         c.evict(sum(blocks), two, len(ci_sizes) * len(lay.shifts))
         c.dma(min(PMAX, g.c_in) * g.c_out * ds, g.c_out * ds, len(ci_sizes) * len(lay.shifts))
+
+
+def xt_transposes(c, g, m: int) -> None:
+    """x^T of ``m`` positions by ``dma_transpose`` from HBM, as ``nki_pw_shared``'s ``load_xt`` issues them:
+    per C_in tile one 3-D transpose of the whole 128-position sub-tiles (dst ``[128, full, ci]``) and one
+    2-D transpose of the rest (dst ``[rest, ci]``)."""
+    full, rest = divmod(m, PMAX)
+    for ci in range(0, g.c_in, PMAX):
+        ci_sz = min(PMAX, g.c_in - ci)
+        if full:
+            c.dma_transpose((PMAX, full, ci_sz), g.dtype_bytes, src_shape=(ci_sz, full, PMAX))
+        if rest:
+            c.dma_transpose((rest, ci_sz), g.dtype_bytes, src_shape=(ci_sz, rest))
+
+
+def dyt_transposes(c, g, ns: int) -> None:
+    """A sub-tile's dy^T of ``ns`` positions by ``dma_transpose`` from HBM (``load_dyt``): dst ``[ns, co]``
+    per C_out tile."""
+    for co in range(0, g.c_out, PMAX):
+        co_sz = min(PMAX, g.c_out - co)
+        c.dma_transpose((ns, co_sz), g.dtype_bytes, src_shape=(co_sz, ns))
 
 
 def _dw_step(c, g, lay: Lay, chunks: list[tuple[int, int, int]], i: int, off: int, ny: int, db: str,
@@ -311,7 +332,6 @@ def _dw_step(c, g, lay: Lay, chunks: list[tuple[int, int, int]], i: int, off: in
 
 def _dyt_step(c, g, i: int, off: int, ny: int, db: str, every_at) -> None:
     """A step's dy^T: PE transposes and their evictions, or ``dma_transpose`` from HBM (``dyt_by_dma``)."""
-    hw = c.hw
     ds = g.dtype_bytes
     fp32, two = g.dtype == "fp32", ds == 2
     co_t = min(PMAX, g.c_out)
@@ -322,8 +342,7 @@ def _dyt_step(c, g, i: int, off: int, ny: int, db: str, every_at) -> None:
     subs = subtiles(off, ny)
     for _s, ns in subs:
         if dyt_by_dma(_s, ns, every_at(i, _s)):   # dma_transpose from HBM
-            c.busy["dma"] += ns * g.c_out * ds / (hw.dma_bytes_per_ns * hw.dma_transpose_efficiency)
-            c.count("dma_transpose", n_co)
+            dyt_transposes(c, g, ns)
     for grp in dyt_groups([st for st in subs if not dyt_by_dma(st[0], st[1], every_at(i, st[0]))], g.c_out, bank):
         ns = grp[0][1]
         c.transpose(co_t, ns, fp32, n_co * len(grp))
@@ -369,11 +388,9 @@ def flow_steps(c_new, g, chunks: list[tuple[int, int, int]], dx_work: list[tuple
     ``estimate_dw``; dx: the chunk's PE of ``dx_work`` = [(PE ns, store DMA ns)] per chunk, spread over its
     steps by x positions) and its dx store (the held-back steps' stores are the trails the planner charges)."""
     lay = lay_of(g)
-    hw = c_new().hw
     ds = g.dtype_bytes
     co_t = min(PMAX, g.c_out)
     n_co = -(-g.c_out // PMAX)
-    xt_rate = g.c_in * ds / (hw.dma_bytes_per_ns * hw.dma_transpose_efficiency)   # dma_transpose from HBM, per x position
     every_at = dyt_every(lay, chunks, every, late)
     steps = steps_of(lay, chunks)
     n = len(steps)
@@ -401,12 +418,13 @@ def flow_steps(c_new, g, chunks: list[tuple[int, int, int]], dx_work: list[tuple
                 for u0, u1 in dy_halos(lay, ch):
                     one.dma((u1 - u0) * co_t * ds, (u1 - u0) * ds, n_co)
         elif kind == "x":
-            halo = sum(b - a for a, b in x_halos(lay, ch)) if off == 0 else 0
-            one.busy["dma"] += (m + halo) * xt_rate
+            xt_transposes(one, g, m)
+            for a, b in x_halos(lay, ch) if off == 0 else ():
+                xt_transposes(one, g, b - a)
         else:   # "yt": the sub-tiles whose dy^T comes by dma_transpose
             for st, ns in subtiles(off, m):
                 if dyt_by_dma(st, ns, every_at(i, st)):
-                    one.busy["dma"] += ns * g.c_out * ds / (hw.dma_bytes_per_ns * hw.dma_transpose_efficiency)
+                    dyt_transposes(one, g, ns)
         loads[s].append((one.busy["dma"], f if kind == "dy" else dw_unit(f)))
     pe = [0.0] * (n + 1)
     store = [0.0] * (n + 1)

@@ -13,6 +13,7 @@ from .geometry import Axis, ConvGeom, ceil_div
 PMAX = 128          # partitions
 MOVING_MAX = 512    # matmul moving free size (NC-v2/v3) == fp32 elements of one PSUM bank
 FILTER_RUN_CI_MAX = 32   # C_in up to which the filters come by runs of taps (one DMA per run; nki_filters)
+FILTER_RUN_ROWS = 512    # (tap, ci) rows per such DMA
 
 
 @dataclass(frozen=True)

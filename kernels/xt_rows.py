@@ -32,7 +32,6 @@ def xt_dma_bufs(plan) -> int:
         return XT_DMA_BUFS + 1
     return XT_DMA_BUFS
 MEMSET_MAX = 32768   # elements per partition of one memset of the zero tile (engine access limit 64K)
-DMA_TRANSPOSE_EFFICIENCY = 0.9   # dma_transpose from HBM (trn2 arch guide; nkisim's figure)
 ZERO_MEMSET_MAX = 512   # x-column elements per partition up to which a tile's zero rows are one memset
 ZERO_MEMSET_MIN_ROWS = 16   # zero runs at least this long go to a GpSimd memset when its partitions allow
 
@@ -253,10 +252,10 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
             c.dma(grp.slots * by_dma.rows * row, row)
             slowest = max(slowest, by_dma.rows * row / (bw * row / (row + 256.0) * _rate(by_dma.rows)))
         for run in fill.transposes:
-            moved = grp.slots * run.rows * (hi - lo) * ci * ds
-            c.busy["dma"] += moved / (bw * DMA_TRANSPOSE_EFFICIENCY)
-            slowest = max(slowest, moved / (bw * DMA_TRANSPOSE_EFFICIENCY * _rate(run.rows)))
-        c.counts["dma_transpose"] = c.counts.get("dma_transpose", 0) + len(fill.transposes)
+            # the body's destination [rows, slots, columns, ci] (a pair's own tile: [rows, columns, ci],
+            # the same blocks), its source [ci, (slots,) columns, rows]; charged by whole blocks
+            src = (ci, grp.slots, hi - lo, run.rows) if one_tile and (memset or merge) else (ci, hi - lo, run.rows)
+            slowest = max(slowest, c.dma_transpose((run.rows, grp.slots, hi - lo, ci), ds, src_shape=src))
         if not latency:
             continue
         if one_tile:

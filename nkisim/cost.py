@@ -27,16 +27,21 @@ __all__ = [
     "TARGETS",
     "Assumption",
     "CostModelError",
+    "DmaIssue",
     "Engine",
     "HardwareTarget",
     "InstrTiming",
     "Summary",
+    "dma_issue",
+    "dma_transpose_efficiency",
+    "dma_transpose_ns",
     "get_target",
     "instr_cost_ns",
     "instr_timing",
     "matmul_dims",
     "matmul_flops",
     "summarize",
+    "transpose_block_bytes",
 ]
 
 
@@ -387,45 +392,85 @@ def _compute_timing(instr: Instr, engine: str, hw: HardwareTarget) -> InstrTimin
     return InstrTiming(engine, occupancy, occupancy + extra / ghz)
 
 
-def _dma_route(instr: Instr, hw: HardwareTarget) -> tuple[str, float, float]:
-    """(queue, issue ns, GpSimd ns) of a DMA instruction from its dge_mode and trigger engine."""
-    op = instr.op
+class DmaIssue(NamedTuple):
+    """Where a DMA instruction's descriptors are generated: its queue (``DmaQueue`` value), the time it holds
+    that queue (``issue_ns``) and the GpSimd time it takes (``gpsimd_ns``, software DGE only)."""
+
+    queue: str
+    issue_ns: float
+    gpsimd_ns: float
+
+
+def dma_issue(op: str, hw: HardwareTarget, dge_mode: str = "unknown", trigger: str = "unknown",
+              src_shape: Sequence[int] | None = None, itemsize: int = 2) -> DmaIssue:
+    """The queue and descriptor-generation figures of one DMA instruction (``op`` ``dma_copy``,
+    ``dma_transpose`` or ``sendrecv``) from its ``dge_mode`` and trigger engine (DGE reference "DGE Modes";
+    docs/nkisim-cost-model.md "What a DMA instruction costs"). ``src_shape`` / ``itemsize``: a
+    ``dma_transpose``'s source, which decides whether ``unknown`` means the hardware DGE (None: taken to
+    have the hardware-DGE form). Pure: the planner's estimate uses it too."""
     if op == "sendrecv":
-        return DmaQueue.SENDRECV.value, hw.static_issue_ns, 0.0
-    mode = instr.attr("dge_mode", "unknown")
+        return DmaIssue(DmaQueue.SENDRECV.value, hw.static_issue_ns, 0.0)
+    mode = dge_mode
     if mode == "unknown":
         if op == "dma_transpose":
             # DGE reference: a static transpose runs with 'none' or 'hwdge'; hwdge only in its form
-            src = next((a for a in instr.accesses if not a.write), None)
-            ok = src is not None and hwdge_transpose_violation(src.shape, _itemsize(src.dtype)) is None
+            ok = src_shape is None or hwdge_transpose_violation(src_shape, itemsize) is None
             mode = "hwdge" if ok and hw.hwdge_queues else "none"
         else:
             mode = hw.unknown_copy_dge
     if mode == "hwdge" and not hw.hwdge_queues:
         mode = "swdge"   # no hardware DGE before NC-v3
     if mode == "hwdge":
-        trigger = instr.attr("engine", "unknown")
         queue = {"scalar": DmaQueue.HWDGE_ACT, "sync": DmaQueue.HWDGE_SP}.get(trigger, DmaQueue.HWDGE_ANY)
-        return queue.value, hw.hwdge_issue_ns, 0.0
+        return DmaIssue(queue.value, hw.hwdge_issue_ns, 0.0)
     if mode == "swdge":
-        return DmaQueue.SWDGE.value, hw.swdge_issue_ns, hw.swdge_gpsimd_ns
-    return DmaQueue.STATIC.value, hw.static_issue_ns, 0.0
+        return DmaIssue(DmaQueue.SWDGE.value, hw.swdge_issue_ns, hw.swdge_gpsimd_ns)
+    return DmaIssue(DmaQueue.STATIC.value, hw.static_issue_ns, 0.0)
 
 
-def _transpose_block_bytes(instr: Instr, hw: HardwareTarget) -> int:
-    """Bytes a dma_transpose is charged: its destination in whole [128 partitions x 16 elements] blocks
-    (trn2 arch guide "DMA Transpose": the 16 engines write one such block at a time)."""
-    dst = next((a for a in instr.accesses if a.write), None)
-    if dst is None or not dst.shape:
+def _dma_route(instr: Instr, hw: HardwareTarget) -> DmaIssue:
+    """(queue, issue ns, GpSimd ns) of a DMA instruction from its dge_mode and trigger engine."""
+    src = next((a for a in instr.accesses if not a.write), None)
+    return dma_issue(instr.op, hw, instr.attr("dge_mode", "unknown"), instr.attr("engine", "unknown"),
+                     src.shape if src is not None else None, _itemsize(src.dtype) if src is not None else 2)
+
+
+def transpose_block_bytes(dst_shape: Sequence[int], itemsize: int, hw: HardwareTarget) -> int:
+    """Bytes a ``dma_transpose`` writing ``dst_shape`` is charged: its destination in whole
+    [128 partitions x 16 elements] blocks, whatever part of each it fills (trn2 arch guide "DMA Transpose":
+    the 16 engines write one such block at a time). ``[P, ..., F]`` is ``ceil(P/128) * prod(middle) *
+    ceil(F/16)`` blocks."""
+    shape = tuple(int(d) for d in dst_shape)
+    if not shape:
         return 0
-    shape = dst.shape
     outer = 1
     for d in shape[1:-1]:
         outer *= d
     inner = shape[-1] if len(shape) > 1 else 1
     blocks = (-(-shape[0] // hw.dma_transpose_block_partitions) * outer
               * -(-inner // hw.dma_transpose_block_elems))
-    return blocks * hw.dma_transpose_block_partitions * hw.dma_transpose_block_elems * _itemsize(dst.dtype)
+    return blocks * hw.dma_transpose_block_partitions * hw.dma_transpose_block_elems * itemsize
+
+
+def dma_transpose_efficiency(hw: HardwareTarget, from_sbuf: bool) -> float:
+    """Share of the core's DMA bandwidth a ``dma_transpose``'s blocks move at (trn2 arch guide: up to 90 %
+    from HBM, up to 50 % SBUF to SBUF)."""
+    return hw.dma_transpose_from_sbuf_efficiency if from_sbuf else hw.dma_transpose_from_hbm_efficiency
+
+
+def dma_transpose_ns(dst_shape: Sequence[int], itemsize: int, hw: HardwareTarget, from_sbuf: bool = False) -> float:
+    """Bandwidth time (occupancy) of one ``dma_transpose`` writing ``dst_shape``: its whole blocks at the
+    transpose efficiency (the 16 engines cooperate on each block, so the transfer may use all of them)."""
+    return (transpose_block_bytes(dst_shape, itemsize, hw)
+            / (hw.dma_bytes_per_ns * dma_transpose_efficiency(hw, from_sbuf)))
+
+
+def _transpose_block_bytes(instr: Instr, hw: HardwareTarget) -> int:
+    """Bytes a dma_transpose instruction is charged (``transpose_block_bytes`` of its destination)."""
+    dst = next((a for a in instr.accesses if a.write), None)
+    if dst is None or not dst.shape:
+        return 0
+    return transpose_block_bytes(dst.shape, _itemsize(dst.dtype), hw)
 
 
 def _dma_timing(instr: Instr, hw: HardwareTarget) -> InstrTiming:
@@ -450,8 +495,7 @@ def _dma_timing(instr: Instr, hw: HardwareTarget) -> InstrTiming:
         return InstrTiming("dma", 0.0, hw.dma_fixed_ns, hw.dma_fixed_ns, 1.0, queue, issue, gpsimd)
     contiguous = contiguous or nbytes
     if instr.op == "dma_transpose":
-        efficiency = (hw.dma_transpose_from_sbuf_efficiency if src_on_chip
-                      else hw.dma_transpose_from_hbm_efficiency)
+        efficiency = dma_transpose_efficiency(hw, src_on_chip)
         # the 16 engines cooperate on each block (arch guide), so the transfer may use all of them
         occupancy = max(nbytes, _transpose_block_bytes(instr, hw)) / (hw.dma_bytes_per_ns * efficiency)
         rate = 1.0

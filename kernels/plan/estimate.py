@@ -6,11 +6,13 @@ from __future__ import annotations
 from .. import dx_toeplitz as toeplitz
 from .. import pw_shared as pw
 from ..costs import CostSheet, TargetFigures, compose_ns, flow_shop_ns
+from ..dx_dpairs import dpair_slot_map, slot_runs
 from ..geometry import ConvGeom, ceil_div
 from ..methods.s2d_gemm import estimate as s2d_estimate
 from ..methods.s2d_gemm import spec as s2d_spec
 from ..schedule import (
     FILTER_RUN_CI_MAX,
+    FILTER_RUN_ROWS,
     MOVING_MAX,
     PMAX,
     axis_bands,
@@ -105,6 +107,32 @@ def _pw_flow(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, chunks: list
                               p.pw_dyt_late), head, pw.first_parts(g, co_major))
 
 
+def _filter_transposes(c: CostSheet, g: ConvGeom, p: Plan, ci: int, n_ci: int) -> float:
+    """The dx filters of one C_in tile of ``ci`` channels by ``dma_transpose`` from HBM, as the body issues
+    them (``nki_filters.load_filters_t`` / ``nki_dx_dpairs.dpair_filters``): per C_out tile, D-phase pairs: a
+    ``[co, n slots, ci]`` transpose per run of slots and side; tiny C_in (one tile): ``[co, rows]`` runs of
+    (tap, ci) rows; else ``[co, ci]`` per tap. Returns the DMA ns charged."""
+    ds = g.dtype_bytes
+    ns = 0.0
+    runs = ()
+    if p.dx_dphase_pairs:
+        slots = dpair_slot_map(g, p)
+        runs = [r for side in (0, 1) for r in slot_runs(slots, side)]
+    for co in tile_sizes(g.c_out, PMAX):
+        if p.dx_dphase_pairs:
+            for _s0, _t0, _step, n in runs:
+                ns += c.dma_transpose((co, n, g.c_in), ds, src_shape=(g.c_in, n, co))
+        elif n_ci == 1 and ci == g.c_in <= FILTER_RUN_CI_MAX:
+            rows = g.taps * g.c_in
+            step = max(1, FILTER_RUN_ROWS // g.c_in) * g.c_in
+            for r0 in range(0, rows, step):
+                n = min(rows, r0 + step) - r0
+                ns += c.dma_transpose((co, n), ds, src_shape=(n, co))
+        else:
+            ns += c.dma_transpose((co, ci), ds, count=g.taps, src_shape=(ci, co))
+    return ns
+
+
 def section_order(g: ConvGeom, p: Plan) -> list[str]:
     """The kernel's sections in issue order (conv3d_bwd.py); shared_dy runs dx and dw's boxes as one."""
     if p.strategy is Strategy.SHARED_DY:
@@ -161,8 +189,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             # C_in-outer: later groups load while the group before them computes (part of dx)
             # (shared-dy pointwise issues them inside its body, behind the first step's dy)
             c.section("dx+dw" if pw_shared_on(p) else "dx_filters" if i == 0 or not p.dx_ci_outer else "dx")
-            if filters_by_dma(g, p):   # dma_transpose from HBM at 90 % of the bandwidth
-                c.busy["dma"] += g.taps * ci * g.c_out * ds / (hw.dma_bytes_per_ns * hw.dma_transpose_efficiency)
+            if filters_by_dma(g, p):   # dma_transpose from HBM, the body's destination tiles
+                _filter_transposes(c, g, p, ci, len(ci_tiles))
                 continue
             c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(g.taps, grp))
             c.transpose(ci, co_t, fp32, g.taps * n_co)
@@ -198,7 +226,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                     # both are in flight from the start and the first group needs only its slots' runs, so
                     # the later of the two counts, not their sum (down_s2 LNC1 shared dy: head 2.9 us
                     # modelled, 3.8 summed)
-                    head = max(0.0, head - g.taps * g.c_in * g.c_out * ds / (hw.dma_bytes_per_ns * hw.dma_transpose_efficiency))
+                    head = max(0.0, head - _filter_transposes(CostSheet(hw), g, p, g.c_in, 1))
                 fill += head
             held = dx_bands_held(g, p, pid)
             for i, f in enumerate(fills):
@@ -309,8 +337,14 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             # pipelined over the C_in tiles: the last tile's exchange (a rendezvous) is exposed
             fill += _lone_dma_ns(hw, ci_t * half * 4, half * 4, ci_t)
         blocks = [min(MOVING_MAX, g.c_out - s_) for s_ in range(0, g.c_out, MOVING_MAX)]
-        eff = hw.dma_transpose_efficiency   # dma_transpose from HBM (nkisim.cost)
-        c.busy["dma"] += tiles_ * (min(PMAX, npos) * (g.c_out + mine * PMAX) * ds) / (hw.dma_bytes_per_ns * eff)
+        # per position tile of n <= 128 positions, dma_transpose from HBM: dy^T [n, co] per C_out tile and
+        # x^T [n, ci] per C_in tile of this program (nki_dw_gemm); n fills one block row whatever its size
+        n = min(PMAX, npos)
+        for co in tile_sizes(g.c_out, PMAX):
+            c.dma_transpose((n, co), ds, count=tiles_, src_shape=(co, n))
+        ci_sizes = tile_sizes(g.c_in, PMAX)
+        for t in _gemm_dma_chunks(g, 1 if by_pos else p.lnc)[0 if by_pos else pid]:
+            c.dma_transpose((n, ci_sizes[t]), ds, count=tiles_, src_shape=(ci_sizes[t], n))
         for cn in blocks:
             c.matmul(PMAX, cn, fp32, tiles_ * mine)
         if db_on_dw(p):
@@ -364,12 +398,14 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                     if rows[0] <= 0 or rows[1] <= 0:
                         continue
                     _x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1))
+                    # a DwState per (C_in range, tap pass), one in all under shared dy: its first box copies
+                    first = it == 0 and (p.strategy is not Strategy.SHARED_DY or (r0 == 0 and pi == 0))
                     key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0,
-                           span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles, wcols, ones)
+                           span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles, wcols, ones, first)
                     if key not in cache:
                         cache[key] = CostSheet(hw)
                         _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks, xpad,
-                                          bank, span, item_roles, wcols, ones)
+                                          bank, span, item_roles, wcols, ones, first)
                     c.add(cache[key])
                     last_sheet = cache[key]
                     if p.dw_method is DwMethod.ROW_PACK and p.strategy is not Strategy.SHARED_DY:

@@ -28,24 +28,28 @@ from ..spec.dw_xs import (
 )
 from ..spec.psum import PSUM_BANK_BYTES
 from ..spec.record import DwMethod, Plan, Strategy
-from ..xt_rows import DMA_TRANSPOSE_EFFICIENCY, dyt_runs, xt_dma_bufs, xt_dma_cost, xt_window
+from ..xt_rows import dyt_runs, xt_dma_bufs, xt_dma_cost, xt_window
 
 
-def _fold_cost(c: CostSheet, g: ConvGeom, p: Plan, n: int, count: int) -> None:
-    """Folding ``count`` PSUM accumulators of ``n`` elements (mirrors DwState._fold)."""
+def _fold_cost(c: CostSheet, g: ConvGeom, p: Plan, n: int, count: int, first: bool = False) -> None:
+    """Folding ``count`` PSUM accumulators of ``n`` elements (mirrors DwState._accumulate): ``first``
+    (the first box or row pass of a DwState) copies, later ones add (two streams)."""
     if dw_direct(g, p):
         c.evict(n, g.dtype_bytes == 2, count)
-    else:   # the first box copies, later boxes add (two streams): counted as adds
+    elif first:
+        c.compute("vector", n, 1, 1.0, count, op="tensor_copy")
+    else:
         c.compute("vector", n, 2, 1.0, count, op="tensor_tensor")
 
 
 def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], oh: tuple[int, int],
                       ci_tiles: list[int], chunk: int, n_chunks: int, xpad: bool, bank: int,
                       span: tuple[int, int], roles: tuple[str, ...] = (),
-                      wcols: tuple[int, int] | None = None, ones: tuple[int, int, int] | None = None) -> None:
+                      wcols: tuple[int, int] | None = None, ones: tuple[int, int, int] | None = None,
+                      first: bool = False) -> None:
     """dw of one output box (mirrors DwState.add_box), without its dy load and db fold; ``roles``:
     its row chunks' roles under ``dw_row_stack``; ``wcols``: the W output columns run (row mode);
-    ``ones``: the db_ones chunk (row mode)."""
+    ``ones``: the db_ones chunk (row mode); ``first``: the DwState's first box (its folds copy)."""
     ds = g.dtype_bytes
     fp32 = g.dtype == "fp32"
     two = ds == 2
@@ -54,15 +58,18 @@ def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], o
     Wo = g.axes[2].o
     rows = (od[1] - od[0], oh[1] - oh[0])
     if p.dw_method is DwMethod.ROW_PACK:
-        _estimate_rows(c, g, p, (od, oh), ci_tiles, chunk, n_chunks, xpad, bank, span, roles, wcols, ones)
+        _estimate_rows(c, g, p, (od, oh), ci_tiles, chunk, n_chunks, xpad, bank, span, roles, wcols, ones, first)
         return
-    sizes = [(s_[0] * s_[1] * s_[2], cnt) for s_, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)]
+    blocks = box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)
+    sizes = [(s_[0] * s_[1] * s_[2], cnt) for s_, cnt in blocks]
     G = p.dw_tap_group
     t_lo, t_hi = span
     groups = [min(G, t_hi - t) for t in range(t_lo, t_hi, G)]
-    for npos, cnt in sizes:       # dy^T once per position tile
-        if p.dw_dyt_dma:   # by dma_transpose from HBM (90 %), per C_out tile and d plane
-            c.busy["dma"] += cnt * npos * g.c_out * ds / (c.hw.dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY)
+    for (npos, cnt), (s_, _cnt) in zip(sizes, blocks):       # dy^T once per position tile
+        if p.dw_dyt_dma:   # by dma_transpose from HBM, per C_out tile and d plane: dst [th*tw, co]
+            for co_sz in tile_sizes(g.c_out, PMAX):
+                n = s_[1] * s_[2]
+                c.dma_transpose((n, co_sz), ds, count=cnt * s_[0], src_shape=(co_sz, n))
             continue
         c.transpose(co_t, npos, fp32, n_co * cnt)
         c.evict(g.c_out, two, max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)) * cnt)
@@ -70,18 +77,18 @@ def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], o
     for ci in ci_tiles:
         _cost_fill(c, g, 1, ci, xlo, xhi, xext, [(x0[a] + xlo[a], x0[a] + xhi[a]) for a in range(3)], x_side=True)
         if p.dw_x_stationary:
-            _estimate_xs_groups(c, g, p, ci, sizes, span)
+            _estimate_xs_groups(c, g, p, ci, sizes, span, first)
             continue
         for gs in groups:
             for npos, cnt in sizes:
                 c.transpose(ci, npos, fp32, gs * cnt * n_chunks)
                 c.evict(gs * ci, two, cnt * n_chunks)
                 c.matmul(co_t, gs * ci, fp32, n_co * cnt)
-            _fold_cost(c, g, p, gs * ci, n_co)
+            _fold_cost(c, g, p, gs * ci, n_co, first)
 
 
 def _estimate_xs_groups(c: CostSheet, g: ConvGeom, p: Plan, ci: int, sizes: list[tuple[int, int]],
-                        span: tuple[int, int]) -> None:
+                        span: tuple[int, int], first: bool = False) -> None:
     """Box-mode x-stationary dw of one C_in tile (mirrors DwState.add_box): per tap group and position
     tile the x^T transposes, then one matmul per stationary chunk (M = taps x ci, N = C_out)."""
     fp32 = g.dtype == "fp32"
@@ -97,7 +104,7 @@ def _estimate_xs_groups(c: CostSheet, g: ConvGeom, p: Plan, ci: int, sizes: list
             for _t, _nb, tn in grp:
                 c.matmul(tn * ci, g.c_out, fp32, cnt)
         for _b, _u0, k, _tn in dw_xs_fold_runs(grp, per_bank):
-            _fold_cost(c, g, p, k * g.c_out, 1)
+            _fold_cost(c, g, p, k * g.c_out, 1, first)
 
 
 def _estimate_xs_finish(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, width: int,
@@ -204,7 +211,8 @@ def _cost_fill(c: CostSheet, g: ConvGeom, count: int, parts: int, lo: list[int],
 def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int], tuple[int, int]],
                    ci_tiles: list[int], chunk: int, n_chunks: int, xpad: bool, bank: int,
                    span: tuple[int, int], roles: tuple[str, ...] = (),
-                   wcols: tuple[int, int] | None = None, ones: tuple[int, int, int] | None = None) -> None:
+                   wcols: tuple[int, int] | None = None, ones: tuple[int, int, int] | None = None,
+                   first: bool = False) -> None:
     """The row-mode dw of one output box (mirrors DwState._add_rows); ``roles`` (``dw_row_stack``): a
     "lower" chunk's matmuls, folds and x^T latency are charged with its partner's (the "upper" one);
     ``wcols``: the W output columns [lo, hi) run (LNC2 columns split), default all; ``ones``: the db_ones
@@ -226,10 +234,12 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
     for ck, (st, (cd, ch, _one)) in enumerate(box_blocks((0, 0, 0), (rows[0], rows[1], 1), PMAX)):
         nrows = cd * ch
         lower = bool(roles) and roles[ck] == 'lower'
+        copies = first and not lower   # the DwState's first row pass copies its folds (``first``: its box)
+        first = first and lower
         if p.dw_dyt_dma:   # dy^T by dma_transpose from HBM, per C_out tile and run of rows
-            runs = len(dyt_runs(g.axes[1].o, d_base + st[0], h_base + st[1], cd, ch))
-            c.busy["dma"] += nrows * Wo * g.c_out * ds / (c.hw.dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY)
-            c.counts["dma_transpose"] = c.counts.get("dma_transpose", 0) + runs * n_co
+            for co_sz in tile_sizes(g.c_out, PMAX):   # dst [rows, W columns, co], src [co, W columns, rows]
+                for _p0, _r0, n in dyt_runs(g.axes[1].o, d_base + st[0], h_base + st[1], cd, ch):
+                    c.dma_transpose((n, Wo, co_sz), ds, src_shape=(co_sz, Wo, n))
         else:   # PE transposes and their evictions
             c.transpose(co_t, nrows, fp32, Wo * n_co)
             if g.c_out <= bank:
@@ -275,11 +285,11 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
                     for batch in _xs_row_batches(g, bundle):
                         alone = next((u for u, ch in enumerate(batch) if one is not None and ch[0] == one[0]), None)
                         for _b, _u0, k, _tn in dw_xs_fold_runs(batch, dw_xs_per_bank(g), alone):
-                            _fold_cost(c, g, p, k * g.c_out, 1)
+                            _fold_cost(c, g, p, k * g.c_out, 1, copies)
                 continue
             for kn in kgroups:
                 c.matmul(co_t, kn * ci, fp32, pairs * n_co * Wo)
-                _fold_cost(c, g, p, kn * ci, pairs * n_co)
+                _fold_cost(c, g, p, kn * ci, pairs * n_co, copies)
 
 
 def _xs_row_batches(g: ConvGeom, row: list[tuple[int, int, int]]) -> list[list[tuple[int, int, int]]]:

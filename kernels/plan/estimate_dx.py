@@ -154,9 +154,8 @@ def _dx_t_band_sheet(g: ConvGeom, target: str, copies: int, by_dma: bool, tile_e
                 c.matmul(n, ci, fp32, n_mm * nb)
                 c.evict(nb * ci, two, 1)
                 for cc in tile_sizes(ci, PMAX):
-                    if by_dma:   # SBUF->SBUF dma_transpose at 50 % of the bandwidth
-                        c.busy["dma"] += nb * n * cc * ds / (hw.dma_bytes_per_ns * 0.5)
-                        c.count("dma_transpose", 1)
+                    if by_dma:   # SBUF->SBUF dma_transpose: dst [cc, nb, n] of src [n, nb, cc] (nki_dx_t)
+                        c.dma_transpose((cc, nb, n), ds, from_sbuf=True, src_shape=(n, nb, cc))
                         continue
                     per = max(1, tbank // n)
                     c.transpose(n, cc, fp32, nb)

@@ -25,7 +25,7 @@ from ..spec.dw_options import dw_columns, dw_head_split_on, dw_program_items, dw
 from ..spec.dw_xs import dw_xs_bundles
 from ..spec.dx_options import dx_last_by_blocks, dx_program_items, dx_t_active
 from ..spec.record import DwMethod, Plan
-from ..xt_rows import DMA_TRANSPOSE_EFFICIENCY, dyt_runs, xt_columns, xt_fill, xt_window
+from ..xt_rows import dyt_runs, xt_columns, xt_fill, xt_window
 from .budget import _dx_dy_extent, _dx_t_copies
 
 
@@ -150,7 +150,7 @@ def _dw_head_split_ns(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int, first: 
     w_lo, w_hi = dw_columns(g, p, pid)
     a, e = xt_window(g, w_lo, w_hi)
     ci = min(p.dw_ci_tile, p.dw_ci_range, g.c_in)
-    return head_wait_ns(g, hw.dma_bytes_per_ns, hw.tensor_ghz, (d0, h0, cd, ch), span, w_hi - w_lo, e - a, ci)
+    return head_wait_ns(g, hw, (d0, h0, cd, ch), span, w_hi - w_lo, e - a, ci)
 
 
 def _dw_first_dyt_dma_ns(g: ConvGeom, hw: TargetFigures, box: tuple[tuple[int, int], tuple[int, int]],
@@ -161,15 +161,13 @@ def _dw_first_dyt_dma_ns(g: ConvGeom, hw: TargetFigures, box: tuple[tuple[int, i
     (d0, d1), (h0, h1) = box
     if p is not None and dyt_box_dma_legal(g, p):
         (nd, nh, nw), _cnt = box_block_sizes((0, 0, 0), (d1 - d0, h1 - h0, g.axes[2].o), PMAX)[0]
-        bw = hw.dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY
-        plane = nh * nw * g.c_out * g.dtype_bytes
-        return hw.dma_fixed_ns + max(nd * plane / bw, plane / (bw * min(16, ceil_div(nh * nw * 16, PMAX)) / 16))
+        # per d plane and C_out tile a [nh*nw, co] transpose, all in flight on the shared bandwidth
+        return hw.dma_fixed_ns + nd * sum(hw.transpose_ns((nh * nw, co), g.dtype_bytes)
+                                          for co in tile_sizes(g.c_out, PMAX))
     (_sd, _sh, _z), (cd, ch, _one) = box_blocks((0, 0, 0), (d1 - d0, h1 - h0, 1), PMAX)[0]
-    row = g.axes[2].o * min(PMAX, g.c_out) * g.dtype_bytes
-    bw = hw.dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY
+    co_t = min(PMAX, g.c_out)
     runs = dyt_runs(g.axes[1].o, d0, h0, cd, ch)
-    slowest = max(n * row / (bw * min(16, ceil_div(n * 16, PMAX)) / 16) for _p, _r, n in runs)
-    return hw.dma_fixed_ns + max(cd * ch * row / bw, slowest)
+    return hw.dma_fixed_ns + sum(hw.transpose_ns((n, g.axes[2].o, co_t), g.dtype_bytes) for _p, _r, n in runs)
 
 
 def _dw_first_box(g: ConvGeom, p: Plan, pid: int = 0) -> tuple[tuple[int, int], tuple[int, int]] | None:
@@ -237,15 +235,12 @@ def _first_xt_tile_ns(g: ConvGeom, p: Plan, hw: TargetFigures, ci: int, chunk: t
     kw_n = g.kernel[2]
     pairs = dw_xs_bundles(g, p, (0, g.taps))[0][1] if p.dw_x_stationary else 1
     _xw, lo, hi = xt_columns(g)
-    bw = hw.dma_bytes_per_ns * DMA_TRANSPOSE_EFFICIENCY
-    total = slowest = 0.0
+    total = 0.0   # the tile's transposes in flight together on the shared bandwidth, by whole blocks
     for q in range(pairs):
         kd, kh, _kw = g.tap_coords(q * kw_n)
         for run in xt_fill(g, *chunk, kd, kh).transposes:
-            moved = run.rows * (hi - lo) * ci * g.dtype_bytes
-            total += moved
-            slowest = max(slowest, moved / (bw * min(16, ceil_div(run.rows * 16, PMAX)) / 16))
-    return hw.dma_fixed_ns + max(total / bw, slowest)
+            total += hw.transpose_ns((run.rows, hi - lo, ci), g.dtype_bytes)
+    return hw.dma_fixed_ns + total
 
 
 def _shared_region_fills(g: ConvGeom, p: Plan, items: list, fills: list) -> dict[int, bool]:

@@ -44,3 +44,78 @@ def test_sheet_charges_what_nkisim_charges(name):
                                      acc("src", "hbm", 7, "bfloat16", (128, 2048))))
     sheet.dma(128 * 4096, 4096)
     assert sheet.busy["dma"] == pytest.approx(instr_timing(load, name).occupancy_ns)
+
+
+# (dst shape, src shape, from SBUF): full blocks, partial blocks in both axes, a 3-d destination, a source
+# outside the hardware-DGE form (static queue), SBUF to SBUF
+TRANSPOSE_CASES = [
+    ((128, 128), (16, 128, 8), False),
+    ((3, 16), (16, 3), False),
+    ((64, 100), (4, 25, 64), False),
+    ((96, 4, 40), (4, 40, 96), False),
+    ((128, 64), (64, 128), False),
+    ((32, 48), (16, 3, 32), True),
+]
+
+
+def _transpose_instr(dst_shape, src_shape, from_sbuf) -> Instr:
+    return Instr("dma_transpose", "dma", (acc("dst", "sbuf", 1, "bfloat16", dst_shape, write=True),
+                                          acc("src", "sbuf" if from_sbuf else "hbm", 2, "bfloat16", src_shape)))
+
+
+@pytest.mark.parametrize("name", sorted(TARGETS))
+@pytest.mark.parametrize("dst_shape,src_shape,from_sbuf", TRANSPOSE_CASES)
+def test_sheet_charges_dma_transpose_as_nkisim(name, dst_shape, src_shape, from_sbuf):
+    """A dma_transpose's charge is nkisim's: whole destination blocks at the transpose efficiency, and its
+    descriptor generation on the queue nkisim routes it to."""
+    sheet = CostSheet(TARGET_FIGURES[name])
+    timing = instr_timing(_transpose_instr(dst_shape, src_shape, from_sbuf), name)
+    ns = sheet.dma_transpose(dst_shape, 2, from_sbuf=from_sbuf, count=3, src_shape=src_shape)
+    share = TARGETS[name].hwdge_queues if timing.queue == "hwdge" else 1
+    assert ns == pytest.approx(3 * timing.occupancy_ns)
+    assert sheet.busy["dma"] == pytest.approx(ns)
+    assert sheet.queue_issue == {timing.queue: pytest.approx(3 * timing.issue_ns)}
+    assert sheet.dma_ns() == pytest.approx(max(3 * timing.occupancy_ns, 3 * timing.issue_ns / share))
+    assert sheet.counts == {"dma_transpose": 3}
+
+
+def test_transpose_blocks_not_bytes():
+    """A [3, 16] destination fills 3 of a block's 128 partitions and pays for the whole block."""
+    from nkisim.cost import transpose_block_bytes
+
+    hw = TARGETS["trn2"]
+    assert transpose_block_bytes((3, 16), 2, hw) == 128 * 16 * 2
+    assert transpose_block_bytes((130, 2, 17), 2, hw) == 2 * 2 * 2 * 128 * 16 * 2
+    sheet = CostSheet(TARGET_FIGURES["trn2"])
+    sheet.dma_transpose((128, 4, 128), 2)
+    assert sheet.busy["dma"] == pytest.approx(128 * 512 * 2 / (hw.dma_bytes_per_ns * 0.9))
+
+
+@pytest.mark.parametrize("name", sorted(TARGETS))
+def test_sheet_books_copies_on_nkisims_queue(name):
+    """dma_copy with the compiler's DGE mode goes where nkisim sends it (software DGE, with its GpSimd time)."""
+    hw = TARGETS[name]
+    load = Instr("dma_copy", "dma", (acc("dst", "sbuf", 6, "bfloat16", (128, 64), write=True),
+                                     acc("src", "hbm", 7, "bfloat16", (128, 64))))
+    timing = instr_timing(load, name)
+    sheet = CostSheet(TARGET_FIGURES[name])
+    sheet.dma(128 * 128, 128, count=5)
+    assert sheet.queue_issue == {timing.queue: pytest.approx(5 * timing.issue_ns)}
+    assert sheet.dge_gpsimd_ns == pytest.approx(5 * timing.gpsimd_ns)
+    # a small copy is issue-bound on its queue: the sheet charges the issue time
+    assert sheet.busy["dma"] == pytest.approx(5 * max(timing.occupancy_ns, hw.swdge_issue_ns))
+
+
+def test_section_dma_takes_its_queue_floor():
+    """A section of many small transposes on one queue lasts the queue's issue time, not their bandwidth; the
+    copies' software-DGE queue runs beside it."""
+    sheet = CostSheet(TARGET_FIGURES["trn2"])
+    sheet.section("a")
+    sheet.dma_transpose((128, 16), 2, count=10, src_shape=(128, 128))   # not the hwdge form: static queue
+    sheet.dma(128 * 64, 64, count=2)
+    sheet.section("b")
+    sheet.dma(128 * 4096, 4096)
+    secs = sheet.section_busy()
+    hw = TARGETS["trn2"]
+    assert secs["a"]["dma"] == pytest.approx(10 * hw.static_issue_ns)
+    assert secs["b"]["dma"] == pytest.approx(sheet.busy["dma"] - sheet.sections["a"]["dma"])

@@ -5,6 +5,8 @@ import math
 
 import pytest
 
+import nkisim
+from kernels import conv3d_bwd
 from kernels.costs import (
     ENGINES,
     SECTION_LOSS,
@@ -14,10 +16,14 @@ from kernels.costs import (
     compose_ns,
     section_ns,
 )
-from kernels.plan import DwMethod, Strategy, estimate_waits, plan_conv3d_bwd
+from kernels.geometry import validate
+from kernels.plan import DwMethod, Strategy, estimate_waits, forced_plan, plan_conv3d_bwd
 from kernels.plan.estimate import _estimate, _estimate_sheet, _sections, section_order
 from kernels.plan.estimate_waits import _dw_first_x_wait_ns
 from kernels.spec.compose import dx_prefetched
+from kernels.spec.dx_options import dx_t_active, filters_by_dma
+from nkisim.cost import instr_timing
+from simtests.kernels.support import geom_kw, geom_shapes
 
 TRN2 = TARGET_FIGURES["trn2"]
 
@@ -188,3 +194,74 @@ def test_a_prefetched_dx_t_band_is_a_lead_in_dws_idle_dma_time():
         hidden |= got < as_fill - 1.0
         assert _estimate(g, a, TRN2)[0] == pytest.approx(got / 1000)
     assert hidden
+
+
+# ------------------------------------------------------------------ DMA charges against a trace
+
+# Small problems whose candidates issue every dma_transpose form of the kernel (name -> geometry)
+DMA_GEOMS = {
+    "cin3_s122": {"batch": 1, "c_in": 3, "c_out": 16, "size": (2, 8, 8), "kernel": (3, 3, 3),
+                  "stride": (1, 2, 2), "padding": (1,) * 6},
+    "pointwise": {"batch": 1, "c_in": 128, "c_out": 256, "size": (2, 16, 16), "kernel": (1, 1, 1),
+                  "padding": (0,) * 6},
+    "temporal": {"batch": 1, "c_in": 128, "c_out": 128, "size": (4, 16, 16), "kernel": (3, 1, 1),
+                 "padding": (1, 1, 0, 0, 0, 0)},
+    "c64": {"batch": 1, "c_in": 64, "c_out": 64, "size": (4, 8, 8), "kernel": (3, 3, 3), "padding": (1,) * 6},
+    "c64_s2": {"batch": 1, "c_in": 64, "c_out": 64, "size": (4, 8, 8), "kernel": (3, 3, 3), "stride": (2, 2, 2),
+               "padding": (1,) * 6},
+}
+DX, DW, ALL = (True, False, False), (False, True, False), (True, True, True)
+# (geometry, the candidate's dma_transpose form, gradients)
+DMA_FORMS = {
+    "dw x^T rows": ("cin3_s122", lambda g, a: a.dw_xt_dma, DW),
+    "dw x^T rows c64": ("c64", lambda g, a: a.dw_xt_dma, DW),
+    "dw dy^T rows": ("cin3_s122", lambda g, a: a.dw_dyt_dma, DW),
+    "dw dy^T temporal": ("temporal", lambda g, a: a.dw_dyt_dma, DW),
+    "filter runs": ("cin3_s122", lambda g, a: filters_by_dma(g, a), DX),
+    "dx^T sbuf": ("c64", lambda g, a: dx_t_active(a) and filters_by_dma(g, a), DX),
+    "D-phase pair slots": ("c64_s2", lambda g, a: a.dx_dphase_pairs and filters_by_dma(g, a), DX),
+    "shared-dy GEMM dy^T": ("pointwise", lambda g, a: a.pw_dyt_dma > 0, ALL),
+    "dw:dma_gemm": ("pointwise", lambda g, a: a.dw_method is DwMethod.DMA_GEMM, DW),
+}
+
+
+def _traced_candidate(form: str):
+    """The first feasible candidate of ``form``, its geometry and its trace-only run."""
+    name, wanted, (dx, dw, db) = DMA_FORMS[form]
+    geom = DMA_GEOMS[name]
+    shapes, kw = geom_shapes(geom), geom_kw(geom)
+    flags = {"compute_dx": dx, "compute_dw": dw, "compute_db": db}
+    plan = plan_conv3d_bwd(*shapes, dtype="bf16", **kw, **flags)
+    g = validate(*shapes, **kw, dtype="bf16", **flags)
+    alts = [a for a in plan.feasible_candidates() if wanted(g, a)]
+    assert alts, plan.explain()
+    with forced_plan(alts[0]):
+        res = nkisim.run(conv3d_bwd, *(nkisim.TensorSpec(s, "bfloat16") for s in shapes), **kw, **flags,
+                         trace_only=True, cost_band=False)
+    return g, alts[0], res
+
+
+@pytest.mark.parametrize("form", sorted(DMA_FORMS))
+def test_the_estimate_charges_each_dma_transpose_as_nkisim(form):
+    """The planner's transposes are the trace's: as many, the same block charge in total, the same
+    descriptor generation per queue (the two hardware-DGE queues counted together)."""
+    g, alt, res = _traced_candidate(form)
+    traced = [i for i in res.trace.instrs if i.op == "dma_transpose"]
+    assert traced, form
+    timings = [instr_timing(i, "trn2") for i in traced]
+    sheet, _fill = _estimate_sheet(g, alt, TRN2)
+    assert sheet.counts["dma_transpose"] == len(traced)
+    assert sheet.dma_op_ns["dma_transpose"] == pytest.approx(sum(t.occupancy_ns for t in timings))
+    queues: dict[str, float] = {}
+    for t in timings:
+        q = "hwdge" if t.queue.startswith("hwdge") else t.queue
+        queues[q] = queues.get(q, 0.0) + t.issue_ns
+    booked = {q: ns for q, ns in sheet.queue_issue.items() if q != "swdge"}
+    assert booked == pytest.approx(queues)
+
+
+# small traced cases whose estimate stays within the 10 % target of the modelled time
+@pytest.mark.parametrize("form", ["dw dy^T rows", "filter runs", "shared-dy GEMM dy^T", "dw:dma_gemm"])
+def test_the_estimate_is_within_ten_percent_of_the_modelled_time(form):
+    _g, alt, res = _traced_candidate(form)
+    assert alt.estimated_us == pytest.approx(res.summary.modelled_us, rel=0.10)
