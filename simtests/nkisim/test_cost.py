@@ -267,3 +267,28 @@ def test_calibration_factors_scale_one_engine():
         TARGETS["trn2"].calibrated({"warp": 1.0})
     with pytest.raises(CostModelError, match=r"factors\['dma'\]=0"):
         TARGETS["trn2"].calibrated({"dma": 0})
+
+
+def test_dma_issue_routes_by_mode_trigger_and_transpose_form():
+    """The pure routing the planner shares: hand-checked against the DGE reference's rules."""
+    from nkisim.cost import dma_issue
+
+    trn2, trn1 = TARGETS["trn2"], TARGETS["trn1"]
+    assert dma_issue("dma_copy", trn2) == ("swdge", 600.0, 100.0)            # the compiler's default: software DGE
+    assert dma_issue("dma_copy", trn2, "hwdge", "scalar") == ("hwdge.act", 600.0, 0.0)
+    assert dma_issue("dma_copy", trn2, "hwdge", "sync") == ("hwdge.sp", 600.0, 0.0)
+    assert dma_issue("dma_transpose", trn2, src_shape=(16, 128), itemsize=2).queue == "hwdge"
+    assert dma_issue("dma_transpose", trn2, src_shape=(128, 128), itemsize=2) == ("static", 300.0, 0.0)
+    assert dma_issue("dma_transpose", trn1, src_shape=(16, 128), itemsize=2).queue == "static"   # no hwdge
+    assert dma_issue("dma_copy", trn1, "hwdge").queue == "swdge"
+    assert dma_issue("sendrecv", trn2).queue == "sendrecv"
+
+
+def test_transpose_charge_is_whole_blocks_of_the_destination():
+    from nkisim.cost import dma_transpose_ns, transpose_block_bytes
+
+    hw = TARGETS["trn2"]
+    assert transpose_block_bytes((31, 2, 64, 3), 2, hw) == 2 * 64 * 4096       # 128 blocks of 4 KiB
+    assert transpose_block_bytes((128, 17), 4, hw) == 2 * 128 * 16 * 4
+    assert dma_transpose_ns((128, 16), 2, hw) == pytest.approx(4096 / (368 * 0.9))
+    assert dma_transpose_ns((128, 16), 2, hw, from_sbuf=True) == pytest.approx(4096 / (368 * 0.5))
