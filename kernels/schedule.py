@@ -217,24 +217,28 @@ def dx_stage_elems(g: ConvGeom, band: tuple[int, int]) -> int:
     return best
 
 
-def dw_x_fill(g: ConvGeom, od: tuple[int, int], oh: tuple[int, int]
+def dw_x_fill(g: ConvGeom, od: tuple[int, int], oh: tuple[int, int], ow: tuple[int, int] | None = None
               ) -> tuple[list[int], list[int], list[int], list[int]]:
-    """x band of output rows od x oh (all W): (virtual start, extent, valid lo, valid hi) per axis."""
+    """x band of output rows od x oh and output columns ow (default all W): (virtual start, extent,
+    valid lo, valid hi) per axis. A W band's x columns carry the halo its taps' W reach reads."""
     ax = g.axes
-    rows = (od[1] - od[0], oh[1] - oh[0], ax[2].o)
-    x0 = [od[0] * ax[0].s - ax[0].lo, oh[0] * ax[1].s - ax[1].lo, -ax[2].lo]
+    w0, w1 = ow if ow is not None else (0, ax[2].o)
+    rows = (od[1] - od[0], oh[1] - oh[0], w1 - w0)
+    x0 = [od[0] * ax[0].s - ax[0].lo, oh[0] * ax[1].s - ax[1].lo, w0 * ax[2].s - ax[2].lo]
     ext = [dw_x_extent(ax[a], rows[a]) for a in range(3)]
     lo = [max(0, x0[a]) - x0[a] for a in range(3)]
     hi = [max(lo[a], min(ax[a].n, x0[a] + ext[a]) - x0[a]) for a in range(3)]
     return x0, ext, lo, hi
 
 
-def dw_x_stage_elems(g: ConvGeom, rows: tuple[int, int]) -> int:
-    """Upper bound of the x staging tile (elements per partition) for boxes of ``rows`` output rows."""
+def dw_x_stage_elems(g: ConvGeom, rows: tuple[int, int], cols: int = 0) -> int:
+    """Upper bound of the x staging tile (elements per partition) for boxes of ``rows`` output rows and
+    ``cols`` output columns (0: whole W rows)."""
     ax = g.axes
-    if ax[1].lo == 0 and ax[1].hi == 0 and ax[2].lo == 0 and ax[2].hi == 0:
-        return 0   # no H/W padding: every x band interior is contiguous per partition
-    ext = [dw_x_extent(ax[0], rows[0]), dw_x_extent(ax[1], rows[1]), dw_x_extent(ax[2], ax[2].o)]
+    cols = cols or ax[2].o
+    if ax[1].lo == 0 and ax[1].hi == 0 and ax[2].lo == 0 and ax[2].hi == 0 and cols == ax[2].o:
+        return 0   # no H/W padding, whole rows: every x band interior is contiguous per partition
+    ext = [dw_x_extent(ax[0], rows[0]), dw_x_extent(ax[1], rows[1]), dw_x_extent(ax[2], cols)]
     return min(ext[0], ax[0].n) * min(ext[1], ax[1].n) * min(ext[2], ax[2].n)
 
 

@@ -43,6 +43,8 @@ from ..spec.dw_options import (
     dw_out_bufs,
     dw_stage_rows,
     dw_tap_passes,
+    dw_w_band_legal,
+    dw_w_cols,
     dyt_dma_legal,
     row_stack_legal,
     xt_dma_legal,
@@ -133,7 +135,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             dyb = 0
         else:
             rows = p.dw_band
-            dyb = 0 if p.dw_dyt_dma else p.dy_bufs * n_co * rows[0] * rows[1] * Wo * ds
+            dyb = 0 if p.dw_dyt_dma else p.dy_bufs * n_co * rows[0] * rows[1] * dw_w_cols(g, p) * ds
         xw = dw_x_extent(g.axes[2], Wo)
         if p.dw_method is DwMethod.ROW_PACK:
             cap = (min(rows[0], PMAX), min(rows[1], PMAX))
@@ -146,9 +148,11 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
                 # (xT merged: a bundle's zero rows of every slot in one DMA)
                 xb, xt = 0, (dw_xt_ring(g, p) * slots + (slots if p.dw_xt_merge else 1)) * xw * p.dw_ci_tile * ds
         else:
-            npos = _dw_pos_tiles(rows, Wo)
+            cols = dw_w_cols(g, p)   # (a W band: its columns and their halo)
+            npos = _dw_pos_tiles(rows, cols)
             dyt = max(1, npos) * g.c_out * ds
-            xb = 2 * dw_x_extent(g.axes[0], rows[0]) * dw_x_extent(g.axes[1], rows[1]) * xw * ds
+            xb = 2 * dw_x_extent(g.axes[0], rows[0]) * dw_x_extent(g.axes[1], rows[1]) * \
+                dw_x_extent(g.axes[2], cols) * ds
             xt = 4 * p.dw_tap_group * p.dw_ci_tile * ds
         width = p.dw_ci_range
         # taps of one pass (the whole filter unless dw runs in tap passes)
@@ -164,7 +168,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             store = 0 if dw_direct(g, p) else 2 * _xs_max_chunks(g, p) * g.c_out * ds
             other = acc if (p.lnc == 2 and p.dw_split != "taps") else 0
         db = 4 * n_co * 4 if p.compute_db else 0
-        xstage = 0 if p.dw_xt_dma else 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows)) * ds
+        xstage = 0 if p.dw_xt_dma else 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows), dw_w_cols(g, p)) * ds
         dw_total = dyb + dyt + xb + xt + acc + db + xstage
         dw_pools = dw_total   # dw's own pools (not dx's first filters or prefetched band, counted with dx)
         parts += [("dw dyT", dyt), ("dw x band", xb), ("dw xT", xt), ("dw fp32 acc", acc)]
@@ -232,6 +236,9 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
     if p.dw_method is not None and p.dw_tap_group * p.dw_ci_tile > MOVING_MAX:
         return (f"dw moving free {p.dw_tap_group}x{p.dw_ci_tile} = {p.dw_tap_group * p.dw_ci_tile} "
                 f"exceeds {MOVING_MAX}"), b
+    if p.dw_w_band and not dw_w_band_legal(g, p):
+        return ("dw_w_band needs per-gradient box-mode dw (gemm / tap_gemm / tap_pack) with fewer columns than "
+                "W_out, without dyT dma, dw-interleaving, dx inside / between dw or dx^T's band prefetch"), b
     if p.dw_xt_dma and not xt_dma_legal(g, p):
         return (f"dw_xt_dma needs dw:row_pack, a 2-byte dtype and trn2/trn3 (dma_transpose), got "
                 f"{p.dw_method.value if p.dw_method else None}, {g.dtype}, {p.target}"), b

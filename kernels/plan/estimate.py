@@ -44,6 +44,7 @@ from ..spec.dw_options import (
     dw_program_items,
     dw_row_chunk_rows,
     dw_tap_passes,
+    dw_w_bands,
 )
 from ..spec.dw_xs import db_ones_chunk, dw_xs_bundle, dw_xs_bundles
 from ..spec.dx_options import _filter_group, dx_ci_split_on, dx_program_items, dx_t_active, filters_by_dma
@@ -363,15 +364,19 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                     rows = (d1 - d0, h1 - h0)
                     if rows[0] <= 0 or rows[1] <= 0:
                         continue
-                    _x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1))
-                    key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0,
-                           span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles, wcols, ones)
-                    if key not in cache:
-                        cache[key] = CostSheet(hw)
-                        _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks, xpad,
-                                          bank, span, item_roles, wcols, ones)
-                    c.add(cache[key])
-                    last_sheet = cache[key]
+                    # box mode: one box per W band (dw_w_band), each with its own x band; row mode: wcols
+                    boxes_w = (wcols,) if p.dw_method is DwMethod.ROW_PACK else dw_w_bands(g, p)
+                    for ow in boxes_w:
+                        _x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1),
+                                                        None if p.dw_method is DwMethod.ROW_PACK else ow)
+                        key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0,
+                               span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles, ow, ones)
+                        if key not in cache:
+                            cache[key] = CostSheet(hw)
+                            _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks,
+                                              xpad, bank, span, item_roles, ow, ones)
+                        c.add(cache[key])
+                        last_sheet = cache[key]
                     if p.dw_method is DwMethod.ROW_PACK and p.strategy is not Strategy.SHARED_DY:
                         # the x^T tiles its row passes stream (a stacked pair is one pass): section_ns's steps
                         tiles = (len(dw_xs_bundles(g, p, span)) if p.dw_x_stationary
@@ -379,12 +384,16 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                         c.pipeline_steps((len(chunk_rows[it]) - item_roles.count("lower")) * len(ci_tiles) * tiles)
                         c.pipeline_head(dw_head)
                     if p.strategy is not Strategy.SHARED_DY and not p.dw_dyt_dma:
-                        c.dma(co_t * rows[0] * rows[1] * Wo * ds, (rows[1] * Wo if rows[1] == g.axes[1].o else Wo) * ds, n_co)
+                        for w0, w1 in dw_w_bands(g, p):   # (W bands: one strided dy box each, runs of a row's band)
+                            wn = w1 - w0
+                            c.dma(co_t * rows[0] * rows[1] * wn * ds,
+                                  (rows[1] * wn if (rows[1] == g.axes[1].o and wn == Wo) else wn) * ds, n_co)
                     if db_on_dw(p) and r0 == 0 and pi == 0 and (own0 is None or dw_db_program(g, p) == pid):
                         # ones-vector matmuls per dy^T column, one add per tile (tap split: one program)
                         cols = ((len(chunk_rows[it]) - item_roles.count("lower")) * (wcols[1] - wcols[0])
                                 if p.dw_method is DwMethod.ROW_PACK
-                                else sum(cnt for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)))
+                                else sum(cnt for w0, w1 in dw_w_bands(g, p)
+                                         for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], w1 - w0), PMAX)))
                         c.matmul(co_t, 1, fp32, cols * n_co)
                         c.compute("vector", 1, 2, 1.0, n_co, op="tensor_tensor")
                 c.section("dw_finish")
