@@ -369,8 +369,10 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                     for ow in boxes_w:
                         _x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1),
                                                         None if p.dw_method is DwMethod.ROW_PACK else ow)
+                        # (box mode: a band's cost depends on its width and x fill, not on where it lies)
                         key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0,
-                               span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles, ow, ones)
+                               span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles,
+                               ow if p.dw_method is DwMethod.ROW_PACK else ow[1] - ow[0], ones)
                         if key not in cache:
                             cache[key] = CostSheet(hw)
                             _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks,
