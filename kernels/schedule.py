@@ -187,9 +187,10 @@ def _needs_stage(lo: list[int], hi: list[int], ext: list[int]) -> bool:
     return not (lo[2] == 0 and hi[2] == ext[2] and (lo[1] == 0 and hi[1] == ext[1] or hi[0] - lo[0] == 1))
 
 
-def dx_band_fill(g: ConvGeom, bd: AxisBand, bh: AxisBand) -> tuple[int, bool, bool]:
-    """(valid elements, padded, staged) of the dy band buffer of one dx band."""
-    bw = axis_bands(g.axes[2], g.axes[2].n)[0]
+def dx_band_fill(g: ConvGeom, bd: AxisBand, bh: AxisBand, bw: AxisBand | None = None) -> tuple[int, bool, bool]:
+    """(valid elements, padded, staged) of the dy band buffer of one dx band (W band ``bw``, default whole
+    rows)."""
+    bw = bw if bw is not None else axis_bands(g.axes[2], g.axes[2].n)[0]
     o = g.out_size
     bands = (bd, bh, bw)
     valid = [(max(b.q0, 0), min(b.q1, o[a])) for a, b in enumerate(bands)]
@@ -206,14 +207,16 @@ def dx_band_fill(g: ConvGeom, bd: AxisBand, bh: AxisBand) -> tuple[int, bool, bo
 
 
 @lru_cache(maxsize=1024)
-def dx_stage_elems(g: ConvGeom, band: tuple[int, int]) -> int:
-    """Elements per partition of the dy staging tile (0 when every band loads contiguously)."""
+def dx_stage_elems(g: ConvGeom, band: tuple[int, int], w_band: int = 0) -> int:
+    """Elements per partition of the dy staging tile (0 when every band loads contiguously); ``w_band``:
+    W input columns per band (0: whole rows)."""
     best = 0
     for bd in axis_bands(g.axes[0], band[0]):
         for bh in axis_bands(g.axes[1], band[1]):
-            n, _padded, staged = dx_band_fill(g, bd, bh)
-            if staged:
-                best = max(best, n)
+            for bw in axis_bands(g.axes[2], w_band or g.axes[2].n):
+                n, _padded, staged = dx_band_fill(g, bd, bh, bw)
+                if staged:
+                    best = max(best, n)
     return best
 
 

@@ -33,6 +33,7 @@ def _label(p: Plan) -> str:
                      + (f", W {p.dx_toeplitz_w} on M" if p.dx_method is DxMethod.TOEPLITZ and p.dx_toeplitz_w else "")
                      + (f", K pairs {'dhw'[p.dx_toeplitz_pair]}" if p.dx_method is DxMethod.TOEPLITZ
                         and p.dx_toeplitz_pair >= 0 else "")
+                     + (f", W band {p.dx_w_band}" if p.dx_w_band else "")
                      + (", ci split" if p.dx_ci_split else "")
                      + (", early band" if p.dx_band_early else "")
                      + (", filters first" if p.filters_first else "") + "]")
