@@ -13,7 +13,6 @@ from ..schedule import (
     FILTER_RUN_CI_MAX,
     MOVING_MAX,
     PMAX,
-    axis_bands,
     box_block_sizes,
     dw_x_extent,
     dw_x_fill,
@@ -47,7 +46,14 @@ from ..spec.dw_options import (
     dw_w_bands,
 )
 from ..spec.dw_xs import db_ones_chunk, dw_xs_bundle, dw_xs_bundles
-from ..spec.dx_options import _filter_group, dx_ci_split_on, dx_program_items, dx_t_active, filters_by_dma
+from ..spec.dx_options import (
+    _filter_group,
+    dx_ci_split_on,
+    dx_program_items,
+    dx_t_active,
+    dx_w_bands,
+    filters_by_dma,
+)
 from ..spec.items import _split, db_chunk, dw_items
 from ..spec.psum import PSUM_BANK_BYTES
 from ..spec.record import DbMethod, DwMethod, DxMethod, Plan, Strategy, replace
@@ -174,8 +180,9 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         loads = CostSheet(hw)   # one pass of dy band loads, charged once per reload
         if reloads:
             fills = []
-            for _b, bd, bh in items:
-                bw = axis_bands(g.axes[2], W)[0]
+            w_bands = dx_w_bands(g, p)
+            fill_items = [it for it in items for _bw in w_bands]   # (dx_w_band: a load per W band)
+            for (_b, bd, bh), bw in ((it, bw) for it in items for bw in w_bands):
                 bands3 = (bd, bh, bw)
                 ext = [b_.extent for b_ in bands3]
                 if min(ext) <= 0:
@@ -190,7 +197,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                     own = (bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo
                     loads.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
                     loads.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
-            shared = _shared_region_fills(g, p, items, fills)
+            shared = _shared_region_fills(g, p, fill_items, fills)
             if fills and fills[0] is not None and (p.strategy is Strategy.SHARED_DY or not p.compute_dw) \
                     and not pw_shared_on(p):   # (shared-dy pointwise: its first step, below)
                 head = _dx_head_ns(g, hw, *fills[0])   # dx runs first: its first dy band
@@ -206,7 +213,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                 if f is not None:
                     # a shared pack fill: its first region pays the memsets and placement
                     _cost_fill(loads, g, n_co, co_t, *f, fill_work=shared.get(i, True),
-                               held=(items[i][0], tuple(f[3])) in held)
+                               held=(fill_items[i][0], tuple(f[3])) in held)
             first_place = _first_band_placement(g, hw, fills)
             if first_place and dx_band_early_legal(g, p):
                 if p.dx_band_early:   # GpSimd places the first band (once), not VectorE
@@ -253,10 +260,12 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             _estimate_dpairs(c, g, p, hw, items)
         elif p.dx_regions == 1 and dx_ci_split_on(g, p):
             for _b, bd, bh in items:
-                _estimate_dx_band(c, g, None, bd, bh, ci_tiles, n_co, fp32, two, W)
+                for bw in dx_w_bands(g, p):
+                    _estimate_dx_band(c, g, None, bd, bh, ci_tiles, n_co, fp32, two, W, bw)
         elif p.dx_regions == 1:
             for _b, bd, bh in items:
-                c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh))
+                for bw in dx_w_bands(g, p):
+                    c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh, False, bw))
         else:   # one band's compute per pack; its store once per region
             for pack in dx_packs(g, items, p.dx_regions):
                 _b, bd, bh = pack[0]
