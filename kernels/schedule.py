@@ -13,6 +13,13 @@ from .geometry import Axis, ConvGeom, ceil_div
 PMAX = 128          # partitions
 MOVING_MAX = 512    # matmul moving free size (NC-v2/v3) == fp32 elements of one PSUM bank
 FILTER_RUN_CI_MAX = 32   # C_in up to which the filters come by runs of taps (one DMA per run; nki_filters)
+FILTER_STAGE_BYTES = 8192   # a filter staging tile's C_out columns per partition (nki_filters.load_filters_t)
+
+
+def filter_stage_cols(c_out: int, dtype_bytes: int) -> int:
+    """C_out columns of one filter staging tile: all of C_out up to ``FILTER_STAGE_BYTES`` per partition, else
+    whole 128-column C_out tiles that fit it (a very wide C_out stages in column chunks, one DMA each)."""
+    return min(c_out, max(PMAX, FILTER_STAGE_BYTES // dtype_bytes // PMAX * PMAX))
 
 
 @dataclass(frozen=True)

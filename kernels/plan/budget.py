@@ -20,6 +20,7 @@ from ..schedule import (
     dw_x_extent,
     dw_x_stage_elems,
     dx_stage_elems,
+    filter_stage_cols,
     n_tiles,
 )
 from ..spec.compose import (
@@ -97,7 +98,6 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
     if p.compute_dx:
         ci_res = p.dx_ci_tile if p.dx_ci_outer else g.c_in
         filt = n_co * g.taps * ci_res * ds if p.dx_regions == 1 else g.taps * PMAX * ds
-        stage = 3 * _filter_group(g, p) * g.c_out * ds
         wcols = dx_w_cols(g, p)   # (dx_w_band: a band's W columns and its dy halo)
         ext = _dx_dy_extent(g, p.dx_band, wcols)
         dyb = p.dy_bufs * n_co * ext[0] * ext[1] * ext[2] * ds
@@ -109,7 +109,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         stage = 2 * dx_stage_elems(g, p.dx_band, wcols) * ds
         if p.dx_ci_outer and p.dx_regions == 1 and g.c_in > p.dx_ci_tile:
             filt *= 2                                       # the next group's filters prefetch
-        wstage = 3 * _filter_group(g, p) * g.c_out * ds   # the filter staging ring (load_filters_t)
+        # the filter staging ring (load_filters_t: C_out in column chunks when very wide)
+        wstage = 3 * _filter_group(g, p) * filter_stage_cols(g.c_out, ds) * ds
         if p.dx_regions > 1:
             wstage = 3 * max(1, min(g.taps, PSUM_BANK_BYTES // (PMAX * ds))) * PMAX * ds
         if dx_t_active(p):

@@ -17,6 +17,7 @@ from ..schedule import (
     dw_x_extent,
     dw_x_fill,
     dx_packs,
+    filter_stage_cols,
     n_tiles,
     row_stack_roles,
     tile_sizes,
@@ -171,7 +172,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             if filters_by_dma(g, p):   # dma_transpose from HBM at 90 % of the bandwidth
                 c.busy["dma"] += g.taps * ci * g.c_out * ds / (hw.dma_bytes_per_ns * hw.dma_transpose_efficiency)
                 continue
-            c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(g.taps, grp))
+            cols = filter_stage_cols(g.c_out, ds)   # (a very wide C_out stages in column chunks)
+            c.dma(ci * cols * ds * grp, cols * ds, ceil_div(g.taps, grp) * ceil_div(g.c_out, cols))
             c.transpose(ci, co_t, fp32, g.taps * n_co)
             c.evict(grp * ci, two, n_co * ceil_div(g.taps, grp))
         filters = (c.busy["dma"] - before_filters["dma"], c.busy["tensor"] - before_filters["tensor"])
