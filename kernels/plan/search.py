@@ -13,6 +13,7 @@ from .candidates import _enumerate
 from .estimate import _estimate
 from .no_plan import no_plan_message
 from .problem import _base
+from .smallest import smallest_working_set
 
 
 def _label(p: Plan) -> str:
@@ -96,6 +97,15 @@ def clear_plan_cache() -> None:
     _plan_cached.cache_clear()
 
 
+def _smallest_note(g: ConvGeom, base: dict, usable: int) -> str:
+    """What the smallest tiling needs (``smallest.py``): the buffer that does not fit and by how much."""
+    sbuf, (name, size) = smallest_working_set(g, base)
+    if sbuf <= usable:
+        return f"; the smallest tiling fits ({sbuf} B per partition): a missing plan, please report it"
+    return (f"; even the smallest tiling (one-row bands, one W column, one C_in channel or tap at a time) needs "
+            f"{sbuf} B per partition, {sbuf - usable} B over the {usable} B usable (largest: {name} {size} B)")
+
+
 def _plan(g: ConvGeom, base: dict) -> Plan:
     """Enumerate, check, cost and pick."""
     target = base["target"]
@@ -120,7 +130,8 @@ def _plan(g: ConvGeom, base: dict) -> Plan:
         records.append(Candidate(lab, True, "", est, b.sbuf, b.psum))
         feasible.append(p)
     if not feasible:
-        raise Conv3dBwdPlanError(no_plan_message(target, records, hw.sbuf_usable, hw.psum_banks))
+        raise Conv3dBwdPlanError(no_plan_message(target, records, hw.sbuf_usable, hw.psum_banks)
+                                 + _smallest_note(g, base, hw.sbuf_usable))
     feasible.sort(key=lambda q: (round(q.estimated_us, 6), q.label))
     records_t = tuple(records)
     alts = tuple(replace(q, candidates=records_t) for q in feasible)
