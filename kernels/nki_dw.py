@@ -43,6 +43,8 @@ from .spec.dw_options import (
     dw_program_items,
     dw_stage_rows,
     dw_tap_passes,
+    dw_w_bands,
+    dw_w_cols,
 )
 from .spec.dw_xs import (
     db_ones_chunk,
@@ -163,8 +165,9 @@ class DwState:
         self.after_first = None
         self.exchanged = ()   # (LNC2, deferred finish) the received partials, once start_exchange ran
         wo = g.axes[2].o
+        wcols = dw_w_cols(g, plan)   # box mode: the W output columns of a box (a W band, else all)
         xext = (dw_x_extent(g.axes[0], max_rows[0]), dw_x_extent(g.axes[1], max_rows[1]),
-                dw_x_extent(g.axes[2], wo))
+                dw_x_extent(g.axes[2], wcols))
         self.xt_dma = None
         if plan.dw_method is DwMethod.ROW_PACK:
             # rows chunks are at most 128 (d, h) rows: the x band of one chunk
@@ -196,24 +199,26 @@ class DwState:
                 for t in self.xt_pool.tiles:   # (after RowXtDma's pad-column memsets of every slot)
                     nisa.memset(t[:, slots - 1], 1.0, engine=nisa.engine.gpsimd)
         else:
-            n_pt = len(box_blocks((0, 0, 0), (max_rows[0], max_rows[1], wo), PMAX)) if min(max_rows) > 0 else 0
+            n_pt = len(box_blocks((0, 0, 0), (max_rows[0], max_rows[1], wcols), PMAX)) if min(max_rows) > 0 else 0
             self.dyt = nl.ndarray((PMAX, max(1, n_pt), g.c_out), ctx.dtype, buffer=nl.sbuf, name="dw_dyt")
             self.dyt_ring = [self.dyt]
             self.xt_pool = Pool(LOOKAHEAD + 2, (PMAX, plan.dw_tap_group * plan.dw_ci_tile), ctx.dtype, nl.sbuf,
                                 "dw_xt")
         if self.xt_dma is None:
             self.x_pool = Pool(2, (PMAX,) + tuple(max(1, e) for e in xext), ctx.dtype, nl.sbuf, "dw_x")
-            stage = dw_x_stage_elems(g, dw_stage_rows(plan, max_rows))
+            stage = dw_x_stage_elems(g, dw_stage_rows(plan, max_rows), wcols)
             self.x_stage = Pool(2, (PMAX, stage), ctx.dtype, nl.sbuf, "dw_x_stage") if stage else None
         banks = dw_xs_group_banks(g, plan) + 1 if self.xs else dw_acc_banks(plan.dw_co_chunk, len(self.co_tiles))
         self.acc_pool = Pool(banks, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dw")
 
-    def add_box(self, b, od, oh, dy_views):
-        """Accumulate the output box rows od=[d0,d1) x oh=[h0,h1) x all W of batch b; dy_views per co tile."""
+    def add_box(self, b, od, oh, dy_views, ow=None):
+        """Accumulate the output box rows od=[d0,d1) x oh=[h0,h1) x columns ow=[w0,w1) (default all W) of
+        batch b; dy_views per co tile, [co, rows d, rows h, columns of ow]."""
         ctx, g, plan = self.ctx, self.ctx.g, self.ctx.plan
         ax = g.axes
         rows = (od[1] - od[0], oh[1] - oh[0])
-        wo = ax[2].o
+        ow = ow if ow is not None else (0, ax[2].o)
+        wo = ow[1] - ow[0]
         if rows[0] <= 0 or rows[1] <= 0:
             return
         if plan.dw_method is DwMethod.ROW_PACK:
@@ -225,7 +230,7 @@ class DwState:
         for p, ((sd, sh, sw), (td, th, tw)) in enumerate(ptiles):
             npos = td * th * tw
             if plan.dw_dyt_dma:   # by DMA (dyt_box_dma_legal): per C_out tile and d plane, one contiguous run of dy
-                self._dyt_box_by_dma(b, od[0] + sd, oh[0] + sh, sw, td, th, tw, p)
+                self._dyt_box_by_dma(b, od[0] + sd, oh[0] + sh, ow[0] + sw, td, th, tw, p)
                 continue
             for g0, members, width in self.co_packs:
                 pt = ctx.psum_t.take()
@@ -249,7 +254,7 @@ class DwState:
             ci, t0, _c0, p = steps[i]
             ci0, ci_sz = self.ci_tiles[ci]
             if ci not in bands:      # the x band of a C_in tile is loaded when first needed
-                bands[ci] = self._load_x(b, od, oh, ci0, ci_sz)[0]
+                bands[ci] = self._load_x(b, od, oh, ci0, ci_sz, ow)[0]
                 bands.pop(ci - 2, None)
             xb = bands[ci]
             grp = range(t0, min(t_hi, t0 + G))
@@ -318,9 +323,10 @@ class DwState:
                 nisa.dma_transpose(dst=self.dyt[i * n:(i + 1) * n, p, co0:co0 + co_sz],
                                    src=flat[b, co0:co0 + co_sz, r0:r0 + n])
 
-    def _load_x(self, b, od, oh, ci0, ci_sz):
-        """The zero-padded x band [ci, Xd, Xh, Xw] that output rows od x oh (all W) read."""
-        x0, ext, lo, hi = dw_x_fill(self.ctx.g, od, oh)
+    def _load_x(self, b, od, oh, ci0, ci_sz, ow=None):
+        """The zero-padded x band [ci, Xd, Xh, Xw] that output rows od x oh and columns ow (default all W)
+        read."""
+        x0, ext, lo, hi = dw_x_fill(self.ctx.g, od, oh, ow)
         xb = self.x_pool.take()
         if any(h <= l for l, h in zip(lo, hi)):
             return load_padded(xb, ext, lo, hi, None, None), ext
@@ -883,12 +889,13 @@ def _share_dy_box(shared, buf, key, view):
     shared[key] = (buf, view)
 
 
-def _load_dy_box(ctx, buf, co0, co_sz, b, od, oh):
-    """dw's dy box [co, rows d, rows h, W]: in row mode one DMA per row chunk, so the first chunk's dy^T
-    transposes start when it lands, not the whole box. (Two half transfers per chunk on <= 64 partitions
-    were tried: no gain on unet3d/dilated_d2, stem_k377 +2 us.)"""
+def _load_dy_box(ctx, buf, co0, co_sz, b, od, oh, ow=None):
+    """dw's dy box [co, rows d, rows h, columns ow (default all W)]: in row mode one DMA per row chunk, so
+    the first chunk's dy^T transposes start when it lands, not the whole box. (Two half transfers per
+    chunk on <= 64 partitions were tried: no gain on unet3d/dilated_d2, stem_k377 +2 us.)"""
     g, plan = ctx.g, ctx.plan
-    wo = g.axes[2].o
+    w0, w1 = ow if ow is not None else (0, g.axes[2].o)
+    wo = w1 - w0
     nd, nh = od[1] - od[0], oh[1] - oh[0]
     if plan.dw_method is DwMethod.ROW_PACK:
         pieces = [((sd, sh), (cd, ch)) for (sd, sh, _z), (cd, ch, _o) in box_blocks((0, 0, 0), (nd, nh, 1), PMAX)]
@@ -896,7 +903,7 @@ def _load_dy_box(ctx, buf, co0, co_sz, b, od, oh):
         pieces = [((0, 0), (nd, nh))]
     for (sd, sh), (cd, ch) in pieces:
         nisa.dma_copy(dst=buf[:co_sz, sd:sd + cd, sh:sh + ch, :wo],
-                      src=ctx.dy[b, co0:co0 + co_sz, od[0] + sd:od[0] + sd + cd, oh[0] + sh:oh[0] + sh + ch, :])
+                      src=ctx.dy[b, co0:co0 + co_sz, od[0] + sd:od[0] + sd + cd, oh[0] + sh:oh[0] + sh + ch, w0:w1])
 
 
 DX_BETWEEN_SHARE = 0.3   # of dx's steps run between dw's bundles (the rest after dw: under its exchange)
@@ -942,7 +949,8 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
     if own is not None and pid != dw_db_program(g, plan):
         db_state = None     # the tap split runs every position on both programs: db once, on the lighter one
     co_tiles = tiles(g.c_out, PMAX)
-    wo = g.axes[2].o
+    wo = dw_w_cols(g, plan)   # a box's W columns (W bands: per band, with the x columns its taps reach)
+    w_bands = dw_w_bands(g, plan)
     # (dw_dyt_dma: no dy box; the row chunks' dy^T come straight from HBM)
     pools = [Pool(plan.dy_bufs, (PMAX, plan.dw_band[0], plan.dw_band[1], wo), ctx.dtype, nl.sbuf, f"dw_dy{c}_")
              for c in range(0 if plan.dw_dyt_dma else len(co_tiles))]
@@ -971,24 +979,26 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
                 state.prefetch = prefetch
             if k == 0 and i_item == 0:
                 state.after_first = after_first
-            def load(item):
+            def load(item, ow):
                 bb, (e0, e1), (f0, f1) = item
                 out = []
                 for c, (co0, co_sz) in enumerate(co_tiles if pools else ()):   # (dyT dma: no dy box)
                     buf = pools[c].take()
-                    _load_dy_box(ctx, buf, co0, co_sz, bb, (e0, e1), (f0, f1))
-                    out.append(buf[:co_sz, :e1 - e0, :f1 - f0, :wo])
+                    _load_dy_box(ctx, buf, co0, co_sz, bb, (e0, e1), (f0, f1), ow)
+                    out.append(buf[:co_sz, :e1 - e0, :f1 - f0, :ow[1] - ow[0]])
                     if shared is not None:
-                        _share_dy_box(shared, buf, dy_resident_key(bb, (co0, co_sz), ((e0, e1), (f0, f1), (0, wo))),
+                        _share_dy_box(shared, buf, dy_resident_key(bb, (co0, co_sz), ((e0, e1), (f0, f1), ow)),
                                       out[-1])
                 return out
 
             # dx inside dw: the next box's dy loads one box ahead (ahead of dx's DMA in the FIFO queues)
             ahead = inside is not None and plan.dy_bufs >= 2
-            views = loaded.pop(i_item) if i_item in loaded else load(items[i_item])
+            views = loaded.pop(i_item) if i_item in loaded else load(items[i_item], w_bands[0])
             if ahead and i_item + 1 < len(items):
-                loaded[i_item + 1] = load(items[i_item + 1])
-            state.add_box(b, (d0, d1), (h0, h1), views)
+                loaded[i_item + 1] = load(items[i_item + 1], w_bands[0])
+            state.add_box(b, (d0, d1), (h0, h1), views, w_bands[0])
+            for ow in w_bands[1:]:   # (dw_w_band: the box's other W bands, each its own dy box and x band)
+                state.add_box(b, (d0, d1), (h0, h1), load(items[i_item], ow), ow)
             state.run_after_first()
             yield
         state.run_after_first()   # (no box at all)

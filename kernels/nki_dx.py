@@ -24,7 +24,15 @@ from .nki_dx_dpairs import dpair_filters, run_dx_dpairs
 from .nki_dx_t import DxTBands, add_pair_filters, dx_t_steps, run_dx_t
 from .nki_filters import load_filters_block_diag, load_filters_t
 from .schedule import axis_bands, dx_packs, dx_phase_work, dx_stage_elems, tiles
-from .spec.dx_options import dx_ci_split_on, dx_last_by_blocks, dx_t_active, filter_group, filters_by_dma
+from .spec.dx_options import (
+    dx_ci_split_on,
+    dx_last_by_blocks,
+    dx_t_active,
+    dx_w_bands,
+    dx_w_cols,
+    filter_group,
+    filters_by_dma,
+)
 from .spec.items import _split
 
 
@@ -37,22 +45,26 @@ class DyBands:
         self.co_tiles = tiles(g.c_out, PMAX)
         bands_d = axis_bands(g.axes[0], plan.dx_band[0])
         bands_h = axis_bands(g.axes[1], plan.dx_band[1])
-        self.band_w = axis_bands(g.axes[2], g.axes[2].n)[0]
-        self.ext = (max(b.extent for b in bands_d), max(b.extent for b in bands_h), self.band_w.extent)
+        # W bands (``dx_w_band``: each with the dy columns its inputs read), else one over all of W
+        self.band_ws = dx_w_bands(g, plan)
+        self.band_w = self.band_ws[0]
+        self.ext = (max(b.extent for b in bands_d), max(b.extent for b in bands_h),
+                    max(b.extent for b in self.band_ws))
         self.pools = None
         if min(self.ext) > 0:
             self.pools = [Pool(plan.dy_bufs, (PMAX,) + self.ext, dtype, nl.sbuf, f"dy_band{c}_", zero=zero)
                           for c in range(len(self.co_tiles))]
-        self.stage = Pool(2, (PMAX, dx_stage_elems(g, plan.dx_band)), dtype, nl.sbuf, "dy_stage") \
-            if dx_stage_elems(g, plan.dx_band) else None
+        stage = dx_stage_elems(g, plan.dx_band, dx_w_cols(g, plan))
+        self.stage = Pool(2, (PMAX, stage), dtype, nl.sbuf, "dy_stage") if stage else None
         # dy rows another section holds in SBUF (``dy_resident_key`` -> view [co, d, h, w]; dx between dw's
         # bundles: dw's dy boxes, with their pool buffer), placed from there instead of loaded again
         self.resident = {}
 
-    def load(self, b, bd, bh, place_engine=None):
+    def load(self, b, bd, bh, place_engine=None, bw=None):
         """Buffers [co, Ed, Eh, Ew] holding virtual dy rows [q0, q1) per axis (zeros outside dy);
-        ``place_engine``: the engine of a staged placement (default VectorE)."""
-        bw = self.band_w
+        ``place_engine``: the engine of a staged placement (default VectorE); ``bw``: the W band (default
+        the first, all of W unless dx runs in W bands)."""
+        bw = self.band_w if bw is None else bw
         ext = (bd.extent, bh.extent, bw.extent)
         if min(ext) <= 0:
             return None
@@ -219,83 +231,96 @@ def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None, groups
     if plan.dx_dphase_pairs:   # the two D stride phases on M (nki_dx_dpairs)
         pair_t = first_filters.pop() if first_filters else load_dx_filters(ctx, dx_groups(g, plan)[0])
         return run_dx_dpairs(ctx, items, DyBands(g, ctx.dy, plan, dtype), pair_t, on_band)
-    ax = g.axes
-    W = ax[2].n
     regions = plan.dx_regions
     pitch = PMAX // regions
     co_tiles = tiles(g.c_out, PMAX) if regions == 1 else [(0, PMAX)]
     # partitions between regions that no load writes must be finite (they meet zero weights)
     bands = early[0] if early else DyBands(g, ctx.dy, plan, dtype, zero=regions > 1 and g.c_out < pitch)
     first_bufs = [early[1]] if early else []
-    plane_pool = Pool(2, (PMAX, plan.dx_band[0], plan.dx_band[1], W), dtype, nl.sbuf, "dx_plane")
+    wcols = max(bw.i1 - bw.i0 for bw in bands.band_ws)   # a plane's W columns (a W band, else all of W)
+    plane_pool = Pool(2, (PMAX, plan.dx_band[0], plan.dx_band[1], wcols), dtype, nl.sbuf, "dx_plane")
     acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dx")
     groups = dx_groups(g, plan) if groups is None else groups
     packs = dx_packs(g, list(items), regions)
     # the first group's filters when loaded ahead (a one-item list, emptied here so that they are
     # freed with their group: with C_in-outer groups only the current and the next group are live)
     w_next = first_filters.pop() if first_filters else load_dx_filters(ctx, groups[0])
+    # (dx_w_band: each band of W columns is a band of its own, loaded with the dy columns its inputs read)
+    w_bands = bands.band_ws if regions == 1 else (bands.band_w,)
     for gi, group in enumerate(groups):
         w_t = w_next
         if gi + 1 < len(groups):   # the next group's filters load (DMA) while this group computes
             w_next = load_dx_filters(ctx, groups[gi + 1])
         rel0 = {ci0: sum(sz for c, sz in group if c < ci0) for ci0, _s in group}
         for pack in packs:
-            _b, bd, bh = pack[0]
-            if regions == 1:
-                bufs = first_bufs.pop() if first_bufs else bands.load(*pack[0])
-                if on_band is not None and gi == 0:
-                    on_band(*pack[0], bands.band_w, bufs)
-            else:
-                bufs = bands.load_regions(pack, pitch)
-                if on_band is not None and gi == 0:
-                    for r, (b_r, bd_r, bh_r) in enumerate(pack):
-                        view = None if bufs is None else [bufs[0][r * pitch:r * pitch + g.c_out]]
-                        on_band(b_r, bd_r, bh_r, bands.band_w, view)
-            work = dx_phase_work(g, (bd, bh, bands.band_w))
-            nd_in, nh_in = bd.i1 - bd.i0, bh.i1 - bh.i0
-            last_pack = gi == len(groups) - 1 and pack is packs[-1]
-            for ci0, ci_sz in group:
-                rel = rel0[ci0]
-                plane = plane_pool.take()
-                # the program's last plane stores block by block (dx_last_by_blocks): its tail is one block's
-                by_block = last_pack and ci0 == group[-1][0] and dx_last_by_blocks(g, plan, work)
-                for pw in work:
-                    starts = [ax[a].i_of_j(pw.j0[a], pw.phases[a]) - (bd.i0, bh.i0, 0)[a] for a in range(3)]
-                    if not pw.taps:
-                        sizes = [pw.j1[a] - pw.j0[a] for a in range(3)]
-                        nisa.memset(plane[:ci_sz, band_slices(starts[0], sizes[0], ax[0].s),
-                                          band_slices(starts[1], sizes[1], ax[1].s),
-                                          band_slices(starts[2], sizes[2], ax[2].s)], 0.0,
-                                    engine=nisa.engine.gpsimd)
-                        continue
-                    for (jd, jh, jw), (nd, nh, nw) in pw.blocks:
-                        n = nd * nh * nw
-                        ps = acc_pool.take()
-                        steps = [(tap, c) for tap in pw.taps for c in range(len(co_tiles))]
-                        for si, ((kd, kh, kw), c) in enumerate(steps):
-                            co_sz = co_tiles[c][1]
-                            qd = jd - ax[0].tap_shift(kd, pw.phases[0]) - bd.q0
-                            qh = jh - ax[1].tap_shift(kh, pw.phases[1]) - bh.q0
-                            qw = jw - ax[2].tap_shift(kw, pw.phases[2]) - bands.band_w.q0
-                            nisa.nc_matmul(ps[:ci_sz, :n],
-                                           stationary=w_t[c][:co_sz, g.tap_index(kd, kh, kw), rel:rel + ci_sz],
-                                           moving=bufs[c][:co_sz, qd:qd + nd, qh:qh + nh, qw:qw + nw],
-                                           accumulate=si > 0)
-                        i_d = ax[0].i_of_j(jd, pw.phases[0]) - bd.i0
-                        i_h = ax[1].i_of_j(jh, pw.phases[1]) - bh.i0
-                        i_w = ax[2].i_of_j(jw, pw.phases[2])
-                        ctx.evict.copy(plane[:ci_sz, band_slices(i_d, nd, ax[0].s), band_slices(i_h, nh, ax[1].s),
-                                             band_slices(i_w, nw, ax[2].s)], ps[:ci_sz, :n])
-                        if by_block:   # (unit strides: the block is a box of the plane and of dx)
-                            nisa.dma_copy(dst=ctx.dx[_b, ci0:ci0 + ci_sz, bd.i0 + i_d:bd.i0 + i_d + nd,
-                                                     bh.i0 + i_h:bh.i0 + i_h + nh, i_w:i_w + nw],
-                                          src=plane[:ci_sz, i_d:i_d + nd, i_h:i_h + nh, i_w:i_w + nw])
-                if by_block:
-                    continue
-                if regions == 1:
-                    nisa.dma_copy(dst=ctx.dx[_b, ci0:ci0 + ci_sz, bd.i0:bd.i1, bh.i0:bh.i1, :],
-                                  src=plane[:ci_sz, :nd_in, :nh_in, :W])
-                else:
-                    for r, (b_r, bd_r, bh_r) in enumerate(pack):
-                        nisa.dma_copy(dst=ctx.dx[b_r, :, bd_r.i0:bd_r.i1, bh_r.i0:bh_r.i1, :],
-                                      src=plane[r * pitch:r * pitch + g.c_in, :nd_in, :nh_in, :W])
+            for bw in w_bands:
+                _run_band(ctx, pack, bw, bands, first_bufs, on_band, gi, groups, group, packs, w_t, rel0, co_tiles,
+                          plane_pool, acc_pool, len(w_bands) == 1)
+
+
+def _run_band(ctx, pack, bw, bands, first_bufs, on_band, gi, groups, group, packs, w_t, rel0, co_tiles,
+              plane_pool, acc_pool, whole_w):
+    """The gather of one pack of dx bands (W band ``bw``) for C_in group ``group`` (``run_dx``'s body)."""
+    g, plan = ctx.g, ctx.plan
+    ax = g.axes
+    regions = plan.dx_regions
+    pitch = PMAX // regions
+    _b, bd, bh = pack[0]
+    if regions == 1:
+        bufs = first_bufs.pop() if first_bufs else bands.load(*pack[0], bw=bw)
+        if on_band is not None and gi == 0:
+            on_band(*pack[0], bw, bufs)
+    else:
+        bufs = bands.load_regions(pack, pitch)
+        if on_band is not None and gi == 0:
+            for r, (b_r, bd_r, bh_r) in enumerate(pack):
+                view = None if bufs is None else [bufs[0][r * pitch:r * pitch + g.c_out]]
+                on_band(b_r, bd_r, bh_r, bw, view)
+    work = dx_phase_work(g, (bd, bh, bw))
+    nd_in, nh_in, nw_in = bd.i1 - bd.i0, bh.i1 - bh.i0, bw.i1 - bw.i0
+    last_pack = gi == len(groups) - 1 and pack is packs[-1]
+    for ci0, ci_sz in group:
+        rel = rel0[ci0]
+        plane = plane_pool.take()
+        # the program's last plane stores block by block (dx_last_by_blocks): its tail is one block's
+        by_block = whole_w and last_pack and ci0 == group[-1][0] and dx_last_by_blocks(g, plan, work)
+        for pw in work:
+            starts = [ax[a].i_of_j(pw.j0[a], pw.phases[a]) - (bd.i0, bh.i0, bw.i0)[a] for a in range(3)]
+            if not pw.taps:
+                sizes = [pw.j1[a] - pw.j0[a] for a in range(3)]
+                nisa.memset(plane[:ci_sz, band_slices(starts[0], sizes[0], ax[0].s),
+                                  band_slices(starts[1], sizes[1], ax[1].s),
+                                  band_slices(starts[2], sizes[2], ax[2].s)], 0.0,
+                            engine=nisa.engine.gpsimd)
+                continue
+            for (jd, jh, jw), (nd, nh, nw) in pw.blocks:
+                n = nd * nh * nw
+                ps = acc_pool.take()
+                steps = [(tap, c) for tap in pw.taps for c in range(len(co_tiles))]
+                for si, ((kd, kh, kw), c) in enumerate(steps):
+                    co_sz = co_tiles[c][1]
+                    qd = jd - ax[0].tap_shift(kd, pw.phases[0]) - bd.q0
+                    qh = jh - ax[1].tap_shift(kh, pw.phases[1]) - bh.q0
+                    qw = jw - ax[2].tap_shift(kw, pw.phases[2]) - bw.q0
+                    nisa.nc_matmul(ps[:ci_sz, :n],
+                                   stationary=w_t[c][:co_sz, g.tap_index(kd, kh, kw), rel:rel + ci_sz],
+                                   moving=bufs[c][:co_sz, qd:qd + nd, qh:qh + nh, qw:qw + nw],
+                                   accumulate=si > 0)
+                i_d = ax[0].i_of_j(jd, pw.phases[0]) - bd.i0
+                i_h = ax[1].i_of_j(jh, pw.phases[1]) - bh.i0
+                i_w = ax[2].i_of_j(jw, pw.phases[2]) - bw.i0
+                ctx.evict.copy(plane[:ci_sz, band_slices(i_d, nd, ax[0].s), band_slices(i_h, nh, ax[1].s),
+                                     band_slices(i_w, nw, ax[2].s)], ps[:ci_sz, :n])
+                if by_block:   # (unit strides, whole W rows: the block is a box of the plane and of dx)
+                    nisa.dma_copy(dst=ctx.dx[_b, ci0:ci0 + ci_sz, bd.i0 + i_d:bd.i0 + i_d + nd,
+                                             bh.i0 + i_h:bh.i0 + i_h + nh, i_w:i_w + nw],
+                                  src=plane[:ci_sz, i_d:i_d + nd, i_h:i_h + nh, i_w:i_w + nw])
+        if by_block:
+            continue
+        if regions == 1:
+            nisa.dma_copy(dst=ctx.dx[_b, ci0:ci0 + ci_sz, bd.i0:bd.i1, bh.i0:bh.i1, bw.i0:bw.i1],
+                          src=plane[:ci_sz, :nd_in, :nh_in, :nw_in])
+        else:
+            for r, (b_r, bd_r, bh_r) in enumerate(pack):
+                nisa.dma_copy(dst=ctx.dx[b_r, :, bd_r.i0:bd_r.i1, bh_r.i0:bh_r.i1, :],
+                              src=plane[r * pitch:r * pitch + g.c_in, :nd_in, :nh_in, :nw_in])

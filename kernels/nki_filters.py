@@ -3,7 +3,7 @@ import nki.isa as nisa
 import nki.language as nl
 
 from .nki_common import PMAX, Pool
-from .schedule import FILTER_RUN_CI_MAX, FILTER_RUN_ROWS, tiles
+from .schedule import FILTER_RUN_CI_MAX, FILTER_RUN_ROWS, filter_stage_cols, tiles
 
 
 class CiTiledFilters:
@@ -72,21 +72,28 @@ def load_filters_t(g, filters, ci_list, dtype, psum_t, evict, group, by_dma=Fals
                                        src=flat[t, ci0:ci0 + ci_sz, co0:co0 + co_sz])
             rel += ci_sz
         return w_t
-    stage_pool = Pool(3, (PMAX, group, g.c_out), dtype, nl.sbuf, "w_stage")
+    # the staging tile holds a chunk of C_out columns (all of them unless C_out is very wide)
+    cols = filter_stage_cols(g.c_out, g.dtype_bytes)
+    stage_pool = Pool(3, (PMAX, group, cols), dtype, nl.sbuf, "w_stage")
     flat = filters.reshape((g.taps, g.c_in, g.c_out))
     rel = 0
     for ci0, ci_sz in ci_list:
         for t0 in range(0, g.taps, group):
             gn = min(group, g.taps - t0)
-            stage = stage_pool.take()
-            # one DMA per tap group: filters[t0:t0+gn, ci tile, :] seen as [ci, taps, C_out]
-            nisa.dma_copy(dst=stage[:ci_sz, :gn, :], src=flat[t0:t0 + gn, ci0:ci0 + ci_sz, :].permute((1, 0, 2)))
-            for c, (co0, co_sz) in enumerate(co_tiles):
-                pt = psum_t.take()
-                for gi in range(gn):
-                    nisa.nc_transpose(dst=pt[:co_sz, gi * ci_sz:(gi + 1) * ci_sz],
-                                      data=stage[:ci_sz, gi, co0:co0 + co_sz])
-                evict.copy(w_t[c][:co_sz, t0:t0 + gn, rel:rel + ci_sz], pt[:co_sz, :gn * ci_sz])
+            for cc0 in range(0, g.c_out, cols):
+                cn = min(cols, g.c_out - cc0)
+                stage = stage_pool.take()
+                # one DMA per tap group and column chunk: filters[t0:t0+gn, ci tile, chunk] as [ci, taps, C_out]
+                nisa.dma_copy(dst=stage[:ci_sz, :gn, :cn],
+                              src=flat[t0:t0 + gn, ci0:ci0 + ci_sz, cc0:cc0 + cn].permute((1, 0, 2)))
+                for c, (co0, co_sz) in enumerate(co_tiles):
+                    if not cc0 <= co0 < cc0 + cn:
+                        continue
+                    pt = psum_t.take()
+                    for gi in range(gn):
+                        nisa.nc_transpose(dst=pt[:co_sz, gi * ci_sz:(gi + 1) * ci_sz],
+                                          data=stage[:ci_sz, gi, co0 - cc0:co0 - cc0 + co_sz])
+                    evict.copy(w_t[c][:co_sz, t0:t0 + gn, rel:rel + ci_sz], pt[:co_sz, :gn * ci_sz])
         rel += ci_sz
     return w_t
 

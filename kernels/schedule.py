@@ -14,6 +14,13 @@ PMAX = 128          # partitions
 MOVING_MAX = 512    # matmul moving free size (NC-v2/v3) == fp32 elements of one PSUM bank
 FILTER_RUN_CI_MAX = 32   # C_in up to which the filters come by runs of taps (one DMA per run; nki_filters)
 FILTER_RUN_ROWS = 512    # (tap, ci) rows per such DMA
+FILTER_STAGE_BYTES = 8192   # a filter staging tile's C_out columns per partition (nki_filters.load_filters_t)
+
+
+def filter_stage_cols(c_out: int, dtype_bytes: int) -> int:
+    """C_out columns of one filter staging tile: all of C_out up to ``FILTER_STAGE_BYTES`` per partition, else
+    whole 128-column C_out tiles that fit it (a very wide C_out stages in column chunks, one DMA each)."""
+    return min(c_out, max(PMAX, FILTER_STAGE_BYTES // dtype_bytes // PMAX * PMAX))
 
 
 @dataclass(frozen=True)
@@ -191,9 +198,10 @@ def _needs_stage(lo: list[int], hi: list[int], ext: list[int]) -> bool:
     return not (lo[2] == 0 and hi[2] == ext[2] and (lo[1] == 0 and hi[1] == ext[1] or hi[0] - lo[0] == 1))
 
 
-def dx_band_fill(g: ConvGeom, bd: AxisBand, bh: AxisBand) -> tuple[int, bool, bool]:
-    """(valid elements, padded, staged) of the dy band buffer of one dx band."""
-    bw = axis_bands(g.axes[2], g.axes[2].n)[0]
+def dx_band_fill(g: ConvGeom, bd: AxisBand, bh: AxisBand, bw: AxisBand | None = None) -> tuple[int, bool, bool]:
+    """(valid elements, padded, staged) of the dy band buffer of one dx band (W band ``bw``, default whole
+    rows)."""
+    bw = bw if bw is not None else axis_bands(g.axes[2], g.axes[2].n)[0]
     o = g.out_size
     bands = (bd, bh, bw)
     valid = [(max(b.q0, 0), min(b.q1, o[a])) for a, b in enumerate(bands)]
@@ -210,35 +218,41 @@ def dx_band_fill(g: ConvGeom, bd: AxisBand, bh: AxisBand) -> tuple[int, bool, bo
 
 
 @lru_cache(maxsize=1024)
-def dx_stage_elems(g: ConvGeom, band: tuple[int, int]) -> int:
-    """Elements per partition of the dy staging tile (0 when every band loads contiguously)."""
+def dx_stage_elems(g: ConvGeom, band: tuple[int, int], w_band: int = 0) -> int:
+    """Elements per partition of the dy staging tile (0 when every band loads contiguously); ``w_band``:
+    W input columns per band (0: whole rows)."""
     best = 0
     for bd in axis_bands(g.axes[0], band[0]):
         for bh in axis_bands(g.axes[1], band[1]):
-            n, _padded, staged = dx_band_fill(g, bd, bh)
-            if staged:
-                best = max(best, n)
+            for bw in axis_bands(g.axes[2], w_band or g.axes[2].n):
+                n, _padded, staged = dx_band_fill(g, bd, bh, bw)
+                if staged:
+                    best = max(best, n)
     return best
 
 
-def dw_x_fill(g: ConvGeom, od: tuple[int, int], oh: tuple[int, int]
+def dw_x_fill(g: ConvGeom, od: tuple[int, int], oh: tuple[int, int], ow: tuple[int, int] | None = None
               ) -> tuple[list[int], list[int], list[int], list[int]]:
-    """x band of output rows od x oh (all W): (virtual start, extent, valid lo, valid hi) per axis."""
+    """x band of output rows od x oh and output columns ow (default all W): (virtual start, extent,
+    valid lo, valid hi) per axis. A W band's x columns carry the halo its taps' W reach reads."""
     ax = g.axes
-    rows = (od[1] - od[0], oh[1] - oh[0], ax[2].o)
-    x0 = [od[0] * ax[0].s - ax[0].lo, oh[0] * ax[1].s - ax[1].lo, -ax[2].lo]
+    w0, w1 = ow if ow is not None else (0, ax[2].o)
+    rows = (od[1] - od[0], oh[1] - oh[0], w1 - w0)
+    x0 = [od[0] * ax[0].s - ax[0].lo, oh[0] * ax[1].s - ax[1].lo, w0 * ax[2].s - ax[2].lo]
     ext = [dw_x_extent(ax[a], rows[a]) for a in range(3)]
     lo = [max(0, x0[a]) - x0[a] for a in range(3)]
     hi = [max(lo[a], min(ax[a].n, x0[a] + ext[a]) - x0[a]) for a in range(3)]
     return x0, ext, lo, hi
 
 
-def dw_x_stage_elems(g: ConvGeom, rows: tuple[int, int]) -> int:
-    """Upper bound of the x staging tile (elements per partition) for boxes of ``rows`` output rows."""
+def dw_x_stage_elems(g: ConvGeom, rows: tuple[int, int], cols: int = 0) -> int:
+    """Upper bound of the x staging tile (elements per partition) for boxes of ``rows`` output rows and
+    ``cols`` output columns (0: whole W rows)."""
     ax = g.axes
-    if ax[1].lo == 0 and ax[1].hi == 0 and ax[2].lo == 0 and ax[2].hi == 0:
-        return 0   # no H/W padding: every x band interior is contiguous per partition
-    ext = [dw_x_extent(ax[0], rows[0]), dw_x_extent(ax[1], rows[1]), dw_x_extent(ax[2], ax[2].o)]
+    cols = cols or ax[2].o
+    if ax[1].lo == 0 and ax[1].hi == 0 and ax[2].lo == 0 and ax[2].hi == 0 and cols == ax[2].o:
+        return 0   # no H/W padding, whole rows: every x band interior is contiguous per partition
+    ext = [dw_x_extent(ax[0], rows[0]), dw_x_extent(ax[1], rows[1]), dw_x_extent(ax[2], cols)]
     return min(ext[0], ax[0].n) * min(ext[1], ax[1].n) * min(ext[2], ax[2].n)
 
 

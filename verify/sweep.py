@@ -112,22 +112,20 @@ def reproducer(case: Case, target: str, mode: str = "exact", seed: int = 0) -> s
 
 
 def smallest_tile_fits(case: Case, target: str) -> bool:
-    """Whether the per-partition working set at the smallest tiling fits SBUF: one output row's W line of
-    each buffer a requested gradient needs (W is never split): dx's dy band row and dx row, dw's x row and
-    dy row with one fp32 accumulator column, two buffers each. A no-plan beyond this is a limit of
-    the hardware, not a missing method."""
+    """Whether the per-partition working set at the smallest tiling fits SBUF (``kernels/plan/smallest.py``:
+    one-row bands, one W column per band, one C_in channel or tap at a time, every pool the kernel would
+    allocate for it). A no-plan beyond this is a limit of the hardware, not a missing method."""
     from kernels.costs import TARGET_FIGURES
     from kernels.geometry import validate
+    from kernels.plan.problem import _base
+    from kernels.plan.smallest import smallest_working_set
 
-    g = validate(case.dy_shape, case.x_shape, case.w_shape, case.stride, case.padding, case.dilation, case.dtype)
-    ax = g.axes[2]
-    b = g.dtype_bytes
-    need = 0
-    if "dx" in case.grads:
-        need += 2 * (ax.n + ax.lo + ax.hi) * b + 2 * ax.n * b
-    if "dw" in case.grads or "db" in case.grads:
-        need += 2 * ((ax.o - 1) * ax.s + (ax.k - 1) * ax.r + 1) * b + 2 * ax.o * b + 4
-    return need <= TARGET_FIGURES[target].sbuf_usable
+    flags = ["dx" in case.grads, "dw" in case.grads, "db" in case.grads]
+    g = validate(case.dy_shape, case.x_shape, case.w_shape, case.stride, case.padding, case.dilation, case.dtype,
+                 compute_dx=flags[0], compute_dw=flags[1], compute_db=flags[2])
+    base = _base(g, case.dy_shape, case.x_shape, case.w_shape, case.stride, case.padding, case.dilation, target,
+                 case.lnc, *flags)
+    return smallest_working_set(g, base)[0] <= TARGET_FIGURES[target].sbuf_usable
 
 
 @dataclass(frozen=True)

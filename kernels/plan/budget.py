@@ -20,6 +20,7 @@ from ..schedule import (
     dw_x_extent,
     dw_x_stage_elems,
     dx_stage_elems,
+    filter_stage_cols,
     n_tiles,
 )
 from ..spec.compose import (
@@ -43,23 +44,34 @@ from ..spec.dw_options import (
     dw_out_bufs,
     dw_stage_rows,
     dw_tap_passes,
+    dw_w_band_legal,
+    dw_w_cols,
     dyt_dma_legal,
     row_stack_legal,
     xt_dma_legal,
 )
 from ..spec.dw_xs import dw_xs_bundle, dw_xs_chunks, dw_xs_group_banks, dw_xt_ring
-from ..spec.dx_options import _dpair_slot_count, _filter_group, dpairs_illegal, dx_program_items, dx_t_active
+from ..spec.dx_options import (
+    _dpair_slot_count,
+    _filter_group,
+    dpairs_illegal,
+    dx_program_items,
+    dx_t_active,
+    dx_w_band_legal,
+    dx_w_cols,
+)
 from ..spec.items import db_chunk
 from ..spec.psum import PSUM_BANK_BYTES, PSUM_DX_BANKS, psum_transpose_banks
 from ..spec.record import DbMethod, DwMethod, DxMethod, Plan, Strategy
 
 
-def _dx_dy_extent(g: ConvGeom, band: tuple[int, int]) -> tuple[int, int, int]:
-    """The largest dy buffer extent (D, H, W) over the dx bands."""
+def _dx_dy_extent(g: ConvGeom, band: tuple[int, int], w_band: int = 0) -> tuple[int, int, int]:
+    """The largest dy buffer extent (D, H, W) over the dx bands (``w_band``: W input columns per band, 0
+    whole rows)."""
     ext = []
     for a in range(2):
         ext.append(max((b.extent for b in axis_bands(g.axes[a], band[a])), default=0))
-    ext.append(axis_bands(g.axes[2], g.axes[2].n)[0].extent)
+    ext.append(max(b.extent for b in axis_bands(g.axes[2], w_band or g.axes[2].n)))
     return ext[0], ext[1], ext[2]
 
 
@@ -86,18 +98,19 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
     if p.compute_dx:
         ci_res = p.dx_ci_tile if p.dx_ci_outer else g.c_in
         filt = n_co * g.taps * ci_res * ds if p.dx_regions == 1 else g.taps * PMAX * ds
-        stage = 3 * _filter_group(g, p) * g.c_out * ds
-        ext = _dx_dy_extent(g, p.dx_band)
+        wcols = dx_w_cols(g, p)   # (dx_w_band: a band's W columns and its dy halo)
+        ext = _dx_dy_extent(g, p.dx_band, wcols)
         dyb = p.dy_bufs * n_co * ext[0] * ext[1] * ext[2] * ds
-        plane = 2 * p.dx_band[0] * p.dx_band[1] * W * ds
+        plane = 2 * p.dx_band[0] * p.dx_band[1] * (wcols or W) * ds
         if p.dx_method is DxMethod.TOEPLITZ:   # W^T plus its tap grids; planes of (u, ci) partitions
             grids, plane = toeplitz.sbuf_bytes(g, p.dx_band, p.dx_toeplitz, p.dx_toeplitz_merge, p.dx_toeplitz_w)
             filt += grids
         parts += [("filters", filt), ("dx dy band", dyb), ("dx plane", plane)]
-        stage = 2 * dx_stage_elems(g, p.dx_band) * ds
+        stage = 2 * dx_stage_elems(g, p.dx_band, wcols) * ds
         if p.dx_ci_outer and p.dx_regions == 1 and g.c_in > p.dx_ci_tile:
             filt *= 2                                       # the next group's filters prefetch
-        wstage = 3 * _filter_group(g, p) * g.c_out * ds   # the filter staging ring (load_filters_t)
+        # the filter staging ring (load_filters_t: C_out in column chunks when very wide)
+        wstage = 3 * _filter_group(g, p) * filter_stage_cols(g.c_out, ds) * ds
         if p.dx_regions > 1:
             wstage = 3 * max(1, min(g.taps, PSUM_BANK_BYTES // (PMAX * ds))) * PMAX * ds
         if dx_t_active(p):
@@ -133,7 +146,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             dyb = 0
         else:
             rows = p.dw_band
-            dyb = 0 if p.dw_dyt_dma else p.dy_bufs * n_co * rows[0] * rows[1] * Wo * ds
+            dyb = 0 if p.dw_dyt_dma else p.dy_bufs * n_co * rows[0] * rows[1] * dw_w_cols(g, p) * ds
         xw = dw_x_extent(g.axes[2], Wo)
         if p.dw_method is DwMethod.ROW_PACK:
             cap = (min(rows[0], PMAX), min(rows[1], PMAX))
@@ -146,9 +159,11 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
                 # (xT merged: a bundle's zero rows of every slot in one DMA)
                 xb, xt = 0, (dw_xt_ring(g, p) * slots + (slots if p.dw_xt_merge else 1)) * xw * p.dw_ci_tile * ds
         else:
-            npos = _dw_pos_tiles(rows, Wo)
+            cols = dw_w_cols(g, p)   # (a W band: its columns and their halo)
+            npos = _dw_pos_tiles(rows, cols)
             dyt = max(1, npos) * g.c_out * ds
-            xb = 2 * dw_x_extent(g.axes[0], rows[0]) * dw_x_extent(g.axes[1], rows[1]) * xw * ds
+            xb = 2 * dw_x_extent(g.axes[0], rows[0]) * dw_x_extent(g.axes[1], rows[1]) * \
+                dw_x_extent(g.axes[2], cols) * ds
             xt = 4 * p.dw_tap_group * p.dw_ci_tile * ds
         width = p.dw_ci_range
         # taps of one pass (the whole filter unless dw runs in tap passes)
@@ -164,7 +179,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             store = 0 if dw_direct(g, p) else 2 * _xs_max_chunks(g, p) * g.c_out * ds
             other = acc if (p.lnc == 2 and p.dw_split != "taps") else 0
         db = 4 * n_co * 4 if p.compute_db else 0
-        xstage = 0 if p.dw_xt_dma else 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows)) * ds
+        xstage = 0 if p.dw_xt_dma else 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows), dw_w_cols(g, p)) * ds
         dw_total = dyb + dyt + xb + xt + acc + db + xstage
         dw_pools = dw_total   # dw's own pools (not dx's first filters or prefetched band, counted with dx)
         parts += [("dw dyT", dyt), ("dw x band", xb), ("dw xT", xt), ("dw fp32 acc", acc)]
@@ -232,6 +247,13 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
     if p.dw_method is not None and p.dw_tap_group * p.dw_ci_tile > MOVING_MAX:
         return (f"dw moving free {p.dw_tap_group}x{p.dw_ci_tile} = {p.dw_tap_group * p.dw_ci_tile} "
                 f"exceeds {MOVING_MAX}"), b
+    if p.dx_w_band and not dx_w_band_legal(g, p):
+        return ("dx_w_band needs the per-gradient gather (gemm / gather_s1 / phase_gather, one band per plane, "
+                "no dx^T or D-phase pairs) with fewer columns than W, db not folded on dx, no dx inside / "
+                "between dw, dw-interleaving, prefetch or early band"), b
+    if p.dw_w_band and not dw_w_band_legal(g, p):
+        return ("dw_w_band needs per-gradient box-mode dw (gemm / tap_gemm / tap_pack) with fewer columns than "
+                "W_out, without dyT dma, dw-interleaving, dx inside / between dw or dx^T's band prefetch"), b
     if p.dw_xt_dma and not xt_dma_legal(g, p):
         return (f"dw_xt_dma needs dw:row_pack, a 2-byte dtype and trn2/trn3 (dma_transpose), got "
                 f"{p.dw_method.value if p.dw_method else None}, {g.dtype}, {p.target}"), b

@@ -7,8 +7,9 @@ from ..geometry import ConvGeom, ceil_div
 from ..methods.s2d_gemm import spec as s2d_spec
 from ..schedule import MOVING_MAX, PMAX, n_tiles
 from ..spec.compose import db_on_dw, pw_shared_on
-from ..spec.dw_options import dw_tap_unit
+from ..spec.dw_options import W_BAND_METHODS, dw_tap_unit
 from ..spec.dw_xs import XS_MAX_BANKS, dw_xs_fits, dw_xs_per_bank
+from ..spec.dx_options import W_BAND_METHODS as DX_W_BAND_METHODS
 from ..spec.record import DbMethod, DwMethod, DxMethod, Plan, Strategy, replace
 from .budget import _check, _fold_ok
 from .problem import _dx_method
@@ -63,18 +64,20 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
     ranges = [g.c_in] + [r for r in (512, 256, 128) if r < g.c_in] + ([dw_ci] if dw_ci < min(128, g.c_in) else [])
     ranges = [r for r in ranges if r % dw_ci == 0 or r == g.c_in]
 
-    def plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng, cdx_=cdx, cdw_=cdw, taps=0) -> Plan:
+    def plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng, cdx_=cdx, cdw_=cdw, taps=0, wband=0,
+             dx_wband=0) -> Plan:
         b = dict(base, compute_dx=cdx_, compute_dw=cdw_)
         return Plan(**b, strategy=strat, dx_method=_dx_method(g) if cdx_ else None,
                     dw_method=dw_m if cdw_ else None, db_method=db, dx_band=dxb, dw_band=dwb,
                     dx_ci_tile=ci_tile, dx_ci_outer=ci_outer, dw_ci_tile=dw_ci, dw_tap_group=G,
                     dw_co_chunk=min(n_co, 2 if strat is Strategy.SHARED_DY else 3), dw_ci_range=rng,
-                    dy_bufs=2, dw_tap_range=taps, dw_x_stationary=xs and cdw_)   # xs: the loop's dw option
+                    dy_bufs=2, dw_tap_range=taps, dw_x_stationary=xs and cdw_,   # xs: the loop's dw option
+                    dw_w_band=wband if cdw_ else 0, dx_w_band=dx_wband if cdx_ else 0)
 
     plans: list[Plan] = []
     for dw_m, G, xs in dw_opts:
         # dx tilings that fit alone (the per-gradient dx section)
-        dx_cfgs = [(full, dw_ci, False)]
+        dx_cfgs = [(full, dw_ci, False, 0)]
         if cdx:
             dx_cfgs = []
             fitting = 0
@@ -90,10 +93,14 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                     # the filters load before dw
                     if fitting >= 2 or len(ci_opts) < 2 or g.c_in <= dw_ci:
                         break
-        dw_cfgs = [((g.axes[0].o, g.axes[1].o), g.c_in, 0)]
+            dx_cfgs = [cfg + (0,) for cfg in dx_cfgs]
+            if not fitting:   # no whole-row dx band fits: W bands (dx_w_band)
+                dx_cfgs = _dx_w_tilings(g, hw, dx_bands, ci_opts, lambda band, t, o, wb, m=dw_m, gg=G: plan(
+                    Strategy.PER_GRADIENT, m, gg, None, band, t, o, full, g.c_in, cdw_=False, dx_wband=wb)) or dx_cfgs
+        dw_cfgs = [((g.axes[0].o, g.axes[1].o), g.c_in, 0, 0)]
         if cdw and dw_m is not DwMethod.DMA_GEMM:
-            dw_cfgs = _dw_tilings(g, hw, dw_bands, ranges, lambda band, r, taps, m=dw_m, gg=G: plan(
-                Strategy.PER_GRADIENT, m, gg, None, full, dw_ci, False, band, r, cdx_=False, taps=taps))
+            dw_cfgs = _dw_tilings(g, hw, dw_bands, ranges, lambda band, r, taps, wb=0, m=dw_m, gg=G: plan(
+                Strategy.PER_GRADIENT, m, gg, None, full, dw_ci, False, band, r, cdx_=False, taps=taps, wband=wb))
         for strat in strategies:
             if dw_m is DwMethod.DMA_GEMM and not g.pointwise and strat is not Strategy.SHARED_DY:
                 continue   # (nki_dw_gemm is 1x1x1 only)
@@ -112,9 +119,10 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                             # shared-dy pointwise (nki_pw_shared) has no dx variants
                             plans += _pw_variants(p) if pw_shared_on(p) else _with_regions(g, p, hw)
                     continue
-                for dxb, ci_tile, ci_outer in dx_cfgs:
-                    for dwb, rng, taps in dw_cfgs:
-                        p = plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng, taps=taps)
+                for dxb, ci_tile, ci_outer, dx_wb in dx_cfgs:
+                    for dwb, rng, taps, wb in dw_cfgs:
+                        p = plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng, taps=taps, wband=wb,
+                                 dx_wband=dx_wb)
                         if db is not DbMethod.FOLD or _fold_ok(g, p):
                             plans += _with_regions(g, p, hw)
     return plans + _s2d_plans(g, base, hw)
@@ -148,10 +156,58 @@ def _pw_variants(p: Plan) -> list[Plan]:
 
 
 def _dw_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ranges: list[int], make) -> list:
-    """(band, C_in range, taps per pass) of per-gradient dw: the C_in ranges largest first, the first
-    that fits kept; only when none fits with every tap in one pass (the fp32 accumulators of a big
+    """(band, C_in range, taps per pass, W band) of per-gradient dw: the C_in ranges largest first, the
+    first that fits kept; only when none fits with every tap in one pass (the fp32 accumulators of a big
     filter, taps x C_out x 4 B per partition), tap passes: for each C_in range the fewest passes
-    that fit (dy and x are streamed once per pass), from the two largest ranges that have one."""
+    that fit (dy and x are streamed once per pass), from the two largest ranges that have one; only
+    when none of those fits with whole W rows (box mode), W bands (``_dw_w_tilings``)."""
+    found = _dw_row_tilings(g, hw, bands, ranges, make)
+    if any(not _check(g, make(band, rng, taps), hw)[0] for band, rng, taps in found):
+        return [(band, rng, taps, 0) for band, rng, taps in found]
+    return _dw_w_tilings(g, hw, bands, ranges, make) or [(band, rng, taps, 0) for band, rng, taps in found]
+
+
+def _dx_w_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ci_opts: list, make) -> list:
+    """(band, C_in tile, C_in-outer, W band) of W-banded gather dx (``Plan.dx_w_band``) when no whole-row band
+    fits: the widest W band whose smallest tiling (the last band and C_in option) fits, then at that width the
+    first two fitting bands of the first C_in option that has one."""
+    if make(bands[-1], *ci_opts[-1], 1).dx_method not in DX_W_BAND_METHODS:
+        return []
+    for wb in _band_options(g.axes[2].n)[1:]:
+        if _check(g, make(bands[-1], *ci_opts[-1], wb), hw)[0]:
+            continue
+        for t, o in ci_opts:
+            fits = [b for b in _first_fits(lambda band, t_=t, o_=o, w=wb: make(band, t_, o_, w), bands, hw, g)
+                    if not _check(g, make(b, t, o, wb), hw)[0]]
+            if fits:
+                return [(band, t, o, wb) for band in fits]
+    return []
+
+
+def _dw_w_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ranges: list[int], make) -> list:
+    """W-banded box-mode dw (``Plan.dw_w_band``) when no whole-row tiling fits: the widest W band whose
+    smallest tiling (the last row band, C_in range and tap-pass option) fits, then, at that width, the
+    first fitting tilings in the order of ``_dw_row_tilings`` (C_in range largest first, tap passes
+    fewest first). Checking the smallest tiling first keeps a hopeless geometry to a few checks per width."""
+    if make(bands[-1], ranges[-1], 0).dw_method not in W_BAND_METHODS:
+        return []
+    unit = dw_tap_unit(g, make(bands[0], ranges[0], 0))
+    units = ceil_div(g.taps, unit)
+    taps_opts = [0] + sorted({ceil_div(units, n) * unit for n in range(2, units + 1)} - {g.taps}, reverse=True)
+    for wb in _band_options(g.axes[2].o)[1:]:
+        if _check(g, make(bands[-1], ranges[-1], taps_opts[-1], wb), hw)[0]:
+            continue
+        for rng in ranges:
+            for taps in taps_opts:
+                fits = [b for b in _first_fits(lambda band, r=rng, t=taps, w=wb: make(band, r, t, w), bands, hw, g)
+                        if not _check(g, make(b, rng, taps, wb), hw)[0]]
+                if fits:
+                    return [(band, rng, taps, wb) for band in fits]
+    return []
+
+
+def _dw_row_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ranges: list[int], make) -> list:
+    """(band, C_in range, taps per pass) of whole-row dw tilings (``_dw_tilings``)."""
     out = []
     for rng in ranges:
         fits = _first_fits(lambda band, r=rng: make(band, r, 0), bands, hw, g)

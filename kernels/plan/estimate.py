@@ -15,11 +15,11 @@ from ..schedule import (
     FILTER_RUN_ROWS,
     MOVING_MAX,
     PMAX,
-    axis_bands,
     box_block_sizes,
     dw_x_extent,
     dw_x_fill,
     dx_packs,
+    filter_stage_cols,
     n_tiles,
     row_stack_roles,
     tile_sizes,
@@ -46,9 +46,17 @@ from ..spec.dw_options import (
     dw_program_items,
     dw_row_chunk_rows,
     dw_tap_passes,
+    dw_w_bands,
 )
 from ..spec.dw_xs import db_ones_chunk, dw_xs_bundle, dw_xs_bundles
-from ..spec.dx_options import _filter_group, dx_ci_split_on, dx_program_items, dx_t_active, filters_by_dma
+from ..spec.dx_options import (
+    _filter_group,
+    dx_ci_split_on,
+    dx_program_items,
+    dx_t_active,
+    dx_w_bands,
+    filters_by_dma,
+)
 from ..spec.items import _split, db_chunk, dw_items
 from ..spec.psum import PSUM_BANK_BYTES
 from ..spec.record import DbMethod, DwMethod, DxMethod, Plan, Strategy, replace
@@ -192,7 +200,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             if filters_by_dma(g, p):   # dma_transpose from HBM, the body's destination tiles
                 _filter_transposes(c, g, p, ci, len(ci_tiles))
                 continue
-            c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(g.taps, grp))
+            cols = filter_stage_cols(g.c_out, ds)   # (a very wide C_out stages in column chunks)
+            c.dma(ci * cols * ds * grp, cols * ds, ceil_div(g.taps, grp) * ceil_div(g.c_out, cols))
             c.transpose(ci, co_t, fp32, g.taps * n_co)
             c.evict(grp * ci, two, n_co * ceil_div(g.taps, grp))
         filters = (c.busy["dma"] - before_filters["dma"], c.busy["tensor"] - before_filters["tensor"])
@@ -201,8 +210,9 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         loads = CostSheet(hw)   # one pass of dy band loads, charged once per reload
         if reloads:
             fills = []
-            for _b, bd, bh in items:
-                bw = axis_bands(g.axes[2], W)[0]
+            w_bands = dx_w_bands(g, p)
+            fill_items = [it for it in items for _bw in w_bands]   # (dx_w_band: a load per W band)
+            for (_b, bd, bh), bw in ((it, bw) for it in items for bw in w_bands):
                 bands3 = (bd, bh, bw)
                 ext = [b_.extent for b_ in bands3]
                 if min(ext) <= 0:
@@ -217,7 +227,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                     own = (bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo
                     loads.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
                     loads.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
-            shared = _shared_region_fills(g, p, items, fills)
+            shared = _shared_region_fills(g, p, fill_items, fills)
             if fills and fills[0] is not None and (p.strategy is Strategy.SHARED_DY or not p.compute_dw) \
                     and not pw_shared_on(p):   # (shared-dy pointwise: its first step, below)
                 head = _dx_head_ns(g, hw, *fills[0])   # dx runs first: its first dy band
@@ -233,7 +243,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                 if f is not None:
                     # a shared pack fill: its first region pays the memsets and placement
                     _cost_fill(loads, g, n_co, co_t, *f, fill_work=shared.get(i, True),
-                               held=(items[i][0], tuple(f[3])) in held)
+                               held=(fill_items[i][0], tuple(f[3])) in held)
             first_place = _first_band_placement(g, hw, fills)
             if first_place and dx_band_early_legal(g, p):
                 if p.dx_band_early:   # GpSimd places the first band (once), not VectorE
@@ -280,10 +290,12 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             _estimate_dpairs(c, g, p, hw, items)
         elif p.dx_regions == 1 and dx_ci_split_on(g, p):
             for _b, bd, bh in items:
-                _estimate_dx_band(c, g, None, bd, bh, ci_tiles, n_co, fp32, two, W)
+                for bw in dx_w_bands(g, p):
+                    _estimate_dx_band(c, g, None, bd, bh, ci_tiles, n_co, fp32, two, W, bw)
         elif p.dx_regions == 1:
             for _b, bd, bh in items:
-                c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh))
+                for bw in dx_w_bands(g, p):
+                    c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh, False, bw))
         else:   # one band's compute per pack; its store once per region
             for pack in dx_packs(g, items, p.dx_regions):
                 _b, bd, bh = pack[0]
@@ -397,17 +409,24 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                     rows = (d1 - d0, h1 - h0)
                     if rows[0] <= 0 or rows[1] <= 0:
                         continue
-                    _x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1))
                     # a DwState per (C_in range, tap pass), one in all under shared dy: its first box copies
                     first = it == 0 and (p.strategy is not Strategy.SHARED_DY or (r0 == 0 and pi == 0))
-                    key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0,
-                           span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles, wcols, ones, first)
-                    if key not in cache:
-                        cache[key] = CostSheet(hw)
-                        _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks, xpad,
-                                          bank, span, item_roles, wcols, ones, first)
-                    c.add(cache[key])
-                    last_sheet = cache[key]
+                    # box mode: one box per W band (dw_w_band), each with its own x band; row mode: wcols
+                    boxes_w = (wcols,) if p.dw_method is DwMethod.ROW_PACK else dw_w_bands(g, p)
+                    for wi, ow in enumerate(boxes_w):
+                        _x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1),
+                                                        None if p.dw_method is DwMethod.ROW_PACK else ow)
+                        first_box = first and wi == 0
+                        # (box mode: a band's cost depends on its width and x fill, not on where it lies)
+                        key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0,
+                               span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles,
+                               ow if p.dw_method is DwMethod.ROW_PACK else ow[1] - ow[0], ones, first_box)
+                        if key not in cache:
+                            cache[key] = CostSheet(hw)
+                            _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks,
+                                              xpad, bank, span, item_roles, ow, ones, first_box)
+                        c.add(cache[key])
+                        last_sheet = cache[key]
                     if p.dw_method is DwMethod.ROW_PACK and p.strategy is not Strategy.SHARED_DY:
                         # the x^T tiles its row passes stream (a stacked pair is one pass): section_ns's steps
                         tiles = (len(dw_xs_bundles(g, p, span)) if p.dw_x_stationary
@@ -415,12 +434,16 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                         c.pipeline_steps((len(chunk_rows[it]) - item_roles.count("lower")) * len(ci_tiles) * tiles)
                         c.pipeline_head(dw_head)
                     if p.strategy is not Strategy.SHARED_DY and not p.dw_dyt_dma:
-                        c.dma(co_t * rows[0] * rows[1] * Wo * ds, (rows[1] * Wo if rows[1] == g.axes[1].o else Wo) * ds, n_co)
+                        for w0, w1 in dw_w_bands(g, p):   # (W bands: one strided dy box each, runs of a row's band)
+                            wn = w1 - w0
+                            c.dma(co_t * rows[0] * rows[1] * wn * ds,
+                                  (rows[1] * wn if (rows[1] == g.axes[1].o and wn == Wo) else wn) * ds, n_co)
                     if db_on_dw(p) and r0 == 0 and pi == 0 and (own0 is None or dw_db_program(g, p) == pid):
                         # ones-vector matmuls per dy^T column, one add per tile (tap split: one program)
                         cols = ((len(chunk_rows[it]) - item_roles.count("lower")) * (wcols[1] - wcols[0])
                                 if p.dw_method is DwMethod.ROW_PACK
-                                else sum(cnt for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)))
+                                else sum(cnt for w0, w1 in dw_w_bands(g, p)
+                                         for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], w1 - w0), PMAX)))
                         c.matmul(co_t, 1, fp32, cols * n_co)
                         c.compute("vector", 1, 2, 1.0, n_co, op="tensor_tensor")
                 c.section("dw_finish")

@@ -48,8 +48,9 @@ def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], o
                       wcols: tuple[int, int] | None = None, ones: tuple[int, int, int] | None = None,
                       first: bool = False) -> None:
     """dw of one output box (mirrors DwState.add_box), without its dy load and db fold; ``roles``:
-    its row chunks' roles under ``dw_row_stack``; ``wcols``: the W output columns run (row mode);
-    ``ones``: the db_ones chunk (row mode); ``first``: the DwState's first box (its folds copy)."""
+    its row chunks' roles under ``dw_row_stack``; ``wcols``: the W output columns run (row mode: a
+    program's columns; box mode: a W band); ``ones``: the db_ones chunk (row mode); ``first``: the
+    DwState's first box (its folds copy)."""
     ds = g.dtype_bytes
     fp32 = g.dtype == "fp32"
     two = ds == 2
@@ -60,8 +61,9 @@ def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], o
     if p.dw_method is DwMethod.ROW_PACK:
         _estimate_rows(c, g, p, (od, oh), ci_tiles, chunk, n_chunks, xpad, bank, span, roles, wcols, ones, first)
         return
-    blocks = box_block_sizes((0, 0, 0), (rows[0], rows[1], Wo), PMAX)
-    sizes = [(s_[0] * s_[1] * s_[2], cnt) for s_, cnt in blocks]
+    ow = wcols or (0, Wo)   # box mode: the box's W columns (a W band, dw_w_band)
+    sizes = [(s_[0] * s_[1] * s_[2], cnt)
+             for s_, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], ow[1] - ow[0]), PMAX)]
     G = p.dw_tap_group
     t_lo, t_hi = span
     groups = [min(G, t_hi - t) for t in range(t_lo, t_hi, G)]
@@ -73,7 +75,7 @@ def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], o
             continue
         c.transpose(co_t, npos, fp32, n_co * cnt)
         c.evict(g.c_out, two, max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)) * cnt)
-    x0, xext, xlo, xhi = dw_x_fill(g, od, oh)
+    x0, xext, xlo, xhi = dw_x_fill(g, od, oh, ow)
     for ci in ci_tiles:
         _cost_fill(c, g, 1, ci, xlo, xhi, xext, [(x0[a] + xlo[a], x0[a] + xhi[a]) for a in range(3)], x_side=True)
         if p.dw_x_stationary:

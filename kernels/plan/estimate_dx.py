@@ -25,21 +25,23 @@ from .budget import _dx_dy_extent
 
 @lru_cache(maxsize=8192)
 def _dx_band_sheet(g: ConvGeom, target: str, ci_tile: int, bd: AxisBand, bh: AxisBand,
-                   packed: bool = False) -> CostSheet:
+                   packed: bool = False, bw: AxisBand | None = None) -> CostSheet:
     """The cost of one dx band (cached across candidates: many share their bands); ``packed``: the
-    block-diagonal form (one 128-row tile, one 128-partition C_out tile)."""
+    block-diagonal form (one 128-row tile, one 128-partition C_out tile); ``bw``: its W band (default all W)."""
     c = CostSheet(TARGET_FIGURES[target])
     ci_tiles = [PMAX] if packed else tile_sizes(g.c_in, ci_tile)
     _estimate_dx_band(c, g, None, bd, bh, ci_tiles, 1 if packed else n_tiles(g.c_out, PMAX),
-                      g.dtype == "fp32", g.dtype_bytes == 2, g.axes[2].n)
+                      g.dtype == "fp32", g.dtype_bytes == 2, g.axes[2].n, bw)
     return c
 
 
 def _estimate_dx_band(c: CostSheet, g: ConvGeom, p: Plan | None, bd: AxisBand, bh: AxisBand, ci_tiles: list[int],
-                      n_co: int, fp32: bool, two: bool, W: int) -> None:
-    """The dx compute and store of one band (mirrors nki_dx.run_dx's inner loops)."""
+                      n_co: int, fp32: bool, two: bool, W: int, bw: AxisBand | None = None) -> None:
+    """The dx compute and store of one band (mirrors nki_dx._run_band); ``bw``: its W band (default all W)."""
     ds = g.dtype_bytes
-    work = dx_phase_work(g, (bd, bh, axis_bands(g.axes[2], W)[0]), with_blocks=False)
+    bw = bw if bw is not None else axis_bands(g.axes[2], W)[0]
+    wn = bw.i1 - bw.i0
+    work = dx_phase_work(g, (bd, bh, bw), with_blocks=False)
     zero = [w for w in work if not w.taps]
     for ci in ci_tiles:
         for w in zero:
@@ -52,7 +54,8 @@ def _estimate_dx_band(c: CostSheet, g: ConvGeom, p: Plan | None, bd: AxisBand, b
                 c.matmul(ci, n, fp32, len(w.taps) * n_co * count)
                 c.evict(n, two, count, contiguous=(g.axes[2].s == 1))
         rows = (bd.i1 - bd.i0) * (bh.i1 - bh.i0)
-        c.dma(ci * rows * W * ds, (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W) * ds)
+        run = wn if wn < W else (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W)
+        c.dma(ci * rows * wn * ds, run * ds)
 
 
 def _estimate_dpairs(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items: list) -> None:

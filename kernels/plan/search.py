@@ -13,6 +13,7 @@ from .candidates import _enumerate
 from .estimate import _estimate
 from .no_plan import no_plan_message
 from .problem import _base
+from .smallest import smallest_working_set
 
 
 def _label(p: Plan) -> str:
@@ -33,6 +34,7 @@ def _label(p: Plan) -> str:
                      + (f", W {p.dx_toeplitz_w} on M" if p.dx_method is DxMethod.TOEPLITZ and p.dx_toeplitz_w else "")
                      + (f", K pairs {'dhw'[p.dx_toeplitz_pair]}" if p.dx_method is DxMethod.TOEPLITZ
                         and p.dx_toeplitz_pair >= 0 else "")
+                     + (f", W band {p.dx_w_band}" if p.dx_w_band else "")
                      + (", ci split" if p.dx_ci_split else "")
                      + (", early band" if p.dx_band_early else "")
                      + (", filters first" if p.filters_first else "") + "]")
@@ -44,6 +46,7 @@ def _label(p: Plan) -> str:
         parts.append("dx between bundles")
     if p.dw_method:
         band = "" if p.strategy is Strategy.SHARED_DY else f"band {p.dw_band[0]}x{p.dw_band[1]}, "
+        band += f"W band {p.dw_w_band}, " if p.dw_w_band else ""
         band += f"{p.dw_split} split, " if (p.lnc == 2 and p.dw_split != "positions") else ""
         rng = f", ci-range {p.dw_ci_range}" if p.dw_ci_range < p.x_shape[1] else ""
         rng += f", taps/pass {p.dw_tap_range}" if p.dw_tap_range else ""
@@ -94,6 +97,15 @@ def clear_plan_cache() -> None:
     _plan_cached.cache_clear()
 
 
+def _smallest_note(g: ConvGeom, base: dict, usable: int) -> str:
+    """What the smallest tiling needs (``smallest.py``): the buffer that does not fit and by how much."""
+    sbuf, (name, size) = smallest_working_set(g, base)
+    if sbuf <= usable:
+        return f"; the smallest tiling fits ({sbuf} B per partition): a missing plan, please report it"
+    return (f"; even the smallest tiling (one-row bands, one W column, one C_in channel or tap at a time) needs "
+            f"{sbuf} B per partition, {sbuf - usable} B over the {usable} B usable (largest: {name} {size} B)")
+
+
 def _plan(g: ConvGeom, base: dict) -> Plan:
     """Enumerate, check, cost and pick."""
     target = base["target"]
@@ -118,7 +130,8 @@ def _plan(g: ConvGeom, base: dict) -> Plan:
         records.append(Candidate(lab, True, "", est, b.sbuf, b.psum))
         feasible.append(p)
     if not feasible:
-        raise Conv3dBwdPlanError(no_plan_message(target, records, hw.sbuf_usable, hw.psum_banks))
+        raise Conv3dBwdPlanError(no_plan_message(target, records, hw.sbuf_usable, hw.psum_banks)
+                                 + _smallest_note(g, base, hw.sbuf_usable))
     feasible.sort(key=lambda q: (round(q.estimated_us, 6), q.label))
     records_t = tuple(records)
     alts = tuple(replace(q, candidates=records_t) for q in feasible)

@@ -169,11 +169,38 @@ def dw_stage_rows(p: Plan, rows: tuple[int, int]) -> tuple[int, int]:
     return rows
 
 
+W_BAND_METHODS = (DwMethod.GEMM, DwMethod.TAP_GEMM, DwMethod.TAP_PACK)
+
+
+def dw_w_band_legal(g: ConvGeom, p: Plan) -> bool:
+    """``Plan.dw_w_band``: box-mode dw streaming its own dy (per gradient) may split each box's W output
+    columns into bands, each with the x columns its taps reach (the halo), so that a box whose whole-row
+    x band does not fit SBUF still runs. The compositions that pace dx by dw's boxes (dw-interleaved, dx
+    inside dw, dx between bundles, dx^T's band prefetch) and dy^T by DMA (whole W rows) are not built
+    with it."""
+    return bool(p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dw_method in W_BAND_METHODS
+                and 0 < p.dw_w_band < g.axes[2].o and not p.dw_dyt_dma and not p.dw_interleave
+                and not p.dx_inside_dw and not p.dx_between_bundles and not p.dx_prefetch)
+
+
+def dw_w_bands(g: ConvGeom, p: Plan) -> tuple[tuple[int, int], ...]:
+    """The W output column ranges [w0, w1) of each dw box: bands of ``dw_w_band`` columns, else all W."""
+    wo = g.axes[2].o
+    if not p.dw_w_band or p.dw_w_band >= wo:
+        return ((0, wo),)
+    return tuple((w0, min(wo, w0 + p.dw_w_band)) for w0 in range(0, wo, p.dw_w_band))
+
+
+def dw_w_cols(g: ConvGeom, p: Plan) -> int:
+    """W output columns of dw's largest box (its dy box, x band and position tiles)."""
+    return min(p.dw_w_band, g.axes[2].o) if p.dw_w_band else g.axes[2].o
+
+
 @lru_cache(maxsize=4096)
 def dw_direct(g: ConvGeom, p: Plan) -> bool:
     """dw evicts its PSUM accumulators straight to the output dtype: one output box, one PSUM group per
     accumulator (row mode: at most 128 rows, or two 64-row chunks in one stacked pass), one program."""
-    if (p.lnc != 1 and dw_own_taps(g, p, 0) is None) or not p.compute_dw:
+    if (p.lnc != 1 and dw_own_taps(g, p, 0) is None) or not p.compute_dw or len(dw_w_bands(g, p)) > 1:
         return False
     items = [it for it in dw_items(g, p) if it[1][1] > it[1][0] and it[2][1] > it[2][0]]
     if len(items) != 1:   # row stacking: every row chunk in one stacked matmul pass folds once too

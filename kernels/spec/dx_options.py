@@ -6,7 +6,7 @@ from ..geometry import ConvGeom
 from ..schedule import axis_bands, n_tiles
 from .items import _split, dx_items
 from .psum import PSUM_BANK_BYTES
-from .record import DxMethod, Plan, Strategy
+from .record import DbMethod, DxMethod, Plan, Strategy
 
 
 def filters_by_dma(g: ConvGeom, p: Plan) -> bool:
@@ -59,6 +59,35 @@ def dx_program_items(g: ConvGeom, p: Plan, pid: int) -> list:
 def dx_ci_split_on(g: ConvGeom, p: Plan) -> bool:
     """The plan asks for the LNC2 C_in split of dx and the geometry allows it (else the item split)."""
     return p.dx_ci_split and dx_ci_split_legal(g, p)
+
+
+W_BAND_METHODS = (DxMethod.GEMM, DxMethod.GATHER_S1, DxMethod.PHASE_GATHER)
+
+
+def dx_w_band_legal(g: ConvGeom, p: Plan) -> bool:
+    """``Plan.dx_w_band``: the gather (``nki_dx.run_dx``, one band per plane, no dx^T, no D-phase pairs) may
+    split each dx band's W input columns into bands, each loading the dy columns its inputs read (the
+    halo of the kernel's W reach), so that a band whose whole-row dy buffer does not fit SBUF still runs.
+    Not where another section reads dx's dy loads (shared dy, db folded on them) or paces dx (dx inside /
+    between dw, dw-interleaved, an early first band)."""
+    return bool(p.compute_dx and p.dx_method in W_BAND_METHODS and 0 < p.dx_w_band < g.axes[2].n
+                and p.dx_regions == 1 and not p.dx_transposed and not p.dx_dphase_pairs
+                and p.strategy is Strategy.PER_GRADIENT
+                and not (p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw)
+                and not (p.dx_prefetch or p.dx_inside_dw or p.dx_between_bundles or p.dw_interleave
+                         or p.dx_band_early))
+
+
+def dx_w_bands(g: ConvGeom, p: Plan) -> tuple:
+    """The W bands (``schedule.AxisBand``) of every dx band: bands of ``dx_w_band`` columns where legal, else
+    one over the whole axis."""
+    ax = g.axes[2]
+    return axis_bands(ax, p.dx_w_band if dx_w_band_legal(g, p) else ax.n)
+
+
+def dx_w_cols(g: ConvGeom, p: Plan) -> int:
+    """W input columns of dx's widest W band (0 when not banded: whole rows)."""
+    return p.dx_w_band if dx_w_band_legal(g, p) else 0
 
 
 def filter_group(g: ConvGeom, p: Plan) -> int:

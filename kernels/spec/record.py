@@ -96,7 +96,7 @@ class Plan:
     dx_method: DxMethod | None
     dw_method: DwMethod | None
     db_method: DbMethod | None
-    dx_band: tuple[int, int]          # input rows per band (D, H); W is never banded
+    dx_band: tuple[int, int]          # input rows per band (D, H), whole W rows
     dw_band: tuple[int, int]          # output rows per band (D, H) when dw streams dy itself
     dx_ci_tile: int
     dx_ci_outer: bool                 # filters one C_in tile at a time (dy reloaded per tile)
@@ -135,6 +135,8 @@ class Plan:
     dx_between_bundles: bool = False  # per gradient, D-phase pairs: dx's groups run between dw's x^T bundles
     dw_head_split: bool = False       # dw's first row pass: dy^T and the first x^T by column pieces (dw_head)
     s2d_group: int = 0                # s2d_gemm: row tiles resident together (0: another method)
+    dw_w_band: int = 0                # box-mode per-gradient dw: W output columns per box (0: whole rows)
+    dx_w_band: int = 0                # gather dx: W input columns per band (0: whole rows)
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -178,7 +180,8 @@ class Plan:
                 "dx_inside_dw": self.dx_inside_dw, "dx_inside_boxes": self.dx_inside_boxes, "dw_xt_merge": self.dw_xt_merge,
                 "dx_between_bundles": self.dx_between_bundles,
                 "db_ones": self.db_ones, "dw_dyt_dma": self.dw_dyt_dma,
-                "dw_head_split": self.dw_head_split, "s2d_group": self.s2d_group}
+                "dw_head_split": self.dw_head_split, "s2d_group": self.s2d_group,
+                "dw_w_band": self.dw_w_band, "dx_w_band": self.dx_w_band}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""

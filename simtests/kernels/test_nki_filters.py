@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 
 import nkisim
@@ -10,8 +11,9 @@ from kernels import conv3d_bwd
 from kernels.nki_filters import CiTiledFilters
 from kernels.plan import DxMethod, Strategy, forced_plan, plan_conv3d_bwd
 from kernels.plan.problem import gather_dx_method
+from kernels.schedule import filter_stage_cols
 
-from .support import exact_inputs, run_and_compare
+from .support import exact_inputs, oracle, run_and_compare
 
 # C_in 5 in tiles of 2 (2, 2, 1): one dx group of three C_in tiles (not ci-outer), so every C_out
 # tile's filters come as three tensors; C_out 130 gives two C_out tiles
@@ -71,3 +73,23 @@ def test_ci_tiled_filters_index_their_tile():
     assert f[slice(None, 5), slice(0, 2), slice(0, 128)] == (slice(None, 5), slice(0, 2), slice(0, 128))
     with pytest.raises(ValueError, match="spans C_in tiles"):
         f[slice(None, 5), 0, slice(100, 140)]
+
+
+@pytest.mark.parametrize("dtype, target", [("fp32", "trn2"), ("bf16", "trn1")])   # both by PE transposes
+def test_very_wide_c_out_stages_filters_in_column_chunks(dtype, target):
+    """C_out wider than one staging tile (8 KiB per partition): the filters stage in chunks of whole C_out
+    tiles (a 2,100 / 4,500-column stage would be one tile of the full width); exact against the oracle."""
+    c_out = {"fp32": 2100, "bf16": 4500}[dtype]
+    assert filter_stage_cols(c_out, 4 if dtype == "fp32" else 2) < c_out
+    dy, x, w = exact_inputs(1, 2, c_out, (1, 2, 3), (1, 2, 1), dtype=dtype)
+    res = nkisim.run(conv3d_bwd, dy, x, w, target=target, compute_dw=False, compute_db=False)
+    want = oracle(dy, x, w, dtype, compute_dw=False, compute_db=False)[0]
+    got = res.outputs[0] if isinstance(res.outputs, tuple) else res.outputs
+    assert got.shape == want.shape and np.array_equal(got.astype(np.float64), want.astype(np.float64))
+
+
+def test_wide_c_out_dx_plan_counts_one_staging_chunk():
+    """C_in 1, C_out 100,000, 1x1x1: the staging ring holds one column chunk, so dx has a plan."""
+    plan = plan_conv3d_bwd((1, 100_000, 1, 1, 1), (1, 1, 1, 1, 1), (1, 1, 1, 1, 100_000), dtype="fp32",
+                           compute_dw=False, compute_db=False)
+    assert plan.sbuf_bytes < 64 * 1024, plan.label
