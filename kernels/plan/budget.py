@@ -9,6 +9,8 @@ from .. import pw_shared as pw
 from ..costs import TargetFigures
 from ..dx_pairs import BANK_FP32, DXT_BUFS, ci_tile_t, copies_made, phase_stage_elems
 from ..geometry import ConvGeom, ceil_div
+from ..methods.dw_small_extent import estimate as dws_estimate
+from ..methods.dw_small_extent import spec as dws_spec
 from ..methods.s2d_gemm import estimate as s2d_estimate
 from ..methods.s2d_gemm import spec as s2d_spec
 from ..schedule import (
@@ -117,6 +119,11 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         parts += [("shared-dy dw rings, planes, outputs", extra)]
         phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + extra
         psum_dw = pw.psum_banks(g, db_on_dw(p) and not p.pw_db_scalar)
+    elif p.compute_dw and p.dw_method is DwMethod.SMALL_EXTENT:   # its own pools (methods/dw_small_extent)
+        mine = dws_spec.sbuf_parts(g, p.lnc, db_on_dw(p))
+        parts += [(f"dw {k}", v) for k, v in mine.items()]
+        phase_sbuf["dw"] = sum(mine.values())
+        psum_dw = sum(dws_spec.psum_banks(db_on_dw(p)).values())
     elif p.compute_dw and p.dw_method is DwMethod.DMA_GEMM:
         by_pos = p.lnc == 2 and p.dw_split == "positions"
         mine = max(len(c_) for c_ in _gemm_dma_chunks(g, 1 if by_pos else p.lnc))
@@ -229,6 +236,10 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
                                                     (p.compute_dx, p.compute_dw, p.compute_db), hw)
         return why, _Budget(sbuf, psum, tuple(parts.items()))
     b = _budget(g, p)
+    if p.compute_dw and p.dw_method is DwMethod.SMALL_EXTENT:
+        why = dws_estimate.check(g, p.lnc, db_on_dw(p), hw, hw.psum_banks - psum_transpose_banks(p))[0]
+        if why:
+            return why, b
     if p.dw_method is not None and p.dw_tap_group * p.dw_ci_tile > MOVING_MAX:
         return (f"dw moving free {p.dw_tap_group}x{p.dw_ci_tile} = {p.dw_tap_group * p.dw_ci_tile} "
                 f"exceeds {MOVING_MAX}"), b
