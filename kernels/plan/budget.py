@@ -122,8 +122,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
     elif p.compute_dw and p.dw_method is DwMethod.SMALL_EXTENT:   # its own pools (methods/dw_small_extent)
         mine = dws_spec.sbuf_parts(g, p.lnc, db_on_dw(p))
         parts += [(f"dw {k}", v) for k, v in mine.items()]
-        phase_sbuf["dw"] = sum(mine.values())
-        psum_dw = sum(dws_spec.psum_banks(db_on_dw(p)).values())
+        phase_sbuf["dw"] = sum(mine.values()) + (_first_filters_sbuf(g, p) if p.filters_first and p.compute_dx else 0)
+        psum_dw = dws_spec.psum_peak(db_on_dw(p))
     elif p.compute_dw and p.dw_method is DwMethod.DMA_GEMM:
         by_pos = p.lnc == 2 and p.dw_split == "positions"
         mine = max(len(c_) for c_ in _gemm_dma_chunks(g, 1 if by_pos else p.lnc))
@@ -182,12 +182,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         else:
             phase_sbuf["dw"] = dw_total
         if p.filters_first and p.compute_dx:
-            first = (n_co * g.taps * (p.dx_ci_tile if p.dx_ci_outer else g.c_in) * ds if p.dx_regions == 1
-                     else g.taps * PMAX * ds)
-            if p.dx_method is DxMethod.TOEPLITZ:
-                first += toeplitz.sbuf_bytes(g, p.dx_band, p.dx_toeplitz, p.dx_toeplitz_merge, p.dx_toeplitz_w)[0]
-            if p.dx_dphase_pairs and not dpairs.dpairs_domain(g):   # the slot tiles (and W^T when built on the PE)
-                first += n_co * max(1, _dpair_slot_count(g, p)) * PMAX * ds
+            first = _first_filters_sbuf(g, p)
             phase_sbuf["dw"] = phase_sbuf.get("dw", 0) + first
             dw_total += first
         if dx_prefetched(p):   # dx^T's first band (and its pools) arrives during dw
@@ -216,6 +211,19 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
     psum = psum_transpose_banks(p) + (psum_dx + psum_dw if (p.strategy is Strategy.SHARED_DY or _dw_dx_merged(g, p))
                                    else max(psum_dx, psum_dw))
     return _Budget(sbuf, psum, tuple(parts))
+
+
+def _first_filters_sbuf(g: ConvGeom, p: Plan) -> int:
+    """Bytes per partition of dx's first filter group, live during dw with ``filters_first``."""
+    ds = g.dtype_bytes
+    n_co = n_tiles(g.c_out, PMAX)
+    first = (n_co * g.taps * (p.dx_ci_tile if p.dx_ci_outer else g.c_in) * ds if p.dx_regions == 1
+             else g.taps * PMAX * ds)
+    if p.dx_method is DxMethod.TOEPLITZ:
+        first += toeplitz.sbuf_bytes(g, p.dx_band, p.dx_toeplitz, p.dx_toeplitz_merge, p.dx_toeplitz_w)[0]
+    if p.dx_dphase_pairs and not dpairs.dpairs_domain(g):   # the slot tiles (and W^T when built on the PE)
+        first += n_co * max(1, _dpair_slot_count(g, p)) * PMAX * ds
+    return first
 
 
 def _xs_max_chunks(g: ConvGeom, p: Plan) -> int:

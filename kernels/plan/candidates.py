@@ -124,7 +124,7 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
 # the per-gradient plan fields that describe a streaming dw or its composition with dx, at their defaults:
 # dw:small_extent runs alone before dx and takes its loops from the geometry
 _SMALL_EXTENT_RESET = {
-    "dw_tap_group": 1, "dw_co_chunk": 1, "dw_tap_range": 0, "filters_first": False, "dw_split": "positions",
+    "dw_tap_group": 1, "dw_co_chunk": 1, "dw_tap_range": 0, "dw_split": "positions",
     "dw_x_stationary": False, "dx_prefetch": False, "dw_xt_dma": False, "dw_row_stack": False,
     "dw_interleave": False, "db_ones": False, "dw_dyt_dma": False, "dw_tap_fine": False, "dx_band_early": False,
     "dx_inside_dw": False, "dx_inside_boxes": False, "dw_xt_merge": False, "dx_between_bundles": False,
@@ -133,14 +133,17 @@ _SMALL_EXTENT_RESET = {
 
 def _small_extent_plans(g: ConvGeom, plans: list[Plan]) -> list[Plan]:
     """dw:small_extent (kernels/methods/dw_small_extent) with each distinct dx (and db) choice of the
-    per-gradient candidates: few positions over the whole batch."""
+    per-gradient candidates: few positions over the whole batch. ``filters_first`` is kept: dx's first
+    filters load before dw, or (by DMA) right behind dw's x and dy loads, under dw's compute."""
     if dws_spec.applies(g):
         return []
     out: dict[Plan, None] = {}
     for p in plans:
         if p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dw_method is not None:
-            out[replace(p, dw_method=DwMethod.SMALL_EXTENT, dw_band=(g.axes[0].o, g.axes[1].o),
-                        dw_ci_tile=min(PMAX, g.c_in), dw_ci_range=g.c_in, **_SMALL_EXTENT_RESET)] = None
+            q = replace(p, dw_method=DwMethod.SMALL_EXTENT, dw_band=(g.axes[0].o, g.axes[1].o),
+                        dw_ci_tile=min(PMAX, g.c_in), dw_ci_range=g.c_in, **_SMALL_EXTENT_RESET)
+            out[q] = None
+            out[replace(q, filters_first=False)] = None
     return list(out)
 
 

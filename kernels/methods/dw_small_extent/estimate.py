@@ -18,7 +18,7 @@ def check(g: ConvGeom, lnc: int, compute_db: bool, hw: TargetFigures, psum_free:
     why = spec.applies(g)
     parts = spec.sbuf_parts(g, lnc, compute_db)
     sbuf = sum(parts.values())
-    psum = sum(spec.psum_banks(compute_db).values())
+    psum = spec.psum_peak(compute_db)
     if why:
         return f"dw:small_extent: {why}", sbuf, psum, parts
     if sbuf > hw.sbuf_usable:

@@ -20,8 +20,10 @@ from . import spec
 _P = spec.PMAX
 
 
-def run_dw_small_extent(g, dy, x, dw, db, dtype, target, pid, lnc):
-    """Program ``pid``'s share of dw (its taps; db, when given, on program 0)."""
+def run_dw_small_extent(g, dy, x, dw, db, dtype, target, pid, lnc, after_loads=None):
+    """Program ``pid``'s share of dw (its taps; db, when given, on program 0). ``after_loads``: called
+    once x and dy are issued (the caller's next loads, e.g. dx's filters, queue behind them and land
+    under dw's compute)."""
     cs = spec.chunks(g, lnc, pid)
     db_here = db is not None and pid == 0
     if not cs and not db_here:
@@ -31,7 +33,6 @@ def run_dw_small_extent(g, dy, x, dw, db, dtype, target, pid, lnc):
     sizes = [t.size(ow) for t in tiles]
     cot = spec.co_tiles(g)
     bank = spec.transpose_bank(g)
-    banks = spec.psum_banks(db is not None)
     evict = Evictor(target)
     pt_pool = Pool(spec.T_PSUM_BUFS, (_P, bank), dtype, nl.psum, "dws_pt")
     xp = _load_x(g, x, dtype) if cs else None
@@ -40,6 +41,11 @@ def run_dw_small_extent(g, dy, x, dw, db, dtype, target, pid, lnc):
         nisa.dma_copy(dst=dyn[:cw, c], src=dy.ap(pattern=[[od * oh * ow, cw], [g.c_out * od * oh * ow, g.batch],
                                                           [oh * ow, od], [ow, oh], [1, ow]],
                                                  offset=c0 * od * oh * ow))
+    if after_loads is not None:
+        after_loads()
+    pipe = _Dw(g, cs, xp, tiles, sizes, dtype, pt_pool, evict) if cs else None
+    if pipe is not None:   # the first x^T groups need x only: the PE builds them while dy lands
+        pipe.prime()
     dyt = nl.ndarray((_P, len(tiles), g.c_out), dtype, buffer=nl.sbuf, name="dws_dyt")
     for t, tl in enumerate(tiles):
         for pack in spec.bank_packs([cw for _c0, cw in cot], bank):
@@ -52,10 +58,10 @@ def run_dw_small_extent(g, dy, x, dw, db, dtype, target, pid, lnc):
                 off += cw
             c0 = cot[pack[0]][0]
             evict.copy(dyt[:sizes[t], t, c0:c0 + off], pt[:sizes[t], :off])
-    if db_here:
+    if db_here:   # (its PSUM bank is released before dw's accumulators are allocated)
         _db(g, db, dyt, sizes, dtype, evict)
-    if cs:
-        _dw(g, cs, xp, dyt, tiles, sizes, dw, dtype, pt_pool, banks["dw"], evict)
+    if pipe is not None:
+        pipe.run(dyt, dw)
 
 
 def _load_x(g, x, dtype):
@@ -108,54 +114,65 @@ def _db(g, db, dyt, sizes, dtype, evict):
     nisa.dma_copy(dst=db.ap(pattern=[[g.c_out, 1], [1, g.c_out]], offset=0), src=out[:1, :])
 
 
-def _dw(g, cs, xp, dyt, tiles, sizes, dw, dtype, pt_pool, acc_banks, evict):
-    """Per group of chunks: x^T (the next group's built before this group's matmuls), then one PSUM
-    accumulation group per (chunk, C_out block) over every position tile, evicted once into a store tile;
-    each store unit (consecutive rows of dw) leaves by one DMA."""
-    grps = spec.groups(g, cs)
-    blocks = spec.co_blocks(g)
-    xt_pool = Pool(spec.XT_BUFS, (_P, spec.xt_cols(g)), dtype, nl.sbuf, "dws_xt")
-    acc_pool = Pool(acc_banks, (_P, spec.MOVING_MAX), nl.float32, nl.psum, "dws_acc")
-    st_pool = Pool(spec.STORE_BUFS, (_P, spec.STORE_CHUNKS, g.c_out), dtype, nl.sbuf, "dws_st")
-    unit_of = {i: (u, k) for u, st in enumerate(spec.stores(cs)) for k, i in enumerate(st)}
-    units = spec.stores(cs)
+class _Dw:
+    """Per group of chunks: x^T (built two groups ahead of the matmuls), then one PSUM accumulation
+    group per (chunk, C_out block) over every position tile, evicted once into a store tile; each
+    store unit (consecutive rows of dw) leaves by one DMA."""
 
-    def build(grp):
+    def __init__(self, g, cs, xp, tiles, sizes, dtype, pt_pool, evict):
+        self.g, self.cs, self.xp, self.tiles, self.sizes = g, cs, xp, tiles, sizes
+        self.dtype, self.pt_pool, self.evict = dtype, pt_pool, evict
+        self.grps = spec.groups(g, cs)
+        self.xt_pool = Pool(spec.XT_BUFS, (_P, spec.xt_cols(g)), dtype, nl.sbuf, "dws_xt")
+        self.ahead = []
+
+    def prime(self):
+        self.ahead = [self.build(grp) for grp in self.grps[:2]]
+
+    def build(self, grp):
         """x^T of the group's chunks for every position tile: SBUF ``[positions, (tile, chunk, m)]``."""
-        m = cs[grp[0]].m
-        xt = xt_pool.take()
-        for t0, t1 in spec.xt_packs(g, m, len(grp)):
-            pt = pt_pool.take()
+        g, cs, sizes = self.g, self.cs, self.sizes
+        w = spec.group_width(cs, grp)
+        xt = self.xt_pool.take()
+        for t0, t1 in spec.xt_packs(g, w):
+            pt = self.pt_pool.take()
             for t in range(t0, t1):
-                for j, i in enumerate(grp):
-                    off = ((t - t0) * len(grp) + j) * m
+                off = (t - t0) * w
+                for i in grp:
                     for s in cs[i].slots:
-                        nisa.nc_transpose(dst=pt[:sizes[t], off:off + s.cs], data=_window(g, xp, s, tiles[t]))
+                        nisa.nc_transpose(dst=pt[:sizes[t], off:off + s.cs], data=_window(g, self.xp, s, self.tiles[t]))
                         off += s.cs
             for a, b in spec.equal_runs(sizes, t0, t1):
-                w = len(grp) * m
-                evict.copy(xt[:sizes[a], a * w:b * w], pt[:sizes[a], (a - t0) * w:(b - t0) * w])
+                self.evict.copy(xt[:sizes[a], a * w:b * w], pt[:sizes[a], (a - t0) * w:(b - t0) * w])
         return xt
 
-    stage = None
-    nxt = build(grps[0])
-    for gi, grp in enumerate(grps):
-        xt = nxt
-        if gi + 1 < len(grps):   # ahead: its transposes run while this group's evictions drain
-            nxt = build(grps[gi + 1])
-        m = cs[grp[0]].m
-        w = len(grp) * m
-        for j, i in enumerate(grp):
-            u, k = unit_of[i]
-            if k == 0:
-                stage = st_pool.take()
-            for b0, bn in blocks:
-                acc = acc_pool.take()
-                for t, n in enumerate(sizes):
-                    nisa.nc_matmul(acc[:m, :bn], stationary=xt[:n, t * w + j * m:t * w + (j + 1) * m],
-                                   moving=dyt[:n, t, b0:b0 + bn], accumulate=t > 0)
-                evict.copy(stage[:m, k, b0:b0 + bn], acc[:m, :bn])
-            if k == len(units[u]) - 1:
-                row = spec.chunk_row(g, cs[units[u][0]])
-                dst = dw.ap(pattern=[[g.c_out, m], [m * g.c_out, k + 1], [1, g.c_out]], offset=row * g.c_out)
-                nisa.dma_copy(dst=dst, src=stage[:m, :k + 1, :])
+    def run(self, dyt, dw):
+        g, cs, grps = self.g, self.cs, self.grps
+        blocks = spec.co_blocks(g)
+        acc_pool = Pool(spec.psum_banks(False)["dw"], (_P, spec.MOVING_MAX), nl.float32, nl.psum, "dws_acc")
+        st_pool = Pool(spec.STORE_BUFS, (_P, spec.STORE_CHUNKS, g.c_out), self.dtype, nl.sbuf, "dws_st")
+        units = spec.stores(cs)
+        unit_of = {i: (u, k) for u, st in enumerate(units) for k, i in enumerate(st)}
+        stage = None
+        for gi, grp in enumerate(grps):
+            xt = self.ahead.pop(0)
+            if gi + 2 < len(grps):   # its transposes run while this group's matmuls wait for nothing
+                self.ahead.append(self.build(grps[gi + 2]))
+            w = spec.group_width(cs, grp)
+            col = 0
+            for i in grp:
+                m = cs[i].m
+                u, k = unit_of[i]
+                if k == 0:
+                    stage = st_pool.take()
+                for b0, bn in blocks:
+                    acc = acc_pool.take()
+                    for t, n in enumerate(self.sizes):
+                        nisa.nc_matmul(acc[:m, :bn], stationary=xt[:n, t * w + col:t * w + col + m],
+                                       moving=dyt[:n, t, b0:b0 + bn], accumulate=t > 0)
+                    self.evict.copy(stage[:m, k, b0:b0 + bn], acc[:m, :bn])
+                col += m
+                if k == len(units[u]) - 1:
+                    row = spec.chunk_row(g, cs[units[u][0]])
+                    dst = dw.ap(pattern=[[g.c_out, m], [m * g.c_out, k + 1], [1, g.c_out]], offset=row * g.c_out)
+                    nisa.dma_copy(dst=dst, src=stage[:m, :k + 1, :])

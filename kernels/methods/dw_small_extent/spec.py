@@ -26,9 +26,9 @@ MOVING_MAX = 512         # TensorE moving free size (one fp32 PSUM bank)
 PSUM_BANK_BYTES = 2048   # one PSUM bank per partition
 MAX_POS_TILES = 16       # the class: positions of the whole batch in at most this many 128-position tiles
 T_PSUM_BUFS = 2          # PE-transpose banks (dy^T, x^T): one fills while the other is evicted
-XT_BUFS = 3              # x^T group tiles in SBUF: the group being multiplied, the next one built ahead
+XT_BUFS = 3              # x^T group tiles in SBUF: the group being multiplied, the next two built ahead
 STORE_CHUNKS = 8         # output chunks staged per dw store (one DMA of up to 8 x 128 rows of C_out)
-STORE_BUFS = 2           # store staging tiles: one is stored while the next is filled
+STORE_BUFS = 6           # store staging tiles: stores in flight while the next are filled
 
 
 @dataclass(frozen=True)
@@ -122,9 +122,14 @@ def program_taps(g: ConvGeom, lnc: int, pid: int) -> tuple[int, int]:
 
 
 def chunks(g: ConvGeom, lnc: int, pid: int) -> list[Chunk]:
-    """Program ``pid``'s stationary chunks, in dw's layout order: slots (tap-major, then C_in tiles)
-    packed greedily, so consecutive chunks are consecutive rows of dw."""
+    """Program ``pid``'s stationary chunks, in dw's layout order (consecutive chunks are consecutive rows
+    of dw viewed as [taps x C_in, C_out]): 128-row blocks of those rows when every slot they cut starts
+    where a PE operand may start (``_slot_ok``: C_in a multiple of 64, or of 32 below 64), else whole
+    C_in tiles of one tap, packed side by side while they fit 128."""
     t0, t1 = program_taps(g, lnc, pid)
+    flat = _row_chunks(g, t0 * g.c_in, t1 * g.c_in)
+    if all(_slot_ok(s) for c in flat for s in c.slots):
+        return flat
     slots = [Slot(t, c0, min(PMAX, g.c_in - c0)) for t in range(t0, t1) for c0 in range(0, g.c_in, PMAX)]
     out: list[list[Slot]] = []
     used = PMAX
@@ -135,6 +140,30 @@ def chunks(g: ConvGeom, lnc: int, pid: int) -> list[Chunk]:
         out[-1].append(s)
         used += s.cs
     return [Chunk(tuple(c)) for c in out]
+
+
+def _row_chunks(g: ConvGeom, r0: int, r1: int) -> list[Chunk]:
+    """Rows [r0, r1) of dw as [taps x C_in, C_out] in blocks of 128, each cut into slots at tap and
+    C_in tile boundaries."""
+    out = []
+    for a in range(r0, r1, PMAX):
+        b = min(r1, a + PMAX)
+        slots = []
+        r = a
+        while r < b:
+            tap, ci = divmod(r, g.c_in)
+            end = min(b, (tap + 1) * g.c_in, tap * g.c_in + (ci // PMAX + 1) * PMAX)
+            slots.append(Slot(tap, ci, end - r))
+            r = end
+        out.append(Chunk(tuple(slots)))
+    return out
+
+
+def _slot_ok(s: Slot) -> bool:
+    """The slot's partitions within its C_in tile start where a PE operand may start: 0; 64 for <= 64
+    partitions; 32 or 96 for <= 32 (the compute engines' start-partition rule)."""
+    p = s.ci0 % PMAX
+    return p == 0 or (s.cs <= 64 and p == 64) or (s.cs <= 32 and p % 32 == 0)
 
 
 def chunk_row(g: ConvGeom, c: Chunk) -> int:
@@ -148,17 +177,24 @@ def transpose_bank(g: ConvGeom) -> int:
 
 
 def groups(g: ConvGeom, cs: list[Chunk]) -> list[list[int]]:
-    """Indices of the chunks ``cs`` whose x^T is built together: consecutive chunks of equal M, as many
-    as one PSUM bank holds for every position tile (at least one)."""
+    """Indices of the chunks ``cs`` whose x^T is built together: consecutive chunks whose columns, for
+    every position tile, fit one PSUM bank (at least one chunk)."""
     n_pt = len(pos_tiles(g))
     out: list[list[int]] = []
+    width = 0
     for i, c in enumerate(cs):
-        cap = max(1, transpose_bank(g) // (n_pt * c.m))
-        if out and cs[out[-1][0]].m == c.m and len(out[-1]) < cap:
+        if out and (width + c.m) * n_pt <= transpose_bank(g):
             out[-1].append(i)
+            width += c.m
         else:
             out.append([i])
+            width = c.m
     return out
+
+
+def group_width(cs: list[Chunk], grp: list[int]) -> int:
+    """x^T columns of a group per position tile (its chunks side by side)."""
+    return sum(cs[i].m for i in grp)
 
 
 def xt_cols(g: ConvGeom) -> int:
@@ -166,10 +202,10 @@ def xt_cols(g: ConvGeom) -> int:
     return max(transpose_bank(g), len(pos_tiles(g)) * PMAX)
 
 
-def xt_packs(g: ConvGeom, m: int, n_chunks: int) -> list[tuple[int, int]]:
-    """[t0, t1) ranges of position tiles whose x^T (n_chunks chunks of m columns each) share a PSUM bank."""
+def xt_packs(g: ConvGeom, width: int) -> list[tuple[int, int]]:
+    """[t0, t1) ranges of position tiles whose x^T (``width`` columns per tile) share a PSUM bank."""
     n_pt = len(pos_tiles(g))
-    per = max(1, transpose_bank(g) // (n_chunks * m))
+    per = max(1, transpose_bank(g) // width)
     return [(t, min(n_pt, t + per)) for t in range(0, n_pt, per)]
 
 
@@ -245,9 +281,16 @@ def x_run_bytes(g: ConvGeom) -> int:
 
 
 def psum_banks(compute_db: bool) -> dict[str, int]:
-    """PSUM banks by pool: PE transposes, dw accumulators, db (when folded here). The kernel's shared
-    transpose pool (3 banks) stays allocated beside them."""
-    return {"transpose": T_PSUM_BUFS, "dw": 3 - (1 if compute_db else 0), "db": 1 if compute_db else 0}
+    """PSUM banks by pool: PE transposes, dw accumulators, db (when folded here; released before the
+    accumulators are allocated, so the peak is the larger of the two). The kernel's shared transpose
+    pool (3 banks) stays allocated beside them."""
+    return {"transpose": T_PSUM_BUFS, "dw": 3, "db": 1 if compute_db else 0}
+
+
+def psum_peak(compute_db: bool) -> int:
+    """The most PSUM banks the method holds at once."""
+    banks = psum_banks(compute_db)
+    return banks["transpose"] + max(banks["dw"], banks["db"])
 
 
 # ------------------------------------------------------------------------------------------- pools
@@ -319,19 +362,19 @@ def work_list(g: ConvGeom, lnc: int, pid: int, compute_db: bool) -> list[Work]:
             add("tensor_copy", "evict", (1, bn))
         add("dma_copy", "dma", (g.c_out * ds, g.c_out * ds, 1))
     for grp in groups(g, cs):
-        m = cs[grp[0]].m
-        for t0, t1 in xt_packs(g, m, len(grp)):
+        w = group_width(cs, grp)
+        for t0, t1 in xt_packs(g, w):
             for t in range(t0, t1):
                 for i in grp:
                     for s in cs[i].slots:   # data [cs, positions] -> [positions, cs]
                         add("nc_transpose", "tensor", (s.cs, sizes[t], s.cs))
             for a, b in equal_runs(sizes, t0, t1):
-                add("tensor_copy", "evict", (sizes[a], (b - a) * len(grp) * m))
+                add("tensor_copy", "evict", (sizes[a], (b - a) * w))
         for i in grp:
             for _b0, bn in blocks:
                 for n in sizes:
-                    add("nc_matmul", "tensor", (n, m, bn))
-                add("tensor_copy", "evict", (m, bn))
+                    add("nc_matmul", "tensor", (n, cs[i].m, bn))
+                add("tensor_copy", "evict", (cs[i].m, bn))
     for st in stores(cs):
         m = cs[st[0]].m
         add("dma_copy", "dma", (len(st) * m * g.c_out * ds, g.c_out * ds, m))

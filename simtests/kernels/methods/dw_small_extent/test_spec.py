@@ -74,4 +74,4 @@ def test_the_work_list_is_what_the_body_issues(lnc, grads, dtype):
     assert dict(listed) == dict(res.summary.instr_counts)
     parts = spec.sbuf_parts(g, lnc, "db" in grads)
     assert res.summary.peak_sbuf_bytes_per_partition <= sum(parts.values())
-    assert res.summary.peak_psum_banks <= sum(spec.psum_banks("db" in grads).values()) + 3
+    assert res.summary.peak_psum_banks <= spec.psum_peak("db" in grads) + 3
