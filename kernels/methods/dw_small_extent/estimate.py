@@ -42,7 +42,7 @@ def charge(c: CostSheet, w: spec.Work, dtype_bytes: int) -> None:
     elif w.engine == "evict":   # PSUM -> SBUF in the input dtype, alternated VectorE / ScalarE
         _p, n = w.dims
         c.evict(n, not fp32, w.count)
-    else:   # memsets
+    else:   # memsets, GpSimd placement of staged x
         c.compute(w.engine, w.dims[1], 1, 1.0, w.count, op=w.op)
 
 

@@ -65,7 +65,9 @@ def run_dw_small_extent(g, dy, x, dw, db, dtype, target, pid, lnc, after_loads=N
 
 
 def _load_x(g, x, dtype):
-    """x of every sample in a zero-padded box ``[ci, C_in tile, b, d, h, w]`` (one DMA per C_in tile)."""
+    """x of every sample in a zero-padded box ``[ci, C_in tile, b, d, h, w]``, one DMA per C_in tile:
+    straight into the box, or (``spec.x_staged``: short rows) contiguously into a staging tile that GpSimd
+    (otherwise idle here) places into the box."""
     D, H, W = g.in_size
     e = spec.x_extent(g)
     n = spec.x_loaded(g)
@@ -76,12 +78,19 @@ def _load_x(g, x, dtype):
         nisa.memset(xp, 0.0, engine=nisa.engine.gpsimd)
     if min(n) == 0:
         return xp
+    staged = spec.x_staged(g)
+    stage = nl.ndarray((_P, n_ci, g.batch, n[0], n[1], n[2]), dtype, buffer=nl.sbuf, name="dws_xs") if staged else None
     for c in range(n_ci):
         c0 = c * _P
         cw = min(_P, g.c_in - c0)
         src = x.ap(pattern=[[D * H * W, cw], [g.c_in * D * H * W, g.batch], [H * W, n[0]], [W, n[1]], [1, n[2]]],
                    offset=c0 * D * H * W)
-        nisa.dma_copy(dst=xp[:cw, c, :, lo[0]:lo[0] + n[0], lo[1]:lo[1] + n[1], lo[2]:lo[2] + n[2]], src=src)
+        box = xp[:cw, c, :, lo[0]:lo[0] + n[0], lo[1]:lo[1] + n[1], lo[2]:lo[2] + n[2]]
+        if staged:
+            nisa.dma_copy(dst=stage[:cw, c], src=src)
+            nisa.tensor_copy(dst=box, src=stage[:cw, c], engine=nisa.engine.gpsimd)
+        else:
+            nisa.dma_copy(dst=box, src=src)
     return xp
 
 

@@ -28,6 +28,7 @@ MAX_POS_TILES = 16       # the class: positions of the whole batch in at most th
 T_PSUM_BUFS = 2          # PE-transpose banks (dy^T, x^T): one fills while the other is evicted
 XT_BUFS = 3              # x^T group tiles in SBUF: the group being multiplied, the next two built ahead
 STORE_CHUNKS = 8         # output chunks staged per dw store (one DMA of up to 8 x 128 rows of C_out)
+STAGE_RUN_BYTES = 512    # x rows shorter than this land in a staging tile first (descriptor cost)
 STORE_BUFS = 6           # store staging tiles: stores in flight while the next are filled
 
 
@@ -280,6 +281,21 @@ def x_run_bytes(g: ConvGeom) -> int:
     return run * g.dtype_bytes
 
 
+def x_staged(g: ConvGeom) -> bool:
+    """x lands contiguously in a staging tile and GpSimd places it in the padded box when the box cuts
+    the load into runs shorter than ``STAGE_RUN_BYTES`` and shorter than a whole sample (and the input
+    rows are all loaded, so the staged load is one run per sample and channel)."""
+    n = x_loaded(g)
+    whole = n[0] * n[1] * n[2] * g.dtype_bytes
+    return x_run_bytes(g) < min(STAGE_RUN_BYTES, whole) and n == g.in_size
+
+
+def x_load_run_bytes(g: ConvGeom) -> int:
+    """Contiguous bytes per descriptor of the x load as issued (staged: whole samples)."""
+    n = x_loaded(g)
+    return n[0] * n[1] * n[2] * g.dtype_bytes if x_staged(g) else x_run_bytes(g)
+
+
 def psum_banks(compute_db: bool) -> dict[str, int]:
     """PSUM banks by pool: PE transposes, dw accumulators, db (when folded here; released before the
     accumulators are allocated, so the peak is the larger of the two). The kernel's shared transpose
@@ -310,6 +326,9 @@ def sbuf_parts(g: ConvGeom, lnc: int, compute_db: bool) -> dict[str, int]:
         "x^T": XT_BUFS * xt_cols(g) * ds,
         "dw stores": STORE_BUFS * STORE_CHUNKS * g.c_out * ds,
     }
+    if x_staged(g):
+        xl = x_loaded(g)
+        parts["x staging"] = n_ci * g.batch * xl[0] * xl[1] * xl[2] * ds
     if compute_db:
         parts["db"] = ds + g.c_out * ds
     return parts
@@ -346,7 +365,9 @@ def work_list(g: ConvGeom, lnc: int, pid: int, compute_db: bool) -> list[Work]:
         if min(xl) > 0:
             for c0 in range(0, g.c_in, PMAX):
                 cw = min(PMAX, g.c_in - c0)
-                add("dma_copy", "dma", (cw * g.batch * xl[0] * xl[1] * xl[2] * ds, x_run_bytes(g), cw))
+                add("dma_copy", "dma", (cw * g.batch * xl[0] * xl[1] * xl[2] * ds, x_load_run_bytes(g), cw))
+                if x_staged(g):
+                    add("tensor_copy", "gpsimd", (cw, g.batch * xl[0] * xl[1] * xl[2]))
     for _c0, cw in cot:
         add("dma_copy", "dma", (cw * g.batch * od * oh * ow * ds, od * oh * ow * ds, cw))
     for t, n in enumerate(sizes):   # dy^T, C_out tiles packed per bank
