@@ -47,3 +47,12 @@ def test_lnc2_splits_the_taps(name):
 def test_other_dtypes(dtype):
     run_exact(GEOMS["stride-2"], dtype=dtype)
     run_exact(GEOMS["tiny"], dtype=dtype, grads=("dw", "db"))
+
+
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_trn1_evicts_on_vector_only(dtype):
+    run_exact(GEOMS["tiny"], dtype=dtype, target="trn1")
+
+
+def test_lnc2_dw_alone():
+    run_exact(GEOMS["c_in-64"], lnc=2, grads=("dw",))
