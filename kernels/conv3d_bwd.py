@@ -7,6 +7,7 @@ import nki.language as nl
 
 from .errors import Conv3dBwdInputError
 from .geometry import check_tensors, validate
+from .methods.dw_small_extent.nki_body import run_dw_small_extent
 from .methods.s2d_gemm.nki_body import run_s2d_gemm
 from .methods.s2d_gemm.spec import S2dOptions
 from .nki_common import Evictor, transpose_pool
@@ -109,12 +110,14 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         outs = tuple(t for t in (dx, dw, db) if t is not None)
         return outs[0] if len(outs) == 1 else outs
     ctx = _Ctx(g, plan, dy, x_in, filters, dx, dw, db, dtype, target)
-    db_state = DbState(ctx) if compute_db else None
     fold = compute_db and plan.db_method is DbMethod.FOLD
+    # few positions: dw (and a folded db) by its own method (kernels/methods/dw_small_extent)
+    small = compute_dw and plan.dw_method is DwMethod.SMALL_EXTENT
+    db_state = DbState(ctx) if compute_db and not (small and fold) else None
     shared = plan.strategy is Strategy.SHARED_DY
 
     db_in_dx = fold and not compute_dw   # with dw, db folds on dw's dy^T tiles (PE)
-    db_in_dw = db_state if (fold and compute_dw) else None
+    db_in_dw = db_state if (fold and compute_dw and not small) else None
     first_filters = None
     toeplitz = plan.dx_method is DxMethod.TOEPLITZ
     after_first = None
@@ -164,7 +167,9 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
                 dx_runs.append(_run_gather_dx(ctx, mine, None, first_filters, prefetch, pid, lnc, early))
     if compute_dw and not shared:
         # dw first: its PE work hides the start of dx (the filter loads and the first dy band)
-        if plan.dw_method is DwMethod.DMA_GEMM:
+        if small:
+            run_dw_small_extent(g, dy, x_in, dw, db if fold else None, dtype, target, pid, lnc, after_first)
+        elif plan.dw_method is DwMethod.DMA_GEMM:
             run_dw_gemm_dma(ctx, pid, lnc, db_in_dw)
         elif plan.dw_interleave and compute_dx and toeplitz:
             dw_steps = _Steps(dw_streaming_steps(ctx, pid, lnc, db_in_dw))
@@ -225,7 +230,7 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
             dw_deferred.finish(pid, lnc)
     elif dw_deferred is not None:
         dw_deferred.finish(pid, lnc)
-    if compute_db:
+    if db_state is not None:
         if not fold:
             per = -(-g.batch // lnc)
             db_state.standalone(range(min(g.batch, pid * per), min(g.batch, (pid + 1) * per)), db_chunk(g))

@@ -9,6 +9,8 @@ from .. import pw_shared as pw
 from ..costs import TargetFigures
 from ..dx_pairs import BANK_FP32, DXT_BUFS, ci_tile_t, copies_made, phase_stage_elems
 from ..geometry import ConvGeom, ceil_div
+from ..methods.dw_small_extent import estimate as dws_estimate
+from ..methods.dw_small_extent import spec as dws_spec
 from ..methods.s2d_gemm import estimate as s2d_estimate
 from ..methods.s2d_gemm import spec as s2d_spec
 from ..schedule import (
@@ -130,6 +132,11 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         parts += [("shared-dy dw rings, planes, outputs", extra)]
         phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + extra
         psum_dw = pw.psum_banks(g, db_on_dw(p) and not p.pw_db_scalar)
+    elif p.compute_dw and p.dw_method is DwMethod.SMALL_EXTENT:   # its own pools (methods/dw_small_extent)
+        mine = dws_spec.sbuf_parts(g, p.lnc, db_on_dw(p))
+        parts += [(f"dw {k}", v) for k, v in mine.items()]
+        phase_sbuf["dw"] = sum(mine.values()) + (_first_filters_sbuf(g, p) if p.filters_first and p.compute_dx else 0)
+        psum_dw = dws_spec.psum_peak(db_on_dw(p))
     elif p.compute_dw and p.dw_method is DwMethod.DMA_GEMM:
         by_pos = p.lnc == 2 and p.dw_split == "positions"
         mine = max(len(c_) for c_ in _gemm_dma_chunks(g, 1 if by_pos else p.lnc))
@@ -190,12 +197,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         else:
             phase_sbuf["dw"] = dw_total
         if p.filters_first and p.compute_dx:
-            first = (n_co * g.taps * (p.dx_ci_tile if p.dx_ci_outer else g.c_in) * ds if p.dx_regions == 1
-                     else g.taps * PMAX * ds)
-            if p.dx_method is DxMethod.TOEPLITZ:
-                first += toeplitz.sbuf_bytes(g, p.dx_band, p.dx_toeplitz, p.dx_toeplitz_merge, p.dx_toeplitz_w)[0]
-            if p.dx_dphase_pairs and not dpairs.dpairs_domain(g):   # the slot tiles (and W^T when built on the PE)
-                first += n_co * max(1, _dpair_slot_count(g, p)) * PMAX * ds
+            first = _first_filters_sbuf(g, p)
             phase_sbuf["dw"] = phase_sbuf.get("dw", 0) + first
             dw_total += first
         if dx_prefetched(p):   # dx^T's first band (and its pools) arrives during dw
@@ -226,6 +228,19 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
     return _Budget(sbuf, psum, tuple(parts))
 
 
+def _first_filters_sbuf(g: ConvGeom, p: Plan) -> int:
+    """Bytes per partition of dx's first filter group, live during dw with ``filters_first``."""
+    ds = g.dtype_bytes
+    n_co = n_tiles(g.c_out, PMAX)
+    first = (n_co * g.taps * (p.dx_ci_tile if p.dx_ci_outer else g.c_in) * ds if p.dx_regions == 1
+             else g.taps * PMAX * ds)
+    if p.dx_method is DxMethod.TOEPLITZ:
+        first += toeplitz.sbuf_bytes(g, p.dx_band, p.dx_toeplitz, p.dx_toeplitz_merge, p.dx_toeplitz_w)[0]
+    if p.dx_dphase_pairs and not dpairs.dpairs_domain(g):   # the slot tiles (and W^T when built on the PE)
+        first += n_co * max(1, _dpair_slot_count(g, p)) * PMAX * ds
+    return first
+
+
 def _xs_max_chunks(g: ConvGeom, p: Plan) -> int:
     """Stationary chunks of the largest tap pass (x-stationary accumulator columns per C_in tile)."""
     spans = dw_tap_passes(g, p, 0) if p.dw_tap_range else [(0, g.taps)]
@@ -244,6 +259,10 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
                                                     (p.compute_dx, p.compute_dw, p.compute_db), hw)
         return why, _Budget(sbuf, psum, tuple(parts.items()))
     b = _budget(g, p)
+    if p.compute_dw and p.dw_method is DwMethod.SMALL_EXTENT:
+        why = dws_estimate.check(g, p.lnc, db_on_dw(p), hw, hw.psum_banks - psum_transpose_banks(p))[0]
+        if why:
+            return why, b
     if p.dw_method is not None and p.dw_tap_group * p.dw_ci_tile > MOVING_MAX:
         return (f"dw moving free {p.dw_tap_group}x{p.dw_ci_tile} = {p.dw_tap_group * p.dw_ci_tile} "
                 f"exceeds {MOVING_MAX}"), b

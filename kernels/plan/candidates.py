@@ -4,6 +4,7 @@ from __future__ import annotations
 from .. import pw_shared as pw
 from ..costs import TargetFigures
 from ..geometry import ConvGeom, ceil_div
+from ..methods.dw_small_extent import spec as dws_spec
 from ..methods.s2d_gemm import spec as s2d_spec
 from ..schedule import MOVING_MAX, PMAX, n_tiles
 from ..spec.compose import db_on_dw, pw_shared_on
@@ -125,7 +126,33 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                                  dx_wband=dx_wb)
                         if db is not DbMethod.FOLD or _fold_ok(g, p):
                             plans += _with_regions(g, p, hw)
-    return plans + _s2d_plans(g, base, hw)
+    return plans + _small_extent_plans(g, plans) + _s2d_plans(g, base, hw)
+
+
+# the per-gradient plan fields that describe a streaming dw or its composition with dx, at their defaults:
+# dw:small_extent runs alone before dx and takes its loops from the geometry
+_SMALL_EXTENT_RESET = {
+    "dw_tap_group": 1, "dw_co_chunk": 1, "dw_tap_range": 0, "dw_split": "positions",
+    "dw_x_stationary": False, "dx_prefetch": False, "dw_xt_dma": False, "dw_row_stack": False,
+    "dw_interleave": False, "db_ones": False, "dw_dyt_dma": False, "dw_tap_fine": False, "dx_band_early": False,
+    "dx_inside_dw": False, "dx_inside_boxes": False, "dw_xt_merge": False, "dx_between_bundles": False,
+    "dw_head_split": False}
+
+
+def _small_extent_plans(g: ConvGeom, plans: list[Plan]) -> list[Plan]:
+    """dw:small_extent (kernels/methods/dw_small_extent) with each distinct dx (and db) choice of the
+    per-gradient candidates: few positions over the whole batch. ``filters_first`` is kept: dx's first
+    filters load before dw, or (by DMA) right behind dw's x and dy loads, under dw's compute."""
+    if dws_spec.applies(g):
+        return []
+    out: dict[Plan, None] = {}
+    for p in plans:
+        if p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dw_method is not None:
+            q = replace(p, dw_method=DwMethod.SMALL_EXTENT, dw_band=(g.axes[0].o, g.axes[1].o),
+                        dw_ci_tile=min(PMAX, g.c_in), dw_ci_range=g.c_in, **_SMALL_EXTENT_RESET)
+            out[q] = None
+            out[replace(q, filters_first=False)] = None
+    return list(out)
 
 
 def _s2d_plans(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:

@@ -8,6 +8,7 @@ from .. import pw_shared as pw
 from ..costs import CostSheet, TargetFigures, compose_ns, flow_shop_ns
 from ..dx_dpairs import dpair_slot_map, slot_runs
 from ..geometry import ConvGeom, ceil_div
+from ..methods.dw_small_extent import estimate as dws_estimate
 from ..methods.s2d_gemm import estimate as s2d_estimate
 from ..methods.s2d_gemm import spec as s2d_spec
 from ..schedule import (
@@ -167,7 +168,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
     W, Wo = g.axes[2].n, g.axes[2].o
     fill = 2 * hw.dma_fixed_ns
     dw_head = 0.0
-    if p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dw_method is not DwMethod.DMA_GEMM:
+    if p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dw_method not in (DwMethod.DMA_GEMM,
+                                                                                    DwMethod.SMALL_EXTENT):
         # dw runs first: the PE waits for its first dy box and x (band or x^T tile)
         dw_head = _dw_head_ns(g, p, hw, pid)
         fill += dw_head
@@ -333,6 +335,10 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             last = _lone_dma_ns(hw, ci_t * (g.c_out - half) * ds, (g.c_out - half) * ds, ci_t)
             after = pw.dx_tail_pe_ns(g, hw, chunks) + pw.own_after_send_pe_ns(g, hw, chunks, pid)
             fill += max(0.0, ex + add + last - after - (_lone_dma_ns(hw, nb, run, min(PMAX, g.c_in)) if nb else 0.0))
+    elif p.compute_dw and p.dw_method is DwMethod.SMALL_EXTENT:   # its work list (methods/dw_small_extent)
+        c.add(dws_estimate.program_sheet(g, p.lnc, pid, db_on_dw(p), hw))
+        fill += dws_estimate.head_ns(g, hw)
+        c.exposed("dw_finish", dws_estimate.tail_ns(g, p.lnc, pid, hw))
     elif p.compute_dw and p.dw_method is DwMethod.DMA_GEMM:
         npos = g.axes[0].o * g.axes[1].o * Wo
         by_pos = p.lnc == 2 and p.dw_split == "positions"
@@ -499,6 +505,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             c.compute("vector", 1, 1, 1.0, bs * per_b * n_co, op="tensor_tensor")
         if p.db_ones:   # one row [1, C_out] of dw's accumulator
             c.dma(g.c_out * 4, g.c_out * 4, 1)
+        elif p.dw_method is DwMethod.SMALL_EXTENT and db_on_dw(p):
+            pass   # (its store is in dw:small_extent's work list)
         else:
             c.dma(co_t * 4, 4, n_co)
     if p.dw_interleave:

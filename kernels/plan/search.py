@@ -7,7 +7,7 @@ from .. import dx_toeplitz as toeplitz
 from ..costs import TARGET_FIGURES
 from ..errors import Conv3dBwdInputError, Conv3dBwdPlanError
 from ..geometry import ConvGeom, validate
-from ..spec.record import Candidate, DxMethod, Plan, Strategy, replace
+from ..spec.record import Candidate, DwMethod, DxMethod, Plan, Strategy, replace
 from .budget import _check
 from .candidates import _enumerate
 from .estimate import _estimate
@@ -44,7 +44,9 @@ def _label(p: Plan) -> str:
         parts.append("dx inside dw boxes" if p.dx_inside_boxes else "dx inside dw")
     if p.dx_between_bundles:
         parts.append("dx between bundles")
-    if p.dw_method:
+    if p.dw_method is DwMethod.SMALL_EXTENT:   # its loops follow from the geometry (methods/dw_small_extent)
+        parts.append("dw:small_extent" + ("[taps split]" if p.lnc == 2 else ""))
+    elif p.dw_method:
         band = "" if p.strategy is Strategy.SHARED_DY else f"band {p.dw_band[0]}x{p.dw_band[1]}, "
         band += f"W band {p.dw_w_band}, " if p.dw_w_band else ""
         band += f"{p.dw_split} split, " if (p.lnc == 2 and p.dw_split != "positions") else ""

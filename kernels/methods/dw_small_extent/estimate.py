@@ -1,0 +1,75 @@
+"""The small-extent dw method's budget check and cost, from its spec's pools and work list.
+
+Pure Python. Every instruction of ``spec.work_list`` is charged with the planner's cost figures
+(``kernels/costs.py``: TensorE, VectorE/ScalarE, DMA by contiguous run); the planner composes the result
+as the plan's dw section (dw runs first, dx after it), plus the head the PE waits for before its first
+transpose (the first dy tile's load) and the tail after its last matmul (the last store).
+"""
+from __future__ import annotations
+
+from ...costs import CostSheet, TargetFigures
+from ...geometry import ConvGeom
+from . import spec
+
+
+def check(g: ConvGeom, lnc: int, compute_db: bool, hw: TargetFigures, psum_free: int) -> tuple[str, int, int, dict]:
+    """(reason or '', SBUF bytes per partition, PSUM banks, SBUF bytes by pool); ``psum_free``: the
+    banks the kernel's other live pools leave."""
+    why = spec.applies(g)
+    parts = spec.sbuf_parts(g, lnc, compute_db)
+    sbuf = sum(parts.values())
+    psum = spec.psum_peak(compute_db)
+    if why:
+        return f"dw:small_extent: {why}", sbuf, psum, parts
+    if sbuf > hw.sbuf_usable:
+        big = max(parts.items(), key=lambda kv: kv[1])
+        return (f"dw:small_extent: SBUF {sbuf} B per partition exceeds {hw.sbuf_usable} B usable "
+                f"(largest: {big[0]} {big[1]} B)"), sbuf, psum, parts
+    if psum > psum_free:
+        return f"dw:small_extent: PSUM {psum} banks exceed the {psum_free} free", sbuf, psum, parts
+    return "", sbuf, psum, parts
+
+
+def charge(c: CostSheet, w: spec.Work, dtype_bytes: int) -> None:
+    """Add ``w.count`` instructions of one kind to the sheet (operands in a ``dtype_bytes`` dtype)."""
+    fp32 = dtype_bytes == 4
+    if w.engine == "tensor":
+        _k, m, n = w.dims
+        c.matmul(m, n, fp32, w.count, op=w.op)
+    elif w.engine == "dma":
+        nbytes, run, _partitions = w.dims
+        c.dma(nbytes, run, w.count)
+    elif w.engine == "evict":   # PSUM -> SBUF in the input dtype, alternated VectorE / ScalarE
+        _p, n = w.dims
+        c.evict(n, not fp32, w.count)
+    else:   # memsets, GpSimd placement of staged x
+        c.compute(w.engine, w.dims[1], 1, 1.0, w.count, op=w.op)
+
+
+def program_sheet(g: ConvGeom, lnc: int, pid: int, compute_db: bool, hw: TargetFigures) -> CostSheet:
+    """Busy time per engine of program ``pid``'s dw (and folded db)."""
+    c = CostSheet(hw)
+    for w in spec.work_list(g, lnc, pid, compute_db):
+        charge(c, w, g.dtype_bytes)
+    return c
+
+
+def head_ns(g: ConvGeom, hw: TargetFigures) -> float:
+    """Before the first PE transpose: the first C_out tile of dy (one DMA over every sample)."""
+    od, oh, ow = g.out_size
+    c = CostSheet(hw)
+    cw = spec.co_tiles(g)[0][1]
+    c.dma(cw * g.batch * od * oh * ow * g.dtype_bytes, od * oh * ow * g.dtype_bytes)
+    return hw.dma_fixed_ns + c.busy["dma"]
+
+
+def tail_ns(g: ConvGeom, lnc: int, pid: int, hw: TargetFigures) -> float:
+    """After the last matmul: the last store unit's DMA."""
+    cs = spec.chunks(g, lnc, pid)
+    if not cs:
+        return 0.0
+    last = spec.stores(cs)[-1]
+    m = cs[last[0]].m
+    c = CostSheet(hw)
+    c.dma(len(last) * m * g.c_out * g.dtype_bytes, g.c_out * g.dtype_bytes)
+    return hw.dma_fixed_ns + c.busy["dma"]
