@@ -7,6 +7,7 @@ import nki.language as nl
 
 from .errors import Conv3dBwdInputError
 from .geometry import check_tensors, validate
+from .methods.dw_kd_moving.nki_body import run_dw_kd_moving
 from .methods.s2d_gemm.nki_body import run_s2d_gemm
 from .methods.s2d_gemm.spec import S2dOptions
 from .nki_common import Evictor, transpose_pool
@@ -113,8 +114,9 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
     fold = compute_db and plan.db_method is DbMethod.FOLD
     shared = plan.strategy is Strategy.SHARED_DY
 
-    db_in_dx = fold and not compute_dw   # with dw, db folds on dw's dy^T tiles (PE)
-    db_in_dw = db_state if (fold and compute_dw) else None
+    kd_moving = plan.dw_method is DwMethod.KD_MOVING   # dw alone first (kernels/methods/dw_kd_moving)
+    db_in_dx = fold and (not compute_dw or kd_moving)   # with dw, db folds on dw's dy^T tiles (PE)
+    db_in_dw = db_state if (fold and compute_dw and not kd_moving) else None
     first_filters = None
     toeplitz = plan.dx_method is DxMethod.TOEPLITZ
     after_first = None
@@ -164,7 +166,9 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
                 dx_runs.append(_run_gather_dx(ctx, mine, None, first_filters, prefetch, pid, lnc, early))
     if compute_dw and not shared:
         # dw first: its PE work hides the start of dx (the filter loads and the first dy band)
-        if plan.dw_method is DwMethod.DMA_GEMM:
+        if kd_moving:
+            run_dw_kd_moving(g, dy, x_in, dw, dtype, ctx.evict)
+        elif plan.dw_method is DwMethod.DMA_GEMM:
             run_dw_gemm_dma(ctx, pid, lnc, db_in_dw)
         elif plan.dw_interleave and compute_dx and toeplitz:
             dw_steps = _Steps(dw_streaming_steps(ctx, pid, lnc, db_in_dw))
