@@ -8,6 +8,9 @@ and first x^T) and the tail after the last matmul (the casts and stores of dw).
 """
 from __future__ import annotations
 
+from nkisim.cost import TARGETS as COST_TARGETS
+from nkisim.dge import hwdge_transpose_violation
+
 from ...costs import CostSheet, TargetFigures, section_ns
 from ...geometry import ConvGeom, ceil_div
 from . import spec
@@ -36,11 +39,16 @@ def check(g: ConvGeom, lnc: int, target: str, hw: TargetFigures, fixed_sbuf: int
 
 
 def transpose_ns(hw: TargetFigures, dims: tuple, dtype_bytes: int) -> float:
-    """One dma_transpose whose destination is ``dims`` = (partitions, outer, inner)."""
+    """One dma_transpose whose destination is ``dims`` = (partitions, outer, inner): its whole blocks at
+    the transpose efficiency, at least its queue's issue time (nkisim routes a transpose to a hardware
+    DGE queue only in the hwdge form, src [inner, outer, partitions]; else to the static queue)."""
     p, outer, inner = dims
     blocks = ceil_div(p, BLOCK_PARTITIONS) * outer * ceil_div(inner, BLOCK_ELEMS)
     nbytes = blocks * BLOCK_PARTITIONS * BLOCK_ELEMS * dtype_bytes
-    return max(nbytes / (hw.dma_bytes_per_ns * hw.dma_transpose_efficiency), hw.dma_issue_ns)
+    figures = COST_TARGETS[hw.name]
+    hwdge = figures.hwdge_queues and hwdge_transpose_violation((inner, outer, p), dtype_bytes) is None
+    issue = figures.hwdge_issue_ns if hwdge else figures.static_issue_ns
+    return max(nbytes / (hw.dma_bytes_per_ns * hw.dma_transpose_efficiency), issue)
 
 
 def charge(c: CostSheet, w: spec.Work, dtype_bytes: int) -> None:
@@ -73,8 +81,8 @@ def _head_ns(g: ConvGeom, hw: TargetFigures) -> float:
     c = spec.chunks(g)[0]
     ds = g.dtype_bytes
     ns = 0.0
-    for q in range(g.axes[0].k):
-        for r in spec.dyt_runs(g, c, q):
+    for kd in range(g.axes[0].k):
+        for r in spec.dyt_runs(g, c, kd):
             ns += transpose_ns(hw, (r.rows, g.axes[2].o, g.c_out), ds) if r.src_row >= 0 else hw.dma_issue_ns
     c0, c1 = spec.x_col_range(g)
     for r in spec.xt_runs(g, c, 0):
@@ -88,7 +96,14 @@ def _tail_ns(g: ConvGeom, hw: TargetFigures) -> float:
     c = CostSheet(hw)
     c.evict(g.axes[0].k * g.c_out, g.dtype_bytes == 2, 2)
     nbytes = n * g.c_out * g.dtype_bytes
-    return hw.dma_fixed_ns + c.busy["vector"] + max(nbytes / hw.dma_bytes_per_ns, hw.dma_issue_ns) * g.axes[0].k
+    return hw.dma_fixed_ns + c.busy["vector"] + max(g.axes[0].k * nbytes / hw.dma_bytes_per_ns, hw.dma_issue_ns)
+
+
+def overlap_us(g: ConvGeom, hw: TargetFigures) -> float:
+    """How long the next section's first loads (issued after dw's last instructions) can run under dw's
+    end: dw's last chunk's matmuls (its transfers are done by then) and its tail."""
+    per_chunk = sheet(g, hw).busy["tensor"] / len(spec.chunks(g))
+    return (per_chunk + _tail_ns(g, hw)) / 1000.0
 
 
 def estimate_us(g: ConvGeom, hw: TargetFigures) -> tuple[float, dict[str, float]]:

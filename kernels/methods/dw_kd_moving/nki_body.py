@@ -26,19 +26,17 @@ def run_dw_kd_moving(g, dy, x, dw, dtype, evict):
     ncols = spec.x_cols(g)
     c0, c1 = spec.x_col_range(g)
     groups = spec.kw_groups(g)
-    zero = nl.ndarray((_P, spec.zero_cols(g)), dtype, buffer=nl.sbuf, name="kdm_zero")
-    nisa.memset(zero, 0.0, engine=nisa.engine.vector)
+    zero = None
+    if spec.dyt_has_zeros(g):   # dy^T rows of D padding are DMA'd from it (any start partition)
+        zero = nl.ndarray((_P, spec.zero_cols(g)), dtype, buffer=nl.sbuf, name="kdm_zero")
+        nisa.memset(zero, 0.0, engine=nisa.engine.vector)
     xts = [[nl.ndarray((_P, ncols, ci), dtype, buffer=nl.sbuf, name=f"kdm_xt{kh}_{i}")
             for i in range(spec.XT_BUFS)] for kh in range(kh_n)]
-    for kh in range(kh_n):   # padding that is the same in every chunk: zeroed once per buffer
-        for t in xts[kh]:
-            if c0 > 0:
-                nisa.memset(t[:, :c0, :], 0.0, engine=nisa.engine.vector)
-            if c1 < ncols:
-                nisa.memset(t[:, c1:, :], 0.0, engine=nisa.engine.vector)
-            for r in spec.xt_zero_runs(g, kh):   # (DMA: a compute engine may not start at any partition)
-                nisa.dma_copy(dst=t[r.p0:r.p0 + r.rows, :, :],
-                              src=zero[:r.rows, :ncols * ci].reshape((r.rows, ncols, ci)))
+    if spec.xt_has_padding(g):
+        # H and W padding is the same rows and columns in every chunk and no transfer writes them: each
+        # buffer (it always serves the same kh) is zeroed once
+        for t in (t for bufs in xts for t in bufs):
+            nisa.memset(t, 0.0, engine=nisa.engine.vector)
     dyts = [nl.ndarray((_P, kd_n, ow, co), dtype, buffer=nl.sbuf, name=f"kdm_dyt{i}")
             for i in range(spec.DYT_BUFS)]
     acc = [[nl.ndarray((_P, kd_n * co), nl.float32, buffer=nl.psum, name=f"kdm_acc{kh}_{k}")
@@ -46,9 +44,9 @@ def run_dw_kd_moving(g, dy, x, dw, dtype, evict):
     for i, c in enumerate(spec.chunks(g)):
         rows = c.nd * oh
         dyt = dyts[i % spec.DYT_BUFS]
-        for q in range(kd_n):
-            for r in spec.dyt_runs(g, c, q):
-                dst = dyt[r.p0:r.p0 + r.rows, q, :, :]
+        for kd in range(kd_n):
+            for r in spec.dyt_runs(g, c, kd):
+                dst = dyt[r.p0:r.p0 + r.rows, kd, :, :]
                 if r.src_row < 0:
                     nisa.dma_copy(dst=dst, src=zero[:r.rows, :ow * co].reshape((r.rows, ow, co)))
                 else:
@@ -70,9 +68,7 @@ def run_dw_kd_moving(g, dy, x, dw, dtype, evict):
         for k, (k0, n) in enumerate(groups):
             out = outs[(kh * len(groups) + k) % spec.OUT_BUFS]
             evict.copy(out[:n * ci, :], acc[kh][k][:n * ci, :])
-            for q in range(kd_n):
-                kd = kd_n - 1 - q
-                nisa.dma_copy(dst=_dw_rows(dw, g, kd, kh, k0, n), src=out[:n * ci, q * co:(q + 1) * co])
+            nisa.dma_copy(dst=_dw_rows(dw, g, kh, k0, n), src=out[:n * ci, :].reshape((n * ci, kd_n, co)))
 
 
 def _x_rows(x, g, b, r, c0, c1):
@@ -90,8 +86,10 @@ def _dy_rows(dy, g, b, r):
     return dy.ap(pattern=[[od * oh * ow, g.c_out], [1, ow], [ow, r.rows]], offset=offset)
 
 
-def _dw_rows(dw, g, kd, kh, k0, n):
-    """dw ``[K_d, K_h, K_w, C_in, C_out]`` rows (kw in [k0, k0+n), ci) of tap (kd, kh): contiguous."""
-    _kd, kh_n, kw_n = g.kernel
-    offset = ((kd * kh_n + kh) * kw_n + k0) * g.c_in * g.c_out
-    return dw.ap(pattern=[[g.c_out, n * g.c_in], [1, g.c_out]], offset=offset)
+def _dw_rows(dw, g, kh, k0, n):
+    """dw ``[K_d, K_h, K_w, C_in, C_out]`` as ``[(kw in [k0, k0+n), ci), kd, co]`` for one kh: per row
+    K_d runs of C_out."""
+    kd_n, kh_n, kw_n = g.kernel
+    offset = (kh * kw_n + k0) * g.c_in * g.c_out
+    return dw.ap(pattern=[[g.c_out, n * g.c_in], [kh_n * kw_n * g.c_in * g.c_out, kd_n], [1, g.c_out]],
+                 offset=offset)

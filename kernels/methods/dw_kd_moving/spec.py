@@ -8,11 +8,11 @@ batch times the H_out output rows, at most 128 partitions; each W output column 
 
 - x^T tile of (chunk, kh): ``[rows, x columns (padded), ci]``, row (j, h_o) = x[b, :, d0 + j,
   h_o*s_h + kh*r_h - pad_h, :]; the kw taps are free-axis offsets of it (like row mode).
-- dy^T tile of the chunk: ``[rows, K_d slots, W_out, co]``; slot q of row (j, h_o) holds dy plane
-  o = d0 + j + pad_d - (K_d - 1 - q)*r_d, the plane x plane d0 + j meets through kd = K_d - 1 - q.
+- dy^T tile of the chunk: ``[rows, K_d slots, W_out, co]``; slot kd of row (j, h_o) holds dy plane
+  o = d0 + j + pad_d - kd*r_d, the plane x plane d0 + j meets through tap kd.
 - per (kh, kw group, w_o): MM(stationary = x^T[rows, kw taps at w_o, ci] (M = taps x ci),
   moving = dy^T[rows, all slots, w_o, co] (N = K_d x co)), accumulated in one PSUM bank for the whole
-  layer: PSUM[(kw, ci), (q, co)] = dw[K_d - 1 - q, kh, kw, ci, co].
+  layer: PSUM[(kw, ci), (kd, co)] = dw[kd, kh, kw, ci, co].
 
 So x^T is built K_h times per x plane (row mode: K_d x K_h times) and a matmul moves K_d x C_out
 columns (row mode: C_out, which pays the 64-column minimum when C_out < 64).
@@ -133,19 +133,6 @@ def valid_h(g: ConvGeom, kh: int) -> tuple[int, int]:
     return lo, hi
 
 
-def xt_zero_runs(g: ConvGeom, kh: int) -> list[Run]:
-    """The rows of kh's x^T tiles that are H padding in every chunk (zeroed once per buffer)."""
-    oh = g.axes[1].o
-    lo, hi = valid_h(g, kh)
-    out = []
-    for j in range(planes_per_chunk(g)):
-        if lo > 0:
-            out.append(Run(j * oh, lo))
-        if hi < oh:
-            out.append(Run(j * oh + hi, oh - hi))
-    return out
-
-
 def xt_runs(g: ConvGeom, c: Chunk, kh: int) -> list[Run]:
     """The transposes filling chunk ``c``'s x^T tile of ``kh``: src_row is the flattened (D*H) x row of
     the run's first tile row; its rows follow at stride s_h. One run for the whole chunk when no row is
@@ -160,11 +147,11 @@ def xt_runs(g: ConvGeom, c: Chunk, kh: int) -> list[Run]:
     return [Run(j * h.o + lo, hi - lo, (c.d0 + j) * h.n + first) for j in range(c.nd)]
 
 
-def dyt_runs(g: ConvGeom, c: Chunk, q: int) -> list[Run]:
-    """The transfers filling slot ``q`` of chunk ``c``'s dy^T tile: one transpose of the rows whose dy
-    plane o = d0 + j + pad_d - (K_d-1-q)*r_d exists (src_row = o*H_out of the first), zeros for the rest."""
+def dyt_runs(g: ConvGeom, c: Chunk, kd: int) -> list[Run]:
+    """The transfers filling slot ``kd`` of chunk ``c``'s dy^T tile: one transpose of the rows whose dy
+    plane o = d0 + j + pad_d - kd*r_d exists (src_row = o*H_out of the first), zeros for the rest."""
     d, oh = g.axes[0], g.axes[1].o
-    shift = d.lo - (d.k - 1 - q) * d.r
+    shift = d.lo - kd * d.r
     js = [j for j in range(c.nd) if 0 <= c.d0 + j + shift < d.o]
     out = []
     if not js:
@@ -179,8 +166,19 @@ def dyt_runs(g: ConvGeom, c: Chunk, q: int) -> list[Run]:
 
 
 def zero_cols(g: ConvGeom) -> int:
-    """Elements per partition of the zero tile (the widest zero run a DMA copies from it)."""
-    return max(x_cols(g) * g.c_in, g.axes[2].o * g.c_out)
+    """Elements per partition of the zero tile (dy^T rows of D padding are copied from it)."""
+    return g.axes[2].o * g.c_out
+
+
+def dyt_has_zeros(g: ConvGeom) -> bool:
+    """Whether some dy^T rows are D padding (then the body keeps a zero tile to copy them from)."""
+    return any(r.src_row < 0 for c in chunks(g) for kd in range(g.axes[0].k) for r in dyt_runs(g, c, kd))
+
+
+def xt_has_padding(g: ConvGeom) -> bool:
+    """Whether the x^T tiles have padding rows or columns (then each buffer is zeroed once)."""
+    c0, c1 = x_col_range(g)
+    return c0 > 0 or c1 < x_cols(g) or any(valid_h(g, kh) != (0, g.axes[1].o) for kh in range(g.axes[1].k))
 
 
 # ------------------------------------------------------------------------------------------- pools
@@ -192,7 +190,7 @@ def sbuf_parts(g: ConvGeom) -> dict[str, int]:
     kd, kh = g.axes[0].k, g.axes[1].k
     return {"x^T": XT_BUFS * kh * x_cols(g) * g.c_in * ds,
             "dy^T": DYT_BUFS * kd * g.axes[2].o * g.c_out * ds,
-            "zeros": zero_cols(g) * ds,
+            "zeros": zero_cols(g) * ds if dyt_has_zeros(g) else 0,
             "dw rows": OUT_BUFS * kd * g.c_out * ds}
 
 
@@ -217,15 +215,10 @@ def work_list(g: ConvGeom) -> list[Work]:
         key = (op, engine, tuple(dims))
         counts[key] = counts.get(key, 0) + n
 
-    add("memset", "vector", (PMAX, zero_cols(g)))
-    for kh in range(kh_n):
-        for _ in range(XT_BUFS):
-            if c0 > 0:
-                add("memset", "vector", (PMAX, c0 * g.c_in))
-            if c1 < ncols:
-                add("memset", "vector", (PMAX, (ncols - c1) * g.c_in))
-            for r in xt_zero_runs(g, kh):
-                add("dma_copy", "dma", (r.rows * ncols * g.c_in * ds, ncols * g.c_in * ds))
+    if dyt_has_zeros(g):
+        add("memset", "vector", (PMAX, zero_cols(g)))
+    if xt_has_padding(g):
+        add("memset", "vector", (PMAX, ncols * g.c_in), kh_n * XT_BUFS)
     for c in chunks(g):
         for q in range(kd):
             for r in dyt_runs(g, c, q):
@@ -243,7 +236,7 @@ def work_list(g: ConvGeom) -> list[Work]:
     for _kh in range(kh_n):
         for _k0, n in kw_groups(g):
             add("tensor_copy", "evict", (n * g.c_in, kd * g.c_out))
-            add("dma_copy", "dma", (n * g.c_in * g.c_out * ds, n * g.c_in * g.c_out * ds), kd)
+            add("dma_copy", "dma", (kd * n * g.c_in * g.c_out * ds, g.c_out * ds))
     return [Work(op, eng, dims, n) for (op, eng, dims), n in counts.items()]
 
 

@@ -54,13 +54,13 @@ def test_every_x_row_and_every_kd_plane_pair_is_covered_once(kw):
                     j, ho = divmod(r.p0 + i, h.o)
                     assert r.src_row + i * h.s == (c.d0 + j) * h.n + ho * h.s + kh * h.r - h.lo
                     xrows[(c.b, c.d0 + j, kh, ho)] += 1
-        for q in range(d.k):
+        for kd in range(d.k):
             rows = Counter()
-            for r in spec.dyt_runs(g, c, q):
+            for r in spec.dyt_runs(g, c, kd):
                 for i in range(r.rows):
                     j, ho = divmod(r.p0 + i, h.o)
                     rows[r.p0 + i] += 1
-                    o = c.d0 + j + d.lo - (d.k - 1 - q) * d.r
+                    o = c.d0 + j + d.lo - kd * d.r
                     assert (r.src_row >= 0) == (0 <= o < d.o)
                     if r.src_row >= 0:
                         assert r.src_row + i == o * h.o + ho
