@@ -7,6 +7,7 @@ import nki.language as nl
 
 from .errors import Conv3dBwdInputError
 from .geometry import check_tensors, validate
+from .methods.dw_kd_moving.nki_body import run_dw_kd_moving
 from .methods.dw_small_extent.nki_body import run_dw_small_extent
 from .methods.s2d_gemm.nki_body import run_s2d_gemm
 from .methods.s2d_gemm.spec import S2dOptions
@@ -116,8 +117,9 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
     db_state = DbState(ctx) if compute_db and not (small and fold) else None
     shared = plan.strategy is Strategy.SHARED_DY
 
-    db_in_dx = fold and not compute_dw   # with dw, db folds on dw's dy^T tiles (PE)
-    db_in_dw = db_state if (fold and compute_dw and not small) else None
+    kd_moving = plan.dw_method is DwMethod.KD_MOVING   # dw alone first (kernels/methods/dw_kd_moving)
+    db_in_dx = fold and (not compute_dw or kd_moving)   # with dw, db folds on dw's dy^T tiles (PE)
+    db_in_dw = db_state if (fold and compute_dw and not (small or kd_moving)) else None
     first_filters = None
     toeplitz = plan.dx_method is DxMethod.TOEPLITZ
     after_first = None
@@ -169,6 +171,8 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         # dw first: its PE work hides the start of dx (the filter loads and the first dy band)
         if small:
             run_dw_small_extent(g, dy, x_in, dw, db if fold else None, dtype, target, pid, lnc, after_first)
+        elif kd_moving:
+            run_dw_kd_moving(g, dy, x_in, dw, dtype, ctx.evict)
         elif plan.dw_method is DwMethod.DMA_GEMM:
             run_dw_gemm_dma(ctx, pid, lnc, db_in_dw)
         elif plan.dw_interleave and compute_dx and toeplitz:

@@ -322,6 +322,9 @@ def _layers() -> list[Case]:
         _c("stem", "layers", 1, 3, 32, (4, 16, 16), (3, 7, 7), s=(1, 2, 2), p=(1, 1, 3, 3, 3, 3)),
         # Video tubelet embedding (VideoMAE-style): stride = kernel, no padding (the s2d_gemm class).
         _c("tubelet", "layers", 1, 3, 64, (4, 32, 32), (2, 16, 16), s=(2, 16, 16)),
+        # nnU-Net stage 0 (32 -> 32, same padding) on a smaller volume: small channels whose dw runs
+        # with K_d x C_out on the moving axis (the dw:kd_moving class).
+        _c("nnunet", "layers", 1, 32, 32, (16, 64, 8), K3, p=P1),
     ]
 
 

@@ -9,6 +9,7 @@ from .. import pw_shared as pw
 from ..costs import TargetFigures
 from ..dx_pairs import BANK_FP32, DXT_BUFS, ci_tile_t, copies_made, phase_stage_elems
 from ..geometry import ConvGeom, ceil_div
+from ..methods.dw_kd_moving import estimate as kdm_estimate
 from ..methods.dw_small_extent import estimate as dws_estimate
 from ..methods.dw_small_extent import spec as dws_spec
 from ..methods.s2d_gemm import estimate as s2d_estimate
@@ -64,7 +65,7 @@ from ..spec.dx_options import (
 )
 from ..spec.items import db_chunk
 from ..spec.psum import PSUM_BANK_BYTES, PSUM_DX_BANKS, psum_transpose_banks
-from ..spec.record import DbMethod, DwMethod, DxMethod, Plan, Strategy
+from ..spec.record import DbMethod, DwMethod, DxMethod, Plan, Strategy, replace
 
 
 def _dx_dy_extent(g: ConvGeom, band: tuple[int, int], w_band: int = 0) -> tuple[int, int, int]:
@@ -258,6 +259,11 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
         why, sbuf, psum, parts = s2d_estimate.check(g, s2d_spec.S2dOptions(p.s2d_group), p.lnc,
                                                     (p.compute_dx, p.compute_dw, p.compute_db), hw)
         return why, _Budget(sbuf, psum, tuple(parts.items()))
+    if p.dw_method is DwMethod.KD_MOVING:   # dw alone, then dx and db (kernels/methods/dw_kd_moving)
+        why, rest = ("", _Budget(0, 0, ())) if not (p.compute_dx or p.compute_db) else \
+            _check(g, replace(p, compute_dw=False, dw_method=None), hw)
+        why_dw, sbuf, psum, parts = kdm_estimate.check(g, p.lnc, p.target, hw)
+        return why_dw or why, _Budget(max(sbuf, rest.sbuf), max(psum, rest.psum), rest.parts + tuple(parts.items()))
     b = _budget(g, p)
     if p.compute_dw and p.dw_method is DwMethod.SMALL_EXTENT:
         why = dws_estimate.check(g, p.lnc, db_on_dw(p), hw, hw.psum_banks - psum_transpose_banks(p))[0]

@@ -4,6 +4,7 @@ from __future__ import annotations
 from .. import pw_shared as pw
 from ..costs import TargetFigures
 from ..geometry import ConvGeom, ceil_div
+from ..methods.dw_kd_moving import spec as kdm_spec
 from ..methods.dw_small_extent import spec as dws_spec
 from ..methods.s2d_gemm import spec as s2d_spec
 from ..schedule import MOVING_MAX, PMAX, n_tiles
@@ -126,7 +127,7 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                                  dx_wband=dx_wb)
                         if db is not DbMethod.FOLD or _fold_ok(g, p):
                             plans += _with_regions(g, p, hw)
-    return plans + _small_extent_plans(g, plans) + _s2d_plans(g, base, hw)
+    return plans + _small_extent_plans(g, plans) + _s2d_plans(g, base, hw) + _kd_moving_plans(g, base, hw)
 
 
 # the per-gradient plan fields that describe a streaming dw or its composition with dx, at their defaults:
@@ -167,6 +168,24 @@ def _s2d_plans(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                  dx_band=(1, 1), dw_band=(1, 1), dx_ci_tile=ci, dx_ci_outer=False, dw_ci_tile=ci,
                  dw_tap_group=1, dw_co_chunk=1, dw_ci_range=g.c_in, dy_bufs=1, s2d_group=o.group_tiles)
             for o in s2d_spec.options(g, base["lnc"], flags, hw.sbuf_usable)]
+
+
+def _kd_moving_plans(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
+    """dw:kd_moving (kernels/methods/dw_kd_moving) runs alone before dx: each dx (+ db) candidate of the
+    problem without dw, with this dw in front; db folds on dx's bands or runs standalone."""
+    if not base["compute_dw"] or kdm_spec.applies(g, base["lnc"], base["target"]):
+        return []
+    kd = {"compute_dw": True, "dw_method": DwMethod.KD_MOVING, "strategy": Strategy.PER_GRADIENT,
+          "filters_first": False, "dx_prefetch": False, "dx_inside_dw": False, "dx_inside_boxes": False,
+          "dx_band_early": False, "dx_between_bundles": False, "dw_interleave": False}
+    if base["compute_dx"]:
+        rest = _enumerate(g, dict(base, compute_dw=False), hw)
+        return [replace(p, **kd) for p in rest if not p.s2d_group and p.strategy is Strategy.PER_GRADIENT]
+    ci = min(PMAX, g.c_in)
+    return [Plan(**base, strategy=Strategy.PER_GRADIENT, dx_method=None, dw_method=DwMethod.KD_MOVING,
+                 db_method=DbMethod.STANDALONE if base["compute_db"] else None, dx_band=(1, 1), dw_band=(1, 1),
+                 dx_ci_tile=ci, dx_ci_outer=False, dw_ci_tile=ci, dw_tap_group=1, dw_co_chunk=1,
+                 dw_ci_range=g.c_in, dy_bufs=1)]
 
 
 # (N, late): one dy^T sub-tile in N by DMA, everywhere or (late) only from the program's middle step on

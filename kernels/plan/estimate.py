@@ -8,6 +8,7 @@ from .. import pw_shared as pw
 from ..costs import CostSheet, TargetFigures, compose_ns, flow_shop_ns
 from ..dx_dpairs import dpair_slot_map, slot_runs
 from ..geometry import ConvGeom, ceil_div
+from ..methods.dw_kd_moving import estimate as kdm_estimate
 from ..methods.dw_small_extent import estimate as dws_estimate
 from ..methods.s2d_gemm import estimate as s2d_estimate
 from ..methods.s2d_gemm import spec as s2d_spec
@@ -89,6 +90,16 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
     if p.s2d_group:   # from the method's work list (kernels/methods/s2d_gemm)
         return s2d_estimate.estimate_us(g, s2d_spec.S2dOptions(p.s2d_group), p.lnc,
                                         (p.compute_dx, p.compute_dw, p.compute_db), hw)
+    if p.dw_method is DwMethod.KD_MOVING:   # dw alone, then dx and db (kernels/methods/dw_kd_moving)
+        t, busy = kdm_estimate.estimate_us(g, hw)
+        if p.compute_dx or p.compute_db:
+            rest = replace(p, compute_dw=False, dw_method=None)
+            t_rest, busy_rest = _estimate(g, rest, hw)
+            # the rest's first loads (its fill) run under dw's end
+            hidden = min(_estimate_sheet(g, rest, hw)[1] / 1000.0, kdm_estimate.overlap_us(g, hw))
+            t, busy = t + t_rest - hidden, {e: busy.get(e, 0.0) + busy_rest.get(e, 0.0)
+                                            for e in busy.keys() | busy_rest.keys()}
+        return t, busy
     c, fill = _estimate_sheet(g, p, hw)
     # dx inside dw's boxes: each box's x^T transfers are issued a whole pass ahead of the matmuls that read
     # them, under the box's dx items, so the merged body stalls less than the generic share says

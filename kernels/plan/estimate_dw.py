@@ -62,8 +62,8 @@ def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], o
         _estimate_rows(c, g, p, (od, oh), ci_tiles, chunk, n_chunks, xpad, bank, span, roles, wcols, ones, first)
         return
     ow = wcols or (0, Wo)   # box mode: the box's W columns (a W band, dw_w_band)
-    sizes = [(s_[0] * s_[1] * s_[2], cnt)
-             for s_, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], ow[1] - ow[0]), PMAX)]
+    blocks = box_block_sizes((0, 0, 0), (rows[0], rows[1], ow[1] - ow[0]), PMAX)
+    sizes = [(s_[0] * s_[1] * s_[2], cnt) for s_, cnt in blocks]
     G = p.dw_tap_group
     t_lo, t_hi = span
     groups = [min(G, t_hi - t) for t in range(t_lo, t_hi, G)]

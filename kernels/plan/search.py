@@ -21,6 +21,9 @@ def _label(p: Plan) -> str:
         grads = ",".join(n for n, on in (("dx", p.compute_dx), ("dw", p.compute_dw), ("db", p.compute_db)) if on)
         return f"s2d_gemm[{grads}, {p.s2d_group} row tiles per group]"
     parts = [p.strategy.value]
+    if p.dw_method is DwMethod.KD_MOVING:   # dw alone first, then the dx / db plan's sections
+        rest = _label(replace(p, compute_dw=False, dw_method=None))
+        return rest.replace(p.strategy.value, f"{p.strategy.value} dw:kd_moving", 1)
     if p.dx_method:
         parts.append(f"dx:{p.dx_method.value}[band {p.dx_band[0]}x{p.dx_band[1]}, ci {p.dx_ci_tile}"
                      + (", ci-outer" if p.dx_ci_outer else "")

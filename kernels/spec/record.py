@@ -29,6 +29,7 @@ class DwMethod(str, Enum):
     DMA_GEMM = "dma_gemm"          # 1x1x1 GEMM with dy^T and x^T brought by DMA transposes (2-byte dtypes)
     S2D_GEMM = "s2d_gemm"          # stride == kernel, no padding: one GEMM over patches (methods/s2d_gemm)
     SMALL_EXTENT = "small_extent"  # few positions: every position resident, one PSUM group per output tile
+    KD_MOVING = "kd_moving"        # small channels: kd taps x C_out on the moving axis (methods/dw_kd_moving)
 
 
 class DbMethod(str, Enum):

@@ -1,0 +1,113 @@
+"""dw with the kd taps on the moving axis: budget check and time estimate from the spec's pools and work list.
+
+Pure Python. Every instruction of ``spec.work_list`` is charged with the planner's cost figures
+(``kernels/costs.py``): TensorE per matmul, VectorE/ScalarE per copy, DMA copies by contiguous run and
+``dma_transpose`` by whole [128 partitions x 16 elements] destination blocks (as nkisim charges them).
+The section is one pipeline (``section_ns``) plus the head the PE waits for (the first chunk's dy^T
+and first x^T) and the tail after the last matmul (the casts and stores of dw).
+"""
+from __future__ import annotations
+
+from nkisim.cost import TARGETS as COST_TARGETS
+from nkisim.dge import hwdge_transpose_violation
+
+from ...costs import CostSheet, TargetFigures, section_ns
+from ...geometry import ConvGeom, ceil_div
+from . import spec
+
+BLOCK_PARTITIONS = 128   # dma_transpose block (nkisim.cost: trn2 arch guide "DMA Transpose")
+BLOCK_ELEMS = 16
+
+
+def check(g: ConvGeom, lnc: int, target: str, hw: TargetFigures, fixed_sbuf: int = 0
+          ) -> tuple[str, int, int, dict[str, int]]:
+    """(reason or '', SBUF bytes per partition, PSUM banks, SBUF bytes by pool); ``fixed_sbuf``: what
+    the kernel holds beside dw while it runs."""
+    why = spec.applies(g, lnc, target)
+    parts = spec.sbuf_parts(g)
+    sbuf = sum(parts.values()) + fixed_sbuf
+    psum = spec.psum_banks(g) + spec.PSUM_TRANSPOSE_BANKS
+    if why:
+        return f"dw:kd_moving: {why}", sbuf, psum, parts
+    if sbuf > hw.sbuf_usable:
+        big = max(parts.items(), key=lambda kv: kv[1])
+        return (f"SBUF {sbuf} B per partition exceeds {hw.sbuf_usable} B usable (largest: {big[0]} {big[1]} B)",
+                sbuf, psum, parts)
+    if psum > hw.psum_banks:
+        return f"PSUM {psum} banks exceed {hw.psum_banks}", sbuf, psum, parts
+    return "", sbuf, psum, parts
+
+
+def transpose_ns(hw: TargetFigures, dims: tuple, dtype_bytes: int) -> float:
+    """One dma_transpose whose destination is ``dims`` = (partitions, outer, inner): its whole blocks at
+    the transpose efficiency, at least its queue's issue time (nkisim routes a transpose to a hardware
+    DGE queue only in the hwdge form, src [inner, outer, partitions]; else to the static queue)."""
+    p, outer, inner = dims
+    blocks = ceil_div(p, BLOCK_PARTITIONS) * outer * ceil_div(inner, BLOCK_ELEMS)
+    nbytes = blocks * BLOCK_PARTITIONS * BLOCK_ELEMS * dtype_bytes
+    figures = COST_TARGETS[hw.name]
+    hwdge = figures.hwdge_queues and hwdge_transpose_violation((inner, outer, p), dtype_bytes) is None
+    issue = figures.hwdge_issue_ns if hwdge else figures.static_issue_ns
+    return max(nbytes / (hw.dma_bytes_per_ns * hw.dma_transpose_efficiency), issue)
+
+
+def charge(c: CostSheet, w: spec.Work, dtype_bytes: int) -> None:
+    """Add ``w.count`` instructions of one kind to the sheet."""
+    two_byte = dtype_bytes == 2
+    if w.engine == "tensor":
+        _k, m, n = w.dims
+        c.matmul(m, n, dtype_bytes == 4, w.count, op=w.op)
+    elif w.op == "dma_transpose":
+        c.busy["dma"] += w.count * transpose_ns(c.hw, w.dims, dtype_bytes)
+        c.count(w.op, w.count)
+    elif w.engine == "dma":
+        nbytes, run = w.dims
+        c.dma(nbytes, run, w.count)
+    elif w.engine == "evict":   # PSUM -> SBUF cast, alternated VectorE / ScalarE (the kernel's Evictor)
+        c.evict(w.dims[1], two_byte, w.count)
+    else:   # memset
+        c.compute(w.engine, w.dims[1], 1, 1.0, w.count, op=w.op)
+
+
+def sheet(g: ConvGeom, hw: TargetFigures) -> CostSheet:
+    c = CostSheet(hw)
+    for w in spec.work_list(g):
+        charge(c, w, g.dtype_bytes)
+    return c
+
+
+def _head_ns(g: ConvGeom, hw: TargetFigures) -> float:
+    """Before the first matmul: the first chunk's dy^T (every slot) and its kh = 0 x^T, one start latency."""
+    c = spec.chunks(g)[0]
+    ds = g.dtype_bytes
+    ns = 0.0
+    for kd in range(g.axes[0].k):
+        for r in spec.dyt_runs(g, c, kd):
+            ns += transpose_ns(hw, (r.rows, g.axes[2].o, g.c_out), ds) if r.src_row >= 0 else hw.dma_issue_ns
+    c0, c1 = spec.x_col_range(g)
+    for r in spec.xt_runs(g, c, 0):
+        ns += transpose_ns(hw, (r.rows, c1 - c0, g.c_in), ds)
+    return hw.dma_fixed_ns + ns
+
+
+def _tail_ns(g: ConvGeom, hw: TargetFigures) -> float:
+    """After the last matmul: its bank's cast and K_d stores."""
+    n = spec.kw_groups(g)[-1][1] * g.c_in
+    c = CostSheet(hw)
+    c.evict(g.axes[0].k * g.c_out, g.dtype_bytes == 2, 2)
+    nbytes = n * g.c_out * g.dtype_bytes
+    return hw.dma_fixed_ns + c.busy["vector"] + max(g.axes[0].k * nbytes / hw.dma_bytes_per_ns, hw.dma_issue_ns)
+
+
+def overlap_us(g: ConvGeom, hw: TargetFigures) -> float:
+    """How long the next section's first loads (issued after dw's last instructions) can run under dw's
+    end: dw's last chunk's matmuls (its transfers are done by then) and its tail."""
+    per_chunk = sheet(g, hw).busy["tensor"] / len(spec.chunks(g))
+    return (per_chunk + _tail_ns(g, hw)) / 1000.0
+
+
+def estimate_us(g: ConvGeom, hw: TargetFigures) -> tuple[float, dict[str, float]]:
+    """Modelled time of dw alone and its busy time per engine, in us."""
+    c = sheet(g, hw)
+    total = _head_ns(g, hw) + section_ns(c.busy) + _tail_ns(g, hw)
+    return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}

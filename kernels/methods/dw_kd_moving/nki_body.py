@@ -1,0 +1,95 @@
+"""dw with the kd taps on the moving axis: the NKI code (``spec.py`` has the layout, ``design.md`` the
+pseudocode).
+
+Uses only ``nki.language`` / ``nki.isa`` plus the pure-Python spec beside it, so the same code runs on
+nkisim and on a NeuronCore. Per chunk (x planes of one batch x H_out rows on the partitions):
+- dy^T ``[rows, K_d slots, W_out, co]``: per slot one ``dma_transpose`` of the dy rows that exist,
+  zero rows (D padding) copied from a zero tile;
+- per kh an x^T ``[rows, x columns, ci]``: ``dma_transpose`` of the x rows (H padding rows and W
+  padding columns were zeroed once: each buffer always serves the same kh);
+- per (kh, kw group, w_o): one matmul into that (kh, kw group)'s PSUM bank, which accumulates over the
+  whole layer; at the end each bank is cast once and stored as K_d rows of dw.
+"""
+import nki.isa as nisa
+import nki.language as nl
+
+from . import spec
+
+_P = spec.PMAX
+
+
+def run_dw_kd_moving(g, dy, x, dw, dtype, evict):
+    """dw of the whole layer (one program), written to ``dw`` ``[K_d, K_h, K_w, C_in, C_out]``."""
+    kd_n, kh_n = g.axes[0].k, g.axes[1].k
+    ow, oh = g.axes[2].o, g.axes[1].o
+    ci, co = g.c_in, g.c_out
+    ncols = spec.x_cols(g)
+    c0, c1 = spec.x_col_range(g)
+    groups = spec.kw_groups(g)
+    zero = None
+    if spec.dyt_has_zeros(g):   # dy^T rows of D padding are DMA'd from it (any start partition)
+        zero = nl.ndarray((_P, spec.zero_cols(g)), dtype, buffer=nl.sbuf, name="kdm_zero")
+        nisa.memset(zero, 0.0, engine=nisa.engine.vector)
+    xts = [[nl.ndarray((_P, ncols, ci), dtype, buffer=nl.sbuf, name=f"kdm_xt{kh}_{i}")
+            for i in range(spec.XT_BUFS)] for kh in range(kh_n)]
+    if spec.xt_has_padding(g):
+        # H and W padding is the same rows and columns in every chunk and no transfer writes them: each
+        # buffer (it always serves the same kh) is zeroed once
+        for t in (t for bufs in xts for t in bufs):
+            nisa.memset(t, 0.0, engine=nisa.engine.vector)
+    dyts = [nl.ndarray((_P, kd_n, ow, co), dtype, buffer=nl.sbuf, name=f"kdm_dyt{i}")
+            for i in range(spec.DYT_BUFS)]
+    acc = [[nl.ndarray((_P, kd_n * co), nl.float32, buffer=nl.psum, name=f"kdm_acc{kh}_{k}")
+            for k in range(len(groups))] for kh in range(kh_n)]
+    for i, c in enumerate(spec.chunks(g)):
+        rows = c.nd * oh
+        dyt = dyts[i % spec.DYT_BUFS]
+        for kd in range(kd_n):
+            for r in spec.dyt_runs(g, c, kd):
+                dst = dyt[r.p0:r.p0 + r.rows, kd, :, :]
+                if r.src_row < 0:
+                    nisa.dma_copy(dst=dst, src=zero[:r.rows, :ow * co].reshape((r.rows, ow, co)))
+                else:
+                    nisa.dma_transpose(dst=dst, src=_dy_rows(dy, g, c.b, r))
+        for kh in range(kh_n):
+            xt = xts[kh][i % spec.XT_BUFS]
+            for r in spec.xt_runs(g, c, kh):
+                nisa.dma_transpose(dst=xt[r.p0:r.p0 + r.rows, c0:c1, :], src=_x_rows(x, g, c.b, r, c0, c1))
+            for w_o in range(ow):
+                col = w_o * g.axes[2].s
+                for k, (k0, n) in enumerate(groups):
+                    a = col + k0 * g.axes[2].r
+                    stat = xt[:rows, a:a + (n - 1) * g.axes[2].r + 1:g.axes[2].r, :]
+                    # (every accumulator starts at the first chunk's first column)
+                    nisa.nc_matmul(acc[kh][k][:n * ci, :], stationary=stat, moving=dyt[:rows, :, w_o, :],
+                                   accumulate=i > 0 or w_o > 0)
+    outs = [nl.ndarray((_P, kd_n * co), dtype, buffer=nl.sbuf, name=f"kdm_out{i}") for i in range(spec.OUT_BUFS)]
+    for kh in range(kh_n):
+        for k, (k0, n) in enumerate(groups):
+            out = outs[(kh * len(groups) + k) % spec.OUT_BUFS]
+            evict.copy(out[:n * ci, :], acc[kh][k][:n * ci, :])
+            nisa.dma_copy(dst=_dw_rows(dw, g, kh, k0, n), src=out[:n * ci, :].reshape((n * ci, kd_n, co)))
+
+
+def _x_rows(x, g, b, r, c0, c1):
+    """x rows of run ``r`` as the transpose source ``[ci, x columns, rows]`` (x ``[B, C_in, D, H, W]``)."""
+    D, H, W = g.in_size
+    w = g.axes[2]
+    offset = (b * g.c_in * D * H + r.src_row) * W + (c0 - w.lo)
+    return x.ap(pattern=[[D * H * W, g.c_in], [1, c1 - c0], [g.axes[1].s * W, r.rows]], offset=offset)
+
+
+def _dy_rows(dy, g, b, r):
+    """dy rows of run ``r`` as the transpose source ``[co, W_out, rows]`` (dy ``[B, C_out, D', H', W']``)."""
+    od, oh, ow = g.out_size
+    offset = (b * g.c_out * od * oh + r.src_row) * ow
+    return dy.ap(pattern=[[od * oh * ow, g.c_out], [1, ow], [ow, r.rows]], offset=offset)
+
+
+def _dw_rows(dw, g, kh, k0, n):
+    """dw ``[K_d, K_h, K_w, C_in, C_out]`` as ``[(kw in [k0, k0+n), ci), kd, co]`` for one kh: per row
+    K_d runs of C_out."""
+    kd_n, kh_n, kw_n = g.kernel
+    offset = (kh * kw_n + k0) * g.c_in * g.c_out
+    return dw.ap(pattern=[[g.c_out, n * g.c_in], [kh_n * kw_n * g.c_in * g.c_out, kd_n], [1, g.c_out]],
+                 offset=offset)
