@@ -5,6 +5,12 @@ zero-padded SBUF x band, one PE transpose per x column. Here the DMA queues buil
 3-D transpose (src ``[ci, columns, rows]`` -> dst ``[rows, columns, ci]``) per run of rows at one
 uniform stride (``kernels.xt_rows``), zero rows by DMA from a zero tile, and the pad columns zeroed
 once per buffer (they are the same columns in every tile and no DMA writes them). No x band is loaded.
+
+``Plan.dw_xt_copy``: the tiles are held channel-major ``[rows, (slots,) ci, columns]`` and handed out as
+views in the ``[rows, (slots,) columns, ci]`` order every reader indexes; each run of rows is then one
+plain ``dma_copy`` of whole x row segments (runs of ``columns`` elements), not a ``dma_transpose``, whose
+whole ``[128, 16]`` destination blocks a few rows or a tiny C_in leave mostly empty. The copies go to
+the two hardware-DGE queues in turn (``engine=`` sync / scalar of ``nisa.dma_copy``).
 """
 import nki.isa as nisa
 import nki.language as nl
@@ -24,7 +30,7 @@ from .xt_rows import (
 class RowXtDma:
     """The x^T tiles of row-mode dw, filled by DMA (one instance per DwState)."""
 
-    def __init__(self, ctx, ci_tile, ring=None, window=None, head_cols=0, merge=False):
+    def __init__(self, ctx, ci_tile, ring=None, window=None, head_cols=0, merge=False, copy=False):
         """``ring``: where the tiles come from -- None, a ring of XT_DMA_BUFS tiles [P, columns, ci] of
         its own; else a ring of bundle tiles [P, slots, columns, ci] handed out one slot view at a time
         (x-stationary's ``SlotRing``). Either way the pad columns of every tile are zeroed here, once.
@@ -46,6 +52,8 @@ class RowXtDma:
         for view in pads:   # the pad columns: no DMA ever writes them
             nisa.memset(view, 0.0, engine=nisa.engine.gpsimd)
         self.merge = merge
+        self.copy = copy   # channel-major tiles filled by dma_copy (the ring hands out the permuted views)
+        self.copies = 0    # dma_copy fills issued (their hardware-DGE queue alternates)
         # merged fills: the partitions of each (tile, slot) that hold zero rows no transpose has written
         # since (``_fill_groups`` skips a zero write they already cover: a bundle tile reused by a bundle
         # with the same padding rows keeps them)
@@ -63,6 +71,21 @@ class RowXtDma:
         ax = g.axes
         # x with its (D, H) rows flattened: a run of rows at one stride is one sliced dim
         self.x_rows = ctx.x.reshape((g.batch, g.c_in, ax[0].n * ax[1].n, ax[2].n))
+
+    def _move(self, dst, src):
+        """One run of rows: ``dst`` [rows, (slots,) columns, ci] (a view of a tile) from ``src`` [ci, (slots,)
+        rows, columns] in HBM. By default a ``dma_transpose`` (src permuted to [ci, (slots,) columns, rows]);
+        with ``copy`` a ``dma_copy`` in the tile's own channel-major order [rows, (slots,) ci, columns]."""
+        if len(src.shape) == 3:
+            t_src, c_dst, c_src = (0, 2, 1), (0, 2, 1), (1, 0, 2)
+        else:
+            t_src, c_dst, c_src = (0, 1, 3, 2), (0, 1, 3, 2), (2, 1, 0, 3)
+        if not self.copy:
+            nisa.dma_transpose(dst=dst, src=src.permute(t_src))
+            return
+        engine = (nisa.engine.sync, nisa.engine.scalar)[self.copies % 2]
+        self.copies += 1
+        nisa.dma_copy(dst=dst.permute(c_dst), src=src.permute(c_src), dge_mode=nisa.dge_mode.hwdge, engine=engine)
 
     def _pads(self):
         """The [lo, hi) pad column ranges of a tile (left and right of x's columns)."""
@@ -107,8 +130,7 @@ class RowXtDma:
                     nisa.dma_copy(dst=xt[by_dma.p0:by_dma.p0 + n, :, :], src=self.zero[:n, :])
         for run in plan.transposes:
             src = self.x_rows[b, ci0:ci0 + ci_sz, band_slices(run.x_row, run.rows, run.step), w0:w0 + wn]
-            nisa.dma_transpose(dst=xt[p_off + run.p0:p_off + run.p0 + run.rows, self.f_lo:self.f_hi, :ci_sz],
-                               src=src.permute((0, 2, 1)))
+            self._move(xt[p_off + run.p0:p_off + run.p0 + run.rows, self.f_lo:self.f_hi, :ci_sz], src)
 
     def fill_pieces(self, b, ci0, ci_sz, od0, oh0, cd, ch, kd, kh, pieces, before):
         """``dw_head_split``: like ``fill`` (one chunk, no stacking), piece by piece: for each tile column
@@ -135,7 +157,7 @@ class RowXtDma:
                     nisa.dma_copy(dst=xt[by_dma.p0:by_dma.p0 + n, a:e, :], src=self.zero[:n, :(e - a) * ci_t])
             for run in plan.transposes:
                 src = self.x_rows[b, ci0:ci0 + ci_sz, band_slices(run.x_row, run.rows, run.step), a - c_lo:e - c_lo]
-                nisa.dma_transpose(dst=xt[run.p0:run.p0 + run.rows, a:e, :ci_sz], src=src.permute((0, 2, 1)))
+                self._move(xt[run.p0:run.p0 + run.rows, a:e, :ci_sz], src)
         return xt
 
     def merges(self, ci_tile, stacked=False):
@@ -193,8 +215,7 @@ class RowXtDma:
                 for kept in slots:
                     kept.difference_update(range(p_off + run.p0, p_off + run.p0 + run.rows))
                 off = ((b * g.c_in + ci0) * ax[0].n * ax[1].n + run.x_row) * ax[2].n + w0
-                src = self.ctx.x.ap([[plane, ci_sz], [ax[1].r * ax[2].n, grp.slots], [1, wn],
-                                     [run.step * ax[2].n, run.rows]], offset=off)
+                src = self.ctx.x.ap([[plane, ci_sz], [ax[1].r * ax[2].n, grp.slots],
+                                     [run.step * ax[2].n, run.rows], [1, wn]], offset=off)
                 p0 = p_off + run.p0
-                nisa.dma_transpose(dst=tile[p0:p0 + run.rows, s0:s0 + grp.slots, self.f_lo:self.f_hi, :ci_sz],
-                                   src=src)
+                self._move(tile[p0:p0 + run.rows, s0:s0 + grp.slots, self.f_lo:self.f_hi, :ci_sz], src)

@@ -16,7 +16,7 @@ from functools import lru_cache
 
 from .costs import CostSheet
 from .geometry import Axis, ConvGeom
-from .schedule import dw_x_extent
+from .schedule import PMAX, dw_x_extent
 
 XT_DMA_BUFS = 3      # x^T tiles in flight: a tile's transposes run while the two before it are in use
 
@@ -33,6 +33,7 @@ def xt_dma_bufs(plan) -> int:
     return XT_DMA_BUFS
 MEMSET_MAX = 32768   # elements per partition of one memset of the zero tile (engine access limit 64K)
 DMA_TRANSPOSE_EFFICIENCY = 0.9   # dma_transpose from HBM (trn2 arch guide; nkisim's figure)
+TRANSPOSE_BLOCK_ELEMS = 16   # a dma_transpose writes [128 partitions x 16 elements] blocks (trn2 arch guide)
 ZERO_MEMSET_MAX = 512   # x-column elements per partition up to which a tile's zero rows are one memset
 ZERO_MEMSET_MIN_ROWS = 16   # zero runs at least this long go to a GpSimd memset when its partitions allow
 
@@ -207,7 +208,7 @@ def xt_dma_setup_cost(c: CostSheet, g: ConvGeom, ci_tile: int, slots: int = 1) -
 def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[int, int, int, int],
                 span: tuple[int, int], tile_pe_ns: float = 0.0, one_tile: bool = False,
                 latency: bool = True, window: tuple[int, int] | None = None, bufs: int = XT_DMA_BUFS,
-                merge: bool = False) -> None:
+                merge: bool = False, copy: bool = False) -> None:
     """The DMAs of the x^T tiles of one row chunk (od0, oh0, cd, ch) and C_in tile of ``ci`` channels,
     for the (kd, kh) pairs of the tap span (mirrors RowXtDma.fill).
 
@@ -221,6 +222,7 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
     ``bufs``: the ring's depth (``xt_dma_bufs``).
     ``merge`` (``Plan.dw_xt_merge``, with ``one_tile``): the bundle's pairs of one H-padding class share
     each transpose and each zero-row DMA, as with tiny C_in (whose zero rows are one memset).
+    ``copy`` (``Plan.dw_xt_copy``): the runs are channel-major ``dma_copy`` fills (``xt_run_ns``).
     """
     ds = g.dtype_bytes
     xw, lo, hi = xt_columns(g)
@@ -253,10 +255,11 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
             c.dma(grp.slots * by_dma.rows * row, row)
             slowest = max(slowest, by_dma.rows * row / (bw * row / (row + 256.0) * _rate(by_dma.rows)))
         for run in fill.transposes:
-            moved = grp.slots * run.rows * (hi - lo) * ci * ds
-            c.busy["dma"] += moved / (bw * DMA_TRANSPOSE_EFFICIENCY)
-            slowest = max(slowest, moved / (bw * DMA_TRANSPOSE_EFFICIENCY * _rate(run.rows)))
-        c.counts["dma_transpose"] = c.counts.get("dma_transpose", 0) + len(fill.transposes)
+            busy, lone = xt_run_ns(c, run.rows, grp.slots, hi - lo, ci, ds, copy)
+            c.busy["dma"] += busy
+            slowest = max(slowest, lone)
+        op = "dma_copy" if copy else "dma_transpose"
+        c.counts[op] = c.counts.get(op, 0) + len(fill.transposes)
         if not latency:
             continue
         if one_tile:
@@ -265,6 +268,24 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
             _charge_latency(c, tile_pe_ns, slowest, bufs)
     if worst is not None:
         _charge_latency(c, tile_pe_ns, worst, bufs)
+
+
+def xt_run_ns(c: CostSheet, rows: int, slots: int, cols: int, ci: int, ds: int, copy: bool) -> tuple[float, float]:
+    """(DMA busy ns, ns until it lands alone) of one x^T run of ``rows`` rows x ``slots`` x ``cols`` x ``ci``.
+
+    Transpose: its destination ``[rows, slots, cols, ci]`` in whole ``[128, 16]`` blocks at the transpose
+    efficiency from HBM (trn2 arch guide "DMA Transpose"; nkisim charges the same), every engine at work.
+    Copy (``Plan.dw_xt_copy``): the bytes at the descriptor efficiency of ``cols``-element runs, at least
+    half a DGE issue time (the fills alternate between the two hardware-DGE queues), landing at the
+    engines' share its ``rows`` partitions get."""
+    bw = c.hw.dma_bytes_per_ns
+    if copy:
+        moved = rows * slots * cols * ci * ds
+        ns = moved / (bw * c.hw.descriptor_efficiency(cols * ds))
+        return max(ns, c.hw.dma_issue_ns / 2), ns / _rate(rows)
+    blocks = -(-rows // PMAX) * slots * cols * -(-ci // TRANSPOSE_BLOCK_ELEMS)
+    ns = blocks * PMAX * TRANSPOSE_BLOCK_ELEMS * ds / (bw * DMA_TRANSPOSE_EFFICIENCY)
+    return ns, ns
 
 
 def _charge_latency(c: CostSheet, tile_pe_ns: float, slowest: float, bufs: int = XT_DMA_BUFS) -> None:
