@@ -39,6 +39,7 @@ class RowXtDma:
         (``fill_bundle``) with zero rows by DMA, so the zero tile spans a bundle tile's slots."""
         g = ctx.g
         self.ctx = ctx
+        self.copy = copy   # channel-major tiles filled by dma_copy (the ring hands out the permuted views)
         self.xw, self.c_lo, self.c_hi = xt_columns(g)
         # the columns the fills write (zero rows too); the pad columns outside stay zero from the setup
         self.f_lo, self.f_hi = window if window is not None else (self.c_lo, self.c_hi)
@@ -50,9 +51,8 @@ class RowXtDma:
             self.ring = ring
             pads = [t[:, :, a:b, :] for t in ring.tiles for a, b in self._pads()]
         for view in pads:   # the pad columns: no DMA ever writes them
-            nisa.memset(view, 0.0, engine=nisa.engine.gpsimd)
+            nisa.memset(self._nat(view), 0.0, engine=nisa.engine.gpsimd)
         self.merge = merge
-        self.copy = copy   # channel-major tiles filled by dma_copy (the ring hands out the permuted views)
         self.copies = 0    # dma_copy fills issued (their hardware-DGE queue alternates)
         # merged fills: the partitions of each (tile, slot) that hold zero rows no transpose has written
         # since (``_fill_groups`` skips a zero write they already cover: a bundle tile reused by a bundle
@@ -72,20 +72,29 @@ class RowXtDma:
         # x with its (D, H) rows flattened: a run of rows at one stride is one sliced dim
         self.x_rows = ctx.x.reshape((g.batch, g.c_in, ax[0].n * ax[1].n, ax[2].n))
 
+    def _nat(self, view):
+        """``view`` [rows, (slots,) columns, ci] of a tile in the tile's memory order: as it is, or with
+        ``copy`` [rows, (slots,) ci, columns] (writes along whole runs of columns, not element by element;
+        the zero tile they copy from is all zeros, so any order of it serves)."""
+        if not self.copy:
+            return view
+        n = len(view.shape)
+        return view.permute(tuple(range(n - 2)) + (n - 1, n - 2))
+
     def _move(self, dst, src):
         """One run of rows: ``dst`` [rows, (slots,) columns, ci] (a view of a tile) from ``src`` [ci, (slots,)
         rows, columns] in HBM. By default a ``dma_transpose`` (src permuted to [ci, (slots,) columns, rows]);
         with ``copy`` a ``dma_copy`` in the tile's own channel-major order [rows, (slots,) ci, columns]."""
         if len(src.shape) == 3:
-            t_src, c_dst, c_src = (0, 2, 1), (0, 2, 1), (1, 0, 2)
+            t_src, c_src = (0, 2, 1), (1, 0, 2)
         else:
-            t_src, c_dst, c_src = (0, 1, 3, 2), (0, 1, 3, 2), (2, 1, 0, 3)
+            t_src, c_src = (0, 1, 3, 2), (2, 1, 0, 3)
         if not self.copy:
             nisa.dma_transpose(dst=dst, src=src.permute(t_src))
             return
         engine = (nisa.engine.sync, nisa.engine.scalar)[self.copies % 2]
         self.copies += 1
-        nisa.dma_copy(dst=dst.permute(c_dst), src=src.permute(c_src), dge_mode=nisa.dge_mode.hwdge, engine=engine)
+        nisa.dma_copy(dst=self._nat(dst), src=src.permute(c_src), dge_mode=nisa.dge_mode.hwdge, engine=engine)
 
     def _pads(self):
         """The [lo, hi) pad column ranges of a tile (left and right of x's columns)."""
@@ -98,7 +107,7 @@ class RowXtDma:
         c_lo, cols = (self.f_lo, self.f_hi) if self.windowed else (0, rows.shape[1])
         step = max(1, MEMSET_MAX // ci)
         for c0 in range(c_lo, cols, step):
-            nisa.memset(rows[:, c0:min(cols, c0 + step), :], 0.0, engine=nisa.engine.gpsimd)
+            nisa.memset(self._nat(rows[:, c0:min(cols, c0 + step), :]), 0.0, engine=nisa.engine.gpsimd)
 
     def fill(self, b, ci0, ci_sz, od0, oh0, cd, ch, kd, kh):
         """The x^T tile (or slot view) [cd*ch rows, x columns, ci_sz] of pair (kd, kh) for output rows
@@ -119,7 +128,7 @@ class RowXtDma:
             # tiny C_in: one memset of the x columns of every row (from the chunk's first partition), then
             # the transposes overwrite the valid rows (the pad columns stay zero from the setup)
             end = max(r.p0 + r.rows for r in plan.zeros + plan.transposes)
-            nisa.memset(xt[p_off:p_off + end, self.c_lo:self.c_hi, :], 0.0, engine=nisa.engine.gpsimd)
+            nisa.memset(self._nat(xt[p_off:p_off + end, self.c_lo:self.c_hi, :]), 0.0, engine=nisa.engine.gpsimd)
         else:
             for run in plan.zeros:   # whole rows (all columns and channel slots): one contiguous write
                 by_dma, by_memset = zero_split(run, p_off)
@@ -127,7 +136,7 @@ class RowXtDma:
                     self._memset_rows(xt, by_memset)
                 if by_dma is not None:
                     n = by_dma.rows
-                    nisa.dma_copy(dst=xt[by_dma.p0:by_dma.p0 + n, :, :], src=self.zero[:n, :])
+                    nisa.dma_copy(dst=self._nat(xt[by_dma.p0:by_dma.p0 + n, :, :]), src=self.zero[:n, :])
         for run in plan.transposes:
             src = self.x_rows[b, ci0:ci0 + ci_sz, band_slices(run.x_row, run.rows, run.step), w0:w0 + wn]
             self._move(xt[p_off + run.p0:p_off + run.p0 + run.rows, self.f_lo:self.f_hi, :ci_sz], src)
@@ -151,10 +160,10 @@ class RowXtDma:
                     rows = xt[by_memset.p0:by_memset.p0 + by_memset.rows]
                     step = max(1, MEMSET_MAX // ci_t)
                     for c0 in range(a, e, step):
-                        nisa.memset(rows[:, c0:min(e, c0 + step), :], 0.0, engine=nisa.engine.gpsimd)
+                        nisa.memset(self._nat(rows[:, c0:min(e, c0 + step), :]), 0.0, engine=nisa.engine.gpsimd)
                 if by_dma is not None:
                     n = by_dma.rows
-                    nisa.dma_copy(dst=xt[by_dma.p0:by_dma.p0 + n, a:e, :], src=self.zero[:n, :(e - a) * ci_t])
+                    nisa.dma_copy(dst=self._nat(xt[by_dma.p0:by_dma.p0 + n, a:e, :]), src=self.zero[:n, :(e - a) * ci_t])
             for run in plan.transposes:
                 src = self.x_rows[b, ci0:ci0 + ci_sz, band_slices(run.x_row, run.rows, run.step), a - c_lo:e - c_lo]
                 self._move(xt[run.p0:run.p0 + run.rows, a:e, :ci_sz], src)
@@ -193,7 +202,7 @@ class RowXtDma:
             fill = grp.fill
             if fill.zeros and memset:
                 end = max(r.p0 + r.rows for r in fill.zeros + fill.transposes)
-                nisa.memset(tile[p_off:p_off + end, s0:s0 + grp.slots, self.f_lo:self.f_hi, :], 0.0,
+                nisa.memset(self._nat(tile[p_off:p_off + end, s0:s0 + grp.slots, self.f_lo:self.f_hi, :]), 0.0,
                             engine=nisa.engine.gpsimd)
             slots = [self.zeroed.setdefault((id(tile), s0 + j), set()) for j in range(grp.slots)]
             for run in () if memset else fill.zeros:   # whole rows of every slot of the group
@@ -209,7 +218,7 @@ class RowXtDma:
                         self._memset_rows(tile[:, s0 + j], by_memset)
                 if by_dma is not None:
                     n = by_dma.rows
-                    nisa.dma_copy(dst=tile[by_dma.p0:by_dma.p0 + n, s0:s0 + grp.slots, self.f_lo:self.f_hi, :],
+                    nisa.dma_copy(dst=self._nat(tile[by_dma.p0:by_dma.p0 + n, s0:s0 + grp.slots, self.f_lo:self.f_hi, :]),
                                   src=self.zero[:n, :grp.slots * (self.f_hi - self.f_lo) * tile.shape[-1]])
             for run in fill.transposes:
                 for kept in slots:

@@ -25,7 +25,8 @@ def _copy(strategy=None, **want):
     whatever the planner would pick."""
     def pick(p):
         base = [a for a in p.feasible_candidates() if a.dw_x_stationary and a.dw_xt_dma
-                and (strategy is None or a.strategy is strategy)]
+                and (strategy is None or a.strategy is strategy)
+                and a.dw_head_split == want.get("dw_head_split", False)]
         alts = [a for a in base if all(getattr(a, k) == v for k, v in want.items())]
         if not alts:   # a switch the planner lists only elsewhere (xT merged: the columns split): forced
             alts = [dataclasses.replace(a, **want) for a in base if not a.db_ones and not a.dw_tap_fine]
@@ -83,11 +84,16 @@ def test_lnc2_splits(split, fills):
     assert sum(f.copies for f in fills) > 0
 
 
-def test_head_split_pieces_are_exact(fills):
-    """The first row pass's x^T by column pieces (``dw_head_split``) through the copy form."""
-    geom = {"batch": 1, "c_in": 16, "c_out": 32, "size": (4, 8, 24), "kernel": (3, 3, 3), "padding": (1,) * 6}
+def test_head_split_is_not_offered_and_ignored_if_forced(fills):
+    """The head pieces (a few columns each) would make the copies' runs short: the planner does not
+    offer ``xT copy`` with ``head split``, and the kernel, forced, fills by transposes (still exact)."""
+    geom = {"batch": 1, "c_in": 128, "c_out": 32, "size": (4, 6, 9), "kernel": (3, 3, 3), "padding": (1,) * 6}
+    dy, x, w = conv_shapes(**geom)
+    p = plan_conv3d_bwd(dy, x, w, dtype="bf16", **geom_kw(geom))
+    assert any(a.dw_head_split for a in p.feasible_candidates())
+    assert not any(a.dw_head_split and a.dw_xt_copy for a in p.feasible_candidates())
     run_and_compare(**geom, plan_edit=_copy(dw_head_split=True))
-    assert sum(f.copies for f in fills) > 0
+    assert fills and not any(f.copy for f in fills)
 
 
 def test_x_transposes_are_gone_and_copies_use_both_hardware_queues():
