@@ -45,6 +45,7 @@ from .spec.dw_options import (
     dw_tap_passes,
     dw_w_bands,
     dw_w_cols,
+    xt_copy_legal,
 )
 from .spec.dw_xs import (
     db_ones_chunk,
@@ -69,9 +70,16 @@ class SlotRing:
     """A ring of tiles [P, slots, ...] handed out one slot view [P, ...] at a time (like ``Pool``);
     ``align`` makes the next view the first slot of the next tile; ``tile`` is the last view's tile."""
 
-    def __init__(self, count, slots, shape, dtype, name):
-        self.tiles = [nl.ndarray((shape[0], slots) + tuple(shape[1:]), dtype, buffer=nl.sbuf, name=f"{name}{i}")
-                      for i in range(count)]
+    def __init__(self, count, slots, shape, dtype, name, channel_major=False):
+        """``channel_major`` (``Plan.dw_xt_copy``, shape [P, columns, ci]): each tile is held [P, slots, ci,
+        columns] and kept as its [P, slots, columns, ci] view, so readers index it as usual."""
+        if channel_major:
+            p, cols, ci = shape
+            self.tiles = [nl.ndarray((p, slots, ci, cols), dtype, buffer=nl.sbuf, name=f"{name}{i}").permute((0, 1, 3, 2))
+                          for i in range(count)]
+        else:
+            self.tiles = [nl.ndarray((shape[0], slots) + tuple(shape[1:]), dtype, buffer=nl.sbuf, name=f"{name}{i}")
+                          for i in range(count)]
         self.slots = slots
         self.k = -1   # the last slot handed out, counted over the whole ring
 
@@ -180,16 +188,18 @@ class DwState:
             if plan.dw_dyt_dma:   # dy with its (D, H) output rows flattened: a run of rows is one sliced dim
                 self.dy_rows = ctx.dy.reshape((g.batch, g.c_out, g.out_size[0] * g.out_size[1], wo))
             slots = dw_xs_bundle(g, plan) + (1 if self.ones_chunk is not None else 0)   # (+ the ones slot)
+            # (a flag not legal here is ignored, as the planner never offers it)
+            self.xt_copy = plan.dw_xt_copy and xt_copy_legal(g, plan)
             if plan.dw_xt_dma:   # x^T by dma_transpose from HBM: no x band, no PE transposes
                 # x-stationary: into the slot views of the bundle ring (RowXtDma zeroes their pad columns)
                 ring = SlotRing(dw_xt_ring(g, plan), slots, (PMAX, xt_columns(g)[0], plan.dw_ci_tile),
-                                ctx.dtype, "dw_xt") if self.xs else None
+                                ctx.dtype, "dw_xt", channel_major=self.xt_copy) if self.xs else None
                 window = xt_window(g, self.w_lo, self.w_hi) if self.w_hi - self.w_lo < wo else None
                 head_cols = max((e - a for _w, (a, e) in head_col_pieces(g, self.w_lo, self.w_hi,
                                                                           *(window or xt_columns(g)[1:]))),
                                 default=0) if self.head else 0
                 self.xt_dma = RowXtDma(ctx, plan.dw_ci_tile, ring, window, head_cols,
-                                       merge=self.xs and plan.dw_xt_merge)
+                                       merge=self.xs and plan.dw_xt_merge, copy=self.xt_copy)
                 self.xt_pool = self.xt_dma.ring
             elif self.xs:   # x^T of several (kd, kh) pairs in one tile (a stationary may span them)
                 self.xt_pool = SlotRing(2, slots, (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, "dw_xt")

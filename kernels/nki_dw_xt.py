@@ -5,6 +5,12 @@ zero-padded SBUF x band, one PE transpose per x column. Here the DMA queues buil
 3-D transpose (src ``[ci, columns, rows]`` -> dst ``[rows, columns, ci]``) per run of rows at one
 uniform stride (``kernels.xt_rows``), zero rows by DMA from a zero tile, and the pad columns zeroed
 once per buffer (they are the same columns in every tile and no DMA writes them). No x band is loaded.
+
+``Plan.dw_xt_copy``: the tiles are held channel-major ``[rows, (slots,) ci, columns]`` and handed out as
+views in the ``[rows, (slots,) columns, ci]`` order every reader indexes; each run of rows is then one
+plain ``dma_copy`` of whole x row segments (runs of ``columns`` elements), not a ``dma_transpose``, whose
+whole ``[128, 16]`` destination blocks a few rows or a tiny C_in leave mostly empty. The copies go to
+the two hardware-DGE queues in turn (``engine=`` sync / scalar of ``nisa.dma_copy``).
 """
 import nki.isa as nisa
 import nki.language as nl
@@ -24,7 +30,7 @@ from .xt_rows import (
 class RowXtDma:
     """The x^T tiles of row-mode dw, filled by DMA (one instance per DwState)."""
 
-    def __init__(self, ctx, ci_tile, ring=None, window=None, head_cols=0, merge=False):
+    def __init__(self, ctx, ci_tile, ring=None, window=None, head_cols=0, merge=False, copy=False):
         """``ring``: where the tiles come from -- None, a ring of XT_DMA_BUFS tiles [P, columns, ci] of
         its own; else a ring of bundle tiles [P, slots, columns, ci] handed out one slot view at a time
         (x-stationary's ``SlotRing``). Either way the pad columns of every tile are zeroed here, once.
@@ -33,6 +39,7 @@ class RowXtDma:
         (``fill_bundle``) with zero rows by DMA, so the zero tile spans a bundle tile's slots."""
         g = ctx.g
         self.ctx = ctx
+        self.copy = copy   # channel-major tiles filled by dma_copy (the ring hands out the permuted views)
         self.xw, self.c_lo, self.c_hi = xt_columns(g)
         # the columns the fills write (zero rows too); the pad columns outside stay zero from the setup
         self.f_lo, self.f_hi = window if window is not None else (self.c_lo, self.c_hi)
@@ -44,8 +51,9 @@ class RowXtDma:
             self.ring = ring
             pads = [t[:, :, a:b, :] for t in ring.tiles for a, b in self._pads()]
         for view in pads:   # the pad columns: no DMA ever writes them
-            nisa.memset(view, 0.0, engine=nisa.engine.gpsimd)
+            nisa.memset(self._nat(view), 0.0, engine=nisa.engine.gpsimd)
         self.merge = merge
+        self.copies = 0    # dma_copy fills issued (their hardware-DGE queue alternates)
         # merged fills: the partitions of each (tile, slot) that hold zero rows no transpose has written
         # since (``_fill_groups`` skips a zero write they already cover: a bundle tile reused by a bundle
         # with the same padding rows keeps them)
@@ -64,6 +72,30 @@ class RowXtDma:
         # x with its (D, H) rows flattened: a run of rows at one stride is one sliced dim
         self.x_rows = ctx.x.reshape((g.batch, g.c_in, ax[0].n * ax[1].n, ax[2].n))
 
+    def _nat(self, view):
+        """``view`` [rows, (slots,) columns, ci] of a tile in the tile's memory order: as it is, or with
+        ``copy`` [rows, (slots,) ci, columns] (writes along whole runs of columns, not element by element;
+        the zero tile they copy from is all zeros, so any order of it serves)."""
+        if not self.copy:
+            return view
+        n = len(view.shape)
+        return view.permute(tuple(range(n - 2)) + (n - 1, n - 2))
+
+    def _move(self, dst, src):
+        """One run of rows: ``dst`` [rows, (slots,) columns, ci] (a view of a tile) from ``src`` [ci, (slots,)
+        rows, columns] in HBM. By default a ``dma_transpose`` (src permuted to [ci, (slots,) columns, rows]);
+        with ``copy`` a ``dma_copy`` in the tile's own channel-major order [rows, (slots,) ci, columns]."""
+        if len(src.shape) == 3:
+            t_src, c_src = (0, 2, 1), (1, 0, 2)
+        else:
+            t_src, c_src = (0, 1, 3, 2), (2, 1, 0, 3)
+        if not self.copy:
+            nisa.dma_transpose(dst=dst, src=src.permute(t_src))
+            return
+        engine = (nisa.engine.sync, nisa.engine.scalar)[self.copies % 2]
+        self.copies += 1
+        nisa.dma_copy(dst=self._nat(dst), src=src.permute(c_src), dge_mode=nisa.dge_mode.hwdge, engine=engine)
+
     def _pads(self):
         """The [lo, hi) pad column ranges of a tile (left and right of x's columns)."""
         return [(a, b) for a, b in ((0, self.c_lo), (self.c_hi, self.xw)) if b > a]
@@ -75,7 +107,7 @@ class RowXtDma:
         c_lo, cols = (self.f_lo, self.f_hi) if self.windowed else (0, rows.shape[1])
         step = max(1, MEMSET_MAX // ci)
         for c0 in range(c_lo, cols, step):
-            nisa.memset(rows[:, c0:min(cols, c0 + step), :], 0.0, engine=nisa.engine.gpsimd)
+            nisa.memset(self._nat(rows[:, c0:min(cols, c0 + step), :]), 0.0, engine=nisa.engine.gpsimd)
 
     def fill(self, b, ci0, ci_sz, od0, oh0, cd, ch, kd, kh):
         """The x^T tile (or slot view) [cd*ch rows, x columns, ci_sz] of pair (kd, kh) for output rows
@@ -96,7 +128,7 @@ class RowXtDma:
             # tiny C_in: one memset of the x columns of every row (from the chunk's first partition), then
             # the transposes overwrite the valid rows (the pad columns stay zero from the setup)
             end = max(r.p0 + r.rows for r in plan.zeros + plan.transposes)
-            nisa.memset(xt[p_off:p_off + end, self.c_lo:self.c_hi, :], 0.0, engine=nisa.engine.gpsimd)
+            nisa.memset(self._nat(xt[p_off:p_off + end, self.c_lo:self.c_hi, :]), 0.0, engine=nisa.engine.gpsimd)
         else:
             for run in plan.zeros:   # whole rows (all columns and channel slots): one contiguous write
                 by_dma, by_memset = zero_split(run, p_off)
@@ -104,11 +136,10 @@ class RowXtDma:
                     self._memset_rows(xt, by_memset)
                 if by_dma is not None:
                     n = by_dma.rows
-                    nisa.dma_copy(dst=xt[by_dma.p0:by_dma.p0 + n, :, :], src=self.zero[:n, :])
+                    nisa.dma_copy(dst=self._nat(xt[by_dma.p0:by_dma.p0 + n, :, :]), src=self.zero[:n, :])
         for run in plan.transposes:
             src = self.x_rows[b, ci0:ci0 + ci_sz, band_slices(run.x_row, run.rows, run.step), w0:w0 + wn]
-            nisa.dma_transpose(dst=xt[p_off + run.p0:p_off + run.p0 + run.rows, self.f_lo:self.f_hi, :ci_sz],
-                               src=src.permute((0, 2, 1)))
+            self._move(xt[p_off + run.p0:p_off + run.p0 + run.rows, self.f_lo:self.f_hi, :ci_sz], src)
 
     def fill_pieces(self, b, ci0, ci_sz, od0, oh0, cd, ch, kd, kh, pieces, before):
         """``dw_head_split``: like ``fill`` (one chunk, no stacking), piece by piece: for each tile column
@@ -129,13 +160,13 @@ class RowXtDma:
                     rows = xt[by_memset.p0:by_memset.p0 + by_memset.rows]
                     step = max(1, MEMSET_MAX // ci_t)
                     for c0 in range(a, e, step):
-                        nisa.memset(rows[:, c0:min(e, c0 + step), :], 0.0, engine=nisa.engine.gpsimd)
+                        nisa.memset(self._nat(rows[:, c0:min(e, c0 + step), :]), 0.0, engine=nisa.engine.gpsimd)
                 if by_dma is not None:
                     n = by_dma.rows
-                    nisa.dma_copy(dst=xt[by_dma.p0:by_dma.p0 + n, a:e, :], src=self.zero[:n, :(e - a) * ci_t])
+                    nisa.dma_copy(dst=self._nat(xt[by_dma.p0:by_dma.p0 + n, a:e, :]), src=self.zero[:n, :(e - a) * ci_t])
             for run in plan.transposes:
                 src = self.x_rows[b, ci0:ci0 + ci_sz, band_slices(run.x_row, run.rows, run.step), a - c_lo:e - c_lo]
-                nisa.dma_transpose(dst=xt[run.p0:run.p0 + run.rows, a:e, :ci_sz], src=src.permute((0, 2, 1)))
+                self._move(xt[run.p0:run.p0 + run.rows, a:e, :ci_sz], src)
         return xt
 
     def merges(self, ci_tile, stacked=False):
@@ -171,7 +202,7 @@ class RowXtDma:
             fill = grp.fill
             if fill.zeros and memset:
                 end = max(r.p0 + r.rows for r in fill.zeros + fill.transposes)
-                nisa.memset(tile[p_off:p_off + end, s0:s0 + grp.slots, self.f_lo:self.f_hi, :], 0.0,
+                nisa.memset(self._nat(tile[p_off:p_off + end, s0:s0 + grp.slots, self.f_lo:self.f_hi, :]), 0.0,
                             engine=nisa.engine.gpsimd)
             slots = [self.zeroed.setdefault((id(tile), s0 + j), set()) for j in range(grp.slots)]
             for run in () if memset else fill.zeros:   # whole rows of every slot of the group
@@ -187,14 +218,13 @@ class RowXtDma:
                         self._memset_rows(tile[:, s0 + j], by_memset)
                 if by_dma is not None:
                     n = by_dma.rows
-                    nisa.dma_copy(dst=tile[by_dma.p0:by_dma.p0 + n, s0:s0 + grp.slots, self.f_lo:self.f_hi, :],
+                    nisa.dma_copy(dst=self._nat(tile[by_dma.p0:by_dma.p0 + n, s0:s0 + grp.slots, self.f_lo:self.f_hi, :]),
                                   src=self.zero[:n, :grp.slots * (self.f_hi - self.f_lo) * tile.shape[-1]])
             for run in fill.transposes:
                 for kept in slots:
                     kept.difference_update(range(p_off + run.p0, p_off + run.p0 + run.rows))
                 off = ((b * g.c_in + ci0) * ax[0].n * ax[1].n + run.x_row) * ax[2].n + w0
-                src = self.ctx.x.ap([[plane, ci_sz], [ax[1].r * ax[2].n, grp.slots], [1, wn],
-                                     [run.step * ax[2].n, run.rows]], offset=off)
+                src = self.ctx.x.ap([[plane, ci_sz], [ax[1].r * ax[2].n, grp.slots],
+                                     [run.step * ax[2].n, run.rows], [1, wn]], offset=off)
                 p0 = p_off + run.p0
-                nisa.dma_transpose(dst=tile[p0:p0 + run.rows, s0:s0 + grp.slots, self.f_lo:self.f_hi, :ci_sz],
-                                   src=src)
+                self._move(tile[p0:p0 + run.rows, s0:s0 + grp.slots, self.f_lo:self.f_hi, :ci_sz], src)

@@ -206,7 +206,7 @@ def xt_dma_setup_cost(c: CostSheet, g: ConvGeom, ci_tile: int, slots: int = 1) -
 def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[int, int, int, int],
                 span: tuple[int, int], tile_pe_ns: float = 0.0, one_tile: bool = False,
                 latency: bool = True, window: tuple[int, int] | None = None, bufs: int = XT_DMA_BUFS,
-                merge: bool = False) -> None:
+                merge: bool = False, copy: bool = False) -> None:
     """The DMAs of the x^T tiles of one row chunk (od0, oh0, cd, ch) and C_in tile of ``ci`` channels,
     for the (kd, kh) pairs of the tap span (mirrors RowXtDma.fill).
 
@@ -220,6 +220,7 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
     ``bufs``: the ring's depth (``xt_dma_bufs``).
     ``merge`` (``Plan.dw_xt_merge``, with ``one_tile``): the bundle's pairs of one H-padding class share
     each transpose and each zero-row DMA, as with tiny C_in (whose zero rows are one memset).
+    ``copy`` (``Plan.dw_xt_copy``): the runs are channel-major ``dma_copy`` fills (``xt_run_ns``).
     """
     ds = g.dtype_bytes
     xw, lo, hi = xt_columns(g)
@@ -252,6 +253,12 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
             c.dma(grp.slots * by_dma.rows * row, row)
             slowest = max(slowest, by_dma.rows * row / (bw * row / (row + 256.0) * _rate(by_dma.rows)))
         for run in fill.transposes:
+            if copy:   # channel-major dma_copy fills (Plan.dw_xt_copy)
+                busy, lone = xt_run_ns(c, run.rows, grp.slots, hi - lo, ci, ds, True)
+                c.busy["dma"] += busy
+                c.count("dma_copy", 1)
+                slowest = max(slowest, lone)
+                continue
             # the body's destination [rows, slots, columns, ci] (a pair's own tile: [rows, columns, ci],
             # the same blocks), its source [ci, (slots,) columns, rows]; charged by whole blocks
             src = (ci, grp.slots, hi - lo, run.rows) if one_tile and (memset or merge) else (ci, hi - lo, run.rows)
@@ -264,6 +271,23 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
             _charge_latency(c, tile_pe_ns, slowest, bufs)
     if worst is not None:
         _charge_latency(c, tile_pe_ns, worst, bufs)
+
+
+def xt_run_ns(c: CostSheet, rows: int, slots: int, cols: int, ci: int, ds: int, copy: bool) -> tuple[float, float]:
+    """(DMA busy ns, ns until it lands alone) of one x^T run of ``rows`` rows x ``slots`` x ``cols`` x ``ci``.
+
+    Transpose: its destination ``[rows, slots, cols, ci]`` in whole ``[128, 16]`` blocks at the transpose
+    efficiency from HBM (trn2 arch guide "DMA Transpose"; nkisim charges the same), every engine at work.
+    Copy (``Plan.dw_xt_copy``): the bytes at the descriptor efficiency of ``cols``-element runs, at least
+    half a DGE issue time (the fills alternate between the two hardware-DGE queues), landing at the
+    engines' share its ``rows`` partitions get."""
+    bw = c.hw.dma_bytes_per_ns
+    if copy:
+        moved = rows * slots * cols * ci * ds
+        ns = moved / (bw * c.hw.descriptor_efficiency(cols * ds))
+        return max(ns, c.hw.dma_issue_ns / 2), ns / _rate(rows)
+    ns = c.hw.transpose_ns((rows, slots, cols, ci), ds)
+    return ns, ns
 
 
 def _charge_latency(c: CostSheet, tile_pe_ns: float, slowest: float, bufs: int = XT_DMA_BUFS) -> None:

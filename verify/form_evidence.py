@@ -92,6 +92,8 @@ def _library(path: str) -> str:
 
 
 _TRN2_GUIDE = "Neuron docs: Trainium2 architecture guide, DMA Transpose (nki/guides/architecture/trainium2_arch)"
+_DGE_PAGE = ("Neuron docs: Descriptor Generation Engine (DGE) Reference, 'hwdge --- hardware DGE' and "
+             "'Hardware DGE copy' (nki/deep-dives/nki-dge)")
 
 ON_CHIP = ("sbuf", "psum")
 DMA_MEMORY = ("hbm", "sbuf")
@@ -126,6 +128,11 @@ RULES: tuple[FormRule, ...] = (
              (_op("src", DMA_MEMORY), _op("dst", DMA_MEMORY)), _attrs(dge_mode=["unknown"]),
              "src and dst in HBM or SBUF, any dtypes (cast through fp32), equal element counts; "
              "dge_mode unknown lets the compiler choose"),
+    FormRule("dma_copy", Evidence.DOCUMENTED, _DGE_PAGE, frozenset({"dma"}),
+             (_op("src", ["hbm"]), _op("dst", ["sbuf"])), _attrs(dge_mode=["hwdge"]),
+             "hardware-DGE copy HBM -> SBUF (NeuronCore-v3+), triggered by the Sync or Scalar engine "
+             "(engine=sync / scalar); the page states no shape limit for copies (only for transposes) and "
+             "the dma_copy API page documents both arguments"),
     FormRule("dma_transpose", Evidence.DOCUMENTED, _page("dma_transpose"), frozenset({"dma"}),
              (_op("src", DMA_MEMORY, TWO_BYTE), _op("dst", ["sbuf"], TWO_BYTE)),
              _attrs(dge_mode=["unknown", "hwdge"], hwdge_shape=["True"],

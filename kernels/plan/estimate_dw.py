@@ -264,7 +264,8 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
                                     dw_xs_row_chunks(g, p, q, n)) * Wo * (4 if fp32 else 1)
                     xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch),
                                 (q * kw_n, (q + n) * kw_n), bundle_pe / c.hw.tensor_ghz, one_tile=True,
-                                latency=not lower, window=xwin, bufs=xt_dma_bufs(p), merge=p.dw_xt_merge)
+                                latency=not lower, window=xwin, bufs=xt_dma_bufs(p), merge=p.dw_xt_merge,
+                                copy=p.dw_xt_copy)
             elif p.dw_xt_dma:   # the PE work of one tile: its matmuls (every kw group and C_out tile)
                 tile_pe = sum(max(min(64, co_t), kn * ci) for kn in kgroups) * n_co * Wo * (4 if fp32 else 1)
                 xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch), span,

@@ -62,6 +62,7 @@ def _label(p: Plan) -> str:
         rng += ", head split" if p.dw_head_split else ""
         rng += ", rows stacked" if p.dw_row_stack else ""
         rng += ", xT merged" if p.dw_xt_merge else ""
+        rng += ", xT copy" if p.dw_xt_copy else ""
         rng += f", dy^T 1/{p.pw_dyt_dma} dma" + (" late" if p.pw_dyt_late else "") if p.pw_dyt_dma else ""
         parts.append(f"dw:{p.dw_method.value}[{xs}{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}{rng}]")
     if p.db_method:

@@ -24,6 +24,7 @@ from ..spec.dw_options import (
     dyt_box_dma_legal,
     dyt_dma_legal,
     row_stack_legal,
+    xt_copy_legal,
     xt_dma_legal,
     xt_merge_legal,
 )
@@ -175,6 +176,9 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
     # x^T bundles cut by kd and H-padding class: one 4-D transpose per run of rows of a bundle
     if hw is not None:
         out += [q2 for q in out if xt_merge_legal(g, q2 := replace(q, dw_xt_merge=True)) and not _check(g, q2, hw)[0]]
+    # x^T tiles channel-major, filled by plain dma_copy: where a transpose's [128, 16] blocks would stay
+    # mostly empty (few rows per run, tiny C_in), not where full blocks beat the copies' short runs
+    out += [replace(q, dw_xt_copy=True) for q in out if xt_copy_legal(g, q)]
     # D-phase-pairs dx between dw's x^T bundles
     if hw is not None:
         out += [q2 for q in out if dx_between_legal(g, q2 := replace(q, dx_between_bundles=True))

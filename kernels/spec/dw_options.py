@@ -253,3 +253,13 @@ def db_ones_legal(g: ConvGeom, p: Plan) -> bool:
     columns split (its deferred finish adds the other program's partial in the casts, past db's row)."""
     return bool(p.compute_db and p.compute_dw and p.db_method is DbMethod.FOLD and not dw_columns_on(g, p)
                 and db_ones_chunk(g, p, db_ones_span(g, p)) is not None)
+
+
+def xt_copy_legal(g: ConvGeom, p: Plan) -> bool:
+    """``Plan.dw_xt_copy``: row-mode x-stationary with ``xT dma`` (its bundle fills per pair, merged,
+    stacked, a columns window). The tile is held channel-major ``[rows, slots, ci, x columns]`` so each
+    fill is a plain ``dma_copy`` of whole x row segments; the matmuls read the same ``(pair, tap, ci)``
+    stationary through a view with the ci stride outermost. Not with ``head split``: its column pieces
+    (a few columns each) would make the copies' runs a few elements long."""
+    return (p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma
+            and not p.dw_head_split)

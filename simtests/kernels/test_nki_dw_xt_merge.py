@@ -128,7 +128,8 @@ def test_xt_merge_planner_view_down_s2():
     g = plan.geometry()
     merged = [a for a in plan.feasible_candidates() if a.dw_xt_merge]
     assert merged and all("xT merged" in a.label for a in merged)
-    m = min(merged, key=lambda a: a.estimated_us)
+    # (the transposes are the subject: the twins filled by plain copies, ``xT copy``, have none)
+    m = min((a for a in merged if not a.dw_xt_copy), key=lambda a: a.estimated_us)
     assert m.dw_row_stack and m.dw_split == "columns"
     assert dw_xs_bundles(g, m, (0, 27)) == xt_merge_bundles(g, 0, 9, 2)
     assert not xt_merge_legal(g, dataclasses.replace(m, dw_xt_dma=False))

@@ -179,6 +179,15 @@ def test_evidence_of_known_forms():
     psum_on_gpsimd = Form("memset", "gpsimd", (OperandForm("dst", "psum", 2, "float32", "128", "whole"),))
     assert evidence_for(psum_on_gpsimd)[0] is Evidence.NOT_SHOWN
 
+    def copy(dge_mode, to_sbuf=True):
+        ends = (_hbm("src", (31, 3, 64)), _sbuf("dst", (31, 3, 64), write=True)) if to_sbuf else \
+            (_sbuf("src", (31, 3, 64)), _hbm("dst", (31, 3, 64), write=True))
+        return instr_form(Instr("dma_copy", "dma", ends, (("dge_mode", dge_mode),)))
+    hw_copy, rule = evidence_for(copy("hwdge"))   # the DGE reference page: hardware-DGE copy HBM -> SBUF
+    assert hw_copy is Evidence.DOCUMENTED and "DGE" in rule.source
+    assert evidence_for(copy("hwdge", to_sbuf=False))[0] is Evidence.NOT_SHOWN   # a store: no page shows it
+    assert evidence_for(copy("swdge"))[0] is Evidence.NOT_SHOWN
+
 
 @pytest.mark.fast
 def test_rule_matching_constrains_only_what_it_names():

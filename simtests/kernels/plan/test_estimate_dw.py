@@ -35,9 +35,9 @@ def _down_s2(lnc):
 
 def test_down_s2_lnc1_charges_only_the_last_store_run_as_the_trail():
     g, pick = _down_s2(1)
-    stacked = [a for a in pick.feasible_candidates() if _shared_stacked_xs(a)]
-    assert stacked, pick.explain()
-    plan = stacked[0]
+    # the best-estimated shared-dy stacked x-stationary candidate (the subject, whether or not it is the pick)
+    plan = min((p for p in (pick, *pick.feasible_candidates()) if _shared_stacked_xs(p)),
+               key=lambda p: p.estimated_us)
     c, _fill = _estimate_sheet(g, plan, TRN2)
     secs = _sections(c, g, plan)
     span = dw_tap_passes(g, plan, 0)[0]
