@@ -8,16 +8,20 @@ import sys
 from .errors import NkiUsageError
 
 _NAMES = ("nki", "nki.language", "nki.isa")
+# This package's own module name ("nkisim", or the name it is installed under): what ``import nki`` gives
+# when the emulator is bound.
+_PACKAGE = __name__.rpartition(".")[0]
 
 
 def _install_nkisim() -> str:
-    import nkisim
-    from nkisim import collectives, isa, isa_constants, language
+    from . import collectives, isa, isa_constants, language
+
+    emulator = sys.modules[_PACKAGE]
 
     for name in list(sys.modules):
         if name == "nki" or name.startswith("nki."):
             del sys.modules[name]
-    sys.modules["nki"] = nkisim
+    sys.modules["nki"] = emulator
     sys.modules["nki.language"] = language
     sys.modules["nki.isa"] = isa
     from .legacy import typing as nki_typing
@@ -33,7 +37,7 @@ def active() -> str | None:
     mod = sys.modules.get("nki")
     if mod is None:
         return None
-    return "nkisim" if getattr(mod, "__name__", "") == "nkisim" else "nki"
+    return "nkisim" if getattr(mod, "__name__", "") == _PACKAGE else "nki"
 
 
 def ensure_nki(prefer: str | None = None) -> str:
@@ -82,7 +86,7 @@ def ensure_neuronxcc(prefer: str | None = None) -> str:
     if prefer not in (None, "nkisim", "neuronxcc"):
         raise NkiUsageError(f"ensure_neuronxcc: argument 'prefer': {prefer!r} must be None, 'nkisim' or 'neuronxcc'")
     mod = sys.modules.get("neuronxcc.nki")
-    if mod is not None and getattr(mod, "__name__", "") == "nkisim.legacy" and prefer != "neuronxcc":
+    if mod is not None and getattr(mod, "__name__", "") == f"{_PACKAGE}.legacy" and prefer != "neuronxcc":
         return "nkisim"
     force_sim = prefer == "nkisim" or (prefer is None and os.environ.get("NKISIM") == "1")
     if not force_sim:

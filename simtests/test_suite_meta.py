@@ -2,8 +2,9 @@
 
 - Every test file seeds its randomness (a flaky numeric test on a simulator or a device is
   indistinguishable from a real bug; nki-library enforces the same rule).
-- Planner coverage: every strategy and method the planner can choose is the pick of
-  at least one case of the default matrix, so no branch goes untested or unreachable unnoticed.
+- Planner coverage (every strategy and method the planner can choose is the pick of at least one case
+  of the default matrix) is checked in simtests/verify/test_case_coverage.py, with the per-dtype check
+  that shares its plans.
 - The default matrix covers every case group, with unique ids.
 """
 from __future__ import annotations
@@ -99,38 +100,6 @@ def test_every_test_file_seeds_its_randomness():
         if problems:
             offenders[str(path.relative_to(ROOT))] = problems
     assert not offenders, f"unseeded randomness (pass an explicit seed): {offenders}"
-
-
-def _default_plans():
-    from kernels.plan import plan_conv3d_bwd
-    from verify.cases import CASE_SETS
-
-    for case in CASE_SETS["default"]:
-        yield case, plan_conv3d_bwd(
-            case.dy_shape, case.x_shape, case.w_shape, stride=case.stride, padding=case.padding,
-            dilation=case.dilation, dtype=case.dtype, lnc=case.lnc,
-            compute_dx="dx" in case.grads, compute_dw="dw" in case.grads, compute_db="db" in case.grads,
-        )
-
-
-@pytest.mark.fast
-def test_every_planner_method_is_exercised_by_the_default_matrix():
-    from kernels.plan import all_method_names
-
-    possible = set(all_method_names())
-    assert possible, "kernels.plan.all_method_names() is empty"
-    exercised: dict[str, str] = {}
-    for case, plan in _default_plans():
-        for name in plan.methods():
-            exercised.setdefault(name, case.id)
-    unknown = set(exercised) - possible
-    assert not unknown, f"plans use names missing from all_method_names(): {sorted(unknown)}"
-    missing = sorted(possible - set(exercised))
-    assert not missing, (
-        f"{len(missing)} of {len(possible)} planner strategies/methods are not the pick of any case "
-        f"in verify.cases CASE_SETS['default']: {missing}. Add a case whose geometry makes the planner "
-        "choose each (or remove the dead branch)."
-    )
 
 
 @pytest.mark.fast

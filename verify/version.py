@@ -7,6 +7,9 @@ from pathlib import Path
 
 DISTRIBUTION = "nki-conv3d-bwd"
 _SOURCE_ROOT = Path(__file__).resolve().parents[1]
+# Where an installed distribution holds this module, from its import name (the installed package's
+# layout follows the import names, whatever folder the source sits in).
+MODULE_PATH = __name__.replace(".", "/") + ".py"
 # The [project] table (up to the next table header) and its version key; regexes rather than tomllib,
 # which Python 3.10 lacks.
 _PROJECT_TABLE = re.compile(r"^\[project\][ \t]*$(.*?)(?=^\[|\Z)", re.MULTILINE | re.DOTALL)
@@ -23,7 +26,7 @@ def installed_version(distribution: str = DISTRIBUTION) -> str | None:
         dist = importlib.metadata.distribution(distribution)
     except importlib.metadata.PackageNotFoundError:
         return None
-    provided = Path(str(dist.locate_file("verify/version.py")))
+    provided = Path(str(dist.locate_file(MODULE_PATH)))
     if provided.exists() and provided.resolve() == Path(__file__).resolve():
         return dist.version
     return None

@@ -96,14 +96,14 @@ def test_bench_only_rejects_what_selects_nothing(only, rule, capsys):
 
 
 def test_a_shape_that_cannot_be_planned_is_reported_not_fatal(monkeypatch):
-    import kernels.plan
+    from kernels import plan as planner
     from kernels.errors import Conv3dBwdPlanError
     from verify.bench import PICK_FIELDS, bench_shape, format_table
 
     def no_plan(*args, **kwargs):
         raise Conv3dBwdPlanError("no candidate fits")
 
-    monkeypatch.setattr(kernels.plan, "plan_conv3d_bwd", no_plan)
+    monkeypatch.setattr(planner, "plan_conv3d_bwd", no_plan)
     record = bench_shape(SMOKE_SHAPES[0])
     assert record["error"].startswith("planning failed: Conv3dBwdPlanError: no candidate fits")
     assert record["candidates"] == [] and record["plan"] is None

@@ -3,6 +3,7 @@ and common geometries. Test modules import from here, never from one another."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 
 import ml_dtypes
 import numpy as np
@@ -14,6 +15,7 @@ from kernels import conv3d_bwd
 from kernels.geometry import validate
 from kernels.plan import forced_plan, plan_conv3d_bwd
 from kernels.spec.compose import dx_inside_dw_legal, dx_inside_dw_on
+from kernels.spec.record import Plan
 
 DTYPES = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16, "fp32": np.float32}
 
@@ -102,12 +104,49 @@ def assert_budget_bounds_peak(alt, shapes, dtype="bfloat16", **kw):
     assert res.peak_psum_banks <= alt.psum_banks, alt.label
 
 
-def assert_candidates_within_budget(shapes, where=lambda a: True, most=None, dtype="bf16", lnc=1, **kw):
+# The planner's choice fields (Plan's fields from ``strategy`` to ``s2d_group``): what a budget sweep varies.
+_CHOICE_FIELDS = tuple(f.name for f in dataclasses.fields(Plan))
+_CHOICE_FIELDS = _CHOICE_FIELDS[_CHOICE_FIELDS.index("strategy"):_CHOICE_FIELDS.index("s2d_group") + 1]
+# How a budget test picks candidates: "all" traces every one (nightly), "pairs" a pairwise cover (default).
+BUDGET_SWEEPS = ("pairs", pytest.param("all", marks=pytest.mark.nightly))
+
+
+def _choice_pairs(plan) -> set:
+    values = [(name, getattr(plan, name)) for name in _CHOICE_FIELDS]
+    return set(itertools.combinations(values, 2))
+
+
+def pairwise_cover(alts) -> list:
+    """A subset of the candidates ``alts`` in which every pair of choice values that two fields take
+    together in some candidate appears together at least once (greedy, deterministic: ties go to the
+    earlier, cheaper candidate), plus the candidates that count the most SBUF and the most PSUM (where a
+    budget is closest to the capacity)."""
+    alts = list(alts)
+    pairs = [_choice_pairs(a) for a in alts]
+    needed = set().union(*pairs) if pairs else set()
+    chosen: list[int] = []
+    while needed:
+        best = max(range(len(alts)), key=lambda i: len(pairs[i] & needed))
+        chosen.append(best)
+        needed -= pairs[best]
+    for key in (lambda i: alts[i].sbuf_bytes, lambda i: alts[i].psum_banks):
+        if alts and (top := max(range(len(alts)), key=key)) not in chosen:
+            chosen.append(top)
+    return [alts[i] for i in sorted(chosen)]
+
+
+def assert_candidates_within_budget(shapes, where=lambda a: True, most=None, dtype="bf16", lnc=1, sweep="all",
+                                    **kw):
     """Trace-only: the first ``most`` feasible candidates that satisfy ``where`` (at least one must) run
-    within the SBUF / PSUM the planner counted for them. Returns them."""
+    within the SBUF / PSUM the planner counted for them. ``sweep="pairs"`` traces only their
+    ``pairwise_cover`` (hundreds of candidates otherwise). Returns the traced candidates."""
+    if sweep not in ("all", "pairs"):
+        raise ValueError(f"sweep: {sweep!r} is not 'all' or 'pairs'")
     plan = plan_conv3d_bwd(*shapes, dtype=dtype, lnc=lnc, **kw)
     alts = [a for a in plan.feasible_candidates() if where(a)][:most]
     assert alts, plan.explain()
+    if sweep == "pairs":
+        alts = pairwise_cover(alts)
     for alt in alts:
         assert_budget_bounds_peak(alt, shapes, dtype=np.dtype(DTYPES[dtype]).name, lnc=lnc, **kw)
     return alts

@@ -12,6 +12,7 @@ from kernels.plan import plan_conv3d_bwd
 from kernels.plan.problem import gather_dx_method
 
 from .support import (
+    BUDGET_SWEEPS,
     DTYPES,
     GRADS,
     assert_candidates_within_budget,
@@ -173,9 +174,11 @@ def test_int_dtype_is_rejected():
     # 64 output rows per batch: dw row stacking candidates (dw_row_stack) among them
     {"batch": 2, "c_in": 72, "c_out": 72, "size": (8, 8, 4), "kernel": (3, 3, 3), "padding": (1,) * 6},
 ], ids=["c64", "s2", "row-stack"])
-def test_planner_budget_bounds_the_measured_peak(geom):
-    """Every feasible candidate runs without a rule violation, within the SBUF/PSUM the planner counted."""
-    assert_candidates_within_budget(geom_shapes(geom), **geom_kw(geom))
+@pytest.mark.parametrize("sweep", BUDGET_SWEEPS)
+def test_planner_budget_bounds_the_measured_peak(geom, sweep):
+    """The feasible candidates (a pairwise cover of their choices; every one in the nightly sweep) run without
+    a rule violation, within the SBUF/PSUM the planner counted."""
+    assert_candidates_within_budget(geom_shapes(geom), sweep=sweep, **geom_kw(geom))
 
 
 @pytest.mark.parametrize("regions, geom", [

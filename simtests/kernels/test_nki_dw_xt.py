@@ -13,7 +13,15 @@ from kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
 from kernels.schedule import PMAX, box_blocks
 from kernels.xt_rows import valid_range, xt_columns, xt_fill
 
-from .support import assert_candidates_within_budget, geom_kw, geom_shapes, out_size, run_and_compare, spy
+from .support import (
+    BUDGET_SWEEPS,
+    assert_candidates_within_budget,
+    geom_kw,
+    geom_shapes,
+    out_size,
+    run_and_compare,
+    spy,
+)
 
 
 def _row_plan(xt_dma, strategy=Strategy.PER_GRADIENT, split=None, edit=None, xs=None):
@@ -273,5 +281,8 @@ def test_valid_range():
     {"batch": 1, "c_in": 3, "c_out": 64, "size": (4, 16, 16), "kernel": (3, 7, 7), "stride": (1, 2, 2),
      "padding": (1, 1, 3, 3, 3, 3)},
 ], ids=["cin100-s2", "stem-like"])
-def test_planner_budget_bounds_the_measured_peak_with_dma_xt(geom):
-    assert_candidates_within_budget(geom_shapes(geom), lambda a: a.dw_xt_dma, **geom_kw(geom))
+@pytest.mark.parametrize("sweep", BUDGET_SWEEPS)
+def test_planner_budget_bounds_the_measured_peak_with_dma_xt(geom, sweep):
+    """The feasible xT-dma candidates (a pairwise cover of their choices; every one in the nightly sweep) run
+    within the SBUF/PSUM the planner counted."""
+    assert_candidates_within_budget(geom_shapes(geom), lambda a: a.dw_xt_dma, sweep=sweep, **geom_kw(geom))

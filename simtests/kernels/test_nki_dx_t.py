@@ -8,7 +8,7 @@ import pytest
 from kernels.dx_pairs import block_groups, pair_axes, tap_steps
 from kernels.plan import Strategy
 
-from .support import assert_candidates_within_budget, geom_kw, geom_shapes, run_and_compare
+from .support import BUDGET_SWEEPS, assert_candidates_within_budget, geom_kw, geom_shapes, run_and_compare
 
 
 def _dx_t(copies, **edit):
@@ -133,6 +133,9 @@ def test_dx_t_bands_strategies_lnc(grads, variant):
      "padding": (1, 1, 3, 3, 3, 3)},
 ], ids=["c64", "c200", "stem-like"])
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
-def test_dx_t_budget_bounds_the_measured_peak(geom, dtype):
-    """Every feasible dx^T candidate runs within the SBUF/PSUM the planner counted."""
-    assert_candidates_within_budget(geom_shapes(geom), lambda a: a.dx_transposed, dtype=dtype, **geom_kw(geom))
+@pytest.mark.parametrize("sweep", BUDGET_SWEEPS)
+def test_dx_t_budget_bounds_the_measured_peak(geom, dtype, sweep):
+    """The feasible dx^T candidates (a pairwise cover of their choices; every one in the nightly sweep) run
+    within the SBUF/PSUM the planner counted."""
+    assert_candidates_within_budget(geom_shapes(geom), lambda a: a.dx_transposed, dtype=dtype, sweep=sweep,
+                                    **geom_kw(geom))

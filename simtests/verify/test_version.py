@@ -48,16 +48,20 @@ class _FakeDistribution:
 
 @pytest.mark.fast
 def test_installed_version_only_for_the_distribution_that_holds_this_file(monkeypatch, tmp_path):
-    module_root = Path(version.__file__).resolve().parents[1]
+    # An installed tree whose module at the import-name path is this very file (a link to it).
+    installed = tmp_path / "site"
+    (installed / version.MODULE_PATH).parent.mkdir(parents=True)
+    (installed / version.MODULE_PATH).symlink_to(Path(version.__file__).resolve())
     monkeypatch.setattr(version.importlib.metadata, "distribution",
-                        lambda name: _FakeDistribution(module_root, "7.0.1"))
+                        lambda name: _FakeDistribution(installed, "7.0.1"))
     assert version.installed_version() == "7.0.1"
     assert version.project_version() == "7.0.1"
     # Another copy installed elsewhere does not speak for the code that runs.
-    (tmp_path / "verify").mkdir()
-    (tmp_path / "verify" / "version.py").write_text("", encoding="utf-8")
+    other = tmp_path / "other"
+    (other / version.MODULE_PATH).parent.mkdir(parents=True)
+    (other / version.MODULE_PATH).write_text("", encoding="utf-8")
     monkeypatch.setattr(version.importlib.metadata, "distribution",
-                        lambda name: _FakeDistribution(tmp_path, "0.0.1"))
+                        lambda name: _FakeDistribution(other, "0.0.1"))
     assert version.installed_version() is None
     assert version.project_version() == _pyproject_version()
 

@@ -115,14 +115,26 @@ def test_rejections_carry_reasons():
     assert p.sbuf_bytes <= TARGET_SBUF["trn2"]
 
 
-@pytest.mark.parametrize("target", ["trn1", "trn2", "trn3"])
-@pytest.mark.parametrize("g, kw", [
-    (shapes(1, 64, 64, (8, 200, 200), (3, 3, 3), padding=(1,) * 6), {"padding": (1,) * 6}),
-    (shapes(2, 1024, 1024, (2, 8, 8), (3, 3, 3), padding=(1,) * 6), {"padding": (1,) * 6}),
+_BIG = [
+    # (geometry, keywords, slow to plan: 10-20 s per target)
+    (shapes(1, 64, 64, (8, 200, 200), (3, 3, 3), padding=(1,) * 6), {"padding": (1,) * 6}, True),
+    (shapes(2, 1024, 1024, (2, 8, 8), (3, 3, 3), padding=(1,) * 6), {"padding": (1,) * 6}, False),
     (shapes(1, 3, 64, (16, 128, 256), (3, 7, 7), stride=(1, 2, 2), padding=(1, 1, 3, 3, 3, 3)),
-     {"stride": (1, 2, 2), "padding": (1, 1, 3, 3, 3, 3)}),
-    (shapes(1, 1000, 1000, (1, 1, 1), (1, 1, 1)), {}),
-])
+     {"stride": (1, 2, 2), "padding": (1, 1, 3, 3, 3, 3)}, True),
+    (shapes(1, 1000, 1000, (1, 1, 1), (1, 1, 1)), {}, False),
+]
+
+
+def _big_params():
+    """Every big geometry on every target; the slow-to-plan ones on trn1 and trn3 (trn2 is the default
+    target) only in the nightly env."""
+    for i, (g, kw, slow) in enumerate(_BIG):
+        for target in ("trn1", "trn2", "trn3"):
+            marks = [pytest.mark.nightly] if slow and target != "trn2" else []
+            yield pytest.param(target, g, kw, marks=marks, id=f"{target}-g{i}")
+
+
+@pytest.mark.parametrize("target, g, kw", list(_big_params()))
 def test_big_geometries_get_a_plan_within_capacity(target, g, kw):
     for dtype in ("bf16", "fp32"):
         p = plan_conv3d_bwd(*g, dtype=dtype, target=target, **kw)
