@@ -138,7 +138,7 @@ class RowXtDma:
                     self._memset_rows(xt, by_memset)
                 if by_dma is not None:
                     n = by_dma.rows
-                    nisa.dma_copy(dst=self._nat(xt[by_dma.p0:by_dma.p0 + n, :, :]), src=self.zero[:n, :])
+                    nisa.dma_copy(dst=self._nat(xt[by_dma.p0:by_dma.p0 + n, :, :]), src=self.zero[:n, :self.xw * xt.shape[-1]])
         for run in plan.transposes:
             src = self.x_rows[b, ci0:ci0 + ci_sz, band_slices(run.x_row, run.rows, run.step), w0:w0 + wn]
             self._move(xt[p_off + run.p0:p_off + run.p0 + run.rows, self.f_lo:self.f_hi, :ci_sz], src)
@@ -148,7 +148,7 @@ class RowXtDma:
                 self._memset_rows(xt, by_memset)
             if by_dma is not None:
                 n = by_dma.rows
-                nisa.dma_copy(dst=self._nat(xt[by_dma.p0:by_dma.p0 + n, :, :]), src=self.zero[:n, :])
+                nisa.dma_copy(dst=self._nat(xt[by_dma.p0:by_dma.p0 + n, :, :]), src=self.zero[:n, :self.xw * xt.shape[-1]])
 
     def fill_pieces(self, b, ci0, ci_sz, od0, oh0, cd, ch, kd, kh, pieces, before):
         """``dw_head_split``: like ``fill`` (one chunk, no stacking), piece by piece: for each tile column
