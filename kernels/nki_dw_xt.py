@@ -120,7 +120,7 @@ class RowXtDma:
 
     def fill_into(self, xt, p_off, b, ci0, ci_sz, od0, oh0, cd, ch, kd, kh):
         """Like ``fill``, into the given tile (slot view) from partition ``p_off`` (row stacking)."""
-        plan = xt_fill(self.ctx.g, od0, oh0, cd, ch, kd, kh)
+        plan = xt_fill(self.ctx.g, od0, oh0, cd, ch, kd, kh, not self.copy)
         self.zeroed = {}   # (slot views: the zero rows kept by ``_fill_groups`` are not tracked here)
         if self.f_hi <= self.f_lo:   # no x column in the window: only the zeroed pad columns are read
             return
@@ -156,7 +156,7 @@ class RowXtDma:
         window's zero rows and transposes, so that the first matmuls wait only for the first piece."""
         xt = self.ring.take()
         self.zeroed = {}
-        plan = xt_fill(self.ctx.g, od0, oh0, cd, ch, kd, kh)
+        plan = xt_fill(self.ctx.g, od0, oh0, cd, ch, kd, kh, not self.copy)
         c_lo = self.ctx.g.axes[2].lo
         ci_t = xt.shape[2]
         for i, (a, e) in enumerate(pieces):
@@ -211,7 +211,7 @@ class RowXtDma:
         w0, wn = self.f_lo - ax[2].lo, self.f_hi - self.f_lo
         plane = ax[0].n * ax[1].n * ax[2].n
         memset = zero_by_memset(g, tile.shape[-1])
-        for grp in xt_bundle_groups(g, od0, oh0, cd, ch, tuple(pairs)):
+        for grp in xt_bundle_groups(g, od0, oh0, cd, ch, tuple(pairs), not self.copy):
             s0 = s_first + grp.slot0
             fill = grp.fill
             if fill.zeros and memset:

@@ -90,9 +90,11 @@ def xt_window(g: ConvGeom, w_lo: int, w_hi: int) -> tuple[int, int]:
 
 
 @lru_cache(maxsize=65536)
-def xt_fill(g: ConvGeom, od0: int, oh0: int, cd: int, ch: int, kd: int, kh: int) -> XtFill:
+def xt_fill(g: ConvGeom, od0: int, oh0: int, cd: int, ch: int, kd: int, kh: int, bridge: bool = True) -> XtFill:
     """The transposes and zero rows of the x^T tile of tap pair (kd, kh) for output rows
-    [od0, od0+cd) x [oh0, oh0+ch) (rows on partitions 0..cd*ch-1)."""
+    [od0, od0+cd) x [oh0, oh0+ch) (rows on partitions 0..cd*ch-1). ``bridge``: one transfer across
+    planes clipped by the H padding (for transposes; ``Plan.dw_xt_copy``'s copies are charged by bytes,
+    so bridging would only add the zero writes after them)."""
     ad, ah = g.axes[0], g.axes[1]
     nrows = cd * ch
     _xw, c_lo, c_hi = xt_columns(g)
@@ -123,7 +125,7 @@ def xt_fill(g: ConvGeom, od0: int, oh0: int, cd: int, ch: int, kd: int, kh: int)
     uniform = ad.s * ah.n == ch * ah.s   # the chunk's planes follow one another at one flattened row stride
     if j_lo == 0 and j_hi == ch and uniform:   # whole planes at one uniform stride
         transposes = (XtRun(i_lo * ch, (i_hi - i_lo) * ch, x_row(i_lo, 0), ah.s),)
-    elif uniform and i_hi - i_lo >= 2:
+    elif bridge and uniform and i_hi - i_lo >= 2:
         # H padding clips rows at both ends of every plane: one transfer bridges the planes, reading the
         # clipped rows between them from x's neighbouring rows (in bounds: they lie between valid rows),
         # and those rows are zeroed after it -- one transpose fills whole [128, 16] blocks where one per
@@ -151,12 +153,12 @@ class XtGroup:
 
 
 def xt_bundle_groups(g: ConvGeom, od0: int, oh0: int, cd: int, ch: int,
-                     pairs: tuple[tuple[int, int], ...]) -> tuple[XtGroup, ...]:
+                     pairs: tuple[tuple[int, int], ...], bridge: bool = True) -> tuple[XtGroup, ...]:
     """The groups of a bundle's pairs (in slot order) whose x^T tiles one transpose per run can fill:
     same kd, consecutive kh, and the same transposed / zero rows (the kh of one H-padding class)."""
     groups: list[list] = []
     for s, (kd, kh) in enumerate(pairs):
-        fill = xt_fill(g, od0, oh0, cd, ch, kd, kh)
+        fill = xt_fill(g, od0, oh0, cd, ch, kd, kh, bridge)
         if groups:
             s0, n, f0 = groups[-1]
             kd0, kh0 = pairs[s0]
@@ -251,9 +253,9 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
     memset = zero_by_memset(g, ci_tile)
     pairs = tuple(g.tap_coords(t)[:2] for t in range(span[0], span[1], kw_n))
     if one_tile and (memset or merge):   # the bundle's pairs of one H-padding class share each transpose
-        groups = xt_bundle_groups(g, *chunk, pairs)
+        groups = xt_bundle_groups(g, *chunk, pairs, not copy)
     else:
-        groups = tuple(XtGroup(i, 1, xt_fill(g, *chunk, kd, kh)) for i, (kd, kh) in enumerate(pairs))
+        groups = tuple(XtGroup(i, 1, xt_fill(g, *chunk, kd, kh, not copy)) for i, (kd, kh) in enumerate(pairs))
     for grp in groups:
         fill = grp.fill
         slowest = 0.0
