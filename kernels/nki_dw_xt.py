@@ -61,7 +61,9 @@ class RowXtDma:
         self.kept_zero_runs = 0   # zero-row writes skipped that way (the tests check the path runs)
         # (merge: a group's zero rows of all its slots in one DMA, over the filled columns only: the pad
         # columns are zero from the setup)
-        fill = ci_tile * (max(self.xw, ring.slots * (self.f_hi - self.f_lo)) if merge else self.xw)
+        # (tiny C_in's merged fills too: the zero rows a bridging transfer leaves, of every slot of a group)
+        wide = ring is not None and (merge or zero_by_memset(g, ci_tile))
+        fill = ci_tile * (max(self.xw, ring.slots * (self.f_hi - self.f_lo)) if wide else self.xw)
         self.zero = nl.ndarray((PMAX, fill), ctx.dtype, buffer=nl.sbuf, name="dw_xt_zero")
         first = min(fill, head_cols * ci_tile)
         if first:   # the head pieces' zero rows wait only for this part
@@ -118,7 +120,7 @@ class RowXtDma:
 
     def fill_into(self, xt, p_off, b, ci0, ci_sz, od0, oh0, cd, ch, kd, kh):
         """Like ``fill``, into the given tile (slot view) from partition ``p_off`` (row stacking)."""
-        plan = xt_fill(self.ctx.g, od0, oh0, cd, ch, kd, kh)
+        plan = xt_fill(self.ctx.g, od0, oh0, cd, ch, kd, kh, not self.copy)
         self.zeroed = {}   # (slot views: the zero rows kept by ``_fill_groups`` are not tracked here)
         if self.f_hi <= self.f_lo:   # no x column in the window: only the zeroed pad columns are read
             return
@@ -136,10 +138,17 @@ class RowXtDma:
                     self._memset_rows(xt, by_memset)
                 if by_dma is not None:
                     n = by_dma.rows
-                    nisa.dma_copy(dst=self._nat(xt[by_dma.p0:by_dma.p0 + n, :, :]), src=self.zero[:n, :])
+                    nisa.dma_copy(dst=self._nat(xt[by_dma.p0:by_dma.p0 + n, :, :]), src=self.zero[:n, :self.xw * xt.shape[-1]])
         for run in plan.transposes:
             src = self.x_rows[b, ci0:ci0 + ci_sz, band_slices(run.x_row, run.rows, run.step), w0:w0 + wn]
             self._move(xt[p_off + run.p0:p_off + run.p0 + run.rows, self.f_lo:self.f_hi, :ci_sz], src)
+        for run in plan.after:   # rows a bridging transfer read from a neighbouring plane: zeroed after it
+            by_dma, by_memset = zero_split(run, p_off)
+            if by_memset is not None:
+                self._memset_rows(xt, by_memset)
+            if by_dma is not None:
+                n = by_dma.rows
+                nisa.dma_copy(dst=self._nat(xt[by_dma.p0:by_dma.p0 + n, :, :]), src=self.zero[:n, :self.xw * xt.shape[-1]])
 
     def fill_pieces(self, b, ci0, ci_sz, od0, oh0, cd, ch, kd, kh, pieces, before):
         """``dw_head_split``: like ``fill`` (one chunk, no stacking), piece by piece: for each tile column
@@ -147,27 +156,32 @@ class RowXtDma:
         window's zero rows and transposes, so that the first matmuls wait only for the first piece."""
         xt = self.ring.take()
         self.zeroed = {}
-        plan = xt_fill(self.ctx.g, od0, oh0, cd, ch, kd, kh)
+        plan = xt_fill(self.ctx.g, od0, oh0, cd, ch, kd, kh, not self.copy)
         c_lo = self.ctx.g.axes[2].lo
         ci_t = xt.shape[2]
         for i, (a, e) in enumerate(pieces):
             before(i)
             if e <= a:
                 continue
-            for run in plan.zeros:
-                by_dma, by_memset = zero_split(run)
-                if by_memset is not None:
-                    rows = xt[by_memset.p0:by_memset.p0 + by_memset.rows]
-                    step = max(1, MEMSET_MAX // ci_t)
-                    for c0 in range(a, e, step):
-                        nisa.memset(self._nat(rows[:, c0:min(e, c0 + step), :]), 0.0, engine=nisa.engine.gpsimd)
-                if by_dma is not None:
-                    n = by_dma.rows
-                    nisa.dma_copy(dst=self._nat(xt[by_dma.p0:by_dma.p0 + n, a:e, :]), src=self.zero[:n, :(e - a) * ci_t])
+            self._zero_piece(xt, plan.zeros, a, e, ci_t)
             for run in plan.transposes:
                 src = self.x_rows[b, ci0:ci0 + ci_sz, band_slices(run.x_row, run.rows, run.step), a - c_lo:e - c_lo]
                 self._move(xt[run.p0:run.p0 + run.rows, a:e, :ci_sz], src)
+            self._zero_piece(xt, plan.after, a, e, ci_t)   # (after a bridging transfer)
         return xt
+
+    def _zero_piece(self, xt, runs, a, e, ci_t):
+        """Zero the rows of ``runs`` in tile columns [a, e) (by GpSimd memset or DMA, as ``zero_split`` says)."""
+        for run in runs:
+            by_dma, by_memset = zero_split(run)
+            if by_memset is not None:
+                rows = xt[by_memset.p0:by_memset.p0 + by_memset.rows]
+                step = max(1, MEMSET_MAX // ci_t)
+                for c0 in range(a, e, step):
+                    nisa.memset(self._nat(rows[:, c0:min(e, c0 + step), :]), 0.0, engine=nisa.engine.gpsimd)
+            if by_dma is not None:
+                n = by_dma.rows
+                nisa.dma_copy(dst=self._nat(xt[by_dma.p0:by_dma.p0 + n, a:e, :]), src=self.zero[:n, :(e - a) * ci_t])
 
     def merges(self, ci_tile, stacked=False):
         """Whether a bundle's pairs are filled together (``fill_bundle``): tiny C_in (zero rows by memset,
@@ -197,7 +211,7 @@ class RowXtDma:
         w0, wn = self.f_lo - ax[2].lo, self.f_hi - self.f_lo
         plane = ax[0].n * ax[1].n * ax[2].n
         memset = zero_by_memset(g, tile.shape[-1])
-        for grp in xt_bundle_groups(g, od0, oh0, cd, ch, tuple(pairs)):
+        for grp in xt_bundle_groups(g, od0, oh0, cd, ch, tuple(pairs), not self.copy):
             s0 = s_first + grp.slot0
             fill = grp.fill
             if fill.zeros and memset:
@@ -228,3 +242,14 @@ class RowXtDma:
                                      [run.step * ax[2].n, run.rows], [1, wn]], offset=off)
                 p0 = p_off + run.p0
                 self._move(tile[p0:p0 + run.rows, s0:s0 + grp.slots, self.f_lo:self.f_hi, :ci_sz], src)
+            for run in fill.after:   # rows a bridging transfer read from a neighbouring plane: zeroed after it
+                for kept in slots:
+                    kept.update(range(p_off + run.p0, p_off + run.p0 + run.rows))
+                by_dma, by_memset = zero_split(run, p_off)
+                if by_memset is not None:
+                    for j in range(grp.slots):
+                        self._memset_rows(tile[:, s0 + j], by_memset)
+                if by_dma is not None:
+                    n = by_dma.rows
+                    nisa.dma_copy(dst=self._nat(tile[by_dma.p0:by_dma.p0 + n, s0:s0 + grp.slots, self.f_lo:self.f_hi, :]),
+                                  src=self.zero[:n, :grp.slots * (self.f_hi - self.f_lo) * tile.shape[-1]])

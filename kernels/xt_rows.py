@@ -49,10 +49,13 @@ class XtRun:
 
 @dataclass(frozen=True)
 class XtFill:
-    """The DMAs that fill one x^T tile: transposes from x and zero rows."""
+    """The DMAs that fill one x^T tile: transposes from x, zero rows written before them, and ``after``:
+    zero rows written after them (rows a bridging transpose read from a neighbouring plane, see
+    ``xt_fill``)."""
 
     transposes: tuple[XtRun, ...]
     zeros: tuple[XtRun, ...]
+    after: tuple[XtRun, ...] = ()
 
 
 def valid_range(start: int, step: int, count: int, limit: int) -> tuple[int, int]:
@@ -85,9 +88,11 @@ def xt_window(g: ConvGeom, w_lo: int, w_hi: int) -> tuple[int, int]:
 
 
 @lru_cache(maxsize=65536)
-def xt_fill(g: ConvGeom, od0: int, oh0: int, cd: int, ch: int, kd: int, kh: int) -> XtFill:
+def xt_fill(g: ConvGeom, od0: int, oh0: int, cd: int, ch: int, kd: int, kh: int, bridge: bool = True) -> XtFill:
     """The transposes and zero rows of the x^T tile of tap pair (kd, kh) for output rows
-    [od0, od0+cd) x [oh0, oh0+ch) (rows on partitions 0..cd*ch-1)."""
+    [od0, od0+cd) x [oh0, oh0+ch) (rows on partitions 0..cd*ch-1). ``bridge``: one transfer across
+    planes clipped by the H padding (for transposes; ``Plan.dw_xt_copy``'s copies are charged by bytes,
+    so bridging would only add the zero writes after them)."""
     ad, ah = g.axes[0], g.axes[1]
     nrows = cd * ch
     _xw, c_lo, c_hi = xt_columns(g)
@@ -115,8 +120,19 @@ def xt_fill(g: ConvGeom, od0: int, oh0: int, cd: int, ch: int, kd: int, kh: int)
     def x_row(i: int, j: int) -> int:
         return (d_start + i * ad.s) * ah.n + h_start + j * ah.s
 
-    if j_lo == 0 and j_hi == ch and ad.s * ah.n == ch * ah.s:   # whole planes at one uniform stride
+    uniform = ad.s * ah.n == ch * ah.s   # the chunk's planes follow one another at one flattened row stride
+    if j_lo == 0 and j_hi == ch and uniform:   # whole planes at one uniform stride
         transposes = (XtRun(i_lo * ch, (i_hi - i_lo) * ch, x_row(i_lo, 0), ah.s),)
+    elif bridge and uniform and i_hi - i_lo >= 2:
+        # H padding clips rows at both ends of every plane: one transfer bridges the planes, reading the
+        # clipped rows between them from x's neighbouring rows (in bounds: they lie between valid rows),
+        # and those rows are zeroed after it -- one transpose fills whole [128, 16] blocks where one per
+        # plane would pay a block row for each plane's few rows (trn2 arch guide "DMA Transpose")
+        p0, p1 = i_lo * ch + j_lo, (i_hi - 1) * ch + j_hi
+        transposes = (XtRun(p0, p1 - p0, x_row(i_lo, j_lo), ah.s),)
+        inner = [z for z in zeros if p0 <= z[0] and z[1] <= p1]
+        return XtFill(transposes, tuple(XtRun(a, b - a) for a, b in zeros if [a, b] not in inner),
+                      tuple(XtRun(a, b - a) for a, b in inner))
     else:
         transposes = tuple(XtRun(i * ch + j_lo, j_hi - j_lo, x_row(i, j_lo), ah.s) for i in range(i_lo, i_hi))
     return XtFill(transposes, tuple(XtRun(a, b - a) for a, b in zeros))
@@ -135,12 +151,12 @@ class XtGroup:
 
 
 def xt_bundle_groups(g: ConvGeom, od0: int, oh0: int, cd: int, ch: int,
-                     pairs: tuple[tuple[int, int], ...]) -> tuple[XtGroup, ...]:
+                     pairs: tuple[tuple[int, int], ...], bridge: bool = True) -> tuple[XtGroup, ...]:
     """The groups of a bundle's pairs (in slot order) whose x^T tiles one transpose per run can fill:
     same kd, consecutive kh, and the same transposed / zero rows (the kh of one H-padding class)."""
     groups: list[list] = []
     for s, (kd, kh) in enumerate(pairs):
-        fill = xt_fill(g, od0, oh0, cd, ch, kd, kh)
+        fill = xt_fill(g, od0, oh0, cd, ch, kd, kh, bridge)
         if groups:
             s0, n, f0 = groups[-1]
             kd0, kh0 = pairs[s0]
@@ -153,7 +169,7 @@ def xt_bundle_groups(g: ConvGeom, od0: int, oh0: int, cd: int, ch: int,
 
 def _same_rows(a: XtFill, b: XtFill, x_rows_apart: int) -> bool:
     """``b``'s tile rows equal ``a``'s, and its x rows are ``x_rows_apart`` flattened rows further."""
-    return a.zeros == b.zeros and len(a.transposes) == len(b.transposes) and all(
+    return a.zeros == b.zeros and a.after == b.after and len(a.transposes) == len(b.transposes) and all(
         (ra.p0, ra.rows, ra.step) == (rb.p0, rb.rows, rb.step) and rb.x_row - ra.x_row == x_rows_apart
         for ra, rb in zip(a.transposes, b.transposes))
 
@@ -235,15 +251,15 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
     memset = zero_by_memset(g, ci_tile)
     pairs = tuple(g.tap_coords(t)[:2] for t in range(span[0], span[1], kw_n))
     if one_tile and (memset or merge):   # the bundle's pairs of one H-padding class share each transpose
-        groups = xt_bundle_groups(g, *chunk, pairs)
+        groups = xt_bundle_groups(g, *chunk, pairs, not copy)
     else:
-        groups = tuple(XtGroup(i, 1, xt_fill(g, *chunk, kd, kh)) for i, (kd, kh) in enumerate(pairs))
+        groups = tuple(XtGroup(i, 1, xt_fill(g, *chunk, kd, kh, not copy)) for i, (kd, kh) in enumerate(pairs))
     for grp in groups:
         fill = grp.fill
         slowest = 0.0
         if memset and fill.zeros:
             c.compute("gpsimd", grp.slots * (hi - lo) * ci_tile, 0, 1.0, 1, op="memset")
-        for run in () if memset else fill.zeros:
+        for run in (fill.after if memset else fill.zeros + fill.after):
             by_dma, by_memset = zero_split(run)
             if by_memset is not None:   # GpSimd, per MEMSET_MAX elements of a row (of each slot)
                 for z0 in range(0, zw * ci_tile, MEMSET_MAX):

@@ -66,6 +66,7 @@ from ..spec.dx_options import (
 from ..spec.items import db_chunk
 from ..spec.psum import PSUM_BANK_BYTES, PSUM_DX_BANKS, psum_transpose_banks
 from ..spec.record import DbMethod, DwMethod, DxMethod, Plan, Strategy, replace
+from ..xt_rows import zero_by_memset
 
 
 def _dx_dy_extent(g: ConvGeom, band: tuple[int, int], w_band: int = 0) -> tuple[int, int, int]:
@@ -164,8 +165,9 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             slots += 1 if p.db_ones else 0   # (db_ones: each bundle tile's ones slot)
             xt = 2 * slots * xw * p.dw_ci_tile * ds
             if p.dw_xt_dma:   # no x band; the x^T ring (dw_xt_ring tiles) and its zero-row source
-                # (xT merged: a bundle's zero rows of every slot in one DMA)
-                xb, xt = 0, (dw_xt_ring(g, p) * slots + (slots if p.dw_xt_merge else 1)) * xw * p.dw_ci_tile * ds
+                # (xT merged, and tiny C_in's merged fills: a bundle's zero rows of every slot in one DMA)
+                merged = p.dw_xt_merge or (p.dw_x_stationary and zero_by_memset(g, p.dw_ci_tile))
+                xb, xt = 0, (dw_xt_ring(g, p) * slots + (slots if merged else 1)) * xw * p.dw_ci_tile * ds
         else:
             cols = dw_w_cols(g, p)   # (a W band: its columns and their halo)
             npos = _dw_pos_tiles(rows, cols)

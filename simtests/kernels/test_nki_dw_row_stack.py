@@ -103,13 +103,17 @@ def test_row_stack_roles():
 
 
 def test_row_stack_halves_the_dw_matmuls_in_the_estimate():
-    """down_s2 (the bench shape): the stacked candidate's estimate is below the unstacked one's."""
+    """down_s2 (the bench shape): the best stacked candidate's estimate (x^T by transposes) is below its
+    unstacked twin's."""
     shapes = geom_shapes({"batch": 2, "c_in": 64, "c_out": 128, "size": (8, 32, 32), "kernel": (3, 3, 3),
                           "stride": (2, 2, 2), "padding": (1,) * 6})
-    plan = plan_conv3d_bwd(*shapes, stride=(2, 2, 2), padding=(1,) * 6)
-    assert plan.dw_row_stack, plan.label
-    twin = [a for a in plan.feasible_candidates() if a.label == plan.label.replace(", rows stacked", "")]
-    assert len(twin) == 1 and twin[0].estimated_us > plan.estimated_us + 5
+    pick = plan_conv3d_bwd(*shapes, stride=(2, 2, 2), padding=(1,) * 6)
+    plan = min((a for a in (pick, *pick.feasible_candidates()) if a.dw_row_stack and not a.dw_xt_copy),
+               key=lambda a: a.estimated_us)
+    twin = [a for a in pick.feasible_candidates() if a.label == plan.label.replace(", rows stacked", "")]
+    assert len(twin) == 1 and twin[0].estimated_us > plan.estimated_us
+    # the estimate's PE time: the stacked pass does the two chunks' matmuls in one (K = 128)
+    assert dict(twin[0].engine_us)["tensor"] > dict(plan.engine_us)["tensor"] + 5
 
 
 def test_one_stacked_pass_evicts_straight_to_the_output_dtype():

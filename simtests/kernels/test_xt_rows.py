@@ -48,13 +48,15 @@ def test_bundle_groups_cover_every_pair_once_with_its_own_rows():
     assert merged < 0.75 * single, (merged, single)
 
 
-def test_the_stem_pick_takes_the_128_row_band_and_folds_db():
+def test_the_stem_is_offered_the_128_row_band_and_folds_db():
     _g, (dy, x, w) = _validated(STEM)
     p = plan_conv3d_bwd(dy, x, w, stride=STEM["stride"], padding=STEM["padding"], dtype="bf16", target="trn2")
-    assert p.dw_xt_dma and p.dw_x_stationary and p.dw_band == (4, 32), p.label
+    assert p.dw_xt_dma and p.dw_x_stationary, p.label
     assert p.db_method is DbMethod.FOLD
-    # the smaller band stays a candidate (the variant is added, nothing replaced)
-    assert any(a.dw_xt_dma and a.dw_band == (2, 32) for a in p.alternatives)
+    # the 128-row band is a candidate, and the smaller band stays one (the variant is added, nothing replaced)
+    cands = [p, *p.feasible_candidates()]
+    assert any(a.dw_xt_dma and a.dw_band == (4, 32) for a in cands)
+    assert any(a.dw_xt_dma and a.dw_band == (2, 32) for a in cands)
 
 
 @pytest.fixture
@@ -197,3 +199,54 @@ def test_interleaved_dw_with_tap_passes(steps):
     geom = dict(INTERLEAVE[0].values[0])
     run_and_compare(**geom, plan_edit=_interleaved({"dw_tap_range": 14, "dw_band": (2, 7)}))
     assert sum(steps) > 0
+
+
+def _covers_once(fill, nrows):
+    """Every tile row is written by exactly one of the fill's transposes, zero runs and after runs."""
+    seen = [0] * nrows
+    for r in fill.zeros + fill.after:
+        for p in range(r.p0, r.p0 + r.rows):
+            seen[p] += 1
+    for r in fill.transposes:
+        for p in range(r.p0, r.p0 + r.rows):
+            seen[p] += 0 if any(z.p0 <= p < z.p0 + z.rows for z in fill.after) else 1
+    return seen == [1] * nrows
+
+
+@pytest.mark.parametrize("kh", [0, 1, 2])
+def test_bridging_transpose_spans_the_planes_and_zeroes_the_rows_between_after(kh):
+    """Stride 1, pad 1 in H, a chunk of 4 whole planes of 8 rows: kh 0 and 2 clip one row per plane, and
+    one transfer bridges the planes (its x rows one uniform stride apart), the clipped rows inside it
+    zeroed after it; kh 1 clips nothing (one whole-plane transfer, nothing after)."""
+    g, _ = _validated({"batch": 1, "c_in": 20, "c_out": 8, "size": (4, 8, 6), "kernel": (3, 3, 3),
+                       "stride": (1, 1, 1), "padding": (1,) * 6})
+    fill = xt_fill(g, 0, 0, 4, 8, 1, kh)
+    assert len(fill.transposes) == 1 and _covers_once(fill, 32)
+    (t,) = fill.transposes
+    for p in range(t.p0, t.p0 + t.rows):   # every row it writes and keeps is its own x row
+        if not any(z.p0 <= p < z.p0 + z.rows for z in fill.after):
+            i, j = divmod(p, 8)
+            assert t.x_row + (p - t.p0) * t.step == i * 8 + j + kh - 1
+    assert bool(fill.after) == (kh != 1)
+    assert all(t.p0 < z.p0 and z.p0 + z.rows <= t.p0 + t.rows for z in fill.after)
+
+
+BRIDGED = {"batch": 2, "c_in": 20, "c_out": 6, "size": (4, 8, 10), "kernel": (3, 3, 3), "padding": (1,) * 6}
+
+
+@pytest.mark.parametrize("copy", [False, True], ids=["transpose", "copy"])
+@pytest.mark.parametrize("lnc, c_in", [(1, 20), (2, 20), (1, 72)])
+def test_bridged_fills_are_exact(copy, lnc, c_in, monkeypatch):
+    """Whole-plane chunks (dw band 4x8) with H padding: the transposes bridge the planes, in merged bundle
+    fills (C_in 20: zero rows by memset) and per-pair fills (C_in 72: zero rows by DMA); the channel-major
+    copies do not (one per plane). Exact both ways."""
+    def edit(p):
+        alts = [a for a in p.feasible_candidates() if a.dw_x_stationary and a.dw_xt_dma and not a.dw_head_split
+                and a.strategy is Strategy.PER_GRADIENT]
+        assert alts, p.explain()
+        return dataclasses.replace(min(alts, key=lambda a: a.estimated_us), dw_band=(4, 8), dw_xt_copy=copy)
+    bridged = spy(monkeypatch, nki_dw_xt, "xt_fill", lambda *a: True if xt_fill(*a).after else None)
+    spy(monkeypatch, nki_dw_xt, "xt_bundle_groups",
+        lambda *a: True if any(grp.fill.after for grp in xt_bundle_groups(*a)) else None, bridged)
+    run_and_compare(**{**BRIDGED, "c_in": c_in}, lnc=lnc, plan_edit=edit)
+    assert bool(bridged) != copy   # the path ran (transposes); copies are charged by bytes: not bridged
