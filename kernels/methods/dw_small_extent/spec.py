@@ -340,23 +340,37 @@ def sbuf_parts(g: ConvGeom, lnc: int, compute_db: bool) -> dict[str, int]:
 def work_list(g: ConvGeom, lnc: int, pid: int, compute_db: bool) -> list[Work]:
     """Program ``pid``'s instructions, merged by kind (op, engine, operand figures), in the order the
     body first issues them. Walks the same lists as the body (``nki_body.run_dw_small_extent``)."""
+    counts: dict[tuple, int] = {}
+    for step in work_steps(g, lnc, pid, compute_db):
+        for w in step:
+            key = (w.op, w.engine, w.dims)
+            counts[key] = counts.get(key, 0) + w.count
+    return [Work(op, eng, dims, n) for (op, eng, dims), n in counts.items()]
+
+
+def work_steps(g: ConvGeom, lnc: int, pid: int, compute_db: bool) -> list[list[Work]]:
+    """Program ``pid``'s instructions by pipeline step, each step's merged by kind: the head (x and dy
+    loads, dy^T, db), then per x^T group its transposes, matmuls, evictions and the stores it completes."""
     ds = g.dtype_bytes
     od, oh, ow = g.out_size
-    tiles = pos_tiles(g)
-    sizes = [t.size(ow) for t in tiles]
+    sizes = [t.size(ow) for t in pos_tiles(g)]
     cot = co_tiles(g)
     blocks = co_blocks(g)
-    bank = transpose_bank(g)
     cs = chunks(g, lnc, pid)
     db_here = compute_db and pid == 0
+    if not cs and not db_here:
+        return []
     counts: dict[tuple, int] = {}
 
     def add(op, engine, dims, n=1):
         key = (op, engine, tuple(dims))
         counts[key] = counts.get(key, 0) + n
 
-    if not cs and not db_here:
-        return []
+    def step() -> list[Work]:
+        out = [Work(op, eng, dims, n) for (op, eng, dims), n in counts.items()]
+        counts.clear()
+        return out
+
     e = x_extent(g)
     xl = x_loaded(g)
     if cs:
@@ -370,8 +384,8 @@ def work_list(g: ConvGeom, lnc: int, pid: int, compute_db: bool) -> list[Work]:
                     add("tensor_copy", "gpsimd", (cw, g.batch * xl[0] * xl[1] * xl[2]))
     for _c0, cw in cot:
         add("dma_copy", "dma", (cw * g.batch * od * oh * ow * ds, od * oh * ow * ds, cw))
-    for t, n in enumerate(sizes):   # dy^T, C_out tiles packed per bank
-        for pack in bank_packs([cw for _c0, cw in cot], bank):
+    for n in sizes:   # dy^T, C_out tiles packed per bank
+        for pack in bank_packs([cw for _c0, cw in cot], transpose_bank(g)):
             for i in pack:
                 add("nc_transpose", "tensor", (cot[i][1], n, cot[i][1]))
             add("tensor_copy", "evict", (n, sum(cot[i][1] for i in pack)))
@@ -382,6 +396,8 @@ def work_list(g: ConvGeom, lnc: int, pid: int, compute_db: bool) -> list[Work]:
                 add("nc_matmul", "tensor", (n, 1, bn))
             add("tensor_copy", "evict", (1, bn))
         add("dma_copy", "dma", (g.c_out * ds, g.c_out * ds, 1))
+    steps = [step()]
+    last_of = {st[-1]: st for st in stores(cs)}
     for grp in groups(g, cs):
         w = group_width(cs, grp)
         for t0, t1 in xt_packs(g, w):
@@ -396,7 +412,8 @@ def work_list(g: ConvGeom, lnc: int, pid: int, compute_db: bool) -> list[Work]:
                 for n in sizes:
                     add("nc_matmul", "tensor", (n, cs[i].m, bn))
                 add("tensor_copy", "evict", (cs[i].m, bn))
-    for st in stores(cs):
-        m = cs[st[0]].m
-        add("dma_copy", "dma", (len(st) * m * g.c_out * ds, g.c_out * ds, m))
-    return [Work(op, eng, dims, n) for (op, eng, dims), n in counts.items()]
+            if i in last_of:
+                m = cs[i].m
+                add("dma_copy", "dma", (len(last_of[i]) * m * g.c_out * ds, g.c_out * ds, m))
+        steps.append(step())
+    return steps
