@@ -167,8 +167,9 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         else:
             def inside():
                 dx_runs.append(_run_gather_dx(ctx, mine, None, first_filters, prefetch, pid, lnc, early))
-    if compute_dw and not shared:
+    if compute_dw and (small or not shared):
         # dw first: its PE work hides the start of dx (the filter loads and the first dy band)
+        # (dw:small_extent always runs alone: under a forced shared-dy plan dx then runs without dw)
         if small:
             run_dw_small_extent(g, dy, x_in, dw, db if fold else None, dtype, target, pid, lnc, after_first)
         elif kd_moving:
@@ -206,7 +207,7 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         run_pw_shared(ctx, pid, lnc, db_in_dw)
     elif compute_dx:
         dw_state = None
-        if compute_dw and shared:
+        if compute_dw and shared and not small:
             rows = [max((bb.own1 - bb.own0 for bb in _bands(g, plan, a)), default=0) for a in range(2)]
             dw_state = DwState(ctx, rows, direct=dw_direct(g, plan), db_state=db_in_dw)
 

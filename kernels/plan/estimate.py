@@ -348,7 +348,10 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             fill += max(0.0, ex + add + last - after - (_lone_dma_ns(hw, nb, run, min(PMAX, g.c_in)) if nb else 0.0))
     elif p.compute_dw and p.dw_method is DwMethod.SMALL_EXTENT:   # its work list (methods/dw_small_extent)
         c.add(dws_estimate.program_sheet(g, p.lnc, pid, db_on_dw(p), hw))
-        fill += dws_estimate.head_ns(g, hw)
+        head = dws_estimate.head_ns(g, hw)
+        fill += head
+        # its DMA is a pipeline beside the PE (loads first, stores as groups complete), not a stall share
+        c.flow_shop(dws_estimate.flow_steps(g, p.lnc, pid, db_on_dw(p), hw), head)
         c.exposed("dw_finish", dws_estimate.tail_ns(g, p.lnc, pid, hw))
     elif p.compute_dw and p.dw_method is DwMethod.DMA_GEMM:
         npos = g.axes[0].o * g.axes[1].o * Wo

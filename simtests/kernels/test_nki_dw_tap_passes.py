@@ -78,7 +78,8 @@ def test_big_filter_layers_have_a_plan(geom, grads, target, dtype):
         assert plan.sbuf_bytes <= TARGET_FIGURES[target].sbuf_usable
         g = plan.geometry()
         whole = -(-g.c_out // 128) * g.taps * plan.dw_ci_range * 4   # every tap's fp32 accumulators
-        if whole > TARGET_FIGURES[target].sbuf_usable:
+        # (dw:small_extent keeps no fp32 accumulators: each output tile is one PSUM group, evicted once)
+        if whole > TARGET_FIGURES[target].sbuf_usable and plan.dw_method is not DwMethod.SMALL_EXTENT:
             assert plan.dw_tap_range and len(dw_tap_passes(g, plan, 0)) >= 2, plan.label
             assert "taps/pass" in plan.label
         if plan.dw_tap_range:   # passes only when one pass of every tap does not fit

@@ -54,6 +54,25 @@ def program_sheet(g: ConvGeom, lnc: int, pid: int, compute_db: bool, hw: TargetF
     return c
 
 
+def flow_steps(g: ConvGeom, lnc: int, pid: int, compute_db: bool,
+               hw: TargetFigures) -> list[tuple[list[tuple[float, int]], float, float]]:
+    """The body as a DMA -> PE flow shop (``costs.flow_shop_ns``): the head's loads then its PE work (dy^T,
+    db), then per x^T group its PE work and the stores it completes. Its compute engines overlap the PE
+    (x^T two groups ahead, three accumulators, six store tiles); the stall share covers them."""
+    out = []
+    for k, step in enumerate(spec.work_steps(g, lnc, pid, compute_db)):
+        sheet = CostSheet(hw)
+        for w in step:
+            if w.engine != "dma":
+                charge(sheet, w, g.dtype_bytes)
+        loads, stores = CostSheet(hw), CostSheet(hw)
+        for w in step:
+            if w.engine == "dma":
+                charge(loads if k == 0 else stores, w, g.dtype_bytes)
+        out.append(([(loads.busy["dma"], 0)] if k == 0 else [], sheet.busy["tensor"], stores.busy["dma"]))
+    return out
+
+
 def head_ns(g: ConvGeom, hw: TargetFigures) -> float:
     """Before the first PE transpose: the first C_out tile of dy (one DMA over every sample)."""
     od, oh, ow = g.out_size

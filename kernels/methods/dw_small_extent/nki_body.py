@@ -46,22 +46,30 @@ def run_dw_small_extent(g, dy, x, dw, db, dtype, target, pid, lnc, after_loads=N
     pipe = _Dw(g, cs, xp, tiles, sizes, dtype, pt_pool, evict) if cs else None
     if pipe is not None:   # the first x^T groups need x only: the PE builds them while dy lands
         pipe.prime()
+    dyt = _dy_transposes(g, dyn, tiles, sizes, dtype, pt_pool, evict)
+    if db_here:   # (its PSUM bank is released before dw's accumulators are allocated)
+        _db(g, db, dyt, sizes, dtype, evict)
+    if pipe is not None:
+        pipe.run(dyt, dw)
+
+
+def _dy_transposes(g, dyn, tiles, sizes, dtype, pt_pool, evict):
+    """dy^T ``[positions, tile, C_out]`` of every position tile: PE transposes of the tile's dy window per
+    C_out tile, packed per PSUM bank, one eviction per bank."""
+    cot = spec.co_tiles(g)
     dyt = nl.ndarray((_P, len(tiles), g.c_out), dtype, buffer=nl.sbuf, name="dws_dyt")
     for t, tl in enumerate(tiles):
-        for pack in spec.bank_packs([cw for _c0, cw in cot], bank):
+        for pack in spec.bank_packs([cw for _c0, cw in cot], spec.transpose_bank(g)):
             pt = pt_pool.take()
             off = 0
             for i in pack:
-                c0, cw = cot[i]
+                _c0, cw = cot[i]
                 nisa.nc_transpose(dst=pt[:sizes[t], off:off + cw],
                                   data=dyn[:cw, i, tl.b:tl.b + tl.nb, tl.d0:tl.d0 + tl.nd, tl.h0:tl.h0 + tl.nh, :])
                 off += cw
             c0 = cot[pack[0]][0]
             evict.copy(dyt[:sizes[t], t, c0:c0 + off], pt[:sizes[t], :off])
-    if db_here:   # (its PSUM bank is released before dw's accumulators are allocated)
-        _db(g, db, dyt, sizes, dtype, evict)
-    if pipe is not None:
-        pipe.run(dyt, dw)
+    return dyt
 
 
 def _load_x(g, x, dtype):

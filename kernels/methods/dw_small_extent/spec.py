@@ -340,63 +340,95 @@ def sbuf_parts(g: ConvGeom, lnc: int, compute_db: bool) -> dict[str, int]:
 def work_list(g: ConvGeom, lnc: int, pid: int, compute_db: bool) -> list[Work]:
     """Program ``pid``'s instructions, merged by kind (op, engine, operand figures), in the order the
     body first issues them. Walks the same lists as the body (``nki_body.run_dw_small_extent``)."""
-    ds = g.dtype_bytes
-    od, oh, ow = g.out_size
-    tiles = pos_tiles(g)
-    sizes = [t.size(ow) for t in tiles]
-    cot = co_tiles(g)
-    blocks = co_blocks(g)
-    bank = transpose_bank(g)
+    counts: dict[tuple, int] = {}
+    for step in work_steps(g, lnc, pid, compute_db):
+        for w in step:
+            key = (w.op, w.engine, w.dims)
+            counts[key] = counts.get(key, 0) + w.count
+    return [Work(op, eng, dims, n) for (op, eng, dims), n in counts.items()]
+
+
+class _Counter:
+    """Instructions merged by kind (op, engine, operand figures) until taken as one step."""
+
+    def __init__(self):
+        self.counts: dict[tuple, int] = {}
+
+    def add(self, op: str, engine: str, dims: tuple, n: int = 1) -> None:
+        key = (op, engine, tuple(dims))
+        self.counts[key] = self.counts.get(key, 0) + n
+
+    def take(self) -> list[Work]:
+        out = [Work(op, eng, dims, n) for (op, eng, dims), n in self.counts.items()]
+        self.counts = {}
+        return out
+
+
+def work_steps(g: ConvGeom, lnc: int, pid: int, compute_db: bool) -> list[list[Work]]:
+    """Program ``pid``'s instructions by pipeline step, each step's merged by kind: the head (x and dy
+    loads, dy^T, db), then per x^T group its transposes, matmuls, evictions and the stores it completes."""
     cs = chunks(g, lnc, pid)
     db_here = compute_db and pid == 0
-    counts: dict[tuple, int] = {}
-
-    def add(op, engine, dims, n=1):
-        key = (op, engine, tuple(dims))
-        counts[key] = counts.get(key, 0) + n
-
     if not cs and not db_here:
         return []
-    e = x_extent(g)
-    xl = x_loaded(g)
-    if cs:
-        if x_needs_zeros(g):
-            add("memset", "gpsimd", (PMAX, ceil_div(g.c_in, PMAX) * g.batch * e[0] * e[1] * e[2]))
-        if min(xl) > 0:
-            for c0 in range(0, g.c_in, PMAX):
-                cw = min(PMAX, g.c_in - c0)
-                add("dma_copy", "dma", (cw * g.batch * xl[0] * xl[1] * xl[2] * ds, x_load_run_bytes(g), cw))
-                if x_staged(g):
-                    add("tensor_copy", "gpsimd", (cw, g.batch * xl[0] * xl[1] * xl[2]))
-    for _c0, cw in cot:
-        add("dma_copy", "dma", (cw * g.batch * od * oh * ow * ds, od * oh * ow * ds, cw))
-    for t, n in enumerate(sizes):   # dy^T, C_out tiles packed per bank
-        for pack in bank_packs([cw for _c0, cw in cot], bank):
-            for i in pack:
-                add("nc_transpose", "tensor", (cot[i][1], n, cot[i][1]))
-            add("tensor_copy", "evict", (n, sum(cot[i][1] for i in pack)))
-    if db_here:
-        add("memset", "vector", (PMAX, 1))
-        for _b0, bn in blocks:
-            for n in sizes:
-                add("nc_matmul", "tensor", (n, 1, bn))
-            add("tensor_copy", "evict", (1, bn))
-        add("dma_copy", "dma", (g.c_out * ds, g.c_out * ds, 1))
+    k = _Counter()
+    _head_work(k, g, bool(cs), db_here)
+    steps = [k.take()]
+    last_of = {st[-1]: st for st in stores(cs)}
     for grp in groups(g, cs):
-        w = group_width(cs, grp)
-        for t0, t1 in xt_packs(g, w):
-            for t in range(t0, t1):
-                for i in grp:
-                    for s in cs[i].slots:   # data [cs, positions] -> [positions, cs]
-                        add("nc_transpose", "tensor", (s.cs, sizes[t], s.cs))
-            for a, b in equal_runs(sizes, t0, t1):
-                add("tensor_copy", "evict", (sizes[a], (b - a) * w))
-        for i in grp:
-            for _b0, bn in blocks:
-                for n in sizes:
-                    add("nc_matmul", "tensor", (n, cs[i].m, bn))
-                add("tensor_copy", "evict", (cs[i].m, bn))
-    for st in stores(cs):
-        m = cs[st[0]].m
-        add("dma_copy", "dma", (len(st) * m * g.c_out * ds, g.c_out * ds, m))
-    return [Work(op, eng, dims, n) for (op, eng, dims), n in counts.items()]
+        _group_work(k, g, cs, grp, last_of)
+        steps.append(k.take())
+    return steps
+
+
+def _head_work(k: _Counter, g: ConvGeom, has_dw: bool, db_here: bool) -> None:
+    """x (zeroed box, loads, staging) when the program has dw rows, dy, dy^T and the folded db."""
+    ds = g.dtype_bytes
+    od, oh, ow = g.out_size
+    cot = co_tiles(g)
+    sizes = [t.size(ow) for t in pos_tiles(g)]
+    e, xl = x_extent(g), x_loaded(g)
+    if has_dw and x_needs_zeros(g):
+        k.add("memset", "gpsimd", (PMAX, ceil_div(g.c_in, PMAX) * g.batch * e[0] * e[1] * e[2]))
+    if has_dw and min(xl) > 0:
+        for c0 in range(0, g.c_in, PMAX):
+            cw = min(PMAX, g.c_in - c0)
+            k.add("dma_copy", "dma", (cw * g.batch * xl[0] * xl[1] * xl[2] * ds, x_load_run_bytes(g), cw))
+            if x_staged(g):
+                k.add("tensor_copy", "gpsimd", (cw, g.batch * xl[0] * xl[1] * xl[2]))
+    for _c0, cw in cot:
+        k.add("dma_copy", "dma", (cw * g.batch * od * oh * ow * ds, od * oh * ow * ds, cw))
+    for n in sizes:   # dy^T, C_out tiles packed per bank
+        for pack in bank_packs([cw for _c0, cw in cot], transpose_bank(g)):
+            for i in pack:
+                k.add("nc_transpose", "tensor", (cot[i][1], n, cot[i][1]))
+            k.add("tensor_copy", "evict", (n, sum(cot[i][1] for i in pack)))
+    if db_here:
+        k.add("memset", "vector", (PMAX, 1))
+        for _b0, bn in co_blocks(g):
+            for n in sizes:
+                k.add("nc_matmul", "tensor", (n, 1, bn))
+            k.add("tensor_copy", "evict", (1, bn))
+        k.add("dma_copy", "dma", (g.c_out * ds, g.c_out * ds, 1))
+
+
+def _group_work(k: _Counter, g: ConvGeom, cs: list[Chunk], grp: list[int], last_of: dict[int, list[int]]) -> None:
+    """One x^T group: its transposes and evictions, each chunk's accumulation groups and evictions, and
+    the stores whose last chunk it holds."""
+    sizes = [t.size(g.axes[2].o) for t in pos_tiles(g)]
+    w = group_width(cs, grp)
+    for t0, t1 in xt_packs(g, w):
+        for t in range(t0, t1):
+            for i in grp:
+                for s in cs[i].slots:   # data [cs, positions] -> [positions, cs]
+                    k.add("nc_transpose", "tensor", (s.cs, sizes[t], s.cs))
+        for a, b in equal_runs(sizes, t0, t1):
+            k.add("tensor_copy", "evict", (sizes[a], (b - a) * w))
+    for i in grp:
+        for _b0, bn in co_blocks(g):
+            for n in sizes:
+                k.add("nc_matmul", "tensor", (n, cs[i].m, bn))
+            k.add("tensor_copy", "evict", (cs[i].m, bn))
+        if i in last_of:
+            m = cs[i].m
+            k.add("dma_copy", "dma", (len(last_of[i]) * m * g.c_out * g.dtype_bytes, g.c_out * g.dtype_bytes, m))

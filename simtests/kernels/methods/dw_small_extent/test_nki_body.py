@@ -1,5 +1,7 @@
 """kernels/methods/dw_small_extent/nki_body.py against the float64 oracle (exact mode), on nkisim."""
 import pytest
+from hypothesis import given, note, settings
+from hypothesis import strategies as st
 
 from kernels.spec.record import DbMethod
 
@@ -56,3 +58,26 @@ def test_trn1_evicts_on_vector_only(dtype):
 
 def test_lnc2_dw_alone():
     run_exact(GEOMS["c_in-64"], lnc=2, grads=("dw",))
+
+
+@st.composite
+def _drawn(draw):
+    """A geometry of the class: few positions, any kernel, stride, dilation and (asymmetric) padding."""
+    kernel = tuple(draw(st.integers(1, 3)) for _ in range(3))
+    stride = tuple(draw(st.integers(1, 2)) for _ in range(3))
+    dilation = tuple(draw(st.integers(1, 2)) for _ in range(3))
+    padding = tuple(draw(st.integers(0, 2)) for _ in range(6))
+    size = tuple(draw(st.integers(max(1, dilation[a] * (kernel[a] - 1) + 1 - padding[2 * a] - padding[2 * a + 1]), 7))
+                 for a in range(3))
+    c_in = draw(st.sampled_from([3, 16, 40, 64, 96, 130]))
+    c_out = draw(st.sampled_from([5, 24, 130]))
+    # (at least a few input elements: sparse exact inputs of one element may all be zero)
+    size = tuple(max(n, 2) for n in size)
+    return small(draw(st.integers(1, 3)), c_in, c_out, size, kernel, padding, stride, dilation)
+
+
+@settings(max_examples=8, deadline=None, derandomize=True)
+@given(gd=_drawn(), lnc=st.sampled_from([1, 2]))
+def test_drawn_geometries_are_exact(gd, lnc):
+    note(str(gd))
+    run_exact(gd, lnc=lnc)
