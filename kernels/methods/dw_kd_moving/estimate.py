@@ -24,7 +24,7 @@ def check(g: ConvGeom, lnc: int, target: str, hw: TargetFigures, fixed_sbuf: int
     """(reason or '', SBUF bytes per partition, PSUM banks, SBUF bytes by pool); ``fixed_sbuf``: what
     the kernel holds beside dw while it runs."""
     why = spec.applies(g, lnc, target)
-    parts = spec.sbuf_parts(g)
+    parts = spec.sbuf_parts(g, lnc)
     sbuf = sum(parts.values()) + fixed_sbuf
     psum = spec.psum_banks(g) + spec.PSUM_TRANSPOSE_BANKS
     if why:
@@ -63,22 +63,29 @@ def charge(c: CostSheet, w: spec.Work, dtype_bytes: int) -> None:
     elif w.engine == "dma":
         nbytes, run = w.dims
         c.dma(nbytes, run, w.count)
+    elif w.op == "sendrecv":
+        c.dma(w.dims[0], w.dims[1], w.count)
     elif w.engine == "evict":   # PSUM -> SBUF cast, alternated VectorE / ScalarE (the kernel's Evictor)
         c.evict(w.dims[1], two_byte, w.count)
-    else:   # memset
+    elif w.op == "tensor_tensor":
+        c.compute(w.engine, w.dims[1], 2, 1.0, w.count, op=w.op)
+    else:   # memset, fp32 PSUM -> SBUF copies
         c.compute(w.engine, w.dims[1], 1, 1.0, w.count, op=w.op)
 
 
-def sheet(g: ConvGeom, hw: TargetFigures) -> CostSheet:
+def sheet(g: ConvGeom, hw: TargetFigures, lnc: int = 1, pid: int = 0) -> CostSheet:
     c = CostSheet(hw)
-    for w in spec.work_list(g):
+    for w in spec.work_list(g, lnc, pid):
         charge(c, w, g.dtype_bytes)
     return c
 
 
-def _head_ns(g: ConvGeom, hw: TargetFigures) -> float:
+def _head_ns(g: ConvGeom, hw: TargetFigures, lnc: int = 1, pid: int = 0) -> float:
     """Before the first matmul: the first chunk's dy^T (every slot) and its kh = 0 x^T, one start latency."""
-    c = spec.chunks(g)[0]
+    mine = spec.program_chunks(g, lnc, pid)
+    if not mine:
+        return hw.dma_fixed_ns
+    c = mine[0]
     ds = g.dtype_bytes
     ns = 0.0
     for kd in range(g.axes[0].k):
@@ -99,15 +106,18 @@ def _tail_ns(g: ConvGeom, hw: TargetFigures) -> float:
     return hw.dma_fixed_ns + c.busy["vector"] + max(g.axes[0].k * nbytes / hw.dma_bytes_per_ns, hw.dma_issue_ns)
 
 
-def overlap_us(g: ConvGeom, hw: TargetFigures) -> float:
+def overlap_us(g: ConvGeom, hw: TargetFigures, lnc: int = 1) -> float:
     """How long the next section's first loads (issued after dw's last instructions) can run under dw's
     end: dw's last chunk's matmuls (its transfers are done by then) and its tail."""
-    per_chunk = sheet(g, hw).busy["tensor"] / len(spec.chunks(g))
+    mine = spec.program_chunks(g, lnc, 0)
+    per_chunk = sheet(g, hw, lnc, 0).busy["tensor"] / max(1, len(mine))
     return (per_chunk + _tail_ns(g, hw)) / 1000.0
 
 
-def estimate_us(g: ConvGeom, hw: TargetFigures) -> tuple[float, dict[str, float]]:
-    """Modelled time of dw alone and its busy time per engine, in us."""
-    c = sheet(g, hw)
-    total = _head_ns(g, hw) + section_ns(c.busy) + _tail_ns(g, hw)
-    return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
+def estimate_us(g: ConvGeom, hw: TargetFigures, lnc: int = 1) -> tuple[float, dict[str, float]]:
+    """Modelled time of dw alone (the slower program's) and program 0's busy time per engine, in us.
+    LNC2: the exchange is a rendezvous, so a program's tail starts after the slower one's matmuls."""
+    sheets = [sheet(g, hw, lnc, pid) for pid in range(lnc)]
+    body = max(_head_ns(g, hw, lnc, pid) + section_ns(c.busy) for pid, c in enumerate(sheets))
+    total = body + _tail_ns(g, hw)
+    return total / 1000.0, {e: v / 1000.0 for e, v in sheets[0].busy.items()}

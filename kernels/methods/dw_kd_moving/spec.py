@@ -16,6 +16,9 @@ batch times the H_out output rows, at most 128 partitions; each W output column 
 
 So x^T is built K_h times per x plane (row mode: K_d x K_h times) and a matmul moves K_d x C_out
 columns (row mode: C_out, which pays the 64-column minimum when C_out < 64).
+
+LNC2: each program takes half the chunks; the fp32 partials of every accumulator are exchanged once
+(``sendrecv``) and each program adds and stores half the accumulators.
 """
 from __future__ import annotations
 
@@ -69,8 +72,8 @@ def applies(g: ConvGeom, lnc: int, target: str) -> str:
     d, h = g.axes[0], g.axes[1]
     if g.dtype_bytes != 2 or target == "trn1":
         return f"x^T and dy^T come by dma_transpose: a 2-byte dtype on trn2/trn3 (got {g.dtype}, {target})"
-    if lnc != 1:
-        return f"one program (LNC1): the positions are not split between programs (lnc {lnc})"
+    if lnc not in (1, 2):
+        return f"lnc {lnc} must be 1 or 2"
     if d.k < 2:
         return "K_d must be >= 2 (the kd taps are what fills the moving axis)"
     if d.s != 1:
@@ -100,6 +103,20 @@ def chunks(g: ConvGeom) -> list[Chunk]:
     """Every x plane of every batch, ``planes_per_chunk`` at a time (a chunk never crosses a batch)."""
     cd, n = planes_per_chunk(g), g.axes[0].n
     return [Chunk(b, d0, min(cd, n - d0)) for b in range(g.batch) for d0 in range(0, n, cd)]
+
+
+def program_chunks(g: ConvGeom, lnc: int, pid: int) -> list[Chunk]:
+    """The chunks program ``pid`` contracts (LNC2: contiguous halves)."""
+    every = chunks(g)
+    per = -(-len(every) // lnc)
+    return every[pid * per:(pid + 1) * per]
+
+
+def owned(g: ConvGeom, lnc: int, pid: int) -> list[int]:
+    """The accumulators (index kh * len(kw_groups) + group) program ``pid`` adds up and stores."""
+    n = accumulators(g)
+    per = -(-n // lnc)
+    return list(range(pid * per, min(n, (pid + 1) * per)))
 
 
 def kw_groups(g: ConvGeom) -> list[tuple[int, int]]:
@@ -184,14 +201,17 @@ def xt_has_padding(g: ConvGeom) -> bool:
 # ------------------------------------------------------------------------------------------- pools
 
 
-def sbuf_parts(g: ConvGeom) -> dict[str, int]:
+def sbuf_parts(g: ConvGeom, lnc: int = 1) -> dict[str, int]:
     """SBUF bytes per partition of each pool the body allocates."""
     ds = g.dtype_bytes
     kd, kh = g.axes[0].k, g.axes[1].k
-    return {"x^T": XT_BUFS * kh * x_cols(g) * g.c_in * ds,
-            "dy^T": DYT_BUFS * kd * g.axes[2].o * g.c_out * ds,
-            "zeros": zero_cols(g) * ds if dyt_has_zeros(g) else 0,
-            "dw rows": OUT_BUFS * kd * g.c_out * ds}
+    parts = {"x^T": XT_BUFS * kh * x_cols(g) * g.c_in * ds,
+             "dy^T": DYT_BUFS * kd * g.axes[2].o * g.c_out * ds,
+             "zeros": zero_cols(g) * ds if dyt_has_zeros(g) else 0,
+             "dw rows": OUT_BUFS * kd * g.c_out * ds}
+    if lnc == 2:   # the fp32 partials, own and received
+        parts["partials"] = 2 * accumulators(g) * kd * g.c_out * 4
+    return parts
 
 
 def psum_banks(g: ConvGeom) -> int:
@@ -201,8 +221,8 @@ def psum_banks(g: ConvGeom) -> int:
 # ------------------------------------------------------------------------------------------- work
 
 
-def work_list(g: ConvGeom) -> list[Work]:
-    """The instructions the body issues, merged by kind (op, engine, operand figures), in first-issue
+def work_list(g: ConvGeom, lnc: int = 1, pid: int = 0) -> list[Work]:
+    """Program ``pid``'s instructions, merged by kind (op, engine, operand figures), in first-issue
     order. Walks the same lists as the body (``nki_body.run_dw_kd_moving``)."""
     ds = g.dtype_bytes
     kd, kh_n = g.axes[0].k, g.axes[1].k
@@ -219,7 +239,8 @@ def work_list(g: ConvGeom) -> list[Work]:
         add("memset", "vector", (PMAX, zero_cols(g)))
     if xt_has_padding(g):
         add("memset", "vector", (PMAX, ncols * g.c_in), kh_n * XT_BUFS)
-    for c in chunks(g):
+    mine = program_chunks(g, lnc, pid)
+    for c in mine:
         for q in range(kd):
             for r in dyt_runs(g, c, q):
                 if r.src_row < 0:
@@ -233,12 +254,26 @@ def work_list(g: ConvGeom) -> list[Work]:
             for _w in range(ow):
                 for _k0, n in kw_groups(g):
                     add("nc_matmul", "tensor", (rows, n * g.c_in, kd * g.c_out))
-    for _kh in range(kh_n):
-        for _k0, n in kw_groups(g):
-            add("tensor_copy", "evict", (n * g.c_in, kd * g.c_out))
+    groups = kw_groups(g)
+    if lnc == 1:
+        for _kh in range(kh_n):
+            for _k0, n in groups:
+                add("tensor_copy", "evict", (n * g.c_in, kd * g.c_out))
+                add("dma_copy", "dma", (kd * n * g.c_in * g.c_out * ds, g.c_out * ds))
+    else:
+        m_max = max(n for _k0, n in groups) * g.c_in
+        add("memset", "vector", (m_max, accumulators(g) * kd * g.c_out))
+        if mine:
+            for _kh in range(kh_n):
+                for _k0, n in groups:
+                    add("tensor_copy", "vector", (n * g.c_in, kd * g.c_out))
+        add("sendrecv", "dma", (m_max * accumulators(g) * kd * g.c_out * 4, kd * g.c_out * 4))
+        for a in owned(g, lnc, pid):
+            n = groups[a % len(groups)][1]
+            add("tensor_tensor", "vector", (n * g.c_in, kd * g.c_out))
             add("dma_copy", "dma", (kd * n * g.c_in * g.c_out * ds, g.c_out * ds))
     return [Work(op, eng, dims, n) for (op, eng, dims), n in counts.items()]
 
 
-def n_matmuls(g: ConvGeom) -> int:
-    return len(chunks(g)) * g.axes[1].k * g.axes[2].o * len(kw_groups(g))
+def n_matmuls(g: ConvGeom, lnc: int = 1, pid: int = 0) -> int:
+    return len(program_chunks(g, lnc, pid)) * g.axes[1].k * g.axes[2].o * len(kw_groups(g))

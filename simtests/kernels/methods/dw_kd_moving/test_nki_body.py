@@ -35,6 +35,12 @@ def test_gradient_subsets_are_exact(grads):
     run_exact(CASES["causal-d"], grads=grads)
 
 
+@pytest.mark.parametrize("name, grads", [("chunks", ("dx", "dw", "db")), ("kw-groups", ("dw",)),
+                                         ("dilation", ("dw", "db"))])
+def test_lnc2_is_exact(name, grads):
+    run_exact(CASES[name], grads=grads, lnc=2)
+
+
 def test_fp16_is_exact():
     run_exact(CASES["stride-hw"], dtype="fp16")
 

@@ -21,7 +21,7 @@ def _geom(batch=1, c_in=8, c_out=8, size=(4, 6, 6), kernel=(3, 3, 3), dtype="bf1
 @pytest.mark.parametrize("kw, lnc, target, words", [
     ({"dtype": "fp32"}, 1, "trn2", "a 2-byte dtype on trn2/trn3"),
     ({}, 1, "trn1", "a 2-byte dtype on trn2/trn3"),
-    ({}, 2, "trn2", "one program (LNC1)"),
+    ({}, 3, "trn2", "lnc 3 must be 1 or 2"),
     ({"kernel": (1, 3, 3), "padding": (0, 0, 1, 1, 1, 1)}, 1, "trn2", "K_d must be >= 2"),
     ({"stride": (2, 1, 1)}, 1, "trn2", "stride 2 on D must be 1"),
     ({"c_in": 130}, 1, "trn2", "C_in 130 must be <= 128"),
@@ -74,15 +74,17 @@ def test_every_x_row_and_every_kd_plane_pair_is_covered_once(kw):
     {"batch": 2, "c_in": 8, "c_out": 8, "size": (5, 40, 6), "kernel": (3, 3, 3), "padding": (1,) * 6},
     {"batch": 1, "c_in": 64, "c_out": 16, "size": (4, 5, 6), "kernel": (2, 3, 3), "padding": (1, 0, 1, 1, 0, 0)},
 ], ids=["two-chunks", "kw-groups"])
-def test_the_work_list_is_what_the_body_issues(geom):
-    """Op by op, the spec's instruction counts equal the trace's (so the estimate costs what runs), and
-    the pools bound the body's peak SBUF and PSUM (dw alone: nothing else runs)."""
-    res = run_exact(geom, grads=("dw",))
-    g = kd_plan(geom, grads=("dw",)).geometry()
+@pytest.mark.parametrize("lnc", [1, 2])
+def test_the_work_list_is_what_the_body_issues(geom, lnc):
+    """Op by op, the spec's instruction counts (both programs') equal the trace's (so the estimate costs
+    what runs), and the pools bound the body's peak SBUF and PSUM (dw alone: nothing else runs)."""
+    res = run_exact(geom, grads=("dw",), lnc=lnc)
+    g = kd_plan(geom, grads=("dw",), lnc=lnc).geometry()
     listed = Counter()
-    for w in spec.work_list(g):
-        listed[w.op] += w.count
+    for pid in range(lnc):
+        for w in spec.work_list(g, lnc, pid):
+            listed[w.op] += w.count
     assert dict(listed) == dict(res.summary.instr_counts)
-    assert res.summary.peak_sbuf_bytes_per_partition <= sum(spec.sbuf_parts(g).values())
+    assert res.summary.peak_sbuf_bytes_per_partition <= sum(spec.sbuf_parts(g, lnc).values())
     assert res.summary.peak_psum_banks <= spec.psum_banks(g) + spec.PSUM_TRANSPOSE_BANKS
 
