@@ -93,7 +93,7 @@ def _head_ns(g: ConvGeom, hw: TargetFigures, lnc: int = 1, pid: int = 0) -> floa
             ns += transpose_ns(hw, (r.rows, g.axes[2].o, g.c_out), ds) if r.src_row >= 0 else hw.dma_issue_ns
     c0, c1 = spec.x_col_range(g)
     for r in spec.xt_runs(g, c, 0):
-        ns += transpose_ns(hw, (r.rows, c1 - c0, g.c_in), ds)
+        ns += transpose_ns(hw, (r.rows, c1 - c0, g.c_in), ds) if r.src_row >= 0 else hw.dma_issue_ns
     return hw.dma_fixed_ns + ns
 
 

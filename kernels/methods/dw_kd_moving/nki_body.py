@@ -29,7 +29,7 @@ def run_dw_kd_moving(g, dy, x, dw, dtype, evict, pid=0, lnc=1):
     c0, c1 = spec.x_col_range(g)
     groups = spec.kw_groups(g)
     zero = None
-    if spec.dyt_has_zeros(g):   # dy^T rows of D padding are DMA'd from it (any start partition)
+    if spec.zero_cols(g):   # padding rows written after a fill are DMA'd from it (any start partition)
         zero = nl.ndarray((_P, spec.zero_cols(g)), dtype, buffer=nl.sbuf, name="kdm_zero")
         nisa.memset(zero, 0.0, engine=nisa.engine.vector)
     xts = [[nl.ndarray((_P, ncols, ci), dtype, buffer=nl.sbuf, name=f"kdm_xt{kh}_{i}")
@@ -57,7 +57,11 @@ def run_dw_kd_moving(g, dy, x, dw, dtype, evict, pid=0, lnc=1):
         for kh in range(kh_n):
             xt = xts[kh][i % spec.XT_BUFS]
             for r in spec.xt_runs(g, c, kh):
-                nisa.dma_transpose(dst=xt[r.p0:r.p0 + r.rows, c0:c1, :], src=_x_rows(x, g, c.b, r, c0, c1))
+                dst = xt[r.p0:r.p0 + r.rows, c0:c1, :]
+                if r.src_row < 0:   # H padding between two planes, after the transpose that read x there
+                    nisa.dma_copy(dst=dst, src=zero[:r.rows, :(c1 - c0) * ci].reshape((r.rows, c1 - c0, ci)))
+                else:
+                    nisa.dma_transpose(dst=dst, src=_x_rows(x, g, c.b, r, c0, c1))
             for w_o in range(ow):
                 col = w_o * g.axes[2].s
                 for k, (k0, n) in enumerate(groups):

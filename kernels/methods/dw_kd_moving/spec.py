@@ -151,17 +151,26 @@ def valid_h(g: ConvGeom, kh: int) -> tuple[int, int]:
 
 
 def xt_runs(g: ConvGeom, c: Chunk, kh: int) -> list[Run]:
-    """The transposes filling chunk ``c``'s x^T tile of ``kh``: src_row is the flattened (D*H) x row of
-    the run's first tile row; its rows follow at stride s_h. One run for the whole chunk when no row is
-    clipped and the planes continue one another (H == H_out * s_h), else one per plane."""
+    """The transfers filling chunk ``c``'s x^T tile of ``kh``, in issue order: transposes (src_row: the
+    flattened (D*H) x row of the run's first tile row; its rows follow at stride s_h), then zero runs.
+
+    When the planes continue one another (H == H_out * s_h) one transpose covers every plane, from the
+    first plane's first valid row to the last plane's last valid one; the rows between two planes that
+    are H padding (a row past the end of one plane, before the start of the next) read x rows of those
+    planes and are then zeroed from the zero tile (one run per plane boundary). A transpose is charged
+    by whole 128-partition blocks, so one per plane would cost each plane a whole block. Rows before the
+    first valid one and after the last are never written: the buffer's memset keeps them zero."""
     h = g.axes[1]
     lo, hi = valid_h(g, kh)
     if hi <= lo:
         return []
     first = lo * h.s + kh * h.r - h.lo
-    if lo == 0 and hi == h.o and h.n == h.o * h.s:
-        return [Run(0, c.nd * h.o, c.d0 * h.n + first)]
-    return [Run(j * h.o + lo, hi - lo, (c.d0 + j) * h.n + first) for j in range(c.nd)]
+    if h.n != h.o * h.s:
+        return [Run(j * h.o + lo, hi - lo, (c.d0 + j) * h.n + first) for j in range(c.nd)]
+    runs = [Run(lo, (c.nd - 1) * h.o + hi - lo, c.d0 * h.n + first)]
+    if lo > 0 or hi < h.o:
+        runs += [Run(j * h.o + hi, h.o - hi + lo) for j in range(c.nd - 1)]
+    return runs
 
 
 def dyt_runs(g: ConvGeom, c: Chunk, kd: int) -> list[Run]:
@@ -182,14 +191,20 @@ def dyt_runs(g: ConvGeom, c: Chunk, kd: int) -> list[Run]:
     return out
 
 
-def zero_cols(g: ConvGeom) -> int:
-    """Elements per partition of the zero tile (dy^T rows of D padding are copied from it)."""
-    return g.axes[2].o * g.c_out
-
-
 def dyt_has_zeros(g: ConvGeom) -> bool:
-    """Whether some dy^T rows are D padding (then the body keeps a zero tile to copy them from)."""
+    """Whether some dy^T rows are D padding (copied from the zero tile)."""
     return any(r.src_row < 0 for c in chunks(g) for kd in range(g.axes[0].k) for r in dyt_runs(g, c, kd))
+
+
+def xt_has_zero_runs(g: ConvGeom) -> bool:
+    """Whether some x^T rows between planes are zeroed after their transpose (from the zero tile)."""
+    return any(r.src_row < 0 for c in chunks(g) for kh in range(g.axes[1].k) for r in xt_runs(g, c, kh))
+
+
+def zero_cols(g: ConvGeom) -> int:
+    """Elements per partition of the zero tile (0: none; the widest zero run copied from it)."""
+    c0, c1 = x_col_range(g)
+    return max(g.axes[2].o * g.c_out if dyt_has_zeros(g) else 0, (c1 - c0) * g.c_in if xt_has_zero_runs(g) else 0)
 
 
 def xt_has_padding(g: ConvGeom) -> bool:
@@ -207,7 +222,7 @@ def sbuf_parts(g: ConvGeom, lnc: int = 1) -> dict[str, int]:
     kd, kh = g.axes[0].k, g.axes[1].k
     parts = {"x^T": XT_BUFS * kh * x_cols(g) * g.c_in * ds,
              "dy^T": DYT_BUFS * kd * g.axes[2].o * g.c_out * ds,
-             "zeros": zero_cols(g) * ds if dyt_has_zeros(g) else 0,
+             "zeros": zero_cols(g) * ds,
              "dw rows": OUT_BUFS * kd * g.c_out * ds}
     if lnc == 2:   # the fp32 partials, own and received
         parts["partials"] = 2 * accumulators(g) * kd * g.c_out * 4
@@ -235,7 +250,7 @@ def work_list(g: ConvGeom, lnc: int = 1, pid: int = 0) -> list[Work]:
         key = (op, engine, tuple(dims))
         counts[key] = counts.get(key, 0) + n
 
-    if dyt_has_zeros(g):
+    if zero_cols(g):
         add("memset", "vector", (PMAX, zero_cols(g)))
     if xt_has_padding(g):
         add("memset", "vector", (PMAX, ncols * g.c_in), kh_n * XT_BUFS)
@@ -250,7 +265,10 @@ def work_list(g: ConvGeom, lnc: int = 1, pid: int = 0) -> list[Work]:
         rows = c.nd * g.axes[1].o
         for kh in range(kh_n):
             for r in xt_runs(g, c, kh):
-                add("dma_transpose", "dma", (r.rows, c1 - c0, g.c_in))
+                if r.src_row < 0:
+                    add("dma_copy", "dma", (r.rows * (c1 - c0) * g.c_in * ds, (c1 - c0) * g.c_in * ds))
+                else:
+                    add("dma_transpose", "dma", (r.rows, c1 - c0, g.c_in))
             for _w in range(ow):
                 for _k0, n in kw_groups(g):
                     add("nc_matmul", "tensor", (rows, n * g.c_in, kd * g.c_out))
