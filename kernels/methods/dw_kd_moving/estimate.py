@@ -38,33 +38,43 @@ def check(g: ConvGeom, lnc: int, target: str, hw: TargetFigures, fixed_sbuf: int
     return "", sbuf, psum, parts
 
 
-def transpose_ns(hw: TargetFigures, dims: tuple, dtype_bytes: int) -> float:
-    """One dma_transpose whose destination is ``dims`` = (partitions, outer, inner): its whole blocks at
-    the transpose efficiency, at least its queue's issue time (nkisim routes a transpose to a hardware
-    DGE queue only in the hwdge form, src [inner, outer, partitions]; else to the static queue)."""
+def transpose_parts(hw: TargetFigures, dims: tuple, dtype_bytes: int) -> tuple[float, float, str]:
+    """(occupancy ns, issue ns, queue) of one dma_transpose whose destination is ``dims`` = (partitions,
+    outer, inner): its whole blocks at the transpose efficiency; nkisim routes a transpose to a hardware
+    DGE queue only in the hwdge form (src [inner, outer, partitions]), else to the static queue."""
     p, outer, inner = dims
     blocks = ceil_div(p, BLOCK_PARTITIONS) * outer * ceil_div(inner, BLOCK_ELEMS)
     nbytes = blocks * BLOCK_PARTITIONS * BLOCK_ELEMS * dtype_bytes
     figures = COST_TARGETS[hw.name]
     hwdge = figures.hwdge_queues and hwdge_transpose_violation((inner, outer, p), dtype_bytes) is None
-    issue = figures.hwdge_issue_ns if hwdge else figures.static_issue_ns
-    return max(nbytes / (hw.dma_bytes_per_ns * hw.dma_transpose_efficiency), issue)
+    issue, queue = (figures.hwdge_issue_ns, "hwdge") if hwdge else (figures.static_issue_ns, "static")
+    return nbytes / (hw.dma_bytes_per_ns * hw.dma_transpose_efficiency), issue, queue
 
 
-def charge(c: CostSheet, w: spec.Work, dtype_bytes: int) -> None:
-    """Add ``w.count`` instructions of one kind to the sheet."""
+def transpose_ns(hw: TargetFigures, dims: tuple, dtype_bytes: int) -> float:
+    """One dma_transpose alone: its occupancy, at least its queue's issue time."""
+    occupancy, issue, _queue = transpose_parts(hw, dims, dtype_bytes)
+    return max(occupancy, issue)
+
+
+def charge(c: CostSheet, w: spec.Work, dtype_bytes: int, queues: dict[str, float]) -> None:
+    """Add ``w.count`` instructions of one kind to the sheet: DMA busy time is the transfers' occupancy,
+    and ``queues`` collects each DMA queue's issue time (a queue issues in order, the transfers of
+    different queues overlap)."""
     two_byte = dtype_bytes == 2
     if w.engine == "tensor":
         _k, m, n = w.dims
         c.matmul(m, n, dtype_bytes == 4, w.count, op=w.op)
     elif w.op == "dma_transpose":
-        c.busy["dma"] += w.count * transpose_ns(c.hw, w.dims, dtype_bytes)
+        occupancy, issue, queue = transpose_parts(c.hw, w.dims, dtype_bytes)
+        c.busy["dma"] += w.count * occupancy
+        queues[queue] = queues.get(queue, 0.0) + w.count * issue
         c.count(w.op, w.count)
-    elif w.engine == "dma":
+    elif w.engine == "dma":   # dma_copy, sendrecv
         nbytes, run = w.dims
-        c.dma(nbytes, run, w.count)
-    elif w.op == "sendrecv":
-        c.dma(w.dims[0], w.dims[1], w.count)
+        c.busy["dma"] += w.count * nbytes / (c.hw.dma_bytes_per_ns * c.hw.descriptor_efficiency(run))
+        queues[w.op] = queues.get(w.op, 0.0) + w.count * c.hw.dma_issue_ns
+        c.count(w.op, w.count)
     elif w.engine == "evict":   # PSUM -> SBUF cast, alternated VectorE / ScalarE (the kernel's Evictor)
         c.evict(w.dims[1], two_byte, w.count)
     elif w.op == "tensor_tensor":
@@ -75,8 +85,10 @@ def charge(c: CostSheet, w: spec.Work, dtype_bytes: int) -> None:
 
 def sheet(g: ConvGeom, hw: TargetFigures, lnc: int = 1, pid: int = 0) -> CostSheet:
     c = CostSheet(hw)
+    queues: dict[str, float] = {}
     for w in spec.work_list(g, lnc, pid):
-        charge(c, w, g.dtype_bytes)
+        charge(c, w, g.dtype_bytes, queues)
+    c.busy["dma"] = max(c.busy["dma"], *queues.values()) if queues else c.busy["dma"]
     return c
 
 
