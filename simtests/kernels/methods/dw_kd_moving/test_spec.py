@@ -7,7 +7,7 @@ import pytest
 from kernels.geometry import validate
 from kernels.methods.dw_kd_moving import spec
 
-from ...support import geom_shapes
+from ...support import assert_budget_bounds_peak, geom_shapes
 from .support import kd_plan, run_exact
 
 
@@ -94,3 +94,11 @@ def test_the_work_list_is_what_the_body_issues(geom, lnc):
     assert res.summary.peak_sbuf_bytes_per_partition <= sum(spec.sbuf_parts(g, lnc).values())
     assert res.summary.peak_psum_banks <= spec.psum_banks(g) + spec.PSUM_TRANSPOSE_BANKS
 
+
+
+@pytest.mark.parametrize("lnc", [1, 2])
+def test_the_plans_budget_bounds_the_traced_peaks(lnc):
+    """Trace-only, all three gradients: the planner's SBUF and PSUM figures of the method's plan (dw's
+    pools beside db's accumulators, then dx's) bound what the kernel really holds."""
+    geom = {"batch": 1, "c_in": 32, "c_out": 32, "size": (6, 64, 8), "kernel": (3, 3, 3), "padding": (1,) * 6}
+    assert_budget_bounds_peak(kd_plan(geom, lnc=lnc), geom_shapes(geom), padding=geom["padding"], lnc=lnc)
