@@ -173,7 +173,7 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
         if small:
             run_dw_small_extent(g, dy, x_in, dw, db if fold else None, dtype, target, pid, lnc, after_first)
         elif kd_moving:
-            run_dw_kd_moving(g, dy, x_in, dw, dtype, ctx.evict)
+            run_dw_kd_moving(g, dy, x_in, dw, dtype, ctx.evict, pid, lnc)
         elif plan.dw_method is DwMethod.DMA_GEMM:
             run_dw_gemm_dma(ctx, pid, lnc, db_in_dw)
         elif plan.dw_interleave and compute_dx and toeplitz:

@@ -264,7 +264,9 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
     if p.dw_method is DwMethod.KD_MOVING:   # dw alone, then dx and db (kernels/methods/dw_kd_moving)
         why, rest = ("", _Budget(0, 0, ())) if not (p.compute_dx or p.compute_db) else \
             _check(g, replace(p, compute_dw=False, dw_method=None), hw)
-        why_dw, sbuf, psum, parts = kdm_estimate.check(g, p.lnc, p.target, hw)
+        # (db's accumulators are live beside dw: DbState, allocated first)
+        db_bytes = (ceil_div(g.c_out, PMAX) * 4 + 2 * 4) if p.compute_db else 0
+        why_dw, sbuf, psum, parts = kdm_estimate.check(g, p.lnc, p.target, hw, db_bytes)
         return why_dw or why, _Budget(max(sbuf, rest.sbuf), max(psum, rest.psum), rest.parts + tuple(parts.items()))
     b = _budget(g, p)
     if p.compute_dw and p.dw_method is DwMethod.SMALL_EXTENT:

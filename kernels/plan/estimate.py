@@ -91,12 +91,12 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
         return s2d_estimate.estimate_us(g, s2d_spec.S2dOptions(p.s2d_group), p.lnc,
                                         (p.compute_dx, p.compute_dw, p.compute_db), hw)
     if p.dw_method is DwMethod.KD_MOVING:   # dw alone, then dx and db (kernels/methods/dw_kd_moving)
-        t, busy = kdm_estimate.estimate_us(g, hw)
+        t, busy = kdm_estimate.estimate_us(g, hw, p.lnc)
         if p.compute_dx or p.compute_db:
             rest = replace(p, compute_dw=False, dw_method=None)
             t_rest, busy_rest = _estimate(g, rest, hw)
             # the rest's first loads (its fill) run under dw's end
-            hidden = min(_estimate_sheet(g, rest, hw)[1] / 1000.0, kdm_estimate.overlap_us(g, hw))
+            hidden = min(_estimate_sheet(g, rest, hw)[1] / 1000.0, kdm_estimate.overlap_us(g, hw, p.lnc))
             t, busy = t + t_rest - hidden, {e: busy.get(e, 0.0) + busy_rest.get(e, 0.0)
                                             for e in busy.keys() | busy_rest.keys()}
         return t, busy

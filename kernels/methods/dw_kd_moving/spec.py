@@ -16,6 +16,9 @@ batch times the H_out output rows, at most 128 partitions; each W output column 
 
 So x^T is built K_h times per x plane (row mode: K_d x K_h times) and a matmul moves K_d x C_out
 columns (row mode: C_out, which pays the 64-column minimum when C_out < 64).
+
+LNC2: each program takes half the chunks; the fp32 partials of every accumulator are exchanged once
+(``sendrecv``) and each program adds and stores half the accumulators.
 """
 from __future__ import annotations
 
@@ -69,8 +72,8 @@ def applies(g: ConvGeom, lnc: int, target: str) -> str:
     d, h = g.axes[0], g.axes[1]
     if g.dtype_bytes != 2 or target == "trn1":
         return f"x^T and dy^T come by dma_transpose: a 2-byte dtype on trn2/trn3 (got {g.dtype}, {target})"
-    if lnc != 1:
-        return f"one program (LNC1): the positions are not split between programs (lnc {lnc})"
+    if lnc not in (1, 2):
+        return f"lnc {lnc} must be 1 or 2"
     if d.k < 2:
         return "K_d must be >= 2 (the kd taps are what fills the moving axis)"
     if d.s != 1:
@@ -100,6 +103,20 @@ def chunks(g: ConvGeom) -> list[Chunk]:
     """Every x plane of every batch, ``planes_per_chunk`` at a time (a chunk never crosses a batch)."""
     cd, n = planes_per_chunk(g), g.axes[0].n
     return [Chunk(b, d0, min(cd, n - d0)) for b in range(g.batch) for d0 in range(0, n, cd)]
+
+
+def program_chunks(g: ConvGeom, lnc: int, pid: int) -> list[Chunk]:
+    """The chunks program ``pid`` contracts (LNC2: contiguous halves)."""
+    every = chunks(g)
+    per = -(-len(every) // lnc)
+    return every[pid * per:(pid + 1) * per]
+
+
+def owned(g: ConvGeom, lnc: int, pid: int) -> list[int]:
+    """The accumulators (index kh * len(kw_groups) + group) program ``pid`` adds up and stores."""
+    n = accumulators(g)
+    per = -(-n // lnc)
+    return list(range(pid * per, min(n, (pid + 1) * per)))
 
 
 def kw_groups(g: ConvGeom) -> list[tuple[int, int]]:
@@ -134,17 +151,26 @@ def valid_h(g: ConvGeom, kh: int) -> tuple[int, int]:
 
 
 def xt_runs(g: ConvGeom, c: Chunk, kh: int) -> list[Run]:
-    """The transposes filling chunk ``c``'s x^T tile of ``kh``: src_row is the flattened (D*H) x row of
-    the run's first tile row; its rows follow at stride s_h. One run for the whole chunk when no row is
-    clipped and the planes continue one another (H == H_out * s_h), else one per plane."""
+    """The transfers filling chunk ``c``'s x^T tile of ``kh``, in issue order: transposes (src_row: the
+    flattened (D*H) x row of the run's first tile row; its rows follow at stride s_h), then zero runs.
+
+    When the planes continue one another (H == H_out * s_h) one transpose covers every plane, from the
+    first plane's first valid row to the last plane's last valid one; the rows between two planes that
+    are H padding (a row past the end of one plane, before the start of the next) read x rows of those
+    planes and are then zeroed from the zero tile (one run per plane boundary). A transpose is charged
+    by whole 128-partition blocks, so one per plane would cost each plane a whole block. Rows before the
+    first valid one and after the last are never written: the buffer's memset keeps them zero."""
     h = g.axes[1]
     lo, hi = valid_h(g, kh)
     if hi <= lo:
         return []
     first = lo * h.s + kh * h.r - h.lo
-    if lo == 0 and hi == h.o and h.n == h.o * h.s:
-        return [Run(0, c.nd * h.o, c.d0 * h.n + first)]
-    return [Run(j * h.o + lo, hi - lo, (c.d0 + j) * h.n + first) for j in range(c.nd)]
+    if h.n != h.o * h.s:
+        return [Run(j * h.o + lo, hi - lo, (c.d0 + j) * h.n + first) for j in range(c.nd)]
+    runs = [Run(lo, (c.nd - 1) * h.o + hi - lo, c.d0 * h.n + first)]
+    if lo > 0 or hi < h.o:
+        runs += [Run(j * h.o + hi, h.o - hi + lo) for j in range(c.nd - 1)]
+    return runs
 
 
 def dyt_runs(g: ConvGeom, c: Chunk, kd: int) -> list[Run]:
@@ -165,14 +191,20 @@ def dyt_runs(g: ConvGeom, c: Chunk, kd: int) -> list[Run]:
     return out
 
 
-def zero_cols(g: ConvGeom) -> int:
-    """Elements per partition of the zero tile (dy^T rows of D padding are copied from it)."""
-    return g.axes[2].o * g.c_out
-
-
 def dyt_has_zeros(g: ConvGeom) -> bool:
-    """Whether some dy^T rows are D padding (then the body keeps a zero tile to copy them from)."""
+    """Whether some dy^T rows are D padding (copied from the zero tile)."""
     return any(r.src_row < 0 for c in chunks(g) for kd in range(g.axes[0].k) for r in dyt_runs(g, c, kd))
+
+
+def xt_has_zero_runs(g: ConvGeom) -> bool:
+    """Whether some x^T rows between planes are zeroed after their transpose (from the zero tile)."""
+    return any(r.src_row < 0 for c in chunks(g) for kh in range(g.axes[1].k) for r in xt_runs(g, c, kh))
+
+
+def zero_cols(g: ConvGeom) -> int:
+    """Elements per partition of the zero tile (0: none; the widest zero run copied from it)."""
+    c0, c1 = x_col_range(g)
+    return max(g.axes[2].o * g.c_out if dyt_has_zeros(g) else 0, (c1 - c0) * g.c_in if xt_has_zero_runs(g) else 0)
 
 
 def xt_has_padding(g: ConvGeom) -> bool:
@@ -184,14 +216,17 @@ def xt_has_padding(g: ConvGeom) -> bool:
 # ------------------------------------------------------------------------------------------- pools
 
 
-def sbuf_parts(g: ConvGeom) -> dict[str, int]:
+def sbuf_parts(g: ConvGeom, lnc: int = 1) -> dict[str, int]:
     """SBUF bytes per partition of each pool the body allocates."""
     ds = g.dtype_bytes
     kd, kh = g.axes[0].k, g.axes[1].k
-    return {"x^T": XT_BUFS * kh * x_cols(g) * g.c_in * ds,
-            "dy^T": DYT_BUFS * kd * g.axes[2].o * g.c_out * ds,
-            "zeros": zero_cols(g) * ds if dyt_has_zeros(g) else 0,
-            "dw rows": OUT_BUFS * kd * g.c_out * ds}
+    parts = {"x^T": XT_BUFS * kh * x_cols(g) * g.c_in * ds,
+             "dy^T": DYT_BUFS * kd * g.axes[2].o * g.c_out * ds,
+             "zeros": zero_cols(g) * ds,
+             "dw rows": OUT_BUFS * kd * g.c_out * ds}
+    if lnc == 2:   # the fp32 partials, own and received
+        parts["partials"] = 2 * accumulators(g) * kd * g.c_out * 4
+    return parts
 
 
 def psum_banks(g: ConvGeom) -> int:
@@ -201,8 +236,8 @@ def psum_banks(g: ConvGeom) -> int:
 # ------------------------------------------------------------------------------------------- work
 
 
-def work_list(g: ConvGeom) -> list[Work]:
-    """The instructions the body issues, merged by kind (op, engine, operand figures), in first-issue
+def work_list(g: ConvGeom, lnc: int = 1, pid: int = 0) -> list[Work]:
+    """Program ``pid``'s instructions, merged by kind (op, engine, operand figures), in first-issue
     order. Walks the same lists as the body (``nki_body.run_dw_kd_moving``)."""
     ds = g.dtype_bytes
     kd, kh_n = g.axes[0].k, g.axes[1].k
@@ -215,11 +250,12 @@ def work_list(g: ConvGeom) -> list[Work]:
         key = (op, engine, tuple(dims))
         counts[key] = counts.get(key, 0) + n
 
-    if dyt_has_zeros(g):
+    if zero_cols(g):
         add("memset", "vector", (PMAX, zero_cols(g)))
     if xt_has_padding(g):
         add("memset", "vector", (PMAX, ncols * g.c_in), kh_n * XT_BUFS)
-    for c in chunks(g):
+    mine = program_chunks(g, lnc, pid)
+    for c in mine:
         for q in range(kd):
             for r in dyt_runs(g, c, q):
                 if r.src_row < 0:
@@ -229,16 +265,33 @@ def work_list(g: ConvGeom) -> list[Work]:
         rows = c.nd * g.axes[1].o
         for kh in range(kh_n):
             for r in xt_runs(g, c, kh):
-                add("dma_transpose", "dma", (r.rows, c1 - c0, g.c_in))
+                if r.src_row < 0:
+                    add("dma_copy", "dma", (r.rows * (c1 - c0) * g.c_in * ds, (c1 - c0) * g.c_in * ds))
+                else:
+                    add("dma_transpose", "dma", (r.rows, c1 - c0, g.c_in))
             for _w in range(ow):
                 for _k0, n in kw_groups(g):
                     add("nc_matmul", "tensor", (rows, n * g.c_in, kd * g.c_out))
-    for _kh in range(kh_n):
-        for _k0, n in kw_groups(g):
-            add("tensor_copy", "evict", (n * g.c_in, kd * g.c_out))
+    groups = kw_groups(g)
+    if lnc == 1:
+        for _kh in range(kh_n):
+            for _k0, n in groups:
+                add("tensor_copy", "evict", (n * g.c_in, kd * g.c_out))
+                add("dma_copy", "dma", (kd * n * g.c_in * g.c_out * ds, g.c_out * ds))
+    else:
+        m_max = max(n for _k0, n in groups) * g.c_in
+        add("memset", "vector", (m_max, accumulators(g) * kd * g.c_out))
+        if mine:
+            for _kh in range(kh_n):
+                for _k0, n in groups:
+                    add("tensor_copy", "vector", (n * g.c_in, kd * g.c_out))
+        add("sendrecv", "dma", (m_max * accumulators(g) * kd * g.c_out * 4, kd * g.c_out * 4))
+        for a in owned(g, lnc, pid):
+            n = groups[a % len(groups)][1]
+            add("tensor_tensor", "vector", (n * g.c_in, kd * g.c_out))
             add("dma_copy", "dma", (kd * n * g.c_in * g.c_out * ds, g.c_out * ds))
     return [Work(op, eng, dims, n) for (op, eng, dims), n in counts.items()]
 
 
-def n_matmuls(g: ConvGeom) -> int:
-    return len(chunks(g)) * g.axes[1].k * g.axes[2].o * len(kw_groups(g))
+def n_matmuls(g: ConvGeom, lnc: int = 1, pid: int = 0) -> int:
+    return len(program_chunks(g, lnc, pid)) * g.axes[1].k * g.axes[2].o * len(kw_groups(g))

@@ -43,14 +43,23 @@ def test_the_sheet_charges_every_listed_instruction():
         {k: v for k, v in listed.items() if k != "tensor_copy"}
 
 
+def test_lnc2_splits_the_matmuls_and_the_stores():
+    g = validate(*geom_shapes(SMALL | {"size": (8, 64, 8)}), (1, 1, 1), SMALL["padding"], (1, 1, 1), "bf16")
+    one = estimate.estimate_us(g, HW, 1)[0]
+    two = estimate.estimate_us(g, HW, 2)[0]
+    assert 0 < two < one
+    assert spec.n_matmuls(g, 2, 0) + spec.n_matmuls(g, 2, 1) == spec.n_matmuls(g)
+    assert sorted(spec.owned(g, 2, 0) + spec.owned(g, 2, 1)) == list(range(spec.accumulators(g)))
+
+
 def test_a_matmul_moves_kd_times_c_out_columns():
     (mm,) = [w for w in spec.work_list(_g()) if w.op == "nc_matmul"]
     assert mm.dims == (4 * 8, 3 * 32, 3 * 32)   # K: all 4 planes of 8 rows; M: 3 kw x 32; N: 3 kd x 32
 
 
-@pytest.mark.parametrize("lnc, dtype", [(2, "bf16"), (1, "fp32")])
-def test_the_planner_offers_it_only_in_its_class(lnc, dtype):
-    plan = plan_conv3d_bwd(*geom_shapes(SMALL), padding=SMALL["padding"], lnc=lnc, dtype=dtype)
+@pytest.mark.parametrize("target, dtype", [("trn1", "bf16"), ("trn2", "fp32")])
+def test_the_planner_offers_it_only_in_its_class(target, dtype):
+    plan = plan_conv3d_bwd(*geom_shapes(SMALL), padding=SMALL["padding"], target=target, dtype=dtype)
     assert not [c for c in plan.candidates if "kd_moving" in c.label]
 
 

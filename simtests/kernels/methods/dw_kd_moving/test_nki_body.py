@@ -35,6 +35,29 @@ def test_gradient_subsets_are_exact(grads):
     run_exact(CASES["causal-d"], grads=grads)
 
 
+@pytest.mark.parametrize("name, grads", [("chunks", ("dx", "dw", "db")), ("kw-groups", ("dw",)),
+                                         ("dilation", ("dw", "db"))])
+def test_lnc2_is_exact(name, grads):
+    run_exact(CASES[name], grads=grads, lnc=2)
+
+
+# mixed features: asymmetric padding beyond half the reach, dilation on D with K_d 4, H stride with
+# dilation, K_w 5 with W stride (geometries a seeded random draw over the class found, kept as cases)
+MIXED = [
+    ({"batch": 2, "c_in": 40, "c_out": 16, "size": (4, 10, 4), "kernel": (4, 3, 1), "dilation": (2, 2, 2),
+      "padding": (1, 2, 1, 1, 1, 0)}, 2),
+    ({"batch": 1, "c_in": 40, "c_out": 4, "size": (6, 14, 5), "kernel": (2, 1, 3), "stride": (1, 2, 1),
+      "dilation": (1, 2, 2), "padding": (1, 2, 1, 2, 1, 0)}, 1),
+    ({"batch": 1, "c_in": 8, "c_out": 32, "size": (7, 4, 4), "kernel": (3, 2, 5), "stride": (1, 1, 2),
+      "dilation": (2, 1, 1), "padding": (0, 0, 1, 0, 0, 1)}, 1),
+]
+
+
+@pytest.mark.parametrize("geom, lnc", MIXED, ids=["dil-d-k4-lnc2", "stride-h-dil", "kw5-stride-w"])
+def test_mixed_features_are_exact(geom, lnc):
+    run_exact(geom, lnc=lnc)
+
+
 def test_fp16_is_exact():
     run_exact(CASES["stride-hw"], dtype="fp16")
 

@@ -7,7 +7,7 @@ import pytest
 from kernels.geometry import validate
 from kernels.methods.dw_kd_moving import spec
 
-from ...support import geom_shapes
+from ...support import assert_budget_bounds_peak, geom_shapes
 from .support import kd_plan, run_exact
 
 
@@ -21,7 +21,7 @@ def _geom(batch=1, c_in=8, c_out=8, size=(4, 6, 6), kernel=(3, 3, 3), dtype="bf1
 @pytest.mark.parametrize("kw, lnc, target, words", [
     ({"dtype": "fp32"}, 1, "trn2", "a 2-byte dtype on trn2/trn3"),
     ({}, 1, "trn1", "a 2-byte dtype on trn2/trn3"),
-    ({}, 2, "trn2", "one program (LNC1)"),
+    ({}, 3, "trn2", "lnc 3 must be 1 or 2"),
     ({"kernel": (1, 3, 3), "padding": (0, 0, 1, 1, 1, 1)}, 1, "trn2", "K_d must be >= 2"),
     ({"stride": (2, 1, 1)}, 1, "trn2", "stride 2 on D must be 1"),
     ({"c_in": 130}, 1, "trn2", "C_in 130 must be <= 128"),
@@ -49,11 +49,17 @@ def test_every_x_row_and_every_kd_plane_pair_is_covered_once(kw):
     for c in spec.chunks(g):
         assert c.nd * h.o <= spec.PMAX
         for kh in range(h.k):
+            final = {}   # partition -> what its last writer leaves there: an x row or zero (None)
             for r in spec.xt_runs(g, c, kh):
                 for i in range(r.rows):
-                    j, ho = divmod(r.p0 + i, h.o)
-                    assert r.src_row + i * h.s == (c.d0 + j) * h.n + ho * h.s + kh * h.r - h.lo
+                    final[r.p0 + i] = None if r.src_row < 0 else r.src_row + i * h.s
+            for p, src in final.items():
+                j, ho = divmod(p, h.o)
+                if src is not None:
+                    assert src == (c.d0 + j) * h.n + ho * h.s + kh * h.r - h.lo
                     xrows[(c.b, c.d0 + j, kh, ho)] += 1
+                else:
+                    assert not 0 <= ho * h.s + kh * h.r - h.lo < h.n
         for kd in range(d.k):
             rows = Counter()
             for r in spec.dyt_runs(g, c, kd):
@@ -74,15 +80,25 @@ def test_every_x_row_and_every_kd_plane_pair_is_covered_once(kw):
     {"batch": 2, "c_in": 8, "c_out": 8, "size": (5, 40, 6), "kernel": (3, 3, 3), "padding": (1,) * 6},
     {"batch": 1, "c_in": 64, "c_out": 16, "size": (4, 5, 6), "kernel": (2, 3, 3), "padding": (1, 0, 1, 1, 0, 0)},
 ], ids=["two-chunks", "kw-groups"])
-def test_the_work_list_is_what_the_body_issues(geom):
-    """Op by op, the spec's instruction counts equal the trace's (so the estimate costs what runs), and
-    the pools bound the body's peak SBUF and PSUM (dw alone: nothing else runs)."""
-    res = run_exact(geom, grads=("dw",))
-    g = kd_plan(geom, grads=("dw",)).geometry()
+@pytest.mark.parametrize("lnc", [1, 2])
+def test_the_work_list_is_what_the_body_issues(geom, lnc):
+    """Op by op, the spec's instruction counts (both programs') equal the trace's (so the estimate costs
+    what runs), and the pools bound the body's peak SBUF and PSUM (dw alone: nothing else runs)."""
+    res = run_exact(geom, grads=("dw",), lnc=lnc)
+    g = kd_plan(geom, grads=("dw",), lnc=lnc).geometry()
     listed = Counter()
-    for w in spec.work_list(g):
-        listed[w.op] += w.count
+    for pid in range(lnc):
+        for w in spec.work_list(g, lnc, pid):
+            listed[w.op] += w.count
     assert dict(listed) == dict(res.summary.instr_counts)
-    assert res.summary.peak_sbuf_bytes_per_partition <= sum(spec.sbuf_parts(g).values())
+    assert res.summary.peak_sbuf_bytes_per_partition <= sum(spec.sbuf_parts(g, lnc).values())
     assert res.summary.peak_psum_banks <= spec.psum_banks(g) + spec.PSUM_TRANSPOSE_BANKS
 
+
+
+@pytest.mark.parametrize("lnc", [1, 2])
+def test_the_plans_budget_bounds_the_traced_peaks(lnc):
+    """Trace-only, all three gradients: the planner's SBUF and PSUM figures of the method's plan (dw's
+    pools beside db's accumulators, then dx's) bound what the kernel really holds."""
+    geom = {"batch": 1, "c_in": 32, "c_out": 32, "size": (6, 64, 8), "kernel": (3, 3, 3), "padding": (1,) * 6}
+    assert_budget_bounds_peak(kd_plan(geom, lnc=lnc), geom_shapes(geom), padding=geom["padding"], lnc=lnc)
