@@ -38,9 +38,9 @@ def head_col_pieces(g: ConvGeom, w_lo: int, w_hi: int, f_lo: int, f_hi: int,
 
 
 def fill_writes(g: ConvGeom, chunk: tuple[int, int, int, int], kd: int, kh: int) -> int:
-    """Transfers and zero runs of one pair's x^T fill (the writes one piece adds to its tile)."""
+    """Transfers and zero runs (before and after) of one pair's x^T fill (the writes one piece adds to its tile)."""
     f = xt_fill(g, *chunk, kd, kh)
-    return len(f.transposes) + len(f.zeros)
+    return len(f.transposes) + len(f.zeros) + len(f.after)
 
 
 def head_pieces(g: ConvGeom, chunk: tuple[int, int, int, int], kd: int, kh: int) -> int:

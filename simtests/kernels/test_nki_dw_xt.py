@@ -212,6 +212,9 @@ def _tile_from_fill(g, x, b, od0, oh0, cd, ch, kd, kh):
         assert np.isnan(tile[run.p0:run.p0 + run.rows, c_lo:c_hi]).all(), "transpose overlaps another write"
         src = rows[:, run.x_row:run.x_row + (run.rows - 1) * run.step + 1:run.step, w0:w0 + c_hi - c_lo]
         tile[run.p0:run.p0 + run.rows, c_lo:c_hi] = np.transpose(src, (1, 2, 0))
+    for run in f.after:   # rows a bridging transpose read from a neighbouring plane: zeroed after it
+        assert not np.isnan(tile[run.p0:run.p0 + run.rows, c_lo:c_hi]).any(), "after run outside the transposes"
+        tile[run.p0:run.p0 + run.rows] = 0
     return tile
 
 
@@ -254,15 +257,20 @@ def test_fill_lists_build_the_tile(seed):
 
 def test_whole_planes_merge_into_one_transpose():
     """s_d*H == ch*s_h and no H clipping: the planes' rows are one stride, one transpose; with H
-    clipping one transpose per plane and the clipped rows zero."""
+    clipping one transpose bridging the planes, the clipped rows before it zero and those between the
+    planes zeroed after it (without bridging: one transpose per plane)."""
     g = validate((1, 1, 5, 40, 3), (1, 2, 5, 40, 3), (3, 1, 3, 2, 1), (1, 1, 1), (1, 1, 0, 0, 1, 1), (1, 1, 1), "bf16")
     f = xt_fill(g, 0, 0, 3, 40, 0, 0)        # kd = 0: plane 0 reads d = -1
     assert [(t.p0, t.rows, t.x_row, t.step) for t in f.transposes] == [(40, 80, 0, 1)]
     assert [(z.p0, z.rows) for z in f.zeros] == [(0, 40)]
     g = validate((1, 1, 3, 4, 3), (1, 2, 3, 4, 3), (3, 3, 3, 2, 1), (1, 1, 1), (1,) * 6, (1, 1, 1), "bf16")
     f = xt_fill(g, 0, 0, 3, 4, 1, 0)         # kh = 0: the first row of every plane reads h = -1
+    assert [(t.p0, t.rows, t.x_row, t.step) for t in f.transposes] == [(1, 11, 0, 1)]
+    assert [(z.p0, z.rows) for z in f.zeros] == [(0, 1)]
+    assert [(z.p0, z.rows) for z in f.after] == [(4, 1), (8, 1)]
+    f = xt_fill(g, 0, 0, 3, 4, 1, 0, bridge=False)
     assert [(t.p0, t.rows) for t in f.transposes] == [(1, 3), (5, 3), (9, 3)]
-    assert [(z.p0, z.rows) for z in f.zeros] == [(0, 1), (4, 1), (8, 1)]
+    assert [(z.p0, z.rows) for z in f.zeros] == [(0, 1), (4, 1), (8, 1)] and not f.after
 
 
 def test_valid_range():
