@@ -129,7 +129,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.conv3d_binding = None  # type: ignore[attr-defined]
     config.conv3d_binding_error = None  # type: ignore[attr-defined]
     try:
-        from nkisim.binding import ensure_nki
+        from conv3d_bwd.nkisim.binding import ensure_nki
     except ImportError as exc:
         # Reported by the kernel_backend fixture as a failure, never as a skip.
         config.conv3d_binding_error = f"nkisim.binding does not import: {exc}"  # type: ignore[attr-defined]

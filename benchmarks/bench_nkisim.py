@@ -23,9 +23,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import nkisim
-import nkisim.isa as nisa
-import nkisim.language as nl
+import conv3d_bwd.nkisim.isa as nisa
+import conv3d_bwd.nkisim.language as nl
+from conv3d_bwd import nkisim
 
 BF16 = ml_dtypes.bfloat16
 K, M, N = 128, 128, 512

@@ -16,16 +16,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nkisim.binding import ensure_nki
+from conv3d_bwd.nkisim.binding import ensure_nki
 
 ensure_nki(prefer="nkisim")
 
-import nkisim
-import nkisim.kernel as nkisim_kernel
-from kernels import conv3d_bwd
-from kernels.plan import forced_plan, plan_conv3d_bwd
-from verify.cases import CASE_SETS
-from verify.inputs import make_inputs
+import conv3d_bwd.nkisim.kernel as nkisim_kernel
+from conv3d_bwd import nkisim
+from conv3d_bwd.kernels import conv3d_bwd
+from conv3d_bwd.kernels.plan import forced_plan, plan_conv3d_bwd
+from conv3d_bwd.verify.cases import CASE_SETS
+from conv3d_bwd.verify.inputs import make_inputs
 
 
 def _workload(set_name: str, target: str) -> list[tuple]:

@@ -91,7 +91,7 @@ def main() -> None:
     import numpy as np
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from reference import ConvGeometry, conv3d_bwd_ref
+    from conv3d_bwd.reference import ConvGeometry, conv3d_bwd_ref
 
     blas_note = f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset: detected)')}"
 

@@ -25,8 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from kernels.plan import plan_conv3d_bwd
-from verify.bench import bench_shape, select_shapes
+from conv3d_bwd.kernels.plan import plan_conv3d_bwd
+from conv3d_bwd.verify.bench import bench_shape, select_shapes
 
 
 def spearman(a: list[float], b: list[float]) -> float:

@@ -29,7 +29,7 @@ class HwCaseOutcome:
 
 def plan_for_case(case):
     """The plan the kernel makes for ``case`` (the planner is deterministic and pure Python)."""
-    from kernels.plan import plan_conv3d_bwd
+    from conv3d_bwd.kernels.plan import plan_conv3d_bwd
 
     return plan_conv3d_bwd(
         case.dy_shape, case.x_shape, case.w_shape,
@@ -48,8 +48,8 @@ def _planner_estimate(case) -> tuple[float | None, str]:
 
 def compare_with_oracle(case, mode: str, inputs, outputs: dict[str, np.ndarray]) -> dict[str, Any]:
     """ErrorMetrics per requested gradient, judged exactly as ``verify.harness.run_case`` judges."""
-    from reference.tolerance import compute_metrics
-    from verify.harness import reference_for
+    from conv3d_bwd.reference.tolerance import compute_metrics
+    from conv3d_bwd.verify.harness import reference_for
 
     ref = reference_for(case, inputs)
     return {
@@ -67,8 +67,8 @@ def run_hw_case(case, mode: str, seed: int, log: LatencyLog, *, dry: bool = Fals
     bytes. Latency is the host wall time of the device call (``KernelRun.wall_s``, transfers
     included), recorded, never asserted.
     """
-    from verify.backends import run_kernel
-    from verify.inputs import make_input_set
+    from conv3d_bwd.verify.backends import run_kernel
+    from conv3d_bwd.verify.inputs import make_input_set
 
     if timed_runs < 1:
         raise ValueError(f"timed_runs={timed_runs}: must be >= 1 (determinism needs two runs)")

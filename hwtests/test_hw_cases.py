@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import pytest
 
+from conv3d_bwd.verify.backends import BackendUnavailable
+from conv3d_bwd.verify.cases import CASE_SETS
 from hwtests.hw_case import run_hw_case
 from simtests.kernels.case_support import MODE_SEEDS, MODES, case_param, repro_command
-from verify.backends import BackendUnavailable
-from verify.cases import CASE_SETS
 
 pytestmark = pytest.mark.trainium
 

@@ -3,7 +3,7 @@
 ``nkisim.binding.ensure_nki()`` runs first so that the kernel files' ``import nki`` resolves to the
 real Neuron package where it is installed, else to the emulator.
 """
-from nkisim.binding import ensure_nki
+from conv3d_bwd.nkisim.binding import ensure_nki
 
 ensure_nki()
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from nkisim.cost import TARGETS as COST_TARGETS
-from nkisim.cost import HardwareTarget, dma_issue, dma_transpose_ns
-from nkisim.dge import DmaQueue
-from nkisim.targets import TARGETS as SPEC_TARGETS
+from conv3d_bwd.nkisim.cost import TARGETS as COST_TARGETS
+from conv3d_bwd.nkisim.cost import HardwareTarget, dma_issue, dma_transpose_ns
+from conv3d_bwd.nkisim.dge import DmaQueue
+from conv3d_bwd.nkisim.targets import TARGETS as SPEC_TARGETS
 
 ENGINES = ("tensor", "vector", "scalar", "gpsimd", "dma")
 # compose_ns's stall share (section_ns), fitted on every feasible candidate of 7 bench shapes at LNC1 and

@@ -1,7 +1,7 @@
 """The float64 oracle for conv3d backward (numpy and scipy only)."""
 
-from reference.geometry import AxisMap, ConvGeometry, GeometryError
-from reference.oracle import (
+from conv3d_bwd.reference.geometry import AxisMap, ConvGeometry, GeometryError
+from conv3d_bwd.reference.oracle import (
     SUPPORTED_DTYPES,
     NonFiniteInputError,
     conv3d_bwd_magnitudes,

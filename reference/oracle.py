@@ -26,7 +26,7 @@ import ml_dtypes
 import numpy as np
 from scipy.linalg.blas import dgemm
 
-from reference.geometry import AxisMap, ConvGeometry, GeometryError
+from conv3d_bwd.reference.geometry import AxisMap, ConvGeometry, GeometryError
 
 # Every one of these widens to float64 exactly.
 SUPPORTED_DTYPES = {

@@ -452,7 +452,7 @@ def oracle_gradients(dy: np.ndarray, x_in: np.ndarray, filters: np.ndarray,
                      dilation: Sequence[int] = (1, 1, 1), grads: Sequence[str] = ("dx", "dw", "db"),
                      magnitudes: bool = False) -> dict[str, np.ndarray]:
     """The oracle (or the magnitudes S) as a dict {grad: float64 array}, whatever subset is asked."""
-    from reference import conv3d_bwd_magnitudes, conv3d_bwd_ref  # late: the oracle imports heavier
+    from conv3d_bwd.reference import conv3d_bwd_magnitudes, conv3d_bwd_ref  # late: the oracle imports heavier
 
     grads = tuple(grads)
     unknown = [g for g in grads if g not in ("dx", "dw", "db")]

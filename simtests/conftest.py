@@ -11,7 +11,7 @@ def _plans_unpatched(request):
     if "monkeypatch" not in request.fixturenames:
         yield
         return
-    from kernels.plan import clear_plan_cache
+    from conv3d_bwd.kernels.plan import clear_plan_cache
 
     clear_plan_cache()
     yield

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from verify.cli import UsageError
-from verify.cli import build_parser as cli_parser
-from verify.gate import build_parser as gate_parser
+from conv3d_bwd.verify.cli import UsageError
+from conv3d_bwd.verify.cli import build_parser as cli_parser
+from conv3d_bwd.verify.gate import build_parser as gate_parser
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "ci-workflow.md"
 _YAML_BLOCK = re.compile(r"^```yaml\n(.*?)^```", re.MULTILINE | re.DOTALL)
@@ -43,7 +43,7 @@ def test_the_shard_and_merge_commands_parse():
 
 @pytest.mark.fast
 def test_the_gate_command_parses():
-    (args,) = _commands("python -m verify.gate")
+    (args,) = _commands("python -m conv3d_bwd.verify.gate")
     parsed = gate_parser().parse_args(args)
     assert parsed.report == "full" and parsed.fail_on_mistrusted is False
 

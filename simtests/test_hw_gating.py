@@ -130,7 +130,7 @@ def test_default_latency_path(monkeypatch, tmp_path):
 
 
 def _fast_case():
-    from verify.cases import CASE_SETS
+    from conv3d_bwd.verify.cases import CASE_SETS
 
     fast = [c for c in CASE_SETS["default"] if c.fast and c.lnc == 1]
     return min(fast, key=lambda c: c.batch * c.c_in * c.c_out * c.input[0] * c.input[1] * c.input[2])
@@ -138,9 +138,9 @@ def _fast_case():
 
 def test_dry_run_records_latency_next_to_the_model(tmp_path, kernel_backend):
     """run_hw_case with dry=True: same code path as on the device, nkisim in place of the device call."""
+    from conv3d_bwd.verify.backends import run_kernel
+    from conv3d_bwd.verify.inputs import make_inputs
     from hwtests.hw_case import plan_for_case, run_hw_case
-    from verify.backends import run_kernel
-    from verify.inputs import make_inputs
 
     case = _fast_case()
     path = tmp_path / "lat.json"

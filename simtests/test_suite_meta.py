@@ -104,7 +104,7 @@ def test_every_test_file_seeds_its_randomness():
 
 @pytest.mark.fast
 def test_default_matrix_ids_are_unique_and_cover_every_group():
-    from verify.cases import CASE_SETS
+    from conv3d_bwd.verify.cases import CASE_SETS
 
     cases = CASE_SETS["default"]
     ids = [c.id for c in cases]
@@ -143,7 +143,7 @@ def test_default_matrix_ids_are_unique_and_cover_every_group():
 def test_junit_properties_survive_xdist(tmp_path, kernel_backend):
     """One small case in both modes through an xdist worker (``-n 1``: reports cross a process
     boundary as with any worker count): each <testcase> carries the per-case properties."""
-    from verify.cases import CASE_SETS
+    from conv3d_bwd.verify.cases import CASE_SETS
 
     case = min((c for c in CASE_SETS["fast"] if c.lnc == 1),
                key=lambda c: c.batch * c.c_in * c.c_out * c.input[0] * c.input[1] * c.input[2])

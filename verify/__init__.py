@@ -14,7 +14,7 @@ Stable API (the pytest suites build on it):
   call: oracle, bound and verdict per gradient) and ``oracle_reference``;
 - ``verify.layouts``: filters and padding to and from PyTorch's conventions;
 - ``verify.report``: ``write_reports(records, meta, out_dir)``, ``merge_reports``;
-- ``verify.gate``: ``gate_report(path) -> GateVerdict`` and ``python -m verify.gate DIR`` (CI gate);
+- ``verify.gate``: ``gate_report(path) -> GateVerdict`` and ``python -m conv3d_bwd.verify.gate DIR`` (CI gate);
 - ``verify.cli``: the ``conv3d-bwd`` command line (``main(argv) -> exit code``).
 
 The tolerance model itself lives in ``reference.tolerance``.

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from verify.cases import GRADS, Case
+from conv3d_bwd.verify.cases import GRADS, Case
 
 BACKENDS = ("nkisim", "nki-simulate", "trn")
 BACKEND_ENV = "CONV3D_BWD_BACKEND"
@@ -96,7 +96,7 @@ def tool_versions(backend: str) -> dict[str, str]:
                 "ml_dtypes": ml_dtypes.__version__}
     if backend == "nkisim" or backend == "trn":
         try:
-            import nkisim
+            from conv3d_bwd import nkisim
 
             versions["nkisim"] = str(getattr(nkisim, "__version__", _version("nki-conv3d-bwd") or "dev"))
         except ImportError:
@@ -170,7 +170,7 @@ def outputs_by_grad(case: Case, returned) -> dict[str, np.ndarray]:
 
 
 def _np_type(dtype: str):
-    from reference.tolerance import DTYPE_INFO
+    from conv3d_bwd.reference.tolerance import DTYPE_INFO
 
     return DTYPE_INFO[dtype].np_type
 
@@ -191,16 +191,16 @@ def _summary_dict(summary) -> dict | None:
 def _kernel(prefer_emulator: bool):
     """Import the kernel after binding the NKI module (nkisim when asked for)."""
     if prefer_emulator:
-        from nkisim.binding import ensure_nki
+        from conv3d_bwd.nkisim.binding import ensure_nki
 
         ensure_nki(prefer="nkisim")
-    from kernels import conv3d_bwd
+    from conv3d_bwd.kernels import conv3d_bwd
 
     return conv3d_bwd
 
 
 def _nkisim_call(case: Case, dy, x, w, target: str, timeline: str | None = None):
-    import nkisim
+    from conv3d_bwd import nkisim
 
     kernel = _kernel(prefer_emulator=True)
     result = nkisim.run(kernel, dy, x, w, lnc=case.lnc, target=target, timeline=timeline,

@@ -6,7 +6,7 @@ is set beside the roofline ``max(FLOPs / peak, compulsory bytes / DMA bandwidth)
 planner's own estimate. ``run_bench`` prints a table, returns one dict per shape and, given
 ``json_path``, writes the JSON and a roofline plot (PNG next to it).
 
-    python -m verify.bench [--set default] [--target trn2] [--lnc 1] [--json PATH] [--top K]
+    python -m conv3d_bwd.verify.bench [--set default] [--target trn2] [--lnc 1] [--json PATH] [--top K]
 
 ``top`` (a development aid) runs only the pick and the K feasible candidates with the lowest planner
 estimates; the table then says so, and pick/best is the best *of those*, not of every candidate.
@@ -25,7 +25,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 
-from verify.bench_shapes import BenchShape, load_shapes, realworld_shapes
+from conv3d_bwd.verify.bench_shapes import BenchShape, load_shapes, realworld_shapes
 
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp32": 4}
 NKI_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -97,7 +97,7 @@ def compulsory_bytes(shape: BenchShape) -> int:
 
 def roofline_us(shape: BenchShape, target: str, lnc: int) -> float:
     """max(FLOPs / peak, compulsory bytes / DMA bandwidth) over ``lnc`` cores, in us."""
-    from nkisim.cost import get_target
+    from conv3d_bwd.nkisim.cost import get_target
 
     hw = get_target(target)
     peak = hw.tensor_peak_flops(fp32=shape.dtype == "fp32") * lnc
@@ -125,10 +125,10 @@ def _plan_estimate_us(plan) -> float | None:
 
 def _model(shape: BenchShape, plan, target: str, lnc: int, band: bool = False) -> dict:
     """Run the kernel under ``plan`` in trace-only mode; the measured figures of one plan."""
-    import nkisim
-    from kernels import conv3d_bwd
-    from kernels.plan import forced_plan
-    from nkisim.cost import get_target
+    from conv3d_bwd import nkisim
+    from conv3d_bwd.kernels import conv3d_bwd
+    from conv3d_bwd.kernels.plan import forced_plan
+    from conv3d_bwd.nkisim.cost import get_target
 
     g = shape.geometry
     dtype = NKI_DTYPES[shape.dtype]
@@ -171,7 +171,7 @@ def bench_shape(shape: BenchShape, target: str = "trn2", lnc: int = 1,
                 log: Callable[[str], None] | None = None, jobs: int = 1, top: int | None = None) -> dict:
     """Plan, run the pick and every feasible candidate (in ``jobs`` processes; with ``top``, only the
     ``top`` with the lowest estimates besides the pick), and gather the figures of one shape."""
-    from kernels.plan import plan_conv3d_bwd
+    from conv3d_bwd.kernels.plan import plan_conv3d_bwd
 
     lnc = shape.lnc or lnc   # a layer file may fix a layer's LNC degree
     g = shape.geometry
@@ -369,7 +369,7 @@ def plot_roofline(records: Sequence[dict], path: Path, target: str, lnc: int) ->
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from nkisim.cost import get_target
+    from conv3d_bwd.nkisim.cost import get_target
 
     hw = get_target(target)
     peak = hw.tensor_peak_flops() * lnc / 1e12

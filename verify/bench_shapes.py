@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from reference.geometry import ConvGeometry, GeometryError
+from conv3d_bwd.reference.geometry import ConvGeometry, GeometryError
 
 SHAPE_SETS_DIR = Path(__file__).with_name("shape_sets")
 FILE_DTYPES = ("bf16", "fp16", "fp32")

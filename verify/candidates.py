@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from reference.tolerance import compute_metrics
-from verify.cases import Case
-from verify.harness import reference_for
-from verify.inputs import make_input_set
+from conv3d_bwd.reference.tolerance import compute_metrics
+from conv3d_bwd.verify.cases import Case
+from conv3d_bwd.verify.harness import reference_for
+from conv3d_bwd.verify.inputs import make_input_set
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class CandidateOutcome:
 
 def case_plan(case: Case, target: str = "trn2"):
     """The planner's Plan for the case (raises Conv3dBwdPlanError when none fits)."""
-    from kernels.plan import plan_conv3d_bwd
+    from conv3d_bwd.kernels.plan import plan_conv3d_bwd
 
     return plan_conv3d_bwd(case.dy_shape, case.x_shape, case.w_shape, stride=case.stride,
                            padding=case.padding, dilation=case.dilation, dtype=case.dtype, target=target,
@@ -49,8 +49,8 @@ def run_candidates(case: Case, mode: str = "exact", seed: int = 0, target: str =
                    plans=None) -> list[CandidateOutcome]:
     """Force each of ``plans`` (default: every feasible candidate of the case's plan) and compare every
     requested gradient with the oracle (exact mode: bit equality)."""
-    from kernels.plan import forced_plan
-    from verify.backends import run_kernel
+    from conv3d_bwd.kernels.plan import forced_plan
+    from conv3d_bwd.verify.backends import run_kernel
 
     if plans is None:
         plans = case_plan(case, target).feasible_candidates()

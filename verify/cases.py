@@ -149,7 +149,7 @@ class Case:
 
     def geometry(self):
         """The oracle's ConvGeometry (validated: raises reference.GeometryError)."""
-        from reference import ConvGeometry
+        from conv3d_bwd.reference import ConvGeometry
 
         return ConvGeometry(batch=self.batch, c_in=self.c_in, c_out=self.c_out, in_size=self.input,
                             kernel=self.kernel, stride=self.stride, padding=self.padding,

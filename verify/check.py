@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from reference.tolerance import (
+from conv3d_bwd.reference.tolerance import (
     ErrorMetrics,
     ToleranceArgumentError,
     accumulation_lengths,

@@ -21,7 +21,7 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from datetime import datetime, timezone
 from pathlib import Path
 
-from verify.plan_table import DEFAULT_TOP as DEFAULT_PLAN_TOP
+from conv3d_bwd.verify.plan_table import DEFAULT_TOP as DEFAULT_PLAN_TOP
 
 PROG = "conv3d-bwd"
 TARGETS = ("trn1", "trn2", "trn3")
@@ -171,7 +171,7 @@ _TARGET_HELP = "the Trainium generation to plan for and to model"
 
 def _bench_set_names() -> tuple[str, ...]:
     try:
-        from verify.bench import BENCH_SETS
+        from conv3d_bwd.verify.bench import BENCH_SETS
     except ImportError:  # cmd_bench then says why the bench is unavailable
         return ("default", "smoke")
     return tuple(BENCH_SETS)
@@ -180,7 +180,7 @@ def _bench_set_names() -> tuple[str, ...]:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, formatter_class=_HelpFormatter,
                      description="conv3d backward on Trainium: verify, plan, report, bench.")
-    from verify.version import project_version
+    from conv3d_bwd.verify.version import project_version
 
     parser.add_argument("--version", action="version", version=f"{PROG} {project_version()}")
     sub = parser.add_subparsers(dest="command", metavar="{check,plan,report,bench,sweep}")
@@ -294,7 +294,7 @@ def _add_sweep(sub) -> None:
 
 
 def cmd_sweep(args) -> int:
-    from verify.sweep import run_sweep
+    from conv3d_bwd.verify.sweep import run_sweep
 
     totals = run_sweep(args.seed, args.small, args.large, jobs=args.jobs, mode=args.mode,
                        out=lambda line: print(line, flush=True))
@@ -304,8 +304,8 @@ def cmd_sweep(args) -> int:
 # ---------------------------------------------------------------------------------------------- check
 
 def _case_from(args):
-    from reference import GeometryError
-    from verify.cases import CaseError, case_from_args
+    from conv3d_bwd.reference import GeometryError
+    from conv3d_bwd.verify.cases import CaseError, case_from_args
 
     try:
         case = case_from_args(args.batch, args.channels, args.input, args.kernel, args.stride,
@@ -362,7 +362,7 @@ def _check_fits_in_memory(case) -> None:
 def _plan_or_usage_error(case, target: str, list_rejections: bool = False):
     """The planner's plan; its input errors (ValueError: e.g. LNC2 on trn1) are usage errors."""
     try:
-        from kernels.plan import plan_conv3d_bwd
+        from conv3d_bwd.kernels.plan import plan_conv3d_bwd
     except ImportError as exc:
         raise UsageError(f"the planner is not available: kernels.plan does not import ({exc})") from None
     try:
@@ -393,7 +393,7 @@ def _short_plan_error(message: str, list_rejections: bool) -> str:
 def _kernel_input_error_types() -> tuple[type[BaseException], ...]:
     """The kernel's own input-validation errors (ValueError subclasses), when kernels imports."""
     try:
-        from kernels import errors
+        from conv3d_bwd.kernels import errors
     except ImportError:
         return ()
     return tuple(obj for obj in vars(errors).values()
@@ -478,7 +478,7 @@ def _timeline_path(args, backend: str) -> str | None:
 
 
 def cmd_check(args) -> int:
-    from verify.backends import BackendError, backend_unavailable_reason, resolve_backend
+    from conv3d_bwd.verify.backends import BackendError, backend_unavailable_reason, resolve_backend
 
     case = _case_from(args)
     try:
@@ -510,8 +510,8 @@ def cmd_check(args) -> int:
 
 def _check_one(args, case, backend: str, mode: str, timeline: str | None) -> tuple[int, list[dict]]:
     """One mode of ``check``: (exit code, JSON records); prints the text result unless --json."""
-    from verify.backends import BackendUnavailable
-    from verify.harness import run_case
+    from conv3d_bwd.verify.backends import BackendUnavailable
+    from conv3d_bwd.verify.harness import run_case
 
     input_errors = _kernel_input_error_types()
     try:
@@ -525,7 +525,7 @@ def _check_one(args, case, backend: str, mode: str, timeline: str | None) -> tup
         print(f"{PROG}: {_failed_stage(exc)} failed on {case.id}: {type(exc).__name__}: {exc}",
               file=sys.stderr)
         if args.json:  # still JSON on stdout, so tools reading it get FAIL records, not "FAIL"
-            from verify.harness import CaseResult
+            from conv3d_bwd.verify.harness import CaseResult
 
             failed = CaseResult(case=case, backend=backend, mode=mode, seed=args.seed, plan=None,
                                 methods=(), grads={}, modelled_us=None, passed=False,
@@ -541,8 +541,8 @@ def _check_one(args, case, backend: str, mode: str, timeline: str | None) -> tup
 # ----------------------------------------------------------------------------------------------- plan
 
 def cmd_plan(args) -> int:
-    from verify.plan_table import format_plan
-    from verify.progress import Heartbeat
+    from conv3d_bwd.verify.plan_table import format_plan
+    from conv3d_bwd.verify.progress import Heartbeat
 
     case = _case_from(args)
     _check_fits_in_memory(case)
@@ -557,7 +557,7 @@ def cmd_plan(args) -> int:
 
 def _run_task(task: tuple) -> tuple[list[dict], str, float]:
     """One (case, mode, seed) in a worker: its records, its status and its wall time."""
-    from verify.harness import CaseResult, run_case
+    from conv3d_bwd.verify.harness import CaseResult, run_case
 
     case, mode, seed, backend, target, *rest = task  # (..., timeline path) when one is wanted
     timeline = rest[0] if rest else None
@@ -576,7 +576,7 @@ TIMELINE_DIR = "timelines"
 
 
 def _report_tasks(args, backend: str) -> list[tuple]:
-    from verify.cases import CASE_SETS
+    from conv3d_bwd.verify.cases import CASE_SETS
 
     # The position in the whole set (not in the shard) picks the stat seed, so that a sharded run
     # and a whole run give the very same records.
@@ -608,7 +608,7 @@ def _task_size(task: tuple) -> float:
 
 def run_report_tasks(tasks: list[tuple], jobs: int, stream=None) -> list[dict]:
     """Run the tasks (biggest first, over a process pool when jobs > 1) with a progress bar."""
-    from verify.progress import Progress
+    from conv3d_bwd.verify.progress import Progress
 
     tasks = sorted(tasks, key=_task_size, reverse=True)
     progress = Progress([_task_size(t) for t in tasks], stream, jobs=min(jobs, len(tasks)))
@@ -634,7 +634,7 @@ def run_report_tasks(tasks: list[tuple], jobs: int, stream=None) -> list[dict]:
 
 
 def _order(records: list[dict]) -> list[dict]:
-    from verify.cases import CASE_SETS
+    from conv3d_bwd.verify.cases import CASE_SETS
 
     position = {case.id: i for i, case in enumerate(CASE_SETS["full"])}
     grads = {"dx": 0, "dw": 1, "db": 2}
@@ -671,9 +671,14 @@ def _prepare_out_dir(out: str) -> None:
 
 
 def cmd_report(args) -> int:
-    from verify.backends import BackendError, backend_unavailable_reason, resolve_backend, tool_versions
-    from verify.report import write_reports
-    from verify.report.json_io import ReportFileError, merge_reports
+    from conv3d_bwd.verify.backends import (
+        BackendError,
+        backend_unavailable_reason,
+        resolve_backend,
+        tool_versions,
+    )
+    from conv3d_bwd.verify.report import write_reports
+    from conv3d_bwd.verify.report.json_io import ReportFileError, merge_reports
 
     if args.merge:
         try:
@@ -713,7 +718,7 @@ def cmd_report(args) -> int:
         }
     records = _order(records)
     paths = write_reports(records, meta, args.out)
-    from verify.report.plots import matplotlib_missing
+    from conv3d_bwd.verify.report.plots import matplotlib_missing
 
     missing_plots = matplotlib_missing()
     if missing_plots:
@@ -733,7 +738,7 @@ def cmd_report(args) -> int:
 
 def cmd_bench(args) -> int:
     try:
-        from verify.bench import run_bench
+        from conv3d_bwd.verify.bench import run_bench
     except ImportError as exc:
         raise UsageError(f"the benchmark is not available: verify.bench does not import ({exc})") from None
     if args.shapes is not None and args.bench_set is not None:

@@ -23,7 +23,7 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from verify.forms import Form, OperandForm
+    from conv3d_bwd.verify.forms import Form, OperandForm
 
 
 class Evidence(str, Enum):

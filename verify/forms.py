@@ -8,7 +8,7 @@ under nkisim with each plan forced; every traced instruction is reduced to its f
 Each form is then marked from ``verify.form_evidence``: documented (the ``nki.isa`` API page
 allows it), shown in AWS's kernels, or not shown (a risk on hardware).
 
-    python -m verify.forms [--set default|bench|all] [--json [PATH]] [--markdown PATH] [--doc PATH]
+    python -m conv3d_bwd.verify.forms [--set default|bench|all] [--json [PATH]] [--markdown PATH] [--doc PATH]
                            [--alternatives N]
 
 Sets: ``default`` the fast subset of the default case matrix (planner picks; about a minute);
@@ -28,9 +28,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from nkisim.dtypes import ITEMSIZE
-from nkisim.trace import HBM_BUFFERS, Access, Instr
-from verify.form_evidence import Evidence, FormRule, evidence_for
+from conv3d_bwd.nkisim.dtypes import ITEMSIZE
+from conv3d_bwd.nkisim.trace import HBM_BUFFERS, Access, Instr
+from conv3d_bwd.verify.form_evidence import Evidence, FormRule, evidence_for
 
 TARGET = "trn2"
 NKI_DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
@@ -200,8 +200,8 @@ def _from_bench(shape, lnc: int, candidates: bool = False) -> Geometry:
 
 def geometries(set_name: str) -> tuple[Geometry, ...]:
     """The geometries of a named set (see the module docstring)."""
-    from verify.bench import BENCH_SHAPES, SMOKE_SHAPES
-    from verify.cases import CASE_SETS
+    from conv3d_bwd.verify.bench import BENCH_SHAPES, SMOKE_SHAPES
+    from conv3d_bwd.verify.cases import CASE_SETS
 
     bench = tuple(_from_bench(s, lnc) for lnc in (1, 2) for s in BENCH_SHAPES)
     if set_name == "default":
@@ -224,7 +224,7 @@ def plan_variant_key(plan) -> tuple:
 
 
 def _plans(geom: Geometry) -> list[tuple[object, str]]:
-    from kernels.plan import plan_conv3d_bwd
+    from conv3d_bwd.kernels.plan import plan_conv3d_bwd
 
     pick = plan_conv3d_bwd(geom.dy_shape, geom.x_shape, geom.w_shape, stride=geom.stride,
                            padding=geom.padding, dilation=geom.dilation, dtype=geom.dtype, target=TARGET,
@@ -251,12 +251,12 @@ class TraceRun:
 
 def trace_plan(geom: Geometry, plan) -> TraceRun:
     """The instructions (and modelled time) of one trace-only run of conv3d_bwd with ``plan`` forced."""
-    from nkisim.binding import ensure_nki
+    from conv3d_bwd.nkisim.binding import ensure_nki
 
     ensure_nki(prefer="nkisim")
-    import nkisim
-    from kernels import conv3d_bwd
-    from kernels.plan import forced_plan
+    from conv3d_bwd import nkisim
+    from conv3d_bwd.kernels import conv3d_bwd
+    from conv3d_bwd.kernels.plan import forced_plan
 
     dtype = NKI_DTYPES[geom.dtype]
     specs = [nkisim.TensorSpec(s, dtype) for s in (geom.dy_shape, geom.x_shape, geom.w_shape)]
@@ -519,7 +519,7 @@ def alternatives_table(alternatives: Sequence[Alternative]) -> str:
     return "\n".join(lines)
 
 
-DOC_BEGIN = "<!-- verify.forms: generated tables begin (python -m verify.forms --doc) -->"
+DOC_BEGIN = "<!-- verify.forms: generated tables begin (python -m conv3d_bwd.verify.forms --doc) -->"
 DOC_END = "<!-- verify.forms: generated tables end -->"
 
 
@@ -572,7 +572,7 @@ def text_report(table: FormTable) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m verify.forms", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m conv3d_bwd.verify.forms", description=__doc__.split("\n\n")[0])
     parser.add_argument("--set", default="default", choices=FORM_SETS, help="which geometries to trace")
     parser.add_argument("--json", nargs="?", const="-", default=None, metavar="PATH",
                         help="write the table as JSON (to stdout without a PATH)")

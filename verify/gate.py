@@ -1,4 +1,4 @@
-"""Gate a CI job on a report: ``python -m verify.gate report/`` exits 0 only when the report is
+"""Gate a CI job on a report: ``python -m conv3d_bwd.verify.gate report/`` exits 0 only when the report is
 complete and every result passed.
 
 A report fails the gate when it holds no result, when any result failed (outside its bound, not
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from verify.report.json_io import SCHEMA, missing_shards
+from conv3d_bwd.verify.report.json_io import SCHEMA, missing_shards
 
 
 class GateInputError(ValueError):
@@ -90,7 +90,7 @@ def gate_report(path: str | Path, fail_on_mistrusted: bool = False) -> GateVerdi
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m verify.gate", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m conv3d_bwd.verify.gate", description=__doc__.split("\n\n")[0])
     parser.add_argument("report", help="a report directory (conv3d-bwd report --out DIR) or its report.json")
     parser.add_argument("--fail-on-mistrusted", action="store_true",
                         help="also fail when a result is MISTRUSTED (default: MISTRUSTED passes)")
@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of ``python -m verify.gate``; returns the exit code."""
+    """Entry point of ``python -m conv3d_bwd.verify.gate``; returns the exit code."""
     args = build_parser().parse_args(argv)
     try:
         verdict = gate_report(args.report, args.fail_on_mistrusted)

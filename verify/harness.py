@@ -10,17 +10,22 @@ import time
 import traceback
 from dataclasses import dataclass, field
 
-from reference.tolerance import (
+from conv3d_bwd.reference.tolerance import (
     C_DEFAULT,
     ErrorMetrics,
     compute_metrics,
     format_failure,
 )
-from verify.backends import BackendUnavailable, backend_unavailable_reason, run_kernel, tool_versions
-from verify.cases import GRADS, Case
-from verify.check import Reference, oracle_reference
-from verify.inputs import MODES, InputSet, make_input_set
-from verify.performance import efficiency_fields
+from conv3d_bwd.verify.backends import (
+    BackendUnavailable,
+    backend_unavailable_reason,
+    run_kernel,
+    tool_versions,
+)
+from conv3d_bwd.verify.cases import GRADS, Case
+from conv3d_bwd.verify.check import Reference, oracle_reference
+from conv3d_bwd.verify.inputs import MODES, InputSet, make_input_set
+from conv3d_bwd.verify.performance import efficiency_fields
 
 RECORD_SCHEMA = 1
 
@@ -145,7 +150,7 @@ def reference_for(case: Case, inputs: InputSet) -> Reference:
 def plan_for(case: Case, target: str = "trn2") -> tuple[dict | None, tuple[str, ...], str | None]:
     """(plan dict without the candidate list, chosen methods, error text) from kernels.plan."""
     try:
-        from kernels.plan import plan_conv3d_bwd
+        from conv3d_bwd.kernels.plan import plan_conv3d_bwd
     except ImportError as exc:
         return None, (), f"kernels.plan does not import: {exc}"
     try:
@@ -170,10 +175,10 @@ def run_case(case: Case, backend: str | None = None, mode: str = "exact", seed: 
     raising it (tests want the traceback).
     timeline: a path for the modelled schedule (Chrome trace-event JSON; nkisim backend only).
     """
-    from verify.backends import resolve_backend
+    from conv3d_bwd.verify.backends import resolve_backend
 
     if mode not in MODES:
-        from verify.inputs import InputModeError
+        from conv3d_bwd.verify.inputs import InputModeError
 
         raise InputModeError(f"mode: {mode!r} is not one of {', '.join(MODES)}")
     backend = resolve_backend(backend)

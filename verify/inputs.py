@@ -20,14 +20,14 @@ from functools import lru_cache
 
 import numpy as np
 
-from reference.tolerance import (
+from conv3d_bwd.reference.tolerance import (
     MISTRUST_ZERO_SHARE,
     accumulation_lengths,
     dtype_info,
     oracle_gradients,
     round_to_dtype,
 )
-from verify.cases import GRADS, Case
+from conv3d_bwd.verify.cases import GRADS, Case
 
 MODES = ("exact", "stat")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 
-from verify.bench import DTYPE_BYTES
-from verify.cases import Case
+from conv3d_bwd.verify.bench import DTYPE_BYTES
+from conv3d_bwd.verify.cases import Case
 
 
 def useful_flops(case: Case) -> int:
@@ -33,7 +33,7 @@ def compulsory_bytes(case: Case) -> int:
 
 def roofline_us(case: Case, target: str) -> float:
     """The case's roofline time on ``target`` with ``case.lnc`` cores, in us."""
-    from nkisim.cost import get_target
+    from conv3d_bwd.nkisim.cost import get_target
 
     hw = get_target(target)
     peak = hw.tensor_peak_flops(fp32=case.dtype == "fp32") * case.lnc

@@ -21,7 +21,7 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 
-from verify.cases import GRAD_SUBSETS, Case
+from conv3d_bwd.verify.cases import GRAD_SUBSETS, Case
 
 OUTLIER_RATIO = 1.5
 TARGETS = ("trn1", "trn2", "trn3")
@@ -115,10 +115,10 @@ def smallest_tile_fits(case: Case, target: str) -> bool:
     """Whether the per-partition working set at the smallest tiling fits SBUF (``kernels/plan/smallest.py``:
     one-row bands, one W column per band, one C_in channel or tap at a time, every pool the kernel would
     allocate for it). A no-plan beyond this is a limit of the hardware, not a missing method."""
-    from kernels.costs import TARGET_FIGURES
-    from kernels.geometry import validate
-    from kernels.plan.problem import _base
-    from kernels.plan.smallest import smallest_working_set
+    from conv3d_bwd.kernels.costs import TARGET_FIGURES
+    from conv3d_bwd.kernels.geometry import validate
+    from conv3d_bwd.kernels.plan.problem import _base
+    from conv3d_bwd.kernels.plan.smallest import smallest_working_set
 
     flags = ["dx" in case.grads, "dw" in case.grads, "db" in case.grads]
     g = validate(case.dy_shape, case.x_shape, case.w_shape, case.stride, case.padding, case.dilation, case.dtype,
@@ -156,13 +156,13 @@ class Outcome:
 
 
 def _plan(case: Case, target: str):
-    from verify.candidates import case_plan
+    from conv3d_bwd.verify.candidates import case_plan
 
     return case_plan(case, target)
 
 
 def _run_small(case: Case, target: str, mode: str, seed: int) -> dict:
-    from verify.harness import run_case
+    from conv3d_bwd.verify.harness import run_case
 
     result = run_case(case, backend="nkisim", mode=mode, seed=seed, target=target, capture_errors=True)
     if result.error:
@@ -175,8 +175,8 @@ def _run_small(case: Case, target: str, mode: str, seed: int) -> dict:
 
 
 def _run_large(case: Case, target: str, plan) -> dict:
-    import nkisim
-    from verify.backends import _kernel
+    from conv3d_bwd import nkisim
+    from conv3d_bwd.verify.backends import _kernel
 
     kernel = _kernel(prefer_emulator=True)
     dt = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}[case.dtype]
@@ -201,7 +201,7 @@ def _error_text(exc: BaseException) -> str:
 
 def run_one(seed: int, kind: str, index: int, mode: str = "exact") -> Outcome:
     """Draw and run one sweep case (small: in full against the oracle; large: traced only)."""
-    from kernels.errors import Conv3dBwdPlanError
+    from conv3d_bwd.kernels.errors import Conv3dBwdPlanError
 
     start = time.perf_counter()
     case, target = draw_case(seed, kind, index)

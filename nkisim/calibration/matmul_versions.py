@@ -19,8 +19,8 @@ published hardware totals (:mod:`nkisim.calibration.published`).
 """
 from __future__ import annotations
 
-from nkisim import isa as nisa
-from nkisim import language as nl
+from conv3d_bwd.nkisim import isa as nisa
+from conv3d_bwd.nkisim import language as nl
 
 TILE_K = 128   # partitions (contraction)
 TILE_M = 128   # stationary free size

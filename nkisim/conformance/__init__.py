@@ -1,6 +1,6 @@
 """A conformance runner: other people's NKI kernels, from a local checkout, under nkisim.
 
-``python -m nkisim.conformance --nki-library PATH --nki-samples PATH [--json]`` (see docs/nkisim.md).
+``python -m conv3d_bwd.nkisim.conformance --nki-library PATH --nki-samples PATH [--json]`` (see docs/nkisim.md).
 """
 from __future__ import annotations
 

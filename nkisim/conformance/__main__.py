@@ -1,4 +1,4 @@
-"""``python -m nkisim.conformance``: run the known kernels of local checkouts; print a table (or JSON)."""
+"""``python -m conv3d_bwd.nkisim.conformance``: run the known kernels of local checkouts; print a table (or JSON)."""
 from __future__ import annotations
 
 import argparse
@@ -35,7 +35,7 @@ def discover_unspecified(root: Path, specs: Sequence[KernelSpec]) -> list[Outcom
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nkisim.conformance", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m conv3d_bwd.nkisim.conformance", description=__doc__)
     parser.add_argument("--nki-library", type=Path, help="a local checkout of aws-neuron/nki-library")
     parser.add_argument("--nki-samples", type=Path, help="a local checkout of aws-neuron/nki-samples")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")

@@ -126,13 +126,13 @@ def _arrays(value: Any) -> list[np.ndarray]:
 
 def _call(kernel: Any, spec: KernelSpec, case: Any) -> Any:
     if spec.generation is Generation.legacy:
-        from nkisim import legacy
+        from conv3d_bwd.nkisim import legacy
 
         k = kernel if isinstance(kernel, legacy.LegacyKernel) else legacy.jit(kernel)
         if spec.grid:
             k = k[spec.grid]
         return legacy.simulate_kernel(k, *case.args, **case.kwargs)
-    import nkisim
+    from conv3d_bwd import nkisim
 
     k = kernel if isinstance(kernel, nkisim.Kernel) else nkisim.jit(kernel)
     if spec.lnc != 1:

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from verify.bench import SMOKE_NOTE, SMOKE_SHAPES, SMOKE_TOP
-from verify.cli import main
+from conv3d_bwd.verify.bench import SMOKE_NOTE, SMOKE_SHAPES, SMOKE_TOP
+from conv3d_bwd.verify.cli import main
 
 # The fields every shape record carries.
 REQUIRED_FIELDS = {"name", "geometry", "plan", "modelled_us", "roofline_us", "efficiency",
@@ -72,7 +72,7 @@ def test_the_smoke_set_models_the_pick_and_its_best_estimated_rival_only(bench_r
 
 
 def test_target_checks_give_the_geometric_mean_at_the_pessimistic_end():
-    from verify.bench import target_checks
+    from conv3d_bwd.verify.bench import target_checks
 
     records = [{"name": n, "efficiency": e, "efficiency_pessimistic": p, "candidates": [{}],
                 "pick_over_best": 1.0, "estimate_error": 0.0} for n, e, p in (("a", 0.8, 0.4), ("b", 0.5, 0.1))]
@@ -96,9 +96,9 @@ def test_bench_only_rejects_what_selects_nothing(only, rule, capsys):
 
 
 def test_a_shape_that_cannot_be_planned_is_reported_not_fatal(monkeypatch):
-    from kernels import plan as planner
-    from kernels.errors import Conv3dBwdPlanError
-    from verify.bench import PICK_FIELDS, bench_shape, format_table
+    from conv3d_bwd.kernels import plan as planner
+    from conv3d_bwd.kernels.errors import Conv3dBwdPlanError
+    from conv3d_bwd.verify.bench import PICK_FIELDS, bench_shape, format_table
 
     def no_plan(*args, **kwargs):
         raise Conv3dBwdPlanError("no candidate fits")
@@ -113,7 +113,7 @@ def test_a_shape_that_cannot_be_planned_is_reported_not_fatal(monkeypatch):
 
 
 def test_bench_figures_do_not_depend_on_jobs():
-    from verify.bench import bench_shape
+    from conv3d_bwd.verify.bench import bench_shape
 
     one, two = (bench_shape(SMOKE_SHAPES[0], jobs=j, top=3) for j in (1, 2))
     assert len(one["candidates"]) == len(two["candidates"]) >= 2
@@ -153,8 +153,8 @@ def test_bench_shapes_runs_a_layer_file_end_to_end(capsys, tmp_path):
 
 
 def test_bench_shapes_takes_a_layer_lnc_from_the_file(tmp_path):
-    from verify.bench import bench_shape
-    from verify.bench_shapes import load_shapes
+    from conv3d_bwd.verify.bench import bench_shape
+    from conv3d_bwd.verify.bench_shapes import load_shapes
 
     layers = tmp_path / "l2.json"
     layers.write_text(json.dumps([{"name": "pw", "batch": 1, "channels": [32, 16], "input": [2, 4, 4],

@@ -151,11 +151,11 @@ def case_failures(result) -> list[str]:
 
 def run_case_checked(case, backend: str, mode: str, seed: int):
     """``verify.harness.run_case``; an emulator rule violation fails the test with its message."""
-    from verify.backends import BackendUnavailable
-    from verify.harness import run_case
+    from conv3d_bwd.verify.backends import BackendUnavailable
+    from conv3d_bwd.verify.harness import run_case
 
     try:
-        from nkisim import NkiValidationError
+        from conv3d_bwd.nkisim import NkiValidationError
     except ImportError:  # real toolchain without nkisim: nothing of ours can fire
         NkiValidationError = ()  # type: ignore[assignment]
     try:

@@ -13,7 +13,7 @@ import pytest
 def inside_runs(monkeypatch):
     """The times dw ran dx inside its last row pass (so a test knows the path ran, not the fallback)."""
     seen = []
-    module = importlib.import_module("kernels.conv3d_bwd")   # (kernels.conv3d_bwd is the kernel)
+    module = importlib.import_module("conv3d_bwd.kernels.conv3d_bwd")   # (kernels.conv3d_bwd is the kernel)
     original = module.run_dw_streaming
 
     def counted(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None, inside=None):

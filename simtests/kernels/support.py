@@ -9,13 +9,15 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import kernels  # noqa: F401  (binds nki to nkisim where the real package is absent)
-import nkisim
-from kernels import conv3d_bwd
-from kernels.geometry import validate
-from kernels.plan import forced_plan, plan_conv3d_bwd
-from kernels.spec.compose import dx_inside_dw_legal, dx_inside_dw_on
-from kernels.spec.record import Plan
+from conv3d_bwd import (
+    kernels,  # noqa: F401  (binds nki to nkisim where the real package is absent)
+    nkisim,
+)
+from conv3d_bwd.kernels import conv3d_bwd
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.plan import forced_plan, plan_conv3d_bwd
+from conv3d_bwd.kernels.spec.compose import dx_inside_dw_legal, dx_inside_dw_on
+from conv3d_bwd.kernels.spec.record import Plan
 
 DTYPES = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16, "fp32": np.float32}
 
@@ -79,7 +81,7 @@ def exact_inputs(batch, c_in, c_out, size, kernel, stride=(1, 1, 1), padding=(0,
 
 def oracle(dy, x, w, dtype, **kw):
     """reference.conv3d_bwd_ref on the same (rounded) inputs, cast to the output dtype, as a tuple."""
-    from reference import conv3d_bwd_ref
+    from conv3d_bwd.reference import conv3d_bwd_ref
 
     ref = conv3d_bwd_ref(dy.astype(np.float64), x.astype(np.float64), w.astype(np.float64), **kw)
     ref = ref if isinstance(ref, tuple) else (ref,)

@@ -9,9 +9,9 @@ import math
 
 import pytest
 
+from conv3d_bwd.verify.cases import Case
+from conv3d_bwd.verify.harness import run_case
 from simtests.verify.standins import ORACLE_FP32, WRONG, oracle_fp32, registered, with_fault
-from verify.cases import Case
-from verify.harness import run_case
 
 from .case_support import case_failures, case_properties, describe_result, repro_command
 
@@ -77,7 +77,7 @@ def test_repro_command_reruns_the_case_in_the_cli(capsys, kernel_backend):
     """The printed line is a working command: the CLI parses it back into the same case and runs it."""
     import json
 
-    from verify.cli import main
+    from conv3d_bwd.verify.cli import main
 
     small = Case(name="repro", group="basic", batch=1, c_in=2, c_out=3, input=(2, 3, 4), kernel=(2, 1, 3),
                  stride=(1, 1, 2), padding=(0, 1, 0, 0, 1, 1), dilation=(1, 1, 1), dtype="fp16",

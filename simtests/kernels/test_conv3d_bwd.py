@@ -6,10 +6,10 @@ import dataclasses
 import numpy as np
 import pytest
 
-import nkisim
-from kernels import Conv3dBwdInputError, conv3d_bwd
-from kernels.plan import plan_conv3d_bwd
-from kernels.plan.problem import gather_dx_method
+from conv3d_bwd import nkisim
+from conv3d_bwd.kernels import Conv3dBwdInputError, conv3d_bwd
+from conv3d_bwd.kernels.plan import plan_conv3d_bwd
+from conv3d_bwd.kernels.plan.problem import gather_dx_method
 
 from .support import (
     BUDGET_SWEEPS,
@@ -103,7 +103,7 @@ def test_every_feasible_candidate_is_exact():
 ], ids=["bands", "ci-outer-ranges", "tiny-bands"])
 @pytest.mark.parametrize("strategy_shared", [False, True], ids=["per-gradient", "shared"])
 def test_banded_and_tiled_plans_are_exact(edit, strategy_shared):
-    from kernels.plan import Strategy
+    from conv3d_bwd.kernels.plan import Strategy
 
     def apply(p):
         e = dict(edit)
@@ -191,7 +191,7 @@ def test_planner_budget_bounds_the_measured_peak(geom, sweep):
 ], ids=["R2", "R4-strided", "R4-partial-pack"])
 @pytest.mark.parametrize("variant", ["per-gradient", "shared-banded", "lnc2"])
 def test_region_packed_dx_is_exact(regions, geom, variant):
-    from kernels.plan import Strategy
+    from conv3d_bwd.kernels.plan import Strategy
 
     def apply(p):
         edit = {"dx_regions": regions, "dx_method": gather_dx_method(p.geometry())}
@@ -208,7 +208,7 @@ def test_region_packed_dx_is_exact(regions, geom, variant):
 ], ids=["R2-full", "R4-full"])
 def test_full_region_packs_share_one_fill_and_stay_exact(regions, geom, monkeypatch):
     """Regions filling all 128 partitions with one layout share the border memsets and placement."""
-    from kernels import nki_dx
+    from conv3d_bwd.kernels import nki_dx
     calls = spy(monkeypatch, nki_dx, "load_padded_regions", lambda *args, **kwargs: len(args[4]))
     run_and_compare(**geom, plan_edit=lambda p: dataclasses.replace(p, dx_regions=regions,
                                                                     dx_method=gather_dx_method(p.geometry())))
@@ -221,7 +221,7 @@ def test_full_region_packs_share_one_fill_and_stay_exact(regions, geom, monkeypa
     (1, 5, 7, (3, 4, 5), 2, "positions"), (1, 5, 7, (3, 4, 5), 2, "channels")])
 @pytest.mark.parametrize("grads", [GRADS, ("dw", "db"), ("dw",)], ids=lambda g: "+".join(g))
 def test_pointwise_dma_gemm_dw_is_exact(batch, c_in, c_out, size, lnc, split, grads):
-    from kernels.plan import DwMethod
+    from conv3d_bwd.kernels.plan import DwMethod
 
     def pick(p):
         # (per gradient: the shared-dy variant has its own tests, test_pw_shared.py)

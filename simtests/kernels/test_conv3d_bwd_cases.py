@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from verify.cases import CASE_SETS
+from conv3d_bwd.verify.cases import CASE_SETS
 
 from .case_support import (
     MODE_SEEDS,

@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from verify.backends import run_kernel
-from verify.cases import CASE_SETS
-from verify.inputs import make_inputs
+from conv3d_bwd.verify.backends import run_kernel
+from conv3d_bwd.verify.cases import CASE_SETS
+from conv3d_bwd.verify.inputs import make_inputs
 
 from .case_support import repro_command
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from verify.cases import Case
+from conv3d_bwd.verify.cases import Case
 
 from .case_support import MODES, assert_case_ok, repro_command, run_case_checked
 

@@ -19,12 +19,12 @@ import pytest
 from hypothesis import event, given, note, settings
 from hypothesis import strategies as st
 
-from kernels.errors import Conv3dBwdPlanError
+from conv3d_bwd.kernels.errors import Conv3dBwdPlanError
+from conv3d_bwd.verify.candidates import case_plan, run_candidates
+from conv3d_bwd.verify.cases import GRAD_SUBSETS, Case
+from conv3d_bwd.verify.harness import run_case
+from conv3d_bwd.verify.sweep import reproducer
 from simtests.kernels.case_support import assert_case_ok
-from verify.candidates import case_plan, run_candidates
-from verify.cases import GRAD_SUBSETS, Case
-from verify.harness import run_case
-from verify.sweep import reproducer
 
 TILE_EDGES = (127, 128, 129, 255, 256, 257)
 BEYOND = 4          # padding per side up to the reach + this
@@ -141,8 +141,8 @@ def test_small_draws_are_exact_every_candidate_nightly(drawn, pick_seed):
 
 
 def _large(case, target):
-    import nkisim
-    from verify.backends import _kernel
+    from conv3d_bwd import nkisim
+    from conv3d_bwd.verify.backends import _kernel
 
     note(f"reproduce: {reproducer(case, target)}")
     plan = _planned(case, target)

@@ -7,14 +7,14 @@ import math
 
 import pytest
 
-from kernels.costs import TARGET_FIGURES
-from kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
-from kernels.plan.estimate import _estimate
-from kernels.plan.estimate_waits import _dw_first_x_wait_ns
-from kernels.plan.variants import _lnc2_packed_bands
-from kernels.schedule import n_tiles
-from kernels.spec.dw_options import dw_defer_finish, dw_fused_exchange
-from kernels.spec.items import _split, dw_items, dx_items
+from conv3d_bwd.kernels.costs import TARGET_FIGURES
+from conv3d_bwd.kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
+from conv3d_bwd.kernels.plan.estimate import _estimate
+from conv3d_bwd.kernels.plan.estimate_waits import _dw_first_x_wait_ns
+from conv3d_bwd.kernels.plan.variants import _lnc2_packed_bands
+from conv3d_bwd.kernels.schedule import n_tiles
+from conv3d_bwd.kernels.spec.dw_options import dw_defer_finish, dw_fused_exchange
+from conv3d_bwd.kernels.spec.items import _split, dw_items, dx_items
 
 from .support import GRADS, assert_candidates_within_budget, conv_shapes, run_and_compare
 
@@ -147,7 +147,7 @@ def test_first_x_band_wait_is_charged_where_it_is_long(monkeypatch):
     # the estimate carries exactly that wait (its only use)
     a = per_grad[0]
     est, _ = _estimate(g, a, TRN2)
-    from kernels.plan import estimate_waits
+    from conv3d_bwd.kernels.plan import estimate_waits
     monkeypatch.setattr(estimate_waits, "_dw_first_x_wait_ns", lambda *_a: 0.0)
     est0, _ = _estimate(g, a, TRN2)
     monkeypatch.undo()

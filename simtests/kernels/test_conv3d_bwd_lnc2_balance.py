@@ -6,17 +6,17 @@ import dataclasses
 
 import pytest
 
-from kernels.costs import TARGET_FIGURES
-from kernels.dx_pairs import pair_axes
-from kernels.nki_dx import dx_groups, dx_program_groups
-from kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
-from kernels.plan.budget import _budget
-from kernels.plan.estimate import _estimate
-from kernels.plan.variants import dw_tap_fine_helps
-from kernels.spec.compose import dx_band_early_on
-from kernels.spec.dw_options import dw_own_taps, dw_tap_fine_on
-from kernels.spec.dx_options import dx_ci_split_legal, dx_ci_split_on, dx_program_items
-from kernels.spec.items import _split, dx_items
+from conv3d_bwd.kernels.costs import TARGET_FIGURES
+from conv3d_bwd.kernels.dx_pairs import pair_axes
+from conv3d_bwd.kernels.nki_dx import dx_groups, dx_program_groups
+from conv3d_bwd.kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
+from conv3d_bwd.kernels.plan.budget import _budget
+from conv3d_bwd.kernels.plan.estimate import _estimate
+from conv3d_bwd.kernels.plan.variants import dw_tap_fine_helps
+from conv3d_bwd.kernels.spec.compose import dx_band_early_on
+from conv3d_bwd.kernels.spec.dw_options import dw_own_taps, dw_tap_fine_on
+from conv3d_bwd.kernels.spec.dx_options import dx_ci_split_legal, dx_ci_split_on, dx_program_items
+from conv3d_bwd.kernels.spec.items import _split, dx_items
 
 from .support import assert_candidates_within_budget, conv_shapes, run_and_compare
 

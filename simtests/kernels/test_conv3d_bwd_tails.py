@@ -7,13 +7,13 @@ from __future__ import annotations
 
 import pytest
 
-from kernels import nki_dx
-from kernels.geometry import validate
-from kernels.plan import DbMethod, plan_conv3d_bwd
-from kernels.schedule import axis_bands, dx_phase_work
-from kernels.spec.compose import db_taps_local
-from kernels.spec.dw_options import dw_db_program
-from kernels.spec.dx_options import dx_last_by_blocks
+from conv3d_bwd.kernels import nki_dx
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.plan import DbMethod, plan_conv3d_bwd
+from conv3d_bwd.kernels.schedule import axis_bands, dx_phase_work
+from conv3d_bwd.kernels.spec.compose import db_taps_local
+from conv3d_bwd.kernels.spec.dw_options import dw_db_program
+from conv3d_bwd.kernels.spec.dx_options import dx_last_by_blocks
 
 from .support import geom_shapes, run_and_compare
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.costs import TARGET_FIGURES, CostSheet
-from nkisim.cost import TARGETS, instr_timing
-from nkisim.targets import TARGETS as SPEC_TARGETS
-from nkisim.trace import Instr
+from conv3d_bwd.kernels.costs import TARGET_FIGURES, CostSheet
+from conv3d_bwd.nkisim.cost import TARGETS, instr_timing
+from conv3d_bwd.nkisim.targets import TARGETS as SPEC_TARGETS
+from conv3d_bwd.nkisim.trace import Instr
 from simtests.nkisim.helpers import acc
 
 
@@ -81,7 +81,7 @@ def test_sheet_charges_dma_transpose_as_nkisim(name, dst_shape, src_shape, from_
 
 def test_transpose_blocks_not_bytes():
     """A [3, 16] destination fills 3 of a block's 128 partitions and pays for the whole block."""
-    from nkisim.cost import transpose_block_bytes
+    from conv3d_bwd.nkisim.cost import transpose_block_bytes
 
     hw = TARGETS["trn2"]
     assert transpose_block_bytes((3, 16), 2, hw) == 128 * 16 * 2

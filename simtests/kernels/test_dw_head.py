@@ -6,11 +6,11 @@ import dataclasses
 
 import pytest
 
-import nkisim
-from kernels import conv3d_bwd, nki_dw_xt
-from kernels.plan import DwMethod, DxMethod, Strategy, forced_plan, plan_conv3d_bwd
-from kernels.spec.compose import filters_after_first_chunk
-from kernels.xt_rows import ZERO_MEMSET_MIN_ROWS, XtRun, _engine_partitions_ok, zero_split
+from conv3d_bwd import nkisim
+from conv3d_bwd.kernels import conv3d_bwd, nki_dw_xt
+from conv3d_bwd.kernels.plan import DwMethod, DxMethod, Strategy, forced_plan, plan_conv3d_bwd
+from conv3d_bwd.kernels.spec.compose import filters_after_first_chunk
+from conv3d_bwd.kernels.xt_rows import ZERO_MEMSET_MIN_ROWS, XtRun, _engine_partitions_ok, zero_split
 
 from .support import run_and_compare, spy
 

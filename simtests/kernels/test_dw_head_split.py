@@ -11,12 +11,18 @@ import itertools
 
 import pytest
 
-from kernels import nki_dw
-from kernels.dw_head import HEAD_MAX_WRITES, fill_writes, head_col_pieces, head_pair_order, head_pieces
-from kernels.geometry import validate
-from kernels.plan import plan_conv3d_bwd
-from kernels.spec.dw_options import dw_head_split_legal
-from kernels.xt_rows import xt_window
+from conv3d_bwd.kernels import nki_dw
+from conv3d_bwd.kernels.dw_head import (
+    HEAD_MAX_WRITES,
+    fill_writes,
+    head_col_pieces,
+    head_pair_order,
+    head_pieces,
+)
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.plan import plan_conv3d_bwd
+from conv3d_bwd.kernels.spec.dw_options import dw_head_split_legal
+from conv3d_bwd.kernels.xt_rows import xt_window
 
 from .support import assert_budget_bounds_peak, geom_shapes, run_and_compare
 

@@ -9,9 +9,9 @@ import dataclasses
 
 import pytest
 
-from kernels.dx_dpairs import dpair_groups, dpair_matmuls
-from kernels.plan import DxMethod, Strategy, plan_conv3d_bwd
-from kernels.schedule import axis_bands
+from conv3d_bwd.kernels.dx_dpairs import dpair_groups, dpair_matmuls
+from conv3d_bwd.kernels.plan import DxMethod, Strategy, plan_conv3d_bwd
+from conv3d_bwd.kernels.schedule import axis_bands
 
 from .support import geom_shapes, run_and_compare
 

@@ -7,11 +7,11 @@ import dataclasses
 
 import pytest
 
-from kernels.dx_dpairs import band_halves, dpair_last_by_rows
-from kernels.geometry import validate
-from kernels.plan import Strategy, plan_conv3d_bwd
-from kernels.schedule import axis_bands
-from kernels.spec.dx_options import dx_program_items
+from conv3d_bwd.kernels.dx_dpairs import band_halves, dpair_last_by_rows
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.plan import Strategy, plan_conv3d_bwd
+from conv3d_bwd.kernels.schedule import axis_bands
+from conv3d_bwd.kernels.spec.dx_options import dx_program_items
 
 from .support import conv_shapes, run_and_compare
 

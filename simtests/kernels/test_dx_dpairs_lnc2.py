@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-from kernels.geometry import validate
-from kernels.plan import plan_conv3d_bwd
-from kernels.spec.dx_options import dx_program_items
-from kernels.spec.items import dx_items
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.plan import plan_conv3d_bwd
+from conv3d_bwd.kernels.spec.dx_options import dx_program_items
+from conv3d_bwd.kernels.spec.items import dx_items
 
 from .support import conv_shapes, run_and_compare
 
@@ -58,8 +58,8 @@ ONE_STORE = [   # C_in 64: each band plane stores with one 128-partition DMA (ph
 @pytest.mark.parametrize("lnc", [1, 2])
 @pytest.mark.parametrize("geom, delta", ONE_STORE)
 def test_dphase_pairs_one_store_is_exact(geom, delta, lnc):
-    from kernels.dx_dpairs import band_halves, one_store
-    from kernels.schedule import axis_bands
+    from conv3d_bwd.kernels.dx_dpairs import band_halves, one_store
+    from conv3d_bwd.kernels.schedule import axis_bands
     kw = {k: geom[k] for k in ("stride", "padding") if k in geom}
     shapes = conv_shapes(geom["batch"], geom["c_in"], geom["c_out"], geom["size"], geom["kernel"], **kw)
     g = validate(*shapes, **kw)

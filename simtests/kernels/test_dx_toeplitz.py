@@ -5,9 +5,15 @@ import dataclasses
 
 import pytest
 
-from kernels import nki_dx_toeplitz
-from kernels.dx_toeplitz import offsets, pair_copy_on_vector, tap_line, toeplitz_domain, toeplitz_options
-from kernels.plan import DxMethod, Strategy, plan_conv3d_bwd
+from conv3d_bwd.kernels import nki_dx_toeplitz
+from conv3d_bwd.kernels.dx_toeplitz import (
+    offsets,
+    pair_copy_on_vector,
+    tap_line,
+    toeplitz_domain,
+    toeplitz_options,
+)
+from conv3d_bwd.kernels.plan import DxMethod, Strategy, plan_conv3d_bwd
 
 from .support import assert_candidates_within_budget, geom_kw, geom_shapes, run_and_compare, spy
 
@@ -89,7 +95,7 @@ def test_toeplitz_two_c_out_tiles_no_pairing():
 
 def test_offsets_cover_every_position_tap_pair_once():
     """Over a sub-box's offsets (pairs expanded), every (u, t) pair of both axes is met exactly once."""
-    from kernels.geometry import Axis
+    from conv3d_bwd.kernels.geometry import Axis
     ax = Axis(n=20, k=7, s=2, r=1, lo=3, hi=3)
     for ph in (0, 1):
         line = tap_line(ax, ph)
@@ -242,9 +248,9 @@ def test_toeplitz_vector_pair_copies(c_out, edit, monkeypatch):
 
 def test_first_block_expansion_splits_pairs_on_the_stem():
     """The stem's pick splits some of its first block's pairs (its shifted copy is a VectorE copy)."""
-    from kernels.costs import TARGET_FIGURES
-    from kernels.dx_toeplitz import expand_offsets, first_block_expansion
-    from kernels.schedule import axis_bands
+    from conv3d_bwd.kernels.costs import TARGET_FIGURES
+    from conv3d_bwd.kernels.dx_toeplitz import expand_offsets, first_block_expansion
+    from conv3d_bwd.kernels.schedule import axis_bands
     shapes = ((2, 64, 16, 32, 32), (2, 3, 16, 64, 64), (3, 7, 7, 3, 64))   # dy, x, filters
     plan = plan_conv3d_bwd(*shapes, stride=(1, 2, 2), padding=(1, 1, 3, 3, 3, 3))
     assert plan.dx_toeplitz_w == 4 and plan.dx_toeplitz_pair == 1

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from kernels import nki_dx_toeplitz
-from kernels.dx_toeplitz import fast_grid, first_band_split, first_band_upper, split_runs
-from kernels.plan import DxMethod, plan_conv3d_bwd
+from conv3d_bwd.kernels import nki_dx_toeplitz
+from conv3d_bwd.kernels.dx_toeplitz import fast_grid, first_band_split, first_band_upper, split_runs
+from conv3d_bwd.kernels.plan import DxMethod, plan_conv3d_bwd
 
 from .support import assert_budget_bounds_peak, run_and_compare
 

@@ -8,17 +8,17 @@ import dataclasses
 
 import pytest
 
-from kernels.geometry import validate
-from kernels.plan import Strategy, plan_conv3d_bwd
-from kernels.spec.dw_options import (
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.plan import Strategy, plan_conv3d_bwd
+from conv3d_bwd.kernels.spec.dw_options import (
     dw_columns,
     dw_columns_legal,
     dw_columns_on,
     dw_defer_finish,
     dw_program_items,
 )
-from kernels.spec.items import dw_items
-from kernels.xt_rows import xt_columns, xt_window
+from conv3d_bwd.kernels.spec.items import dw_items
+from conv3d_bwd.kernels.xt_rows import xt_columns, xt_window
 
 from .support import assert_candidates_within_budget, conv_shapes, geom_kw, geom_shapes, run_and_compare
 

@@ -9,11 +9,11 @@ import dataclasses
 
 import pytest
 
-from kernels import nki_dw
-from kernels.geometry import validate
-from kernels.plan import DbMethod, Strategy, plan_conv3d_bwd
-from kernels.spec.dw_options import db_ones_legal
-from kernels.spec.dw_xs import db_ones_chunk, dw_xs_bundles, dw_xs_chunks
+from conv3d_bwd.kernels import nki_dw
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.plan import DbMethod, Strategy, plan_conv3d_bwd
+from conv3d_bwd.kernels.spec.dw_options import db_ones_legal
+from conv3d_bwd.kernels.spec.dw_xs import db_ones_chunk, dw_xs_bundles, dw_xs_chunks
 
 from .support import STEM_SMALL, assert_candidates_within_budget, geom_kw, geom_shapes, run_and_compare, spy
 

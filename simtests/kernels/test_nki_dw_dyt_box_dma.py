@@ -9,9 +9,9 @@ import dataclasses
 
 import pytest
 
-from kernels import nki_dw
-from kernels.plan import DwMethod, plan_conv3d_bwd
-from kernels.spec.dw_options import dyt_box_dma_legal
+from conv3d_bwd.kernels import nki_dw
+from conv3d_bwd.kernels.plan import DwMethod, plan_conv3d_bwd
+from conv3d_bwd.kernels.spec.dw_options import dyt_box_dma_legal
 
 from .support import assert_budget_bounds_peak, geom_shapes, run_and_compare
 

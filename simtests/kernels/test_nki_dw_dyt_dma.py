@@ -9,10 +9,10 @@ import dataclasses
 
 import pytest
 
-from kernels import nki_dw
-from kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
-from kernels.spec.dw_options import dyt_dma_legal
-from kernels.xt_rows import dyt_runs
+from conv3d_bwd.kernels import nki_dw
+from conv3d_bwd.kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
+from conv3d_bwd.kernels.spec.dw_options import dyt_dma_legal
+from conv3d_bwd.kernels.xt_rows import dyt_runs
 
 from .support import STEM_SMALL, assert_candidates_within_budget, geom_kw, geom_shapes, run_and_compare, spy
 

@@ -8,10 +8,10 @@ import dataclasses
 
 import pytest
 
-from kernels import nki_dw
-from kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
-from kernels.schedule import row_stack_offset, row_stack_roles
-from kernels.spec.dw_options import dw_direct
+from conv3d_bwd.kernels import nki_dw
+from conv3d_bwd.kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
+from conv3d_bwd.kernels.schedule import row_stack_offset, row_stack_roles
+from conv3d_bwd.kernels.spec.dw_options import dw_direct
 
 from .support import geom_shapes, run_and_compare, spy
 

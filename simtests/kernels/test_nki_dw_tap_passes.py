@@ -5,12 +5,12 @@ import dataclasses
 
 import pytest
 
-import nkisim
-from kernels import conv3d_bwd
-from kernels.costs import TARGET_FIGURES
-from kernels.plan import DwMethod, Strategy, forced_plan, plan_conv3d_bwd
-from kernels.plan.budget import _check
-from kernels.spec.dw_options import dw_tap_passes
+from conv3d_bwd import nkisim
+from conv3d_bwd.kernels import conv3d_bwd
+from conv3d_bwd.kernels.costs import TARGET_FIGURES
+from conv3d_bwd.kernels.plan import DwMethod, Strategy, forced_plan, plan_conv3d_bwd
+from conv3d_bwd.kernels.plan.budget import _check
+from conv3d_bwd.kernels.spec.dw_options import dw_tap_passes
 
 from .support import GRADS, conv_shapes, run_and_compare
 

@@ -8,15 +8,15 @@ import dataclasses
 
 import pytest
 
-import nkisim
-from kernels import conv3d_bwd
-from kernels.costs import TARGET_FIGURES
-from kernels.plan import DwMethod, Strategy, forced_plan, plan_conv3d_bwd
-from kernels.plan.budget import _check
-from kernels.plan.search import _label
-from kernels.spec.dw_options import dw_w_band_legal, dw_w_bands
-from verify.candidates import case_plan, run_candidates
-from verify.cases import Case
+from conv3d_bwd import nkisim
+from conv3d_bwd.kernels import conv3d_bwd
+from conv3d_bwd.kernels.costs import TARGET_FIGURES
+from conv3d_bwd.kernels.plan import DwMethod, Strategy, forced_plan, plan_conv3d_bwd
+from conv3d_bwd.kernels.plan.budget import _check
+from conv3d_bwd.kernels.plan.search import _label
+from conv3d_bwd.kernels.spec.dw_options import dw_w_band_legal, dw_w_bands
+from conv3d_bwd.verify.candidates import case_plan, run_candidates
+from conv3d_bwd.verify.cases import Case
 
 from .support import GRADS, conv_shapes, plan_geom, run_and_compare
 

@@ -8,9 +8,15 @@ import dataclasses
 
 import pytest
 
-from kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
-from kernels.spec.dw_options import dw_tap_passes
-from kernels.spec.dw_xs import dw_xs_bundle, dw_xs_chunks, dw_xs_fold_runs, dw_xs_slots, xs_store_runs
+from conv3d_bwd.kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
+from conv3d_bwd.kernels.spec.dw_options import dw_tap_passes
+from conv3d_bwd.kernels.spec.dw_xs import (
+    dw_xs_bundle,
+    dw_xs_chunks,
+    dw_xs_fold_runs,
+    dw_xs_slots,
+    xs_store_runs,
+)
 
 from .support import GRADS, run_and_compare
 

@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 
-from kernels.plan import Strategy
-from kernels.spec.dw_xs import dw_xs_chunks, xs_exchange_window
+from conv3d_bwd.kernels.plan import Strategy
+from conv3d_bwd.kernels.spec.dw_xs import dw_xs_chunks, xs_exchange_window
 
 from .support import run_and_compare
 

@@ -7,11 +7,11 @@ import itertools
 import numpy as np
 import pytest
 
-from kernels import nki_dw_xt
-from kernels.geometry import validate
-from kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
-from kernels.schedule import PMAX, box_blocks
-from kernels.xt_rows import valid_range, xt_columns, xt_fill
+from conv3d_bwd.kernels import nki_dw_xt
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
+from conv3d_bwd.kernels.schedule import PMAX, box_blocks
+from conv3d_bwd.kernels.xt_rows import valid_range, xt_columns, xt_fill
 
 from .support import (
     BUDGET_SWEEPS,
@@ -172,8 +172,8 @@ def test_both_variants_are_candidates_where_legal(dtype, target):
 
 
 def test_planner_check_rejects_an_illegal_dma_xt():
-    from kernels.costs import TARGET_FIGURES
-    from kernels.plan.budget import _check
+    from conv3d_bwd.kernels.costs import TARGET_FIGURES
+    from conv3d_bwd.kernels.plan.budget import _check
 
     shapes = geom_shapes({"batch": 1, "c_in": 4, "c_out": 4, "size": (2, 4, 4), "kernel": (3, 3, 3),
                           "padding": (1,) * 6})

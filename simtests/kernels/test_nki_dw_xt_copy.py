@@ -8,13 +8,13 @@ import dataclasses
 
 import pytest
 
-import nkisim
-from kernels import conv3d_bwd, nki_dw_xt
-from kernels.costs import TARGET_FIGURES, CostSheet
-from kernels.geometry import validate
-from kernels.plan import Strategy, forced_plan, plan_conv3d_bwd
-from kernels.spec.dw_options import xt_copy_legal
-from kernels.xt_rows import xt_run_ns
+from conv3d_bwd import nkisim
+from conv3d_bwd.kernels import conv3d_bwd, nki_dw_xt
+from conv3d_bwd.kernels.costs import TARGET_FIGURES, CostSheet
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.plan import Strategy, forced_plan, plan_conv3d_bwd
+from conv3d_bwd.kernels.spec.dw_options import xt_copy_legal
+from conv3d_bwd.kernels.xt_rows import xt_run_ns
 
 from .support import STEM_SMALL, conv_shapes, geom_kw, run_and_compare, spy
 

@@ -9,14 +9,14 @@ import dataclasses
 
 import pytest
 
-import nkisim
-from kernels import conv3d_bwd
-from kernels.geometry import validate
-from kernels.nki_dx_dpairs import dpair_slot_map, slot_runs
-from kernels.plan import Strategy, forced_plan, plan_conv3d_bwd
-from kernels.spec.compose import dx_between_legal
-from kernels.spec.dw_options import xt_merge_legal
-from kernels.spec.dw_xs import dw_xs_bundles, xt_merge_bundles
+from conv3d_bwd import nkisim
+from conv3d_bwd.kernels import conv3d_bwd
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.nki_dx_dpairs import dpair_slot_map, slot_runs
+from conv3d_bwd.kernels.plan import Strategy, forced_plan, plan_conv3d_bwd
+from conv3d_bwd.kernels.spec.compose import dx_between_legal
+from conv3d_bwd.kernels.spec.dw_options import xt_merge_legal
+from conv3d_bwd.kernels.spec.dw_xs import dw_xs_bundles, xt_merge_bundles
 
 from .support import assert_budget_bounds_peak, conv_shapes, run_and_compare, spy
 
@@ -69,7 +69,7 @@ def test_xt_merge_keeps_zero_rows_and_splits_stores(geom, lnc, monkeypatch):
     """The merged ring (one tile deeper: ``xt_dma_bufs``) hands a kh-0 bundle a tile whose zero rows an
     earlier kh-0 bundle wrote and no transpose overwrote since: ``RowXtDma`` skips those writes. The
     finish stores a chunk of several pairs' kw taps one pair at a time. Both paths run and stay exact."""
-    from kernels import nki_dw, nki_dw_xt
+    from conv3d_bwd.kernels import nki_dw, nki_dw_xt
     xts = spy(monkeypatch, nki_dw_xt.RowXtDma, "__init__", lambda self, *a, **k: self)
     pair_stores = spy(monkeypatch, nki_dw, "_store_pairs_apart", lambda *a: a[4])
     run_and_compare(**geom, lnc=lnc, plan_edit=_merged())
@@ -213,7 +213,7 @@ BETWEEN_GEOMS = [   # D stride 2 and C_in <= 64 (D-phase pairs), kh classes that
 
 @pytest.mark.parametrize("geom", BETWEEN_GEOMS)
 def test_dx_between_bundles_is_exact(geom, monkeypatch):
-    from kernels import nki_dw
+    from conv3d_bwd.kernels import nki_dw
     # the kernel really runs dx between dw's bundles
     advanced = spy(monkeypatch, nki_dw, "_between_share", lambda total, k, n_bund: (total, k, n_bund))
     run_and_compare(**geom, lnc=2, plan_edit=_between)
@@ -235,8 +235,8 @@ def test_dx_between_reads_dws_dy_boxes(geom, grads, dtype, reused, monkeypatch):
     ``place_padded``) instead of loaded again (the stacked geometries: a band is a whole batch's dy, as in
     down_s2); the rest load as before (odd sizes: the bands and boxes differ). Exact, and the planner's
     ``dx_bands_held`` names exactly the bands the kernel placed that way."""
-    from kernels import nki_dx
-    from kernels.spec.compose import dx_bands_held
+    from conv3d_bwd.kernels import nki_dx
+    from conv3d_bwd.kernels.spec.compose import dx_bands_held
     placed = spy(monkeypatch, nki_dx, "place_padded", lambda buf, ext, lo, hi, held, engine=None: held.shape)
     keys = spy(monkeypatch, nki_dx, "dy_resident_key", lambda b, co, rows: (b, tuple(tuple(r) for r in rows)))
     chosen = []
@@ -286,9 +286,9 @@ def test_dx_between_filters_load_behind_dws_dy(geom, grads, monkeypatch):
     first step (they used to go before any dw load). Exact."""
     import sys
 
-    from kernels import nki_dw
-    from kernels.spec.compose import filters_after_first_chunk
-    kernel = sys.modules["kernels.conv3d_bwd"]   # (the package's ``conv3d_bwd`` is the kernel object)
+    from conv3d_bwd.kernels import nki_dw
+    from conv3d_bwd.kernels.spec.compose import filters_after_first_chunk
+    kernel = sys.modules["conv3d_bwd.kernels.conv3d_bwd"]   # (the package's ``conv3d_bwd`` is the kernel object)
     events = []
     spy(monkeypatch, nki_dw, "_load_dy_box", lambda *a: "dy", events)   # dw's dy: a box, or its dy^T by DMA
     spy(monkeypatch, nki_dw.DwState, "_dyt_by_dma", lambda *a, **k: "dy", events)

@@ -5,8 +5,8 @@ import dataclasses
 
 import pytest
 
-from kernels.dx_pairs import block_groups, pair_axes, tap_steps
-from kernels.plan import Strategy
+from conv3d_bwd.kernels.dx_pairs import block_groups, pair_axes, tap_steps
+from conv3d_bwd.kernels.plan import Strategy
 
 from .support import BUDGET_SWEEPS, assert_candidates_within_budget, geom_kw, geom_shapes, run_and_compare
 
@@ -23,7 +23,7 @@ def _dx_t(copies, **edit):
 
 
 def test_tap_steps_pair_26_of_27_taps():
-    from kernels.geometry import validate
+    from conv3d_bwd.kernels.geometry import validate
     g = validate((1, 64, 4, 4, 4), (1, 64, 4, 4, 4), (3, 3, 3, 64, 64), (1, 1, 1), (1,) * 6, (1, 1, 1), "bf16")
     for copies, mms in ((1, 18), (2, 15), (3, 14)):
         steps = tap_steps(g, copies)
@@ -84,13 +84,13 @@ def test_dx_t_other_dtypes(dtype, stride):
 
 def test_dx_t_pe_transposes_on_trn1(monkeypatch):
     """trn1 has no dma_transpose: dx^T goes back through PE transposes (bf16 PSUM tiles)."""
-    from kernels.plan import estimate, estimate_dx
-    from kernels.spec import compose, dw_options, dx_options
+    from conv3d_bwd.kernels.plan import estimate, estimate_dx
+    from conv3d_bwd.kernels.spec import compose, dw_options, dx_options
     for module in (dx_options, dw_options, compose, estimate, estimate_dx):
         monkeypatch.setattr(module, "filters_by_dma", lambda g, p: False)
-    from kernels import nki_dx_t
+    from conv3d_bwd.kernels import nki_dx_t
     monkeypatch.setattr(nki_dx_t, "filters_by_dma", lambda g, p: False)
-    from kernels import nki_dx
+    from conv3d_bwd.kernels import nki_dx
     monkeypatch.setattr(nki_dx, "filters_by_dma", lambda g, p: False)
     run_and_compare(batch=1, c_in=70, c_out=9, size=(2, 6, 11), kernel=(3, 3, 3), padding=(1,) * 6,
                     grads=("dx",), plan_edit=_dx_t(3))

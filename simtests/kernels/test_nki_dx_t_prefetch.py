@@ -7,10 +7,10 @@ import dataclasses
 
 import pytest
 
-import nkisim
-from kernels import conv3d_bwd
-from kernels.plan import DwMethod, Strategy, forced_plan, plan_conv3d_bwd
-from kernels.spec.compose import dx_prefetched
+from conv3d_bwd import nkisim
+from conv3d_bwd.kernels import conv3d_bwd
+from conv3d_bwd.kernels.plan import DwMethod, Strategy, forced_plan, plan_conv3d_bwd
+from conv3d_bwd.kernels.spec.compose import dx_prefetched
 
 from .support import assert_candidates_within_budget, geom_kw, geom_shapes, run_and_compare
 

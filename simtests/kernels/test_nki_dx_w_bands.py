@@ -8,13 +8,13 @@ import dataclasses
 
 import pytest
 
-import nkisim
-from kernels import conv3d_bwd
-from kernels.costs import TARGET_FIGURES
-from kernels.plan import DxMethod, Strategy, forced_plan, plan_conv3d_bwd
-from kernels.plan.budget import _check
-from kernels.plan.search import _label
-from kernels.spec.dx_options import dx_w_band_legal, dx_w_bands
+from conv3d_bwd import nkisim
+from conv3d_bwd.kernels import conv3d_bwd
+from conv3d_bwd.kernels.costs import TARGET_FIGURES
+from conv3d_bwd.kernels.plan import DxMethod, Strategy, forced_plan, plan_conv3d_bwd
+from conv3d_bwd.kernels.plan.budget import _check
+from conv3d_bwd.kernels.plan.search import _label
+from conv3d_bwd.kernels.spec.dx_options import dx_w_band_legal, dx_w_bands
 
 from .support import GRADS, conv_shapes, plan_geom, run_and_compare
 

@@ -6,12 +6,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-import nkisim
-from kernels import conv3d_bwd
-from kernels.nki_filters import CiTiledFilters
-from kernels.plan import DxMethod, Strategy, forced_plan, plan_conv3d_bwd
-from kernels.plan.problem import gather_dx_method
-from kernels.schedule import filter_stage_cols
+from conv3d_bwd import nkisim
+from conv3d_bwd.kernels import conv3d_bwd
+from conv3d_bwd.kernels.nki_filters import CiTiledFilters
+from conv3d_bwd.kernels.plan import DxMethod, Strategy, forced_plan, plan_conv3d_bwd
+from conv3d_bwd.kernels.plan.problem import gather_dx_method
+from conv3d_bwd.kernels.schedule import filter_stage_cols
 
 from .support import exact_inputs, oracle, run_and_compare
 

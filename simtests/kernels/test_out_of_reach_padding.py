@@ -8,10 +8,10 @@ import itertools
 
 import pytest
 
-from kernels.geometry import Axis
-from kernels.schedule import axis_bands, axis_covered
-from verify.candidates import case_plan, run_candidates
-from verify.cases import Case
+from conv3d_bwd.kernels.geometry import Axis
+from conv3d_bwd.kernels.schedule import axis_bands, axis_covered
+from conv3d_bwd.verify.candidates import case_plan, run_candidates
+from conv3d_bwd.verify.cases import Case
 
 # (case, target) of the failures a random sweep found
 REPRODUCERS = [

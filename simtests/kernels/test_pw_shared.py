@@ -8,8 +8,8 @@ import dataclasses
 
 import pytest
 
-from kernels.plan import DbMethod, DwMethod, Strategy, plan_conv3d_bwd
-from kernels.spec.compose import pw_shared_on
+from conv3d_bwd.kernels.plan import DbMethod, DwMethod, Strategy, plan_conv3d_bwd
+from conv3d_bwd.kernels.spec.compose import pw_shared_on
 
 from .support import GRADS, assert_candidates_within_budget, run_and_compare
 

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from kernels import pw_shared as pw
-from kernels.costs import ENGINES, SECTION_LOSS, TARGET_FIGURES, CostSheet, flow_shop_ns, section_ns
-from kernels.geometry import validate
-from kernels.plan import plan_conv3d_bwd
-from kernels.plan.estimate import _estimate_sheet, _sections
-from kernels.spec.compose import pw_shared_on
-from kernels.spec.dx_options import dx_program_items
+from conv3d_bwd.kernels import pw_shared as pw
+from conv3d_bwd.kernels.costs import (
+    ENGINES,
+    SECTION_LOSS,
+    TARGET_FIGURES,
+    CostSheet,
+    flow_shop_ns,
+    section_ns,
+)
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.plan import plan_conv3d_bwd
+from conv3d_bwd.kernels.plan.estimate import _estimate_sheet, _sections
+from conv3d_bwd.kernels.spec.compose import pw_shared_on
+from conv3d_bwd.kernels.spec.dx_options import dx_program_items
 
 TRN2 = TARGET_FIGURES["trn2"]
 
@@ -68,7 +75,7 @@ def test_a_flow_body_is_the_longer_of_its_flow_and_its_compute_share():
 
 
 def _shape(name):
-    from verify.bench import BENCH_SHAPES
+    from conv3d_bwd.verify.bench import BENCH_SHAPES
     s = next(s for s in BENCH_SHAPES if s.name == name)
     g = s.geometry
     plan = plan_conv3d_bwd(g.dy_shape, g.x_shape, g.w_shape, stride=s.stride, padding=s.padding,
@@ -118,7 +125,7 @@ def test_a_dw_interleaved_body_streams_its_dma_in_dws_steps():
     """stem_k377's dw-interleaved pick: the merged body's DMA is an even pipeline of dw's x^T tiles (the
     PE waits for the first step's loads beyond dw's head; DMA-bound, as the x^T transposes' whole blocks make
     it, the last step's PE work follows all the loads), not a stall share (the estimate's _interleaved_flow)."""
-    from verify.bench import BENCH_SHAPES
+    from conv3d_bwd.verify.bench import BENCH_SHAPES
     s = next(s for s in BENCH_SHAPES if s.name == "stem_k377")
     gs = s.geometry
     plan = plan_conv3d_bwd(gs.dy_shape, gs.x_shape, gs.w_shape, stride=s.stride, padding=s.padding,

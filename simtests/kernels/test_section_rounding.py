@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-from kernels.costs import section_ns
-from verify.candidates import case_plan
-from verify.cases import Case
+from conv3d_bwd.kernels.costs import section_ns
+from conv3d_bwd.verify.candidates import case_plan
+from conv3d_bwd.verify.cases import Case
 
 
 def test_a_rounded_negative_busy_time_adds_nothing():

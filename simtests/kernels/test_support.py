@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from kernels.plan import plan_conv3d_bwd
+from conv3d_bwd.kernels.plan import plan_conv3d_bwd
 
 from .support import _CHOICE_FIELDS, assert_candidates_within_budget, conv_shapes, pairwise_cover
 

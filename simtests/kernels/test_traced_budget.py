@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-import nkisim
-from kernels import conv3d_bwd
-from kernels.plan import forced_plan, plan_conv3d_bwd
-from kernels.spec.items import db_chunk
-from verify.cases import Case
+from conv3d_bwd import nkisim
+from conv3d_bwd.kernels import conv3d_bwd
+from conv3d_bwd.kernels.plan import forced_plan, plan_conv3d_bwd
+from conv3d_bwd.kernels.spec.items import db_chunk
+from conv3d_bwd.verify.cases import Case
 
 
 @pytest.mark.parametrize("dtype, nki_dtype", [("fp32", "float32"), ("bf16", "bfloat16"), ("fp16", "float16")])

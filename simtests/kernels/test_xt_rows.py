@@ -7,10 +7,10 @@ import importlib
 
 import pytest
 
-from kernels import nki_dw_xt, nki_dx, nki_dx_toeplitz, nki_filters
-from kernels.geometry import validate
-from kernels.plan import DbMethod, DxMethod, Strategy, plan_conv3d_bwd
-from kernels.xt_rows import xt_bundle_groups, xt_fill, zero_by_memset
+from conv3d_bwd.kernels import nki_dw_xt, nki_dx, nki_dx_toeplitz, nki_filters
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.plan import DbMethod, DxMethod, Strategy, plan_conv3d_bwd
+from conv3d_bwd.kernels.xt_rows import xt_bundle_groups, xt_fill, zero_by_memset
 
 from .support import STEM_SMALL, geom_shapes, run_and_compare, spy
 
@@ -142,7 +142,7 @@ def _interleaved(edit=None, split=None, db=None):
 @pytest.fixture
 def steps(monkeypatch):
     """Counts the dw boxes issued from dx's item loop (so a test knows the interleaving ran)."""
-    entry = importlib.import_module("kernels.conv3d_bwd")   # (the package exports the kernel by that name)
+    entry = importlib.import_module("conv3d_bwd.kernels.conv3d_bwd")   # (the package exports the kernel by that name)
     seen = []
     original = entry._Steps.between
 

@@ -9,16 +9,16 @@ import re
 import numpy as np
 import pytest
 
-from kernels.errors import Conv3dBwdInputError
-from kernels.geometry import validate
-from kernels.plan import plan_conv3d_bwd
+from conv3d_bwd.kernels.errors import Conv3dBwdInputError
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.plan import plan_conv3d_bwd
 from simtests.negative.bad_inputs import valid_call
 
 
 def _simulate(arrays, kwargs):
     import nki
 
-    from kernels import conv3d_bwd
+    from conv3d_bwd.kernels import conv3d_bwd
 
     return nki.simulate(conv3d_bwd)(*arrays, **kwargs)
 

@@ -53,7 +53,7 @@ BAD_CHECK_ARGS = [
 
 
 def _run(argv: list[str], capsys) -> tuple[int, str, str]:
-    from verify.cli import main
+    from conv3d_bwd.verify.cli import main
 
     try:
         code = main(argv)

@@ -11,7 +11,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from kernels.errors import Conv3dBwdInputError
+from conv3d_bwd.kernels.errors import Conv3dBwdInputError
 from simtests.negative.bad_inputs import BAD_INPUTS, valid_call
 
 KERNEL_CASES = [pytest.param(bad, id=bad.id) for bad in BAD_INPUTS if bad.kernel]
@@ -24,7 +24,7 @@ def _simulator_usage_errors() -> tuple[type[Exception], ...]:
 
     if getattr(nki, "__name__", "") == "nki":  # the real package: only the kernel's error counts
         return ()
-    from nkisim.errors import NkiUsageError
+    from conv3d_bwd.nkisim.errors import NkiUsageError
 
     return (NkiUsageError,)
 
@@ -32,7 +32,7 @@ def _simulator_usage_errors() -> tuple[type[Exception], ...]:
 def _simulate(arrays, kwargs):
     import nki
 
-    from kernels import conv3d_bwd
+    from conv3d_bwd.kernels import conv3d_bwd
 
     return nki.simulate(conv3d_bwd)(*arrays, **kwargs)
 
@@ -61,7 +61,7 @@ def test_kernel_rejects_bad_input(bad, kernel_backend):
 @pytest.mark.parametrize("bad", [b for b in KERNEL_CASES if b.id != "dtype-mismatch"])
 def test_planner_rejects_bad_input(bad):
     """The planner takes shapes and one dtype name; it must reject the same geometries."""
-    from kernels.plan import plan_conv3d_bwd
+    from conv3d_bwd.kernels.plan import plan_conv3d_bwd
 
     arrays, kwargs = bad.mutate(*valid_call())
     dtypes = {_DTYPE_NAMES.get(np.asarray(a).dtype, str(np.asarray(a).dtype)) for a in arrays}

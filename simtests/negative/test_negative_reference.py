@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from reference import GeometryError, conv3d_bwd_magnitudes, conv3d_bwd_ref
+from conv3d_bwd.reference import GeometryError, conv3d_bwd_magnitudes, conv3d_bwd_ref
 from simtests.negative.bad_inputs import BAD_INPUTS, valid_call
 
 ORACLE_CASES = [pytest.param(bad, id=bad.id) for bad in BAD_INPUTS if bad.oracle]

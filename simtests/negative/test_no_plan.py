@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from kernels.errors import Conv3dBwdPlanError
-from kernels.plan import plan_conv3d_bwd
-from kernels.plan.no_plan import bounding_rejection, no_plan_message
+from conv3d_bwd.kernels.errors import Conv3dBwdPlanError
+from conv3d_bwd.kernels.plan import plan_conv3d_bwd
+from conv3d_bwd.kernels.plan.no_plan import bounding_rejection, no_plan_message
 
 # 1024 -> 1024 channels, 7x7x7 filter, 64x256x256 input: no tiling fits SBUF
 HOPELESS = ((1, 1024, 64, 256, 256), (1, 1024, 64, 256, 256), (7, 7, 7, 1024, 1024))

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-import nkisim
-from nkisim.trace import Access
+from conv3d_bwd import nkisim
+from conv3d_bwd.nkisim.trace import Access
 
 
 def inside(body: Callable[[], Any], target: str = "trn2", trace_only: bool = False) -> Any:
@@ -53,8 +53,8 @@ def acc(role, buffer, storage, dtype="bfloat16", shape=(128, 512), write=False, 
 def on_chip(body: Callable[..., Any], *arrays: Any, target: str = "trn2") -> Any:
     """Run ``body`` on SBUF copies of ``arrays`` (each loaded with nl.load); store the tile(s) it
     returns to shared HBM and return them as numpy arrays (a tuple for several)."""
-    import nkisim.isa as nisa
-    import nkisim.language as nl
+    import conv3d_bwd.nkisim.isa as nisa
+    import conv3d_bwd.nkisim.language as nl
 
     def kernel(*xs):
         outs = body(*[nl.load(x) for x in xs])

@@ -8,9 +8,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import nkisim
-import nkisim.isa as nisa
-import nkisim.language as nl
+import conv3d_bwd.nkisim.isa as nisa
+import conv3d_bwd.nkisim.language as nl
+from conv3d_bwd import nkisim
 
 
 def test_jit_bare_and_with_arguments_and_lnc_indexing():
@@ -127,7 +127,7 @@ def test_enums_and_legacy_aliases():
 
 
 def test_dtypes_map_to_numpy_and_ml_dtypes():
-    from nkisim.dtypes import NUMPY_TYPES
+    from conv3d_bwd.nkisim.dtypes import NUMPY_TYPES
     assert nl.bfloat16 == "bfloat16"
     assert NUMPY_TYPES[nl.bfloat16] == np.dtype(ml_dtypes.bfloat16)
     assert NUMPY_TYPES[nl.float8_e4m3] == np.dtype(ml_dtypes.float8_e4m3)

@@ -13,7 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 KERNEL = """
 import numpy as np
-from nkisim.binding import ensure_nki
+from conv3d_bwd.nkisim.binding import ensure_nki
 print(ensure_nki({prefer}))
 import nki
 import nki.language as nl
@@ -69,7 +69,7 @@ def test_nothing_installed_at_all():
 
 
 def test_real_package_is_preferred_when_it_imports(tmp_path):
-    code = "from nkisim.binding import ensure_nki\nprint(ensure_nki())\nimport nki\nprint(nki.__name__)\n"
+    code = "from conv3d_bwd.nkisim.binding import ensure_nki\nprint(ensure_nki())\nimport nki\nprint(nki.__name__)\n"
     r = _run(code, _package(tmp_path, FAKE_REAL))
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["nki", "nki"]
@@ -85,7 +85,7 @@ def test_nkisim_can_be_forced_over_the_real_package(tmp_path, how):
 
 
 def test_prefer_real_without_it_is_an_import_error(tmp_path):
-    code = "from nkisim.binding import ensure_nki\nensure_nki('nki')\n"
+    code = "from conv3d_bwd.nkisim.binding import ensure_nki\nensure_nki('nki')\n"
     r = _run(code, _package(tmp_path, PLACEHOLDER))
     assert r.returncode != 0
     assert "ImportError" in r.stderr

@@ -7,8 +7,8 @@ import sys
 import numpy as np
 import pytest
 
-from nkisim.binding import ensure_neuronxcc
-from nkisim.errors import NkiUsageError
+from conv3d_bwd.nkisim.binding import ensure_neuronxcc
+from conv3d_bwd.nkisim.errors import NkiUsageError
 
 
 @pytest.fixture

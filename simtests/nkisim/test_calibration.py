@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from nkisim.calibration.published import (
+from conv3d_bwd.nkisim.calibration.published import (
     PUBLISHED_MATMUL_MS,
     SINGLE_ENGINE_LOAD_NS,
     model_matmul,

@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import nkisim
-import nkisim.isa as nisa
-import nkisim.language as nl
+import conv3d_bwd.nkisim.isa as nisa
+import conv3d_bwd.nkisim.language as nl
+from conv3d_bwd import nkisim
 
 from .helpers import raises_rule
 

@@ -8,11 +8,11 @@ import sys
 import numpy as np
 import pytest
 
-import nkisim
-import nkisim.collectives as ncc
-import nkisim.isa as nisa
-import nkisim.language as nl
-from nkisim.collectives import ReplicaGroup
+import conv3d_bwd.nkisim.collectives as ncc
+import conv3d_bwd.nkisim.isa as nisa
+import conv3d_bwd.nkisim.language as nl
+from conv3d_bwd import nkisim
+from conv3d_bwd.nkisim.collectives import ReplicaGroup
 
 from .helpers import raises_rule
 
@@ -145,7 +145,8 @@ def test_collectives_are_traced_as_dma_instructions():
 
 
 def test_binding_installs_nki_collectives():
-    code = ("from nkisim.binding import ensure_nki; ensure_nki('nkisim')\n"
+    code = ("from conv3d_bwd.nkisim.binding import ensure_nki; ensure_nki('nkisim')\n"
             "import nki.collectives as ncc\nfrom nki.collectives import ReplicaGroup\n"
-            "import nkisim.collectives\nassert ncc is nkisim.collectives and ReplicaGroup is ncc.ReplicaGroup\n")
+            "from conv3d_bwd.nkisim import collectives\n"
+            "assert ncc is collectives and ReplicaGroup is ncc.ReplicaGroup\n")
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -8,9 +8,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from nkisim.conformance import Case, FileReference, Generation, KernelSpec, LocalReference, run_spec
-from nkisim.conformance import __main__ as cli
-from nkisim.conformance.runner import extract_function
+from conv3d_bwd.nkisim.conformance import (
+    Case,
+    FileReference,
+    Generation,
+    KernelSpec,
+    LocalReference,
+    run_spec,
+)
+from conv3d_bwd.nkisim.conformance import __main__ as cli
+from conv3d_bwd.nkisim.conformance.runner import extract_function
 
 LEGACY_KERNEL = '''
 import numpy as np
@@ -262,7 +269,7 @@ def test_cli_rejects_missing_checkouts(tmp_path, capsys):
 
 
 def test_range_criterion_scales_the_tolerance_with_the_largest_reference_value(samples):
-    from nkisim.conformance import Criterion
+    from conv3d_bwd.nkisim.conformance import Criterion
 
     # a + b (inputs in [0, 1)) is off by 5e-4 everywhere; the reference's largest value is close to 2
     spec = _legacy_spec("add_kernel", LocalReference(lambda a, b: a + b + 5e-4, "a + b, shifted"))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from nkisim.cost import (
+from conv3d_bwd.nkisim.cost import (
     ASSUMPTIONS,
     TARGETS,
     CostModelError,
@@ -13,7 +13,7 @@ from nkisim.cost import (
     instr_timing,
     matmul_flops,
 )
-from nkisim.trace import Instr
+from conv3d_bwd.nkisim.trace import Instr
 
 from .helpers import acc
 
@@ -271,7 +271,7 @@ def test_calibration_factors_scale_one_engine():
 
 def test_dma_issue_routes_by_mode_trigger_and_transpose_form():
     """The pure routing the planner shares: hand-checked against the DGE reference's rules."""
-    from nkisim.cost import dma_issue
+    from conv3d_bwd.nkisim.cost import dma_issue
 
     trn2, trn1 = TARGETS["trn2"], TARGETS["trn1"]
     assert dma_issue("dma_copy", trn2) == ("swdge", 600.0, 100.0)            # the compiler's default: software DGE
@@ -285,7 +285,7 @@ def test_dma_issue_routes_by_mode_trigger_and_transpose_form():
 
 
 def test_transpose_charge_is_whole_blocks_of_the_destination():
-    from nkisim.cost import dma_transpose_ns, transpose_block_bytes
+    from conv3d_bwd.nkisim.cost import dma_transpose_ns, transpose_block_bytes
 
     hw = TARGETS["trn2"]
     assert transpose_block_bytes((31, 2, 64, 3), 2, hw) == 2 * 64 * 4096       # 128 blocks of 4 KiB

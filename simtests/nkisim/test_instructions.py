@@ -5,9 +5,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import nkisim
-import nkisim.isa as nisa
-import nkisim.language as nl
+import conv3d_bwd.nkisim.isa as nisa
+import conv3d_bwd.nkisim.language as nl
+from conv3d_bwd import nkisim
 
 BF16 = ml_dtypes.bfloat16
 RNG = np.random.default_rng(1234)

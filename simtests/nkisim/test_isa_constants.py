@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import nkisim
-import nkisim.isa as nisa
-import nkisim.language as nl
+import conv3d_bwd.nkisim.isa as nisa
+import conv3d_bwd.nkisim.language as nl
+from conv3d_bwd import nkisim
 
 from .helpers import raises_rule
 
@@ -23,14 +23,14 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_constants_module_holds_the_isa_enums():
-    from nkisim import isa_constants
+    from conv3d_bwd.nkisim import isa_constants
     assert nisa.constants is isa_constants
     for name in ("dge_mode", "oob_mode", "engine", "reduce_cmd", "dma_engine", "matmul_perf_mode", "nc_version"):
         assert getattr(isa_constants, name) is getattr(nisa, name)
 
 
 def test_binding_installs_nki_isa_constants():
-    code = ("from nkisim.binding import ensure_nki; ensure_nki('nkisim')\n"
+    code = ("from conv3d_bwd.nkisim.binding import ensure_nki; ensure_nki('nkisim')\n"
             "from nki.isa.constants import dge_mode, oob_mode\n"
             "from nki.isa import constants\n"
             "import nki\n"
@@ -154,7 +154,7 @@ def test_nki_object_without_dataclass_gets_the_language_guides_default_initializ
 
 
 def test_packed_x4_dtypes_move_bit_exactly_and_refuse_arithmetic():
-    from nkisim.dtypes import ITEMSIZE
+    from conv3d_bwd.nkisim.dtypes import ITEMSIZE
     assert (ITEMSIZE[nl.float8_e4m3fn_x4], ITEMSIZE[nl.float8_e5m2_x4], ITEMSIZE[nl.float4_e2m1fn_x4]) == (4, 4, 2)
     assert ITEMSIZE[nl.float8_e8m0fnu] == 1
     bits = np.arange(8 * 4, dtype=np.uint32).reshape(8, 4) * 0x01010101

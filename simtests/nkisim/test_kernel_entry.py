@@ -4,9 +4,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import nkisim
-import nkisim.isa as nisa
-import nkisim.language as nl
+import conv3d_bwd.nkisim.isa as nisa
+import conv3d_bwd.nkisim.language as nl
+from conv3d_bwd import nkisim
 
 
 def test_a_kernel_may_return_the_argument_it_wrote():
@@ -49,6 +49,6 @@ def test_simulate_passes_every_keyword_to_the_kernel():
     x = np.ones((4, 8), np.float32)
     np.testing.assert_array_equal(nkisim.simulate(kernel)(x, lnc=3, target=5), 15 * x)
     np.testing.assert_array_equal(nkisim.jit(kernel)(x, lnc=2, target=1), 2 * x)
-    from nkisim.kernel import execute
+    from conv3d_bwd.nkisim.kernel import execute
     r = execute(kernel, (x,), {"lnc": 7, "target": 1}, target="trn2")
     np.testing.assert_array_equal(r.outputs, 7 * x)

@@ -4,10 +4,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import nkisim.legacy as nki
-import nkisim.legacy.isa as nisa
-import nkisim.legacy.language as nl
-from nkisim.errors import NkiValidationError
+import conv3d_bwd.nkisim.legacy as nki
+import conv3d_bwd.nkisim.legacy.isa as nisa
+import conv3d_bwd.nkisim.legacy.language as nl
+from conv3d_bwd.nkisim.errors import NkiValidationError
 
 
 def _rand(*shape: int, seed: int = 0) -> np.ndarray:

@@ -5,10 +5,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import nkisim.legacy as nki
-import nkisim.legacy.isa as nisa
-import nkisim.legacy.language as nl
-from nkisim.errors import NkiUsageError, NkiValidationError
+import conv3d_bwd.nkisim.legacy as nki
+import conv3d_bwd.nkisim.legacy.isa as nisa
+import conv3d_bwd.nkisim.legacy.language as nl
+from conv3d_bwd.nkisim.errors import NkiUsageError, NkiValidationError
 
 
 def _rand(*shape: int, seed: int = 0) -> np.ndarray:
@@ -270,7 +270,7 @@ def test_benchmark_needs_a_device():
 
 
 def test_numbers_do_not_promote_a_tiles_dtype():
-    from nkisim.legacy.tile import LegacyTile
+    from conv3d_bwd.nkisim.legacy.tile import LegacyTile
 
     t = LegacyTile(np.ones((2, 2), dtype=np.float16), "sbuf")
     assert (t * 3.0).dtype == "float16"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-import nkisim as nki
-import nkisim.isa as nisa
-import nkisim.language as nl
+import conv3d_bwd.nkisim.isa as nisa
+import conv3d_bwd.nkisim.language as nl
+from conv3d_bwd import nkisim as nki
 
 BF16 = ml_dtypes.bfloat16
 RNG = np.random.default_rng(7)

@@ -10,9 +10,9 @@ import math
 import numpy as np
 import pytest
 
-import nkisim
-import nkisim.isa as nisa
-import nkisim.language as nl
+import conv3d_bwd.nkisim.isa as nisa
+import conv3d_bwd.nkisim.language as nl
+from conv3d_bwd import nkisim
 
 X = np.linspace(-4.0, 4.0, 64, dtype=np.float32).reshape(4, 16)
 

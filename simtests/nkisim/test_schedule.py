@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from nkisim.cost import CostModelError, get_target, instr_timing, summarize
-from nkisim.schedule import FluidBandwidth, schedule, schedule_programs
-from nkisim.trace import Instr, Trace
+from conv3d_bwd.nkisim.cost import CostModelError, get_target, instr_timing, summarize
+from conv3d_bwd.nkisim.schedule import FluidBandwidth, schedule, schedule_programs
+from conv3d_bwd.nkisim.trace import Instr, Trace
 
 from .helpers import acc
 

@@ -8,9 +8,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-import nkisim
-from nkisim.timeline import lane_order, timeline_document, write_timeline
-from nkisim.timeline_svg import timeline_svg
+from conv3d_bwd import nkisim
+from conv3d_bwd.nkisim.timeline import lane_order, timeline_document, write_timeline
+from conv3d_bwd.nkisim.timeline_svg import timeline_svg
 
 pytestmark = pytest.mark.fast
 
@@ -20,10 +20,10 @@ ENGINE_TRACKS = {"tensor": "TensorE", "vector": "VectorE", "scalar": "ScalarE", 
 
 
 def _conv3d_bwd():
-    from nkisim.binding import ensure_nki
+    from conv3d_bwd.nkisim.binding import ensure_nki
 
     ensure_nki(prefer="nkisim")
-    from kernels import conv3d_bwd
+    from conv3d_bwd.kernels import conv3d_bwd
 
     return conv3d_bwd
 
@@ -107,7 +107,7 @@ def test_the_picture_has_a_row_per_track(run_and_file):
 
 
 def test_write_timeline_on_a_hand_made_trace(tmp_path):
-    from nkisim.trace import Instr
+    from conv3d_bwd.nkisim.trace import Instr
     from simtests.nkisim.helpers import acc
 
     load = Instr("dma_copy", "dma", (acc("src", "hbm", 1), acc("dst", "sbuf", 2, write=True)))

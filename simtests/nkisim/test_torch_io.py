@@ -5,12 +5,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import nkisim
-import nkisim.isa as nisa
-import nkisim.language as nl
-import nkisim.legacy.language as lnl
-from nkisim import legacy
-from nkisim.torch_io import from_numpy_like, to_numpy
+import conv3d_bwd.nkisim.isa as nisa
+import conv3d_bwd.nkisim.language as nl
+import conv3d_bwd.nkisim.legacy.language as lnl
+from conv3d_bwd import nkisim
+from conv3d_bwd.nkisim import legacy
+from conv3d_bwd.nkisim.torch_io import from_numpy_like, to_numpy
 
 torch = pytest.importorskip("torch")   # torch is an optional dependency
 

@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from nkisim.trace import Access, Instr, Trace
+from conv3d_bwd.nkisim.trace import Access, Instr, Trace
 
 
 def _access(storage: int = 1, write: bool = False) -> Access:

@@ -5,9 +5,9 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import nkisim
-import nkisim.isa as nisa
-import nkisim.language as nl
+import conv3d_bwd.nkisim.isa as nisa
+import conv3d_bwd.nkisim.language as nl
+from conv3d_bwd import nkisim
 
 
 @st.composite

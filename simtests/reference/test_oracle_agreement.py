@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from reference import conv3d_bwd_magnitudes, conv3d_bwd_ref, conv3d_fwd
+from conv3d_bwd.reference import conv3d_bwd_magnitudes, conv3d_bwd_ref, conv3d_fwd
 from simtests.reference.cases import TINY, Geo
 from simtests.reference.independent import naive_bwd, naive_fwd, scipy_bwd, tap_slices_bwd
 

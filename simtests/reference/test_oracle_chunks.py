@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reference import ConvGeometry, conv3d_bwd_ref, oracle
+from conv3d_bwd.reference import ConvGeometry, conv3d_bwd_ref, oracle
 from simtests.reference.cases import Geo
 from simtests.reference.independent import tap_slices_bwd
 

@@ -9,7 +9,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from reference import conv3d_bwd_magnitudes, conv3d_bwd_ref, conv3d_fwd
+from conv3d_bwd.reference import conv3d_bwd_magnitudes, conv3d_bwd_ref, conv3d_fwd
 from simtests.reference.cases import Geo
 from simtests.reference.independent import out_size, tap_slices_bwd
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reference import conv3d_bwd_ref, conv3d_fwd
+from conv3d_bwd.reference import conv3d_bwd_ref, conv3d_fwd
 from simtests.reference.cases import TINY, Geo
 from simtests.reference.independent import covered_mask
 

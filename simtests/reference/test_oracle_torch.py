@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reference import conv3d_bwd_ref
+from conv3d_bwd.reference import conv3d_bwd_ref
 from simtests.reference.cases import TINY, Geo
 
 torch = pytest.importorskip("torch", reason="torch is not installed: the PyTorch cross-check needs the 'torch' extra")

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference import conv3d_bwd_magnitudes
-from reference.tolerance import (
+from conv3d_bwd.reference import conv3d_bwd_magnitudes
+from conv3d_bwd.reference.tolerance import (
     C_DEFAULT,
     U_FP32,
     ToleranceArgumentError,

@@ -8,7 +8,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from reference import (
+from conv3d_bwd.reference import (
     ConvGeometry,
     GeometryError,
     NonFiniteInputError,

@@ -13,9 +13,9 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from reference.tolerance import dtype_info, oracle_gradients, round_to_dtype, step_ulps
-from verify.backends import KernelRun, Runner, register_backend, unregister_backend
-from verify.cases import Case
+from conv3d_bwd.reference.tolerance import dtype_info, oracle_gradients, round_to_dtype, step_ulps
+from conv3d_bwd.verify.backends import KernelRun, Runner, register_backend, unregister_backend
+from conv3d_bwd.verify.cases import Case
 
 ORACLE_FP32 = "test-oracle-fp32"
 WRONG = "test-wrong-result"

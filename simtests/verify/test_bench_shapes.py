@@ -3,7 +3,13 @@ import json
 
 import pytest
 
-from verify.bench_shapes import BenchShape, ShapeFileError, load_shapes, realworld_shapes, shapes_from_json
+from conv3d_bwd.verify.bench_shapes import (
+    BenchShape,
+    ShapeFileError,
+    load_shapes,
+    realworld_shapes,
+    shapes_from_json,
+)
 
 GOOD = {"name": "tube", "batch": 1, "channels": [3, 8], "input": [4, 8, 8], "kernel": [2, 4, 4],
         "stride": [2, 4, 4], "padding": 0, "dilation": 1, "dtype": "bf16", "lnc": 2, "source": "a test"}

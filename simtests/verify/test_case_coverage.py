@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kernels.plan import all_method_names
-from verify.cases import CASE_SETS
-from verify.harness import plan_for
+from conv3d_bwd.kernels.plan import all_method_names
+from conv3d_bwd.verify.cases import CASE_SETS
+from conv3d_bwd.verify.harness import plan_for
 
 DTYPES = ("bf16", "fp16", "fp32")
 

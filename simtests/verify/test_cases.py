@@ -5,8 +5,8 @@ import re
 
 import pytest
 
-from reference import ConvGeometry
-from verify.cases import CASE_SETS, DTYPES, GRAD_SUBSETS, GROUPS, Case, CaseError, case_from_args
+from conv3d_bwd.reference import ConvGeometry
+from conv3d_bwd.verify.cases import CASE_SETS, DTYPES, GRAD_SUBSETS, GROUPS, Case, CaseError, case_from_args
 
 pytestmark = pytest.mark.fast
 

@@ -5,8 +5,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from reference.tolerance import round_to_dtype, step_ulps
-from verify.check import OracleCheckError, check_against_oracle, oracle_reference
+from conv3d_bwd.reference.tolerance import round_to_dtype, step_ulps
+from conv3d_bwd.verify.check import OracleCheckError, check_against_oracle, oracle_reference
 
 BF16 = ml_dtypes.bfloat16
 PADDING = (1, 0, 1, 1, 0, 1)   # asymmetric, so a swapped side would show
@@ -112,8 +112,8 @@ def test_bad_arguments_name_the_argument(call, message):
 
 def test_the_real_kernel_passes():
     """The one-call check on the kernel itself (nkisim), as docs/api.md shows it."""
-    import nkisim
-    from kernels import conv3d_bwd
+    from conv3d_bwd import nkisim
+    from conv3d_bwd.kernels import conv3d_bwd
 
     dy, x, filters = _inputs(seed=3)
     result = nkisim.run(conv3d_bwd, dy, x, filters, stride=STRIDE, padding=PADDING, target="trn2")

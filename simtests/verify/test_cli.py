@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-import verify.cases as cases_module
+import conv3d_bwd.verify.cases as cases_module
+from conv3d_bwd.verify.cli import main
 from simtests.verify.standins import ORACLE_FP32, oracle_fp32, registered, with_fault
-from verify.cli import main
 
 pytestmark = pytest.mark.fast
 
@@ -116,7 +116,7 @@ def test_usage_errors_exit_2_with_one_line(argv, needle, capsys):
 
 
 def test_unavailable_backend_is_a_usage_error(capsys):
-    from verify.backends import real_nki_missing
+    from conv3d_bwd.verify.backends import real_nki_missing
 
     if real_nki_missing() is None:
         pytest.skip("the real Neuron nki imports here")
@@ -127,7 +127,7 @@ def test_unavailable_backend_is_a_usage_error(capsys):
 
 
 def test_usage_error_in_a_real_process_has_no_traceback():
-    proc = subprocess.run([sys.executable, "-m", "verify.cli", "check", "--batch", "1", "--channels",
+    proc = subprocess.run([sys.executable, "-m", "conv3d_bwd.verify.cli", "check", "--batch", "1", "--channels",
                            "4,4", "--input", "1,2,2", "--kernel", "3,3,3"], cwd=ROOT,
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 2
@@ -143,7 +143,7 @@ def test_help_on_each_subcommand(capsys):
 def _subparsers():
     import argparse
 
-    from verify.cli import build_parser
+    from conv3d_bwd.verify.cli import build_parser
 
     parser = build_parser()
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -151,7 +151,7 @@ def _subparsers():
 
 
 def test_every_flag_has_help_and_shows_its_default():
-    from verify.cli import _shown_default
+    from conv3d_bwd.verify.cli import _shown_default
 
     for name, sub in _subparsers().items():
         text = " ".join(sub.format_help().split())  # argparse wraps lines
@@ -165,7 +165,7 @@ def test_every_flag_has_help_and_shows_its_default():
 
 
 def test_choices_are_listed(capsys):
-    from verify.bench import BENCH_SETS
+    from conv3d_bwd.verify.bench import BENCH_SETS
 
     assert main(["bench", "--help"]) == 0
     usage = " ".join(capsys.readouterr().out.split())
@@ -233,7 +233,7 @@ def test_check_reports_a_crashing_kernel_as_fail_also_in_json(capsys):
 
 
 def test_check_names_the_failing_stage(standin, monkeypatch, capsys):
-    from verify import harness
+    from conv3d_bwd.verify import harness
 
     def bad_inputs(case, mode, seed):
         raise RuntimeError("no inputs")
@@ -250,7 +250,7 @@ def test_check_names_the_failing_stage(standin, monkeypatch, capsys):
 def test_check_says_when_a_pass_is_mistrusted(standin, monkeypatch, capsys):
     from dataclasses import replace
 
-    from verify import harness
+    from conv3d_bwd.verify import harness
 
     real = harness.make_input_set
 
@@ -288,8 +288,8 @@ def _plan_rows(text: str) -> list[str]:
 
 
 def test_plan_shows_the_top_candidates_sorted_with_the_pick_and_the_runner_up(capsys):
-    from kernels.plan import plan_conv3d_bwd
-    from verify.cli import _case_from, build_parser
+    from conv3d_bwd.kernels.plan import plan_conv3d_bwd
+    from conv3d_bwd.verify.cli import _case_from, build_parser
 
     assert main(["plan", *GEOMETRY, "--top", "5"]) == 0
     text = capsys.readouterr().out
@@ -327,7 +327,7 @@ def test_plan_all_lists_every_candidate(capsys):
 
 
 def test_plan_refuses_a_geometry_too_big_for_this_machine(monkeypatch, capsys):
-    from verify import cli
+    from conv3d_bwd.verify import cli
 
     monkeypatch.setattr(cli, "_available_memory", lambda: 1024)
     assert main(["plan", *GEOMETRY]) == 2
@@ -337,8 +337,8 @@ def test_plan_refuses_a_geometry_too_big_for_this_machine(monkeypatch, capsys):
 def test_plan_shows_it_is_alive_when_planning_is_slow(monkeypatch, capsys):
     import time as time_module
 
-    from kernels import plan as planner
-    from verify import progress
+    from conv3d_bwd.kernels import plan as planner
+    from conv3d_bwd.verify import progress
 
     real = planner.plan_conv3d_bwd
 
@@ -354,7 +354,7 @@ def test_plan_shows_it_is_alive_when_planning_is_slow(monkeypatch, capsys):
 
 
 def test_no_plan_lists_the_rejections_one_per_line(monkeypatch, capsys):
-    from kernels import plan as planner
+    from conv3d_bwd.kernels import plan as planner
 
     def no_plan(*args, **kwargs):
         raise ValueError("no plan fits trn2 for this geometry: A: SBUF 9 B exceeds 1 B; "
@@ -516,7 +516,7 @@ def test_report_with_the_real_kernel(tiny_set, tmp_path, capsys):
 
 
 def test_report_says_on_stderr_when_plots_are_skipped(standin, tiny_set, tmp_path, monkeypatch, capsys):
-    from verify.report import plots
+    from conv3d_bwd.verify.report import plots
 
     monkeypatch.setattr(plots, "matplotlib_missing", lambda: "No module named 'matplotlib'")
     assert main(["report", "--set", "fast", "--backend", standin, "--out", str(tmp_path), "--jobs", "1",
@@ -528,16 +528,16 @@ def test_report_says_on_stderr_when_plots_are_skipped(standin, tiny_set, tmp_pat
 # ---------------------------------------------------------------------------------------------- bench
 
 def test_bench_without_the_module_is_a_usage_error(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "verify.bench", None)  # import raises ImportError
+    monkeypatch.setitem(sys.modules, "conv3d_bwd.verify.bench", None)  # import raises ImportError
     assert main(["bench"]) == 2
-    assert "verify.bench" in _one_line_error(capsys.readouterr().err)
+    assert "conv3d_bwd.verify.bench" in _one_line_error(capsys.readouterr().err)
 
 
 def test_bench_calls_run_bench(monkeypatch, tmp_path):
     calls = []
-    fake = types.ModuleType("verify.bench")
+    fake = types.ModuleType("conv3d_bwd.verify.bench")
     fake.run_bench = lambda **kwargs: calls.append(kwargs) or []
-    monkeypatch.setitem(sys.modules, "verify.bench", fake)
+    monkeypatch.setitem(sys.modules, "conv3d_bwd.verify.bench", fake)
     path = str(tmp_path / "b.json")
     assert main(["bench", "--set", "smoke", "--target", "trn3", "--lnc", "2", "--json", path]) == 0
     assert main(["bench", "--only", "vae|wide", "--top", "5"]) == 0
@@ -552,7 +552,7 @@ def test_bench_calls_run_bench(monkeypatch, tmp_path):
 
 def test_report_survives_a_broken_case(tiny_set, tmp_path, capsys):
     """A backend that drops a gradient breaks the harness for that case only: FAIL records, exit 1."""
-    from verify.backends import KernelRun
+    from conv3d_bwd.verify.backends import KernelRun
 
     def drops_db(case, dy, x, w, target):
         run = oracle_fp32(case, dy, x, w, target)
@@ -576,10 +576,10 @@ def test_report_only_selects_cases_by_id(standin, tmp_path, capsys):
 
 
 def test_a_merged_report_draws_each_shards_timelines(tmp_path, capsys):
-    from nkisim.timeline import write_timeline
-    from nkisim.trace import Instr
+    from conv3d_bwd.nkisim.timeline import write_timeline
+    from conv3d_bwd.nkisim.trace import Instr
+    from conv3d_bwd.verify.report import write_reports
     from simtests.nkisim.helpers import acc
-    from verify.report import write_reports
 
     load = Instr("dma_copy", "dma", (acc("src", "hbm", 1), acc("dst", "sbuf", 2, write=True)))
     meta = {"set": "fast", "backend": "nkisim", "modes": ["exact"], "seed": 0, "wall_s": 1.0}

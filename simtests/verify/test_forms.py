@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from nkisim.trace import Access, Instr
-from verify.form_evidence import Evidence, FormRule, OperandRule, evidence_for
-from verify.forms import (
+from conv3d_bwd.nkisim.trace import Access, Instr
+from conv3d_bwd.verify.form_evidence import Evidence, FormRule, OperandRule, evidence_for
+from conv3d_bwd.verify.forms import (
     DOC_BEGIN,
     DOC_END,
     Form,
@@ -241,7 +241,7 @@ def test_doc_block_is_replaced_and_prose_kept(tmp_path):
 
 @pytest.mark.fast
 def test_a_real_trace_gives_a_table_of_every_traced_op():
-    from verify.forms import _plans, trace_plan
+    from conv3d_bwd.verify.forms import _plans, trace_plan
 
     geom = Geometry("tiny", (1, 8, 2, 4, 4), (1, 4, 2, 4, 4), (1, 3, 3, 4, 8), padding=(0, 0, 1, 1, 1, 1))
     (plan, _), = _plans(geom)
@@ -277,7 +277,7 @@ def test_alternatives_of_a_tiny_pick():
 
 @pytest.mark.fast
 def test_transport_switches_are_plan_fields():
-    from verify.forms import TRANSPORT_SWITCHES, _plans
+    from conv3d_bwd.verify.forms import TRANSPORT_SWITCHES, _plans
 
     geom = Geometry("tiny", (1, 8, 2, 4, 4), (1, 4, 2, 4, 4), (1, 3, 3, 4, 8), padding=(0, 0, 1, 1, 1, 1))
     (plan, _), = _plans(geom)

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from verify.gate import GateInputError, gate_report, main
-from verify.report.json_io import write_json
+from conv3d_bwd.verify.gate import GateInputError, gate_report, main
+from conv3d_bwd.verify.report.json_io import write_json
 
 
 def _record(case: str, grad: str = "dx", status: str = "PASS", error: str | None = None) -> dict:

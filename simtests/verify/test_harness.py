@@ -6,8 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from simtests.verify.standins import ORACLE_FP32, oracle_fp32, registered, with_fault
-from verify.backends import (
+from conv3d_bwd.verify.backends import (
     BACKEND_ENV,
     BackendError,
     BackendUnavailable,
@@ -17,9 +16,10 @@ from verify.backends import (
     resolve_backend,
     run_kernel,
 )
-from verify.cases import CASE_SETS
-from verify.harness import run_case
-from verify.inputs import make_inputs
+from conv3d_bwd.verify.cases import CASE_SETS
+from conv3d_bwd.verify.harness import run_case
+from conv3d_bwd.verify.inputs import make_inputs
+from simtests.verify.standins import ORACLE_FP32, oracle_fp32, registered, with_fault
 
 pytestmark = pytest.mark.fast
 

@@ -8,9 +8,9 @@ import sys
 import numpy as np
 import pytest
 
-from reference.tolerance import dtype_info, oracle_gradients, round_to_dtype
-from verify.cases import CASE_SETS, Case
-from verify.inputs import InputModeError, make_input_set, make_inputs, stable_seed
+from conv3d_bwd.reference.tolerance import dtype_info, oracle_gradients, round_to_dtype
+from conv3d_bwd.verify.cases import CASE_SETS, Case
+from conv3d_bwd.verify.inputs import InputModeError, make_input_set, make_inputs, stable_seed
 
 DEFAULT = CASE_SETS["default"]
 
@@ -111,7 +111,7 @@ def test_exact_references_are_mostly_nonzero_for_dense_geometries():
 def test_no_default_case_gets_a_mostly_zero_exact_reference(seed):
     """Unlucky draws (a few +-1 that cancel, e.g. db over 8 channels) are drawn again, so the
     default report is not MISTRUSTED by chance; the measure is the harness's (reachable elements)."""
-    from reference.tolerance import MISTRUST_ZERO_SHARE, accumulation_lengths
+    from conv3d_bwd.reference.tolerance import MISTRUST_ZERO_SHARE, accumulation_lengths
 
     offenders = []
     for case in CASE_SETS["default"]:
@@ -161,7 +161,7 @@ def test_inputs_are_deterministic_per_case_mode_seed():
 def test_the_rerun_command_gets_the_case_data(mode):
     """``conv3d-bwd check`` with a case's flags (a case named "cli") reads the same inputs as the
     case in the report or the test matrix, so a printed rerun command reproduces the failure."""
-    from verify.cases import case_from_args
+    from conv3d_bwd.verify.cases import case_from_args
 
     case = next(c for c in EXACT_CASES if c.name != "cli")
     cli = case_from_args(case.batch, (case.c_in, case.c_out), case.input, case.kernel, case.stride,
@@ -174,7 +174,7 @@ def test_the_rerun_command_gets_the_case_data(mode):
 @pytest.mark.fast
 def test_seed_does_not_depend_on_python_hash_randomisation():
     case = EXACT_CASES[0]
-    code = ("from verify.cases import CASE_SETS; from verify.inputs import stable_seed; "
+    code = ("from conv3d_bwd.verify.cases import CASE_SETS; from conv3d_bwd.verify.inputs import stable_seed; "
             f"c = [c for c in CASE_SETS['default'] if c.id == {case.id!r}][0]; "
             "print(stable_seed(c, 'stat', 7))")
     seen = set()

@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reference import conv3d_bwd_ref
-from verify.layouts import (
+from conv3d_bwd.reference import conv3d_bwd_ref
+from conv3d_bwd.verify.layouts import (
     LayoutError,
     filters_from_torch,
     filters_to_torch,

@@ -5,10 +5,10 @@ import math
 
 import pytest
 
-from verify.bench import BenchShape
-from verify.bench import roofline_us as bench_roofline_us
-from verify.cases import Case
-from verify.performance import compulsory_bytes, efficiency_fields, roofline_us, useful_flops
+from conv3d_bwd.verify.bench import BenchShape
+from conv3d_bwd.verify.bench import roofline_us as bench_roofline_us
+from conv3d_bwd.verify.cases import Case
+from conv3d_bwd.verify.performance import compulsory_bytes, efficiency_fields, roofline_us, useful_flops
 
 pytestmark = pytest.mark.fast
 

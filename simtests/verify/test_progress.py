@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from verify.progress import Heartbeat, Progress, RunTimeModel
+from conv3d_bwd.verify.progress import Heartbeat, Progress, RunTimeModel
 
 pytestmark = pytest.mark.fast
 

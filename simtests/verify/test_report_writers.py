@@ -5,10 +5,10 @@ import json
 
 import pytest
 
-from verify.report import merge_reports, write_reports
-from verify.report.html import render_html
-from verify.report.json_io import ReportFileError, read_report
-from verify.report.markdown import render_markdown
+from conv3d_bwd.verify.report import merge_reports, write_reports
+from conv3d_bwd.verify.report.html import render_html
+from conv3d_bwd.verify.report.json_io import ReportFileError, read_report
+from conv3d_bwd.verify.report.markdown import render_markdown
 
 pytestmark = pytest.mark.fast
 
@@ -55,7 +55,7 @@ def test_html_puts_failures_first_and_lists_mistrusted():
 
 
 def test_html_without_matplotlib_still_renders_tables(monkeypatch):
-    from verify.report import plots
+    from conv3d_bwd.verify.report import plots
 
     monkeypatch.setattr(plots, "matplotlib_missing", lambda: "No module named 'matplotlib'")
     page = render_html(RECORDS, META)
@@ -101,7 +101,7 @@ def _mixed_records() -> list[dict]:
 
 
 def test_worst_table_shows_failures_then_each_dtype():
-    from verify.report import summary
+    from conv3d_bwd.verify.report import summary
 
     chosen = summary.worst_per_dtype(_mixed_records(), n=5)
     ids = [r["case_id"] for r in chosen]
@@ -117,7 +117,7 @@ def test_plots_render_for_mixed_records():
     pytest.importorskip("matplotlib", exc_type=ImportError)
     import base64
 
-    from verify.report.plots import all_plots
+    from conv3d_bwd.verify.report.plots import all_plots
 
     plots = all_plots(_mixed_records())
     assert len(plots) == 3
@@ -147,7 +147,7 @@ def test_performance_section_per_case_without_a_band():
 
 
 def test_performance_section_shows_the_cost_models_band():
-    from verify.harness import performance_fields
+    from conv3d_bwd.verify.harness import performance_fields
 
     fields = performance_fields({"modelled_us": 3.0, "tensor_util": 0.25, "band_us": [2.5, 4.0]})
     records = [_with_performance(r, **fields) for r in RECORDS]
@@ -156,7 +156,7 @@ def test_performance_section_shows_the_cost_models_band():
 
 
 def test_every_worst_row_has_its_rerun_command():
-    from verify.report import summary
+    from conv3d_bwd.verify.report import summary
 
     records = [_with_performance(r) for r in RECORDS]
     text = render_markdown(records, META)
@@ -179,8 +179,8 @@ def test_headline_tables_show_k_per_meaning_and_the_reachable_zero_share():
 
 
 def test_timelines_are_drawn_beside_a_link_to_their_file(tmp_path):
-    from nkisim import timeline
-    from nkisim.trace import Instr
+    from conv3d_bwd.nkisim import timeline
+    from conv3d_bwd.nkisim.trace import Instr
     from simtests.nkisim.helpers import acc
 
     load = Instr("dma_copy", "dma", (acc("src", "hbm", 1), acc("dst", "sbuf", 2, write=True)))

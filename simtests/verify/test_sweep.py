@@ -7,10 +7,10 @@ import shlex
 
 import pytest
 
-from kernels.errors import Conv3dBwdPlanError
-from verify import sweep
-from verify.cli import _case_from, build_parser, main
-from verify.sweep import SMALL, draw_case, reproducer, run_one, run_sweep
+from conv3d_bwd.kernels.errors import Conv3dBwdPlanError
+from conv3d_bwd.verify import sweep
+from conv3d_bwd.verify.cli import _case_from, build_parser, main
+from conv3d_bwd.verify.sweep import SMALL, draw_case, reproducer, run_one, run_sweep
 
 
 def test_draws_are_reproducible_and_distinct():
@@ -80,7 +80,7 @@ def test_each_failure_class_is_reported_with_its_check_line(monkeypatch):
 
 def test_wrong_numbers_are_their_own_class(monkeypatch):
     """A planted off-by-one in the oracle side: the kernel then disagrees with it, class 'wrong'."""
-    from verify import harness
+    from conv3d_bwd.verify import harness
 
     real = harness.reference_for
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from reference.tolerance import compute_metrics, error_bound, step_ulps
-from verify.backends import run_kernel
-from verify.cases import Case
-from verify.harness import reference_for
-from verify.inputs import make_input_set
+from conv3d_bwd.reference.tolerance import compute_metrics, error_bound, step_ulps
+from conv3d_bwd.verify.backends import run_kernel
+from conv3d_bwd.verify.cases import Case
+from conv3d_bwd.verify.harness import reference_for
+from conv3d_bwd.verify.inputs import make_input_set
 
 
 def _case(dtype: str) -> Case:

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from verify import version
-from verify.cli import main
+from conv3d_bwd.verify import version
+from conv3d_bwd.verify.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from verify.report.html import write_html
-from verify.report.json_io import merge_reports, read_report, write_json
-from verify.report.markdown import write_markdown
+from conv3d_bwd.verify.report.html import write_html
+from conv3d_bwd.verify.report.json_io import merge_reports, read_report, write_json
+from conv3d_bwd.verify.report.markdown import write_markdown
 
 REPORT_FILES = ("report.json", "report.md", "report.html")
 

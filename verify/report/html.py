@@ -4,9 +4,9 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from verify.report import summary as S
-from verify.report.markdown import ROW_HEADER
-from verify.report.timelines import timelines_section
+from conv3d_bwd.verify.report import summary as S
+from conv3d_bwd.verify.report.markdown import ROW_HEADER
+from conv3d_bwd.verify.report.timelines import timelines_section
 
 CSS = """
 body { font-family: system-ui, sans-serif; margin: 2em; color: #222; }
@@ -42,7 +42,7 @@ def _summary_table(rows: list[S.Row], first: str) -> str:
 
 
 def _plots_section(records: list[dict]) -> str:
-    from verify.report.plots import all_plots, matplotlib_missing
+    from conv3d_bwd.verify.report.plots import all_plots, matplotlib_missing
 
     missing = matplotlib_missing()
     if missing:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from verify.report import summary as S
+from conv3d_bwd.verify.report import summary as S
 
 ROW_HEADER = S.ROW_HEADER
 

@@ -5,8 +5,8 @@ import base64
 import io
 from collections import defaultdict
 
-from reference.tolerance import C_DEFAULT, DTYPE_INFO, U_FP32, ULP_HISTOGRAM_EDGES
-from verify.report import summary as S
+from conv3d_bwd.reference.tolerance import C_DEFAULT, DTYPE_INFO, U_FP32, ULP_HISTOGRAM_EDGES
+from conv3d_bwd.verify.report import summary as S
 
 DTYPE_COLORS = {"bf16": "tab:blue", "fp16": "tab:orange", "fp32": "tab:green"}
 

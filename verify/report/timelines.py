@@ -29,7 +29,7 @@ def case_timelines(records: list[dict]) -> list[tuple[str, str]]:
 
 def timelines_section(records: list[dict], report_dir: str | Path | None) -> str:
     """A <details> block per case: the picture (engines and DMA queues as rows) and a link."""
-    from nkisim.timeline_svg import timeline_svg
+    from conv3d_bwd.nkisim.timeline_svg import timeline_svg
 
     items = case_timelines(records)
     if not items:

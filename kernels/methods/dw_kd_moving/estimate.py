@@ -8,8 +8,8 @@ and first x^T) and the tail after the last matmul (the casts and stores of dw).
 """
 from __future__ import annotations
 
-from nkisim.cost import TARGETS as COST_TARGETS
-from nkisim.dge import hwdge_transpose_violation
+from conv3d_bwd.nkisim.cost import TARGETS as COST_TARGETS
+from conv3d_bwd.nkisim.dge import hwdge_transpose_violation
 
 from ...costs import CostSheet, TargetFigures, section_ns
 from ...geometry import ConvGeom, ceil_div

@@ -5,9 +5,9 @@ import math
 
 import pytest
 
-import nkisim
-from kernels import conv3d_bwd
-from kernels.costs import (
+from conv3d_bwd import nkisim
+from conv3d_bwd.kernels import conv3d_bwd
+from conv3d_bwd.kernels.costs import (
     ENGINES,
     SECTION_LOSS,
     SECTION_POWER,
@@ -16,13 +16,13 @@ from kernels.costs import (
     compose_ns,
     section_ns,
 )
-from kernels.geometry import validate
-from kernels.plan import DwMethod, Strategy, estimate_waits, forced_plan, plan_conv3d_bwd
-from kernels.plan.estimate import _estimate, _estimate_sheet, _sections, section_order
-from kernels.plan.estimate_waits import _dw_first_x_wait_ns
-from kernels.spec.compose import dx_prefetched
-from kernels.spec.dx_options import dx_t_active, filters_by_dma
-from nkisim.cost import instr_timing
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.plan import DwMethod, Strategy, estimate_waits, forced_plan, plan_conv3d_bwd
+from conv3d_bwd.kernels.plan.estimate import _estimate, _estimate_sheet, _sections, section_order
+from conv3d_bwd.kernels.plan.estimate_waits import _dw_first_x_wait_ns
+from conv3d_bwd.kernels.spec.compose import dx_prefetched
+from conv3d_bwd.kernels.spec.dx_options import dx_t_active, filters_by_dma
+from conv3d_bwd.nkisim.cost import instr_timing
 from simtests.kernels.support import geom_kw, geom_shapes
 
 TRN2 = TARGET_FIGURES["trn2"]

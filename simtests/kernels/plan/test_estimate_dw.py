@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.costs import ENGINES, TARGET_FIGURES, CostSheet
-from kernels.geometry import validate
-from kernels.plan import Strategy, plan_conv3d_bwd
-from kernels.plan.estimate import _estimate_sheet, _sections
-from kernels.plan.estimate_dw import _estimate_xs_finish, _shared_stacked_xs, _xs_stores
-from kernels.spec.dw_options import dw_tap_passes
-from kernels.spec.dw_xs import dw_xs_chunks
+from conv3d_bwd.kernels.costs import ENGINES, TARGET_FIGURES, CostSheet
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.plan import Strategy, plan_conv3d_bwd
+from conv3d_bwd.kernels.plan.estimate import _estimate_sheet, _sections
+from conv3d_bwd.kernels.plan.estimate_dw import _estimate_xs_finish, _shared_stacked_xs, _xs_stores
+from conv3d_bwd.kernels.spec.dw_options import dw_tap_passes
+from conv3d_bwd.kernels.spec.dw_xs import dw_xs_chunks
 
 TRN2 = TARGET_FIGURES["trn2"]
 
@@ -25,7 +25,7 @@ def test_a_scaled_sheet_is_a_share_of_the_busy_time():
 
 
 def _down_s2(lnc):
-    from verify.bench import BENCH_SHAPES
+    from conv3d_bwd.verify.bench import BENCH_SHAPES
     s = next(s for s in BENCH_SHAPES if s.name == "down_s2")
     g = s.geometry
     plan = plan_conv3d_bwd(g.dy_shape, g.x_shape, g.w_shape, stride=s.stride, padding=s.padding,

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from kernels.errors import Conv3dBwdInputError
-from kernels.plan import (
+from conv3d_bwd.kernels.errors import Conv3dBwdInputError
+from conv3d_bwd.kernels.plan import (
     DbMethod,
     DwMethod,
     DxMethod,
@@ -59,7 +59,7 @@ def test_plan_edits_keep_every_field_and_reject_unknown_ones():
     """The planner's fast ``replace`` behaves like dataclasses.replace on a Plan."""
     import dataclasses
 
-    from kernels import plan as planner
+    from conv3d_bwd.kernels import plan as planner
 
     a = plan_conv3d_bwd(*VAE, padding=(1,) * 6)
     b = planner.replace(a, dy_bufs=a.dy_bufs + 1)

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.costs import TARGET_FIGURES
-from kernels.errors import Conv3dBwdPlanError
-from kernels.geometry import validate
-from kernels.plan import plan_conv3d_bwd
-from kernels.plan.budget import _check
-from kernels.plan.problem import _base
-from kernels.plan.smallest import smallest_plan, smallest_working_set
+from conv3d_bwd.kernels.costs import TARGET_FIGURES
+from conv3d_bwd.kernels.errors import Conv3dBwdPlanError
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.plan import plan_conv3d_bwd
+from conv3d_bwd.kernels.plan.budget import _check
+from conv3d_bwd.kernels.plan.problem import _base
+from conv3d_bwd.kernels.plan.smallest import smallest_plan, smallest_working_set
 
 from ..support import conv_shapes
 

@@ -6,9 +6,9 @@ import dataclasses
 
 import pytest
 
-from kernels.geometry import validate
-from kernels.spec.compose import dx_inside_dw_on
-from kernels.spec.dw_options import db_ones_legal, dyt_dma_legal
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.spec.compose import dx_inside_dw_on
+from conv3d_bwd.kernels.spec.dw_options import db_ones_legal, dyt_dma_legal
 
 from ..support import INSIDE_DW_GEOMS, inside_dw_edit, run_and_compare
 

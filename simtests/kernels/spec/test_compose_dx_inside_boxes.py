@@ -10,15 +10,20 @@ import dataclasses
 
 import pytest
 
-from kernels.costs import TARGET_FIGURES, compose_ns
-from kernels.geometry import validate
-from kernels.plan import DwMethod, plan_conv3d_bwd
-from kernels.plan.estimate import BOXES_LOSS, _estimate_sheet, _sections, section_order
-from kernels.spec.compose import dx_box_items, dx_inside_boxes_legal, dx_inside_dw_legal, dx_inside_dw_on
-from kernels.spec.dw_options import dw_program_items
-from kernels.spec.dw_xs import dw_xt_ring
-from kernels.spec.dx_options import dx_program_items
-from kernels.xt_rows import XT_DMA_BUFS
+from conv3d_bwd.kernels.costs import TARGET_FIGURES, compose_ns
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.plan import DwMethod, plan_conv3d_bwd
+from conv3d_bwd.kernels.plan.estimate import BOXES_LOSS, _estimate_sheet, _sections, section_order
+from conv3d_bwd.kernels.spec.compose import (
+    dx_box_items,
+    dx_inside_boxes_legal,
+    dx_inside_dw_legal,
+    dx_inside_dw_on,
+)
+from conv3d_bwd.kernels.spec.dw_options import dw_program_items
+from conv3d_bwd.kernels.spec.dw_xs import dw_xt_ring
+from conv3d_bwd.kernels.spec.dx_options import dx_program_items
+from conv3d_bwd.kernels.xt_rows import XT_DMA_BUFS
 
 from ..support import (
     INSIDE_DW_GEOMS,

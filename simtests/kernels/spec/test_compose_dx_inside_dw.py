@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from kernels.geometry import validate
-from kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
-from kernels.spec.compose import dx_inside_dw_legal
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
+from conv3d_bwd.kernels.spec.compose import dx_inside_dw_legal
 
 from ..support import (
     INSIDE_DW_GEOMS,

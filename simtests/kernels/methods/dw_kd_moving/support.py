@@ -1,8 +1,8 @@
 """Shared by the dw_kd_moving tests: the method's candidate for a geometry, and exact runs against the oracle."""
 from __future__ import annotations
 
-from kernels.plan import plan_conv3d_bwd
-from kernels.spec.record import DwMethod
+from conv3d_bwd.kernels.plan import plan_conv3d_bwd
+from conv3d_bwd.kernels.spec.record import DwMethod
 
 from ...support import GRADS, geom_kw, geom_shapes, run_and_compare
 

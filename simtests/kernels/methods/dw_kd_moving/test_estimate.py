@@ -2,11 +2,11 @@
 of the work list, and where the planner offers the method."""
 import pytest
 
-from kernels.costs import TARGET_FIGURES
-from kernels.geometry import validate
-from kernels.methods.dw_kd_moving import estimate, spec
-from kernels.plan import plan_conv3d_bwd
-from kernels.spec.record import DwMethod
+from conv3d_bwd.kernels.costs import TARGET_FIGURES
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.methods.dw_kd_moving import estimate, spec
+from conv3d_bwd.kernels.plan import plan_conv3d_bwd
+from conv3d_bwd.kernels.spec.record import DwMethod
 
 from ...support import geom_shapes
 

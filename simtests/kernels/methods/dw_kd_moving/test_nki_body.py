@@ -4,7 +4,7 @@ causal), H/W stride, dilation, several chunks with a short last one, kw groups, 
 gradient subsets, both 2-byte dtypes."""
 import pytest
 
-from kernels.spec.record import DwMethod
+from conv3d_bwd.kernels.spec.record import DwMethod
 
 from .support import kd_plan, run_exact
 

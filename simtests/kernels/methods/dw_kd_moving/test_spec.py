@@ -4,8 +4,8 @@ from collections import Counter
 
 import pytest
 
-from kernels.geometry import validate
-from kernels.methods.dw_kd_moving import spec
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.methods.dw_kd_moving import spec
 
 from ...support import assert_budget_bounds_peak, geom_shapes
 from .support import kd_plan, run_exact

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-import nkisim
-from kernels import conv3d_bwd
-from kernels.plan import forced_plan, plan_conv3d_bwd
-from kernels.spec.record import DbMethod, DwMethod
+from conv3d_bwd import nkisim
+from conv3d_bwd.kernels import conv3d_bwd
+from conv3d_bwd.kernels.plan import forced_plan, plan_conv3d_bwd
+from conv3d_bwd.kernels.spec.record import DbMethod, DwMethod
 
 from ...support import DTYPES, exact_inputs, geom_kw, geom_shapes, oracle
 

@@ -1,10 +1,10 @@
 """kernels/methods/dw_small_extent/estimate.py and the method's registration with the planner."""
 import pytest
 
-from kernels.costs import TARGET_FIGURES
-from kernels.methods.dw_small_extent import estimate, spec
-from kernels.plan import plan_conv3d_bwd
-from kernels.spec.record import DwMethod
+from conv3d_bwd.kernels.costs import TARGET_FIGURES
+from conv3d_bwd.kernels.methods.dw_small_extent import estimate, spec
+from conv3d_bwd.kernels.plan import plan_conv3d_bwd
+from conv3d_bwd.kernels.spec.record import DwMethod
 
 from ...support import geom_kw, geom_shapes
 from .support import run_exact, small, small_plan

@@ -3,7 +3,7 @@ import pytest
 from hypothesis import given, note, settings
 from hypothesis import strategies as st
 
-from kernels.spec.record import DbMethod
+from conv3d_bwd.kernels.spec.record import DbMethod
 
 from .support import run_exact, small
 

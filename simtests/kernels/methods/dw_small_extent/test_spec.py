@@ -4,8 +4,8 @@ from collections import Counter
 
 import pytest
 
-from kernels.geometry import validate
-from kernels.methods.dw_small_extent import spec
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.methods.dw_small_extent import spec
 
 from ...support import geom_shapes
 from .support import run_exact, small, small_plan

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
-import nkisim
-from kernels import conv3d_bwd
-from kernels.plan import forced_plan, plan_conv3d_bwd, replace
+from conv3d_bwd import nkisim
+from conv3d_bwd.kernels import conv3d_bwd
+from conv3d_bwd.kernels.plan import forced_plan, plan_conv3d_bwd, replace
 
 from ...support import DTYPES, exact_inputs, oracle
 

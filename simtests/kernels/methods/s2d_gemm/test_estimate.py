@@ -1,7 +1,7 @@
 """kernels/methods/s2d_gemm/estimate.py: the budget check's reasons and the charging of the work list."""
-from kernels.costs import TARGET_FIGURES
-from kernels.geometry import validate
-from kernels.methods.s2d_gemm import estimate, spec
+from conv3d_bwd.kernels.costs import TARGET_FIGURES
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.methods.s2d_gemm import estimate, spec
 
 HW = TARGET_FIGURES["trn2"]
 ALL = (True, True, True)
@@ -26,7 +26,7 @@ def test_pools_over_the_sbuf_are_named():
 
 
 def test_the_planner_reports_the_refusal():
-    from kernels.plan import plan_conv3d_bwd
+    from conv3d_bwd.kernels.plan import plan_conv3d_bwd
 
     plan = plan_conv3d_bwd((1, 8, 1, 1, 64), (1, 64, 1, 16, 1024), (1, 16, 16, 64, 8), stride=(1, 16, 16))
     (rec,) = [c for c in plan.candidates if c.label.startswith("s2d_gemm")]

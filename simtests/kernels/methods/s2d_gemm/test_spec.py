@@ -4,8 +4,8 @@ from collections import Counter
 
 import pytest
 
-from kernels.geometry import validate
-from kernels.methods.s2d_gemm import spec
+from conv3d_bwd.kernels.geometry import validate
+from conv3d_bwd.kernels.methods.s2d_gemm import spec
 
 from .support import run_exact, s2d_plan, tube
 
