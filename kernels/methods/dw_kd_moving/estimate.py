@@ -13,6 +13,7 @@ from conv3d_bwd.nkisim.dge import hwdge_transpose_violation
 
 from ...costs import CostSheet, TargetFigures, section_ns
 from ...geometry import ConvGeom, ceil_div
+from ..common import pool_check
 from . import spec
 
 BLOCK_PARTITIONS = 128   # dma_transpose block (nkisim.cost: trn2 arch guide "DMA Transpose")
@@ -27,15 +28,7 @@ def check(g: ConvGeom, lnc: int, target: str, hw: TargetFigures, fixed_sbuf: int
     parts = spec.sbuf_parts(g, lnc)
     sbuf = sum(parts.values()) + fixed_sbuf
     psum = spec.psum_banks(g) + spec.PSUM_TRANSPOSE_BANKS
-    if why:
-        return f"dw:kd_moving: {why}", sbuf, psum, parts
-    if sbuf > hw.sbuf_usable:
-        big = max(parts.items(), key=lambda kv: kv[1])
-        return (f"SBUF {sbuf} B per partition exceeds {hw.sbuf_usable} B usable (largest: {big[0]} {big[1]} B)",
-                sbuf, psum, parts)
-    if psum > hw.psum_banks:
-        return f"PSUM {psum} banks exceed {hw.psum_banks}", sbuf, psum, parts
-    return "", sbuf, psum, parts
+    return pool_check("dw:kd_moving", why, parts, sbuf, psum, hw)
 
 
 def transpose_parts(hw: TargetFigures, dims: tuple, dtype_bytes: int) -> tuple[float, float, str]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...geometry import ConvGeom, ceil_div
+from ..common import bank_packs
 
 PMAX = 128               # partitions; TensorE contraction and stationary free size
 MOVING_MAX = 512         # TensorE moving free size (one fp32 PSUM bank)
@@ -240,19 +241,6 @@ def co_tiles(g: ConvGeom) -> list[tuple[int, int]]:
 def co_blocks(g: ConvGeom) -> list[tuple[int, int]]:
     """The moving blocks of C_out (<= 512: one fp32 PSUM bank per accumulator)."""
     return [(c0, min(MOVING_MAX, g.c_out - c0)) for c0 in range(0, g.c_out, MOVING_MAX)]
-
-
-def bank_packs(widths: list[int], bank: int) -> list[list[int]]:
-    """Consecutive items (their indices) packed into PSUM banks of ``bank`` elements."""
-    packs: list[list[int]] = []
-    used = bank
-    for i, w in enumerate(widths):
-        if used + w > bank:
-            packs.append([])
-            used = 0
-        packs[-1].append(i)
-        used += w
-    return packs
 
 
 def x_extent(g: ConvGeom) -> tuple[int, int, int]:

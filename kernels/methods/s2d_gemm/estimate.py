@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ...costs import CostSheet, TargetFigures, section_ns
 from ...geometry import ConvGeom
+from ..common import pool_check
 from . import spec
 
 
@@ -19,15 +20,7 @@ def check(g: ConvGeom, opts: spec.S2dOptions, lnc: int, flags: tuple[bool, bool,
     parts = spec.sbuf_parts(g, opts, lnc, *flags)
     sbuf = sum(parts.values())
     psum = sum(spec.psum_budget(g, flags[0], flags[1]).values())
-    if why:
-        return f"s2d_gemm: {why}", sbuf, psum, parts
-    if sbuf > hw.sbuf_usable:
-        big = max(parts.items(), key=lambda kv: kv[1])
-        return (f"SBUF {sbuf} B per partition exceeds {hw.sbuf_usable} B usable (largest: {big[0]} {big[1]} B)",
-                sbuf, psum, parts)
-    if psum > hw.psum_banks:
-        return f"PSUM {psum} banks exceed {hw.psum_banks}", sbuf, psum, parts
-    return "", sbuf, psum, parts
+    return pool_check("s2d_gemm", why, parts, sbuf, psum, hw)
 
 
 def charge(c: CostSheet, w: spec.Work, dtype_bytes: int) -> None:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ...geometry import ConvGeom, ceil_div
+from ..common import bank_packs
 
 PMAX = 128               # partitions; TensorE contraction and stationary free size
 MOVING_MAX = 512         # TensorE moving free size (one fp32 PSUM bank)
@@ -220,19 +221,6 @@ def compact(pattern: list[list[int]]) -> list[list[int]]:
     if len(out) == 1:
         out.append([1, 1])
     return out
-
-
-def bank_packs(widths: list[int], bank: int) -> list[list[int]]:
-    """Consecutive items (their indices) packed into PSUM banks of ``bank`` elements."""
-    packs: list[list[int]] = []
-    used = bank
-    for i, w in enumerate(widths):
-        if used + w > bank:
-            packs.append([])
-            used = 0
-        packs[-1].append(i)
-        used += w
-    return packs
 
 
 def transpose_bank(g: ConvGeom) -> int:
