@@ -299,6 +299,8 @@ def _dtypes() -> list[Case]:
     cases += [_c("dtype_tubelet", "dtypes", 1, 3, 64, (4, 32, 32), (2, 16, 16), s=(2, 16, 16), dtype=dt)
               for dt in ("fp16", "fp32")]                                                  # *:s2d_gemm
     cases.append(_c("dtype_nnunet", "dtypes", 1, 32, 32, (16, 64, 8), K3, p=P1, dtype="fp16"))   # dw:kd_moving
+    cases.append(_c("dtype_vae", "dtypes", 1, 32, 32, (4, 8, 8), K3, p=(2, 0, 1, 1, 1, 1),
+                    dtype="fp16"))                                                 # dw:small_extent
     cases += [_c("dtype_db", "dtypes", 2, 8, 8, (5, 6, 6), K3, s=(2, 1, 1), p=P1, grads=("db",), dtype=dt)
               for dt in ("fp16", "fp32")]                                                  # db:standalone
     return cases

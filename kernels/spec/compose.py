@@ -135,7 +135,11 @@ def filters_after_first_chunk(g: ConvGeom, p: Plan) -> bool:
             and p.dx_method is not DxMethod.TOEPLITZ)
 
 
+# the dw methods that stream dy and x through ``DwState`` (the others run their own schedule, without hooks)
+STREAMING_DW = frozenset({DwMethod.GEMM, DwMethod.TAP_GEMM, DwMethod.TAP_PACK, DwMethod.ROW_PACK})
+
+
 def dx_prefetched(p: Plan) -> bool:
     """dx^T's first band is loaded during dw (the kernel runs ``plan.dx_prefetch`` only here)."""
     return (p.dx_prefetch and dx_t_active(p) and p.compute_dx and p.compute_dw
-            and p.strategy is Strategy.PER_GRADIENT and p.dw_method is not DwMethod.DMA_GEMM)
+            and p.strategy is Strategy.PER_GRADIENT and p.dw_method in STREAMING_DW)

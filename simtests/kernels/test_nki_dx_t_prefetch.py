@@ -10,7 +10,7 @@ import pytest
 from conv3d_bwd import nkisim
 from conv3d_bwd.kernels import conv3d_bwd
 from conv3d_bwd.kernels.plan import DwMethod, Strategy, forced_plan, plan_conv3d_bwd
-from conv3d_bwd.kernels.spec.compose import dx_prefetched
+from conv3d_bwd.kernels.spec.compose import STREAMING_DW, dx_prefetched
 
 from .support import assert_candidates_within_budget, geom_kw, geom_shapes, run_and_compare
 
@@ -20,7 +20,7 @@ def _prefetch(on=True, copies=None, **edit):
     when given), with the prefetch forced on or off, edited."""
     def pick(plan):
         alts = [q for q in plan.feasible_candidates() if q.dx_transposed and q.strategy is Strategy.PER_GRADIENT
-                and (copies is None or q.dx_pair_copies == copies)]
+                and q.dw_method in STREAMING_DW and (copies is None or q.dx_pair_copies == copies)]
         assert alts, [q.label for q in plan.feasible_candidates()]
         q = dataclasses.replace(alts[0], dx_prefetch=on, **edit)
         assert dx_prefetched(q) == on, q.label
