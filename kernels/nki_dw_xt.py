@@ -102,6 +102,17 @@ class RowXtDma:
         """The [lo, hi) pad column ranges of a tile (left and right of x's columns)."""
         return [(a, b) for a, b in ((0, self.c_lo), (self.c_hi, self.xw)) if b > a]
 
+    def _zero_run(self, tile, s0: int, slots: int, run, p_off: int) -> None:
+        """Zero one run of rows of ``slots`` slots from ``s0``: by GpSimd memset or a DMA of the zero tile."""
+        by_dma, by_memset = zero_split(run, p_off)
+        if by_memset is not None:
+            for j in range(slots):
+                self._memset_rows(tile[:, s0 + j], by_memset)
+        if by_dma is not None:
+            n = by_dma.rows
+            nisa.dma_copy(dst=self._nat(tile[by_dma.p0:by_dma.p0 + n, s0:s0 + slots, self.f_lo:self.f_hi, :]),
+                          src=self.zero[:n, :slots * (self.f_hi - self.f_lo) * tile.shape[-1]])
+
     def _memset_rows(self, xt, run):
         """Zero whole rows [p0, p0+rows) of a tile on GpSimd, <= MEMSET_MAX elements per instruction."""
         rows = xt[run.p0:run.p0 + run.rows]
@@ -226,14 +237,7 @@ class RowXtDma:
                     continue
                 for kept in slots:
                     kept.update(rows)
-                by_dma, by_memset = zero_split(run, p_off)
-                if by_memset is not None:
-                    for j in range(grp.slots):
-                        self._memset_rows(tile[:, s0 + j], by_memset)
-                if by_dma is not None:
-                    n = by_dma.rows
-                    nisa.dma_copy(dst=self._nat(tile[by_dma.p0:by_dma.p0 + n, s0:s0 + grp.slots, self.f_lo:self.f_hi, :]),
-                                  src=self.zero[:n, :grp.slots * (self.f_hi - self.f_lo) * tile.shape[-1]])
+                self._zero_run(tile, s0, grp.slots, run, p_off)
             for run in fill.transposes:
                 for kept in slots:
                     kept.difference_update(range(p_off + run.p0, p_off + run.p0 + run.rows))
@@ -245,11 +249,4 @@ class RowXtDma:
             for run in fill.after:   # rows a bridging transfer read from a neighbouring plane: zeroed after it
                 for kept in slots:
                     kept.update(range(p_off + run.p0, p_off + run.p0 + run.rows))
-                by_dma, by_memset = zero_split(run, p_off)
-                if by_memset is not None:
-                    for j in range(grp.slots):
-                        self._memset_rows(tile[:, s0 + j], by_memset)
-                if by_dma is not None:
-                    n = by_dma.rows
-                    nisa.dma_copy(dst=self._nat(tile[by_dma.p0:by_dma.p0 + n, s0:s0 + grp.slots, self.f_lo:self.f_hi, :]),
-                                  src=self.zero[:n, :grp.slots * (self.f_hi - self.f_lo) * tile.shape[-1]])
+                self._zero_run(tile, s0, grp.slots, run, p_off)

@@ -165,8 +165,14 @@ def run_and_compare(batch, c_in, c_out, size, kernel, stride=(1, 1, 1), padding=
             res = nkisim.run(conv3d_bwd, dy, x, w, lnc=lnc, **kw, **flags)
     else:
         res = nkisim.run(conv3d_bwd, dy, x, w, lnc=lnc, **kw, **flags)
+    assert_bitwise_equal(grads, res, oracle(dy, x, w, dtype, **kw, **flags), dtype)
+    return res
+
+
+def assert_bitwise_equal(grads, res, refs, dtype: str, nonzero: bool = False) -> None:
+    """The run's outputs, one per gradient in ``grads``, are the oracle's ``refs`` bit for bit, in ``dtype``,
+    with no NaN (unwritten memory); ``nonzero``: the oracle is not all zeros (the inputs test something)."""
     outs = res.outputs if isinstance(res.outputs, tuple) else (res.outputs,)
-    refs = oracle(dy, x, w, dtype, **kw, **flags)
     assert len(outs) == len(refs) == len(grads)
     for name, got, want in zip(grads, outs, refs):
         assert got.dtype == DTYPES[dtype] and got.shape == want.shape, name
@@ -175,7 +181,8 @@ def run_and_compare(batch, c_in, c_out, size, kernel, stride=(1, 1, 1), padding=
         bad = np.argwhere(g64 != w64)
         assert bad.size == 0, f"{name}: {len(bad)} elements differ, first at {tuple(bad[0])}: " \
                               f"{g64[tuple(bad[0])]} != {w64[tuple(bad[0])]}"
-    return res
+        if nonzero:
+            assert np.abs(w64).sum() > 0, f"{name}: the oracle is all zeros (the inputs test nothing)"
 
 
 # ---------------------------------------------------------------- dx inside dw

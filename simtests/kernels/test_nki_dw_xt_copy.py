@@ -49,7 +49,7 @@ GEOMS = [
                   "padding": (1, 0, 2, 2, 1, 1)}, {}, 1, id="cin8-dil"),
     # C_in 48 (one pair per fill), stride 2, odd W
     pytest.param({"batch": 2, "c_in": 48, "c_out": 5, "size": (4, 8, 11), "kernel": (3, 3, 3),
-                  "stride": (2, 2, 2), "padding": (1,) * 6}, {}, 1, id="s2-ci48"),
+                  "stride": (2, 2, 2), "padding": (1,) * 6}, {}, 1, id="stride2-ci48"),
     # bundles merged along kh (xT merged), LNC2 columns split: a window of the x columns
     pytest.param({"batch": 2, "c_in": 48, "c_out": 5, "size": (4, 8, 12), "kernel": (3, 3, 3),
                   "stride": (2, 2, 2), "padding": (1,) * 6}, {"dw_xt_merge": True}, 2, id="merged-lnc2"),

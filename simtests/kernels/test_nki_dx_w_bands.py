@@ -48,7 +48,7 @@ POINTWISE = {"batch": 1, "c_in": 5, "c_out": 3, "size": (2, 2, 9), "kernel": (1,
 
 
 @pytest.mark.parametrize("geom, width", [(STRIDED, 4), (STRIDED, 1), (STRIDE1, 3), (STRIDE1, 5), (POINTWISE, 4)],
-                         ids=["phase-w4", "phase-w1", "s1-co130-w3", "s1-co130-w5", "gemm-w4"])
+                         ids=["phase-w4", "phase-w1", "stride1-co130-w3", "stride1-co130-w5", "gemm-w4"])
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
 def test_forced_w_bands_are_exact(geom, width, dtype):
     run_and_compare(**geom, dtype=dtype, grads=("dx",), plan_edit=_force_w_band(width))

@@ -1,14 +1,12 @@
 """Shared by the dw_small_extent tests: run the kernel under the method's plan and compare with the oracle."""
 from __future__ import annotations
 
-import numpy as np
-
 from conv3d_bwd import nkisim
 from conv3d_bwd.kernels import conv3d_bwd
 from conv3d_bwd.kernels.plan import forced_plan, plan_conv3d_bwd
 from conv3d_bwd.kernels.spec.record import DbMethod, DwMethod
 
-from ...support import DTYPES, exact_inputs, geom_kw, geom_shapes, oracle
+from ...support import assert_bitwise_equal, exact_inputs, geom_kw, geom_shapes, oracle
 
 GRADS = ("dx", "dw", "db")
 
@@ -41,15 +39,5 @@ def run_exact(geom, dtype="bf16", lnc=1, grads=GRADS, seed=0, plan=None, db: DbM
     flags = {f"compute_{g}": g in grads for g in GRADS}
     with forced_plan(plan):
         res = nkisim.run(conv3d_bwd, dy, x, w, lnc=lnc, target=target, **kw, **flags)
-    outs = res.outputs if isinstance(res.outputs, tuple) else (res.outputs,)
-    refs = oracle(dy, x, w, dtype, **kw, **flags)
-    assert len(outs) == len(refs) == len(grads)
-    for name, got, want in zip(grads, outs, refs):
-        assert got.dtype == DTYPES[dtype] and got.shape == want.shape, name
-        g64, w64 = got.astype(np.float64), want.astype(np.float64)
-        assert not np.isnan(g64).any(), f"{name}: NaN (unwritten memory)"
-        bad = np.argwhere(g64 != w64)
-        assert bad.size == 0, (f"{name}: {len(bad)} elements differ, first at {tuple(bad[0])}: "
-                               f"{g64[tuple(bad[0])]} != {w64[tuple(bad[0])]}")
-        assert np.abs(w64).sum() > 0, f"{name}: the oracle is all zeros (the inputs test nothing)"
+    assert_bitwise_equal(grads, res, oracle(dy, x, w, dtype, **kw, **flags), dtype, nonzero=True)
     return res
