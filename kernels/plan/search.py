@@ -38,6 +38,7 @@ def _label(p: Plan) -> str:
                      + (f", K pairs {'dhw'[p.dx_toeplitz_pair]}" if p.dx_method is DxMethod.TOEPLITZ
                         and p.dx_toeplitz_pair >= 0 else "")
                      + (f", W band {p.dx_w_band}" if p.dx_w_band else "")
+                     + (f", co chunk {p.dx_co_chunk}" if p.dx_co_chunk else "")
                      + (", ci split" if p.dx_ci_split else "")
                      + (", early band" if p.dx_band_early else "")
                      + (", filters first" if p.filters_first else "") + "]")
