@@ -106,13 +106,14 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         chunked = dx_co_chunk_legal(g, p)
         co_res = dx_co_resident(g, p)   # (dx_co_chunk: one chunk's C_out tiles of dy band and filters)
         # (chunked: the next chunk's filters load while the current chunk's are in use)
-        filt = (2 if chunked else 1) * co_res * g.taps * ci_res * ds if p.dx_regions == 1 else g.taps * PMAX * ds
+        filt = ((2 if chunked else 1) * co_res * g.taps * ci_res * ds if p.dx_regions == 1
+                else g.taps * PMAX * ds)
         wcols = dx_w_cols(g, p)   # (dx_w_band: a band's W columns and its dy halo)
         ext = _dx_dy_extent(g, p.dx_band, wcols)
         dyb = p.dy_bufs * co_res * ext[0] * ext[1] * ext[2] * ds
         plane = 2 * p.dx_band[0] * p.dx_band[1] * (wcols or W) * ds
         # (chunked: the band's fp32 sums, one per C_in tile of the group)
-        sums = n_tiles(ci_res, p.dx_ci_tile) * p.dx_band[0] * p.dx_band[1] * (wcols or W) * 4 if chunked else 0
+        sums = (n_tiles(ci_res, p.dx_ci_tile) * p.dx_band[0] * p.dx_band[1] * (wcols or W) * 4) if chunked else 0
         if p.dx_method is DxMethod.TOEPLITZ:   # W^T plus its tap grids; planes of (u, ci) partitions
             grids, plane = toeplitz.sbuf_bytes(g, p.dx_band, p.dx_toeplitz, p.dx_toeplitz_merge, p.dx_toeplitz_w)
             filt += grids
