@@ -46,7 +46,7 @@ def _force_co_chunk(chunk, w_band=0, ci_outer=None):
 
 
 def _chunked_runs(monkeypatch) -> list:
-    """The (band, chunk count) of every chunked band the kernel runs (the chunked path really ran)."""
+    """The chunk count of every chunked band the kernel runs (so a test knows the chunked path ran)."""
     return spy(monkeypatch, nki_dx, "_run_band_chunks", lambda ctx, item, bands, group, rel0, chunks, *a: len(chunks))
 
 
