@@ -232,7 +232,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             again = CostSheet(hw)
             for ci in ci_tiles:
                 charge_filters(again, ci)
-            c.add(again.scaled(len(items) * len(dx_w_bands(g, p)) - 1))
+            c.add(again.scaled(max(0, len(items) * len(dx_w_bands(g, p)) - 1)))
         c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dx")
         reloads = len(ci_tiles) if p.dx_ci_outer else 1
         loads = CostSheet(hw)   # one pass of dy band loads, charged once per reload
