@@ -26,6 +26,8 @@ from .nki_filters import load_filters_block_diag, load_filters_t
 from .schedule import axis_bands, dx_packs, dx_phase_work, dx_stage_elems, tiles
 from .spec.dx_options import (
     dx_ci_split_on,
+    dx_co_chunks,
+    dx_co_resident,
     dx_last_by_blocks,
     dx_t_active,
     dx_w_bands,
@@ -51,19 +53,19 @@ class DyBands:
         self.ext = (max(b.extent for b in bands_d), max(b.extent for b in bands_h),
                     max(b.extent for b in self.band_ws))
         self.pools = None
-        if min(self.ext) > 0:
+        if min(self.ext) > 0:   # (dx_co_chunk: one chunk's C_out tiles at a time)
             self.pools = [Pool(plan.dy_bufs, (PMAX,) + self.ext, dtype, nl.sbuf, f"dy_band{c}_", zero=zero)
-                          for c in range(len(self.co_tiles))]
+                          for c in range(dx_co_resident(g, plan))]
         stage = dx_stage_elems(g, plan.dx_band, dx_w_cols(g, plan))
         self.stage = Pool(2, (PMAX, stage), dtype, nl.sbuf, "dy_stage") if stage else None
         # dy rows another section holds in SBUF (``dy_resident_key`` -> view [co, d, h, w]; dx between dw's
         # bundles: dw's dy boxes, with their pool buffer), placed from there instead of loaded again
         self.resident = {}
 
-    def load(self, b, bd, bh, place_engine=None, bw=None):
+    def load(self, b, bd, bh, place_engine=None, bw=None, co=None):
         """Buffers [co, Ed, Eh, Ew] holding virtual dy rows [q0, q1) per axis (zeros outside dy);
         ``place_engine``: the engine of a staged placement (default VectorE); ``bw``: the W band (default
-        the first, all of W unless dx runs in W bands)."""
+        the first, all of W unless dx runs in W bands); ``co``: [t0, t1) C_out tiles (default all)."""
         bw = self.band_w if bw is None else bw
         ext = (bd.extent, bh.extent, bw.extent)
         if min(ext) <= 0:
@@ -74,7 +76,8 @@ class DyBands:
         out = []
         lo = [max(v0 - bb.q0, 0) for (v0, _v1), bb in zip(valid, (bd, bh, bw))]
         hi = [max(v1 - bb.q0, lo[a]) for a, ((_v0, v1), bb) in enumerate(zip(valid, (bd, bh, bw)))]
-        for c, (co0, co_sz) in enumerate(self.co_tiles):
+        t0, t1 = co if co is not None else (0, len(self.co_tiles))
+        for c, (co0, co_sz) in enumerate(self.co_tiles[t0:t1]):
             buf = self.pools[c].take()
             src = None if empty else self.dy[b, co0:co0 + co_sz, valid[0][0]:valid[0][1], valid[1][0]:valid[1][1],
                                              valid[2][0]:valid[2][1]]
@@ -130,8 +133,9 @@ class DyBands:
                    bw.own0 - bw.q0:bw.own1 - bw.q0]
 
 
-def load_dx_filters(ctx, group):
-    """The transposed filters of one C_in group (block-diagonal when dx packs regions)."""
+def load_dx_filters(ctx, group, co=None):
+    """The transposed filters of one C_in group (block-diagonal when dx packs regions); ``co``: [t0, t1)
+    C_out tiles (a C_out chunk of the gather, ``dx_co_chunk``; default all)."""
     g, plan = ctx.g, ctx.plan
     if plan.dx_regions > 1:
         return load_filters_block_diag(g, ctx.filters, plan.dx_regions, ctx.dtype, ctx.psum_t, ctx.evict,
@@ -146,7 +150,7 @@ def load_dx_filters(ctx, group):
                                                         grp, by_dma=by_dma))
     # the gather: one tensor per C_in tile (its matmuls read one tile at a time; see CiTiledFilters)
     return load_filters_t(g, ctx.filters, group, ctx.dtype, ctx.psum_t, ctx.evict, grp, by_dma=by_dma,
-                          split_ci=True)
+                          split_ci=True, co=co)
 
 
 def dx_groups(g, plan):
@@ -242,11 +246,22 @@ def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None, groups
     acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dx")
     groups = dx_groups(g, plan) if groups is None else groups
     packs = dx_packs(g, list(items), regions)
+    # (dx_w_band: each band of W columns is a band of its own, loaded with the dy columns its inputs read)
+    w_bands = bands.band_ws if regions == 1 else (bands.band_w,)
+    chunks = dx_co_chunks(g, plan)
+    if len(chunks) > 1:   # dx_co_chunk: the filters load per band and chunk, the sums go through fp32 tiles
+        sum_pool = Pool(max(len(grp) for grp in groups), (PMAX, plan.dx_band[0], plan.dx_band[1], wcols),
+                        nl.float32, nl.sbuf, "dx_sum")
+        for group in groups:
+            rel0 = {ci0: sum(sz for c, sz in group if c < ci0) for ci0, _s in group}
+            for _b, bd, bh in items:
+                for bw in w_bands:
+                    _run_band_chunks(ctx, (_b, bd, bh, bw), bands, group, rel0, chunks, plane_pool, acc_pool,
+                                     sum_pool)
+        return
     # the first group's filters when loaded ahead (a one-item list, emptied here so that they are
     # freed with their group: with C_in-outer groups only the current and the next group are live)
     w_next = first_filters.pop() if first_filters else load_dx_filters(ctx, groups[0])
-    # (dx_w_band: each band of W columns is a band of its own, loaded with the dy columns its inputs read)
-    w_bands = bands.band_ws if regions == 1 else (bands.band_w,)
     for gi, group in enumerate(groups):
         w_t = w_next
         if gi + 1 < len(groups):   # the next group's filters load (DMA) while this group computes
@@ -256,6 +271,74 @@ def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None, groups
             for bw in w_bands:
                 _run_band(ctx, pack, bw, bands, first_bufs, on_band, gi, groups, group, packs, w_t, rel0, co_tiles,
                           plane_pool, acc_pool, len(w_bands) == 1)
+
+
+def _block_matmuls(ctx, ps, pw, block, w_t, bufs, co_tiles, bands3, ci_sz, rel):
+    """One block's PSUM accumulation group: every tap of its phase and every C_out tile of ``co_tiles``
+    (W^T[co, tap, ci] stationary, the dy window shifted by the tap moving)."""
+    g = ctx.g
+    ax = g.axes
+    (jd, jh, jw), (nd, nh, nw) = block
+    steps = [(tap, c) for tap in pw.taps for c in range(len(co_tiles))]
+    for si, ((kd, kh, kw), c) in enumerate(steps):
+        co_sz = co_tiles[c][1]
+        qd = jd - ax[0].tap_shift(kd, pw.phases[0]) - bands3[0].q0
+        qh = jh - ax[1].tap_shift(kh, pw.phases[1]) - bands3[1].q0
+        qw = jw - ax[2].tap_shift(kw, pw.phases[2]) - bands3[2].q0
+        nisa.nc_matmul(ps[:ci_sz, :nd * nh * nw], stationary=w_t[c][:co_sz, g.tap_index(kd, kh, kw), rel:rel + ci_sz],
+                       moving=bufs[c][:co_sz, qd:qd + nd, qh:qh + nh, qw:qw + nw], accumulate=si > 0)
+
+
+def _block_view(ctx, t, ci_sz, pw, block, bands3):
+    """The block's positions in a band-shaped tile ``t`` (plane or fp32 sum): a phase's strided view."""
+    ax = ctx.g.axes
+    (jd, jh, jw), (nd, nh, nw) = block
+    i = [ax[a].i_of_j((jd, jh, jw)[a], pw.phases[a]) - bands3[a].i0 for a in range(3)]
+    return t[:ci_sz, band_slices(i[0], nd, ax[0].s), band_slices(i[1], nh, ax[1].s), band_slices(i[2], nw, ax[2].s)]
+
+
+def _run_band_chunks(ctx, item, bands, group, rel0, chunks, plane_pool, acc_pool, sum_pool):
+    """One dx band (``item``: batch, D, H and W bands) of C_in group ``group`` with C_out in ``chunks`` of tiles
+    (``Plan.dx_co_chunk``), the chunk loop outside the block and tap loops: per chunk its dy band and its
+    filters load (the next chunk's while this one computes: the dy ring and a fresh filter tensor), each
+    block's PSUM sum over the chunk's tiles and taps goes into an fp32 tile of the band (copied by the first
+    chunk, added by VectorE for the later ones), and the last chunk's add writes the plane in the output dtype:
+    each element rounds once, as in the single-chunk gather."""
+    g = ctx.g
+    ax = g.axes
+    b, bd, bh, bw = item
+    bands3 = (bd, bh, bw)
+    work = dx_phase_work(g, bands3)
+    sums = {ci0: sum_pool.take() for ci0, _s in group}
+    last = len(chunks) - 1
+    for k, (t0, t1) in enumerate(chunks):
+        bufs = bands.load(b, bd, bh, bw=bw, co=(t0, t1))
+        w_t = load_dx_filters(ctx, group, co=(t0, t1))
+        co_tiles = bands.co_tiles[t0:t1]
+        for ci0, ci_sz in group:
+            acc = sums[ci0]
+            plane = plane_pool.take() if k == last else None
+            for pw in work:
+                if not pw.taps:   # (no tap reaches the phase: zeros, written once)
+                    if plane is not None:
+                        view = [band_slices(ax[a].i_of_j(pw.j0[a], pw.phases[a]) - bands3[a].i0,
+                                            pw.j1[a] - pw.j0[a], ax[a].s) for a in range(3)]
+                        nisa.memset(plane[:ci_sz, view[0], view[1], view[2]], 0.0, engine=nisa.engine.gpsimd)
+                    continue
+                for block in pw.blocks:
+                    n = block[1][0] * block[1][1] * block[1][2]
+                    ps = acc_pool.take()
+                    _block_matmuls(ctx, ps, pw, block, w_t, bufs, co_tiles, bands3, ci_sz, rel0[ci0])
+                    part = _block_view(ctx, acc, ci_sz, pw, block, bands3)
+                    if k == 0:
+                        ctx.evict.copy(part, ps[:ci_sz, :n])
+                    else:
+                        dst = part if plane is None else _block_view(ctx, plane, ci_sz, pw, block, bands3)
+                        nisa.tensor_tensor(dst=dst, data1=part, data2=ps[:ci_sz, :n], op=nl.add,
+                                           engine=nisa.engine.vector)
+            if plane is not None:
+                nisa.dma_copy(dst=ctx.dx[b, ci0:ci0 + ci_sz, bd.i0:bd.i1, bh.i0:bh.i1, bw.i0:bw.i1],
+                              src=plane[:ci_sz, :bd.i1 - bd.i0, :bh.i1 - bh.i0, :bw.i1 - bw.i0])
 
 
 def _run_band(ctx, pack, bw, bands, first_bufs, on_band, gi, groups, group, packs, w_t, rel0, co_tiles,
@@ -293,25 +376,16 @@ def _run_band(ctx, pack, bw, bands, first_bufs, on_band, gi, groups, group, pack
                                   band_slices(starts[2], sizes[2], ax[2].s)], 0.0,
                             engine=nisa.engine.gpsimd)
                 continue
-            for (jd, jh, jw), (nd, nh, nw) in pw.blocks:
+            for block in pw.blocks:
+                (jd, jh, jw), (nd, nh, nw) = block
                 n = nd * nh * nw
                 ps = acc_pool.take()
-                steps = [(tap, c) for tap in pw.taps for c in range(len(co_tiles))]
-                for si, ((kd, kh, kw), c) in enumerate(steps):
-                    co_sz = co_tiles[c][1]
-                    qd = jd - ax[0].tap_shift(kd, pw.phases[0]) - bd.q0
-                    qh = jh - ax[1].tap_shift(kh, pw.phases[1]) - bh.q0
-                    qw = jw - ax[2].tap_shift(kw, pw.phases[2]) - bw.q0
-                    nisa.nc_matmul(ps[:ci_sz, :n],
-                                   stationary=w_t[c][:co_sz, g.tap_index(kd, kh, kw), rel:rel + ci_sz],
-                                   moving=bufs[c][:co_sz, qd:qd + nd, qh:qh + nh, qw:qw + nw],
-                                   accumulate=si > 0)
-                i_d = ax[0].i_of_j(jd, pw.phases[0]) - bd.i0
-                i_h = ax[1].i_of_j(jh, pw.phases[1]) - bh.i0
-                i_w = ax[2].i_of_j(jw, pw.phases[2]) - bw.i0
-                ctx.evict.copy(plane[:ci_sz, band_slices(i_d, nd, ax[0].s), band_slices(i_h, nh, ax[1].s),
-                                     band_slices(i_w, nw, ax[2].s)], ps[:ci_sz, :n])
-                if by_block:   # (unit strides, whole W rows: the block is a box of the plane and of dx)
+                _block_matmuls(ctx, ps, pw, block, w_t, bufs, co_tiles, (bd, bh, bw), ci_sz, rel)
+                ctx.evict.copy(_block_view(ctx, plane, ci_sz, pw, block, (bd, bh, bw)), ps[:ci_sz, :n])
+                if by_block:
+                    i_d = ax[0].i_of_j(jd, pw.phases[0]) - bd.i0
+                    i_h = ax[1].i_of_j(jh, pw.phases[1]) - bh.i0
+                    i_w = ax[2].i_of_j(jw, pw.phases[2]) - bw.i0   # (unit strides, whole W rows: the block is a box of the plane and of dx)
                     nisa.dma_copy(dst=ctx.dx[_b, ci0:ci0 + ci_sz, bd.i0 + i_d:bd.i0 + i_d + nd,
                                              bh.i0 + i_h:bh.i0 + i_h + nh, i_w:i_w + nw],
                                   src=plane[:ci_sz, i_d:i_d + nd, i_h:i_h + nh, i_w:i_w + nw])

@@ -35,14 +35,18 @@ class CiTiledFilters:
         raise ValueError(f"CiTiledFilters: column slice [{lo}, {hi}) spans C_in tiles {self.starts}")
 
 
-def load_filters_t(g, filters, ci_list, dtype, psum_t, evict, group, by_dma=False, split_ci=False):
+def load_filters_t(g, filters, ci_list, dtype, psum_t, evict, group, by_dma=False, split_ci=False, co=None):
     """Per C_out tile an SBUF tensor [co, taps, sum of ci_list sizes] holding W[tap, ci, co] at [co, tap, ci]
     (``split_ci`` with several C_in tiles: a ``CiTiledFilters``, one tensor per C_in tile, same indexing).
 
     ``ci_list``: (ci0, ci_size) tiles. Loaded per tap (DMA of a [ci, C_out] row block) and transposed
-    on the PE ``group`` taps to one PSUM bank, then evicted in one copy.
+    on the PE ``group`` taps to one PSUM bank, then evicted in one copy. ``co``: [t0, t1) C_out tiles
+    (a C_out chunk of gather dx; default all), the list indexed from t0.
     """
     co_tiles = tiles(g.c_out, PMAX)
+    if co is not None:
+        co_tiles = co_tiles[co[0]:co[1]]
+    co_lo, co_hi = co_tiles[0][0], co_tiles[-1][0] + co_tiles[-1][1]
     width = sum(sz for _c, sz in ci_list)
     if split_ci and len(ci_list) > 1:
         w_t = [CiTiledFilters([nl.ndarray((PMAX, g.taps, sz), dtype, buffer=nl.sbuf, name=f"w_t{i}_{j}")
@@ -73,15 +77,15 @@ def load_filters_t(g, filters, ci_list, dtype, psum_t, evict, group, by_dma=Fals
             rel += ci_sz
         return w_t
     # the staging tile holds a chunk of C_out columns (all of them unless C_out is very wide)
-    cols = filter_stage_cols(g.c_out, g.dtype_bytes)
+    cols = filter_stage_cols(co_hi - co_lo, g.dtype_bytes)
     stage_pool = Pool(3, (PMAX, group, cols), dtype, nl.sbuf, "w_stage")
     flat = filters.reshape((g.taps, g.c_in, g.c_out))
     rel = 0
     for ci0, ci_sz in ci_list:
         for t0 in range(0, g.taps, group):
             gn = min(group, g.taps - t0)
-            for cc0 in range(0, g.c_out, cols):
-                cn = min(cols, g.c_out - cc0)
+            for cc0 in range(co_lo, co_hi, cols):
+                cn = min(cols, co_hi - cc0)
                 stage = stage_pool.take()
                 # one DMA per tap group and column chunk: filters[t0:t0+gn, ci tile, chunk] as [ci, taps, C_out]
                 nisa.dma_copy(dst=stage[:ci_sz, :gn, :cn],

@@ -58,6 +58,8 @@ from ..spec.dx_options import (
     _dpair_slot_count,
     _filter_group,
     dpairs_illegal,
+    dx_co_chunk_legal,
+    dx_co_resident,
     dx_program_items,
     dx_t_active,
     dx_w_band_legal,
@@ -101,20 +103,27 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
     parts: list[tuple[str, int]] = []
     if p.compute_dx:
         ci_res = p.dx_ci_tile if p.dx_ci_outer else g.c_in
-        filt = n_co * g.taps * ci_res * ds if p.dx_regions == 1 else g.taps * PMAX * ds
+        chunked = dx_co_chunk_legal(g, p)
+        co_res = dx_co_resident(g, p)   # (dx_co_chunk: one chunk's C_out tiles of dy band and filters)
+        # (chunked: the next chunk's filters load while the current chunk's are in use)
+        filt = ((2 if chunked else 1) * co_res * g.taps * ci_res * ds if p.dx_regions == 1
+                else g.taps * PMAX * ds)
         wcols = dx_w_cols(g, p)   # (dx_w_band: a band's W columns and its dy halo)
         ext = _dx_dy_extent(g, p.dx_band, wcols)
-        dyb = p.dy_bufs * n_co * ext[0] * ext[1] * ext[2] * ds
+        dyb = p.dy_bufs * co_res * ext[0] * ext[1] * ext[2] * ds
         plane = 2 * p.dx_band[0] * p.dx_band[1] * (wcols or W) * ds
+        # (chunked: the band's fp32 sums, one per C_in tile of the group)
+        sums = (n_tiles(ci_res, p.dx_ci_tile) * p.dx_band[0] * p.dx_band[1] * (wcols or W) * 4) if chunked else 0
         if p.dx_method is DxMethod.TOEPLITZ:   # W^T plus its tap grids; planes of (u, ci) partitions
             grids, plane = toeplitz.sbuf_bytes(g, p.dx_band, p.dx_toeplitz, p.dx_toeplitz_merge, p.dx_toeplitz_w)
             filt += grids
         parts += [("filters", filt), ("dx dy band", dyb), ("dx plane", plane)]
+        parts += [("dx fp32 sums", sums)] if sums else []
         stage = 2 * dx_stage_elems(g, p.dx_band, wcols) * ds
-        if p.dx_ci_outer and p.dx_regions == 1 and g.c_in > p.dx_ci_tile:
+        if p.dx_ci_outer and p.dx_regions == 1 and g.c_in > p.dx_ci_tile and not chunked:
             filt *= 2                                       # the next group's filters prefetch
         # the filter staging ring (load_filters_t: C_out in column chunks when very wide)
-        wstage = 3 * _filter_group(g, p) * filter_stage_cols(g.c_out, ds) * ds
+        wstage = 3 * _filter_group(g, p) * filter_stage_cols(min(g.c_out, co_res * PMAX), ds) * ds
         if p.dx_regions > 1:
             wstage = 3 * max(1, min(g.taps, PSUM_BANK_BYTES // (PMAX * ds))) * PMAX * ds
         if dx_t_active(p):
@@ -126,7 +135,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             extra = n_co * max(1, _dpair_slot_count(g, p)) * PMAX * ds
             parts += [("dx D-phase pair filters", extra)]
             filt += extra
-        phase_sbuf["dx"] = filt + wstage + dyb + plane + stage + (4 * n_co * 4 if p.compute_db else 0)
+        phase_sbuf["dx"] = filt + wstage + dyb + plane + sums + stage + (4 * n_co * 4 if p.compute_db else 0)
         psum_dx = PSUM_DX_BANKS
     if pw_shared_on(p):   # dx:gemm's pools (counted above) plus dw's rings, planes and outputs
         extra = max(pw.sbuf_bytes(g, p.dx_band, p.lnc, [pw.chunk_of(g, it) for it in dx_program_items(g, p, q)],
@@ -276,6 +285,11 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
     if p.dw_method is not None and p.dw_tap_group * p.dw_ci_tile > MOVING_MAX:
         return (f"dw moving free {p.dw_tap_group}x{p.dw_ci_tile} = {p.dw_tap_group * p.dw_ci_tile} "
                 f"exceeds {MOVING_MAX}"), b
+    if p.dx_co_chunk and not dx_co_chunk_legal(g, p):
+        return ("dx_co_chunk needs the per-gradient gather (gemm / gather_s1 / phase_gather, one band per plane, "
+                "no dx^T or D-phase pairs) with fewer C_out tiles per chunk than C_out has, db not folded on dx, "
+                "filters loaded in dx (not first), no dx inside / between dw, dw-interleaving, prefetch or "
+                "early band"), b
     if p.dx_w_band and not dx_w_band_legal(g, p):
         return ("dx_w_band needs the per-gradient gather (gemm / gather_s1 / phase_gather, one band per plane, "
                 "no dx^T or D-phase pairs) with fewer columns than W, db not folded on dx, no dx inside / "

@@ -67,19 +67,20 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
     ranges = [r for r in ranges if r % dw_ci == 0 or r == g.c_in]
 
     def plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng, cdx_=cdx, cdw_=cdw, taps=0, wband=0,
-             dx_wband=0) -> Plan:
+             dx_wband=0, dx_co=0) -> Plan:
         b = dict(base, compute_dx=cdx_, compute_dw=cdw_)
         return Plan(**b, strategy=strat, dx_method=_dx_method(g) if cdx_ else None,
                     dw_method=dw_m if cdw_ else None, db_method=db, dx_band=dxb, dw_band=dwb,
                     dx_ci_tile=ci_tile, dx_ci_outer=ci_outer, dw_ci_tile=dw_ci, dw_tap_group=G,
                     dw_co_chunk=min(n_co, 2 if strat is Strategy.SHARED_DY else 3), dw_ci_range=rng,
                     dy_bufs=2, dw_tap_range=taps, dw_x_stationary=xs and cdw_,   # xs: the loop's dw option
-                    dw_w_band=wband if cdw_ else 0, dx_w_band=dx_wband if cdx_ else 0)
+                    dw_w_band=wband if cdw_ else 0, dx_w_band=dx_wband if cdx_ else 0,
+                    dx_co_chunk=dx_co if cdx_ else 0)
 
     plans: list[Plan] = []
     for dw_m, G, xs in dw_opts:
         # dx tilings that fit alone (the per-gradient dx section)
-        dx_cfgs = [(full, dw_ci, False, 0)]
+        dx_cfgs = [(full, dw_ci, False, 0, 0)]
         if cdx:
             dx_cfgs = []
             fitting = 0
@@ -95,10 +96,13 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                     # the filters load before dw
                     if fitting >= 2 or len(ci_opts) < 2 or g.c_in <= dw_ci:
                         break
-            dx_cfgs = [cfg + (0,) for cfg in dx_cfgs]
-            if not fitting:   # no whole-row dx band fits: W bands (dx_w_band)
-                dx_cfgs = _dx_w_tilings(g, hw, dx_bands, ci_opts, lambda band, t, o, wb, m=dw_m, gg=G: plan(
-                    Strategy.PER_GRADIENT, m, gg, None, band, t, o, full, g.c_in, cdw_=False, dx_wband=wb)) or dx_cfgs
+            dx_cfgs = [cfg + (0, 0) for cfg in dx_cfgs]
+            if not fitting:   # no whole-row dx band fits: W bands (dx_w_band), else C_out chunks (dx_co_chunk)
+                def dx_only(band, t, o, wb, co=0, m=dw_m, gg=G):
+                    return plan(Strategy.PER_GRADIENT, m, gg, None, band, t, o, full, g.c_in, cdw_=False, dx_wband=wb,
+                                dx_co=co)
+                dx_cfgs = ([cfg + (0,) for cfg in _dx_w_tilings(g, hw, dx_bands, ci_opts, dx_only)]
+                           or _dx_co_tilings(g, hw, dx_bands, ci_opts, dx_only) or dx_cfgs)
         dw_cfgs = [((g.axes[0].o, g.axes[1].o), g.c_in, 0, 0)]
         if cdw and dw_m is not DwMethod.DMA_GEMM:
             dw_cfgs = _dw_tilings(g, hw, dw_bands, ranges, lambda band, r, taps, wb=0, m=dw_m, gg=G: plan(
@@ -121,10 +125,10 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                             # shared-dy pointwise (nki_pw_shared) has no dx variants
                             plans += _pw_variants(p) if pw_shared_on(p) else _with_regions(g, p, hw)
                     continue
-                for dxb, ci_tile, ci_outer, dx_wb in dx_cfgs:
+                for dxb, ci_tile, ci_outer, dx_wb, dx_co in dx_cfgs:
                     for dwb, rng, taps, wb in dw_cfgs:
                         p = plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng, taps=taps, wband=wb,
-                                 dx_wband=dx_wb)
+                                 dx_wband=dx_wb, dx_co=dx_co)
                         if db is not DbMethod.FOLD or _fold_ok(g, p):
                             plans += _with_regions(g, p, hw)
     return plans + _small_extent_plans(g, plans) + _s2d_plans(g, base, hw) + _kd_moving_plans(g, base, hw)
@@ -228,6 +232,35 @@ def _dx_w_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ci_opts: list, ma
             if fits:
                 return [(band, t, o, wb) for band in fits]
     return []
+
+
+def _dx_co_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ci_opts: list, make) -> list:
+    """(band, C_in tile, C_in-outer, W band, C_out chunk) of gather dx in C_out chunks (``Plan.dx_co_chunk``) when
+    no tiling of every C_out tile fits, whole rows or W bands. For each chunk (the C_out tiles halved down to
+    one) whose smallest tiling (the last band and C_in option, one W column) fits: the first two fitting
+    whole-row bands of the first C_in option that has one, else the W-banded tilings (``_dx_w_tilings``).
+    Every chunk size is offered: a smaller chunk leaves room for larger bands (fewer, longer matmuls and
+    fewer filter reloads), which the estimate weighs against more chunks."""
+    n_co = n_tiles(g.c_out, PMAX)
+    one_col = 1 if g.axes[2].n > 1 else 0
+    if n_co < 2 or make(bands[-1], *ci_opts[-1], one_col, 1).dx_method not in DX_W_BAND_METHODS:
+        return []
+    out = []
+    chunk = n_co
+    while chunk > 1:
+        chunk = ceil_div(chunk, 2)
+        if _check(g, make(bands[-1], *ci_opts[-1], one_col, chunk), hw)[0]:
+            continue
+        for t, o in ci_opts:
+            fits = [b for b in _first_fits(lambda band, t_=t, o_=o, k=chunk: make(band, t_, o_, 0, k), bands, hw, g)
+                    if not _check(g, make(b, t, o, 0, chunk), hw)[0]]
+            if fits:
+                out += [(band, t, o, 0, chunk) for band in fits]
+                break
+        else:
+            out += [cfg + (chunk,) for cfg in
+                    _dx_w_tilings(g, hw, bands, ci_opts, lambda band, t, o, wb, k=chunk: make(band, t, o, wb, k))]
+    return out
 
 
 def _dw_w_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ranges: list[int], make) -> list:

@@ -54,6 +54,7 @@ from ..spec.dw_xs import db_ones_chunk, dw_xs_bundle, dw_xs_bundles
 from ..spec.dx_options import (
     _filter_group,
     dx_ci_split_on,
+    dx_co_chunks,
     dx_program_items,
     dx_t_active,
     dx_w_bands,
@@ -206,18 +207,32 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             c.transpose(PMAX, PMAX, fp32, g.taps)
             c.evict(grp * PMAX, two, ceil_div(g.taps, grp))
             ci_tiles = []
-        for i, ci in enumerate(ci_tiles):   # filters: per tap a DMA, per (co tile, tap group) transposes + evict
+        chunks = dx_co_chunks(g, p)
+
+        def charge_filters(sheet: CostSheet, ci: int) -> None:
+            """One C_in tile's filters: per tap a DMA, per (co tile, tap group) transposes + evict."""
+            if filters_by_dma(g, p):   # dma_transpose from HBM, the body's destination tiles
+                _filter_transposes(sheet, g, p, ci, len(ci_tiles))
+                return
+            for t0, t1 in chunks:   # (a very wide C_out, or a C_out chunk, stages in column chunks)
+                width = min(g.c_out, t1 * PMAX) - t0 * PMAX
+                cols = filter_stage_cols(width, ds)
+                sheet.dma(ci * cols * ds * grp, cols * ds, ceil_div(g.taps, grp) * ceil_div(width, cols))
+            sheet.transpose(ci, co_t, fp32, g.taps * n_co)
+            sheet.evict(grp * ci, two, n_co * ceil_div(g.taps, grp))
+
+        for i, ci in enumerate(ci_tiles):
             # C_in-outer: later groups load while the group before them computes (part of dx)
             # (shared-dy pointwise issues them inside its body, behind the first step's dy)
             c.section("dx+dw" if pw_shared_on(p) else "dx_filters" if i == 0 or not p.dx_ci_outer else "dx")
-            if filters_by_dma(g, p):   # dma_transpose from HBM, the body's destination tiles
-                _filter_transposes(c, g, p, ci, len(ci_tiles))
-                continue
-            cols = filter_stage_cols(g.c_out, ds)   # (a very wide C_out stages in column chunks)
-            c.dma(ci * cols * ds * grp, cols * ds, ceil_div(g.taps, grp) * ceil_div(g.c_out, cols))
-            c.transpose(ci, co_t, fp32, g.taps * n_co)
-            c.evict(grp * ci, two, n_co * ceil_div(g.taps, grp))
+            charge_filters(c, ci)
         filters = (c.busy["dma"] - before_filters["dma"], c.busy["tensor"] - before_filters["tensor"])
+        if len(chunks) > 1:   # dx_co_chunk: the filters load again for every band after the first
+            c.section("dx")
+            again = CostSheet(hw)
+            for ci in ci_tiles:
+                charge_filters(again, ci)
+            c.add(again.scaled(max(0, len(items) * len(dx_w_bands(g, p)) - 1)))
         c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dx")
         reloads = len(ci_tiles) if p.dx_ci_outer else 1
         loads = CostSheet(hw)   # one pass of dy band loads, charged once per reload
@@ -304,11 +319,11 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         elif p.dx_regions == 1 and dx_ci_split_on(g, p):
             for _b, bd, bh in items:
                 for bw in dx_w_bands(g, p):
-                    _estimate_dx_band(c, g, None, bd, bh, ci_tiles, n_co, fp32, two, W, bw)
+                    _estimate_dx_band(c, g, None, bd, bh, ci_tiles, n_co, fp32, two, W, bw, len(chunks))
         elif p.dx_regions == 1:
             for _b, bd, bh in items:
                 for bw in dx_w_bands(g, p):
-                    c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh, False, bw))
+                    c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh, False, bw, len(chunks)))
         else:   # one band's compute per pack; its store once per region
             for pack in dx_packs(g, items, p.dx_regions):
                 _b, bd, bh = pack[0]

@@ -25,19 +25,21 @@ from .budget import _dx_dy_extent
 
 @lru_cache(maxsize=8192)
 def _dx_band_sheet(g: ConvGeom, target: str, ci_tile: int, bd: AxisBand, bh: AxisBand,
-                   packed: bool = False, bw: AxisBand | None = None) -> CostSheet:
+                   packed: bool = False, bw: AxisBand | None = None, chunks: int = 1) -> CostSheet:
     """The cost of one dx band (cached across candidates: many share their bands); ``packed``: the
-    block-diagonal form (one 128-row tile, one 128-partition C_out tile); ``bw``: its W band (default all W)."""
+    block-diagonal form (one 128-row tile, one 128-partition C_out tile); ``bw``: its W band (default all W);
+    ``chunks``: C_out chunks (``dx_co_chunk``)."""
     c = CostSheet(TARGET_FIGURES[target])
     ci_tiles = [PMAX] if packed else tile_sizes(g.c_in, ci_tile)
     _estimate_dx_band(c, g, None, bd, bh, ci_tiles, 1 if packed else n_tiles(g.c_out, PMAX),
-                      g.dtype == "fp32", g.dtype_bytes == 2, g.axes[2].n, bw)
+                      g.dtype == "fp32", g.dtype_bytes == 2, g.axes[2].n, bw, chunks)
     return c
 
 
 def _estimate_dx_band(c: CostSheet, g: ConvGeom, p: Plan | None, bd: AxisBand, bh: AxisBand, ci_tiles: list[int],
-                      n_co: int, fp32: bool, two: bool, W: int, bw: AxisBand | None = None) -> None:
-    """The dx compute and store of one band (mirrors nki_dx._run_band); ``bw``: its W band (default all W)."""
+                      n_co: int, fp32: bool, two: bool, W: int, bw: AxisBand | None = None, chunks: int = 1) -> None:
+    """The dx compute and store of one band (mirrors nki_dx._run_band, and _run_band_chunks with ``chunks`` > 1
+    C_out chunks); ``bw``: its W band (default all W)."""
     ds = g.dtype_bytes
     bw = bw if bw is not None else axis_bands(g.axes[2], W)[0]
     wn = bw.i1 - bw.i0
@@ -52,7 +54,10 @@ def _estimate_dx_band(c: CostSheet, g: ConvGeom, p: Plan | None, bd: AxisBand, b
             for (nd, nh, nw), count in box_block_sizes(w.j0, w.j1, MOVING_MAX):
                 n = nd * nh * nw
                 c.matmul(ci, n, fp32, len(w.taps) * n_co * count)
-                c.evict(n, two, count, contiguous=(g.axes[2].s == 1))
+                # chunked: the first chunk's copy lands in fp32 sums, each later chunk's is a VectorE add
+                c.evict(n, two and chunks == 1, count, contiguous=(g.axes[2].s == 1))
+                if chunks > 1:
+                    c.compute("vector", n, 2, 1.0, (chunks - 1) * count, op="tensor_tensor")
         rows = (bd.i1 - bd.i0) * (bh.i1 - bh.i0)
         run = wn if wn < W else (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W)
         c.dma(ci * rows * wn * ds, run * ds)

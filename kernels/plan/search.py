@@ -38,6 +38,7 @@ def _label(p: Plan) -> str:
                      + (f", K pairs {'dhw'[p.dx_toeplitz_pair]}" if p.dx_method is DxMethod.TOEPLITZ
                         and p.dx_toeplitz_pair >= 0 else "")
                      + (f", W band {p.dx_w_band}" if p.dx_w_band else "")
+                     + (f", co chunk {p.dx_co_chunk}" if p.dx_co_chunk else "")
                      + (", ci split" if p.dx_ci_split else "")
                      + (", early band" if p.dx_band_early else "")
                      + (", filters first" if p.filters_first else "") + "]")
@@ -108,8 +109,8 @@ def _smallest_note(g: ConvGeom, base: dict, usable: int) -> str:
     sbuf, (name, size) = smallest_working_set(g, base)
     if sbuf <= usable:
         return f"; the smallest tiling fits ({sbuf} B per partition): a missing plan, please report it"
-    return (f"; even the smallest tiling (one-row bands, one W column, one C_in channel or tap at a time) needs "
-            f"{sbuf} B per partition, {sbuf - usable} B over the {usable} B usable (largest: {name} {size} B)")
+    return (f"; even the smallest tiling (one-row bands, one W column, one C_in channel, C_out tile or tap at a "
+            f"time) needs {sbuf} B per partition, {sbuf - usable} B over the {usable} B usable (largest: {name} {size} B)")
 
 
 def _plan(g: ConvGeom, base: dict) -> Plan:

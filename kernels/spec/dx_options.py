@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .. import dx_dpairs as dpairs
 from ..geometry import ConvGeom
-from ..schedule import axis_bands, n_tiles
+from ..schedule import PMAX, axis_bands, n_tiles
 from .items import _split, dx_items
 from .psum import PSUM_BANK_BYTES
 from .record import DbMethod, DxMethod, Plan, Strategy
@@ -88,6 +88,34 @@ def dx_w_bands(g: ConvGeom, p: Plan) -> tuple:
 def dx_w_cols(g: ConvGeom, p: Plan) -> int:
     """W input columns of dx's widest W band (0 when not banded: whole rows)."""
     return p.dx_w_band if dx_w_band_legal(g, p) else 0
+
+
+def dx_co_chunk_legal(g: ConvGeom, p: Plan) -> bool:
+    """``Plan.dx_co_chunk``: the gather (``nki_dx.run_dx``) may run C_out in chunks of tiles, outside its tap
+    loops: per band, each chunk's dy band and filters are loaded, its PSUM sums over the chunk's C_out tiles
+    and taps are added into an fp32 accumulator of the dx band, and the last chunk's sum rounds once into
+    the plane. For a dy band (or filters) of every C_out tile that does not fit SBUF even one W column
+    wide. The same sections as W bands (no other section reads or paces dx's loads), and the filters load
+    inside dx (not before dw)."""
+    return bool(p.compute_dx and p.dx_method in W_BAND_METHODS and 0 < p.dx_co_chunk < n_tiles(g.c_out, PMAX)
+                and p.dx_regions == 1 and not p.dx_transposed and not p.dx_dphase_pairs
+                and p.strategy is Strategy.PER_GRADIENT and not p.filters_first
+                and not (p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw)
+                and not (p.dx_prefetch or p.dx_inside_dw or p.dx_between_bundles or p.dw_interleave
+                         or p.dx_band_early))
+
+
+def dx_co_chunks(g: ConvGeom, p: Plan) -> list[tuple[int, int]]:
+    """[t0, t1) ranges of C_out tiles that gather dx accumulates in PSUM together: chunks of ``dx_co_chunk``
+    tiles where legal (the last one a remainder), else one over every tile."""
+    n = n_tiles(g.c_out, PMAX)
+    step = p.dx_co_chunk if dx_co_chunk_legal(g, p) else n
+    return [(t, min(n, t + step)) for t in range(0, n, step)]
+
+
+def dx_co_resident(g: ConvGeom, p: Plan) -> int:
+    """C_out tiles whose dy band and filters gather dx holds at once (a chunk's, else all of them)."""
+    return max(t1 - t0 for t0, t1 in dx_co_chunks(g, p))
 
 
 def filter_group(g: ConvGeom, p: Plan) -> int:
