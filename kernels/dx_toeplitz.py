@@ -343,8 +343,10 @@ def toeplitz_domain(g: ConvGeom) -> str:
     if g.c_in * 2 > PMAX:
         return f"C_in {g.c_in} > {PMAX // 2}: two positions of C_in channels do not fit the PE's M axis"
     spans = [ln.span for ax in g.axes[:2] for ph in range(ax.s) if (ln := tap_line(ax, ph)) is not None]
-    if max(spans) < 2:
-        return "every D/H phase has a one-tap span: positions on M would save no matmul"
+    # with every phase of a strided axis on M (merged), its s phases share the matmuls of one offset
+    if max(spans) < 2 and not any(ax.s > 1 and ax.s * g.c_in <= PMAX for ax in g.axes[:2]):
+        return ("every D/H phase has a one-tap span and no strided D/H axis fits its phases on M: positions "
+                "on M would save no matmul")
     return ""
 
 
@@ -458,14 +460,18 @@ def store_tail_ns(g: ConvGeom, hw: TargetFigures, u: tuple[int, int], band: tupl
     if not pairs:
         return 0.0
     pg = plane_groups(g, band, u, merge)
-    total, count = 0.0, 0
+    total = 0.0
     for sub in pairs[-1].subs:
         n = store_dmas(g, sub)
         nbytes = sub.m(g.c_in) // n * sub.groups[0] * sub.groups[1] * g.axes[2].n * g.dtype_bytes
         run = store_run(g, u, pg, sub, pair_steps(pairs[-1])) * g.dtype_bytes
         rate = min(16, ceil_div(sub.m(g.c_in) // n * 16, PMAX)) / 16
-        total += n * (hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * hw.descriptor_efficiency(run) * rate))
-        count += n
+        one = hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * hw.descriptor_efficiency(run) * rate)
+        if ci_major(g, sub):
+            # one channel each: disjoint stretches of dx, so they run side by side (sharing the bandwidth)
+            total += max(one, hw.dma_fixed_ns + n * nbytes / (hw.dma_bytes_per_ns * hw.descriptor_efficiency(run)))
+        else:
+            total += n * one
     return max(0.0, total - hw.dma_fixed_ns)
 
 
@@ -700,6 +706,7 @@ def toeplitz_w_options(g: ConvGeom, band: tuple[int, int]) -> tuple[tuple[tuple[
     if toeplitz_domain(g) or g.c_in > QUADRANT // 2:
         return ()
     ax = g.axes
+    lw = merged_line(ax[2], ax[2].lo % ax[2].s)
     ranked = []
     for mh in ((False, True) if ax[1].s > 1 else (False,)):
         merge = (False, mh)
@@ -708,10 +715,10 @@ def toeplitz_w_options(g: ConvGeom, band: tuple[int, int]) -> tuple[tuple[tuple[
             if mh and not merged_ok(ax[1], uh):
                 continue
             for uw in range(2, PMAX // QUADRANT + 1):
-                if not w_mode_ok(g, (1, uh), uw):
+                # (U_w positions that need U_w offsets, one tap and stride 1 along w, save no matmul)
+                if not w_mode_ok(g, (1, uh), uw) or len(deltas(lw, uw)) >= uw:
                     continue
                 pk = pair_axis_w(g, (1, uh), merge, uw)
-                lw = merged_line(ax[2], ax[2].lo % ax[2].s)
                 cyc = 0.0
                 for _z, ld, lh in grid_lines(g, merge):
                     for _g0d, gd, ud in axis_parts(band[0] if merge[0] else ceil_div(band[0], ax[0].s), 1):
