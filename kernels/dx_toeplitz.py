@@ -715,8 +715,9 @@ def toeplitz_w_options(g: ConvGeom, band: tuple[int, int]) -> tuple[tuple[tuple[
             if mh and not merged_ok(ax[1], uh):
                 continue
             for uw in range(2, PMAX // QUADRANT + 1):
-                # (U_w positions that need U_w offsets, one tap and stride 1 along w, save no matmul)
-                if not w_mode_ok(g, (1, uh), uw) or len(deltas(lw, uw)) >= uw:
+                # (no fewer offsets than the U_w positions' taps on the free axis, K_w / s_w each: no
+                # matmul saved, as with one tap and stride 1 along w)
+                if not w_mode_ok(g, (1, uh), uw) or len(deltas(lw, uw)) * ax[2].s >= uw * ax[2].k:
                     continue
                 pk = pair_axis_w(g, (1, uh), merge, uw)
                 cyc = 0.0
