@@ -454,8 +454,9 @@ def first_copy_ns(g: ConvGeom, hw: TargetFigures, u: tuple[int, int], pair_axis:
 
 def store_tail_ns(g: ConvGeom, hw: TargetFigures, u: tuple[int, int], band: tuple[int, int], bd: AxisBand,
                   bh: AxisBand, merge: Merge = NO_MERGE) -> float:
-    """The stores of a band's last track pair after its last eviction, beyond one DMA latency: they
-    write interleaved rows of dx, so nkisim orders them (write after write) one after the other."""
+    """The stores of a band's last track pair after its last eviction, beyond one DMA latency. A u-major
+    sub-box's stores write interleaved rows of dx, so nkisim orders them (write after write) one after the
+    other; a ci-major sub-box's (one channel each) write disjoint stretches and run side by side."""
     pairs = toeplitz_work(g, (bd, bh, axis_bands(g.axes[2], g.axes[2].n)[0]), u, merge)
     if not pairs:
         return 0.0
@@ -467,8 +468,7 @@ def store_tail_ns(g: ConvGeom, hw: TargetFigures, u: tuple[int, int], band: tupl
         run = store_run(g, u, pg, sub, pair_steps(pairs[-1])) * g.dtype_bytes
         rate = min(16, ceil_div(sub.m(g.c_in) // n * 16, PMAX)) / 16
         one = hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * hw.descriptor_efficiency(run) * rate)
-        if ci_major(g, sub):
-            # one channel each: disjoint stretches of dx, so they run side by side (sharing the bandwidth)
+        if ci_major(g, sub):   # side by side, sharing the bandwidth
             total += max(one, hw.dma_fixed_ns + n * nbytes / (hw.dma_bytes_per_ns * hw.descriptor_efficiency(run)))
         else:
             total += n * one
