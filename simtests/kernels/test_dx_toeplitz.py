@@ -299,3 +299,18 @@ def test_planner_offers_merged_toeplitz_for_one_tap_phases():
     flat = dict(ONE_TAP, kernel=(1, 1, 3), stride=(1, 1, 2), padding=(0, 0, 0, 0, 1, 1))
     why = toeplitz_domain(plan_conv3d_bwd(*geom_shapes(flat), **geom_kw(flat)).geometry())
     assert "one-tap span" in why
+
+
+def test_store_tail_runs_ci_major_stores_side_by_side():
+    """A ci-major sub-box's stores (one channel each, disjoint in dx) overlap in the estimate's store tail:
+    C_in stores one after the other would expose C_in - 1 DMA latencies beyond the first."""
+    from conv3d_bwd.kernels.costs import TARGET_FIGURES
+    from conv3d_bwd.kernels.dx_toeplitz import ci_major, store_dmas, store_tail_ns, toeplitz_work
+    from conv3d_bwd.kernels.schedule import axis_bands
+    g = plan_conv3d_bwd(*geom_shapes(ONE_TAP), **geom_kw(ONE_TAP)).geometry()
+    hw, u, merge, band = TARGET_FIGURES["trn2"], (4, 1), (True, False), (12, 5)
+    bd, bh, bw = (axis_bands(g.axes[a], n)[0] for a, n in enumerate(band + (g.axes[2].n,)))
+    subs = toeplitz_work(g, (bd, bh, bw), u, merge)[-1].subs
+    assert subs and all(ci_major(g, sub) and store_dmas(g, sub) == g.c_in for sub in subs)
+    tail = store_tail_ns(g, hw, u, band, bd, bh, merge)
+    assert 0 <= tail < (g.c_in - 1) * hw.dma_fixed_ns, tail
