@@ -343,8 +343,10 @@ def toeplitz_domain(g: ConvGeom) -> str:
     if g.c_in * 2 > PMAX:
         return f"C_in {g.c_in} > {PMAX // 2}: two positions of C_in channels do not fit the PE's M axis"
     spans = [ln.span for ax in g.axes[:2] for ph in range(ax.s) if (ln := tap_line(ax, ph)) is not None]
-    if max(spans) < 2:
-        return "every D/H phase has a one-tap span: positions on M would save no matmul"
+    # with every phase of a strided axis on M (merged), its s phases share the matmuls of one offset
+    if max(spans) < 2 and not any(ax.s > 1 and ax.s * g.c_in <= PMAX for ax in g.axes[:2]):
+        return ("every D/H phase has a one-tap span and no strided D/H axis fits its phases on M: positions "
+                "on M would save no matmul")
     return ""
 
 
@@ -452,20 +454,24 @@ def first_copy_ns(g: ConvGeom, hw: TargetFigures, u: tuple[int, int], pair_axis:
 
 def store_tail_ns(g: ConvGeom, hw: TargetFigures, u: tuple[int, int], band: tuple[int, int], bd: AxisBand,
                   bh: AxisBand, merge: Merge = NO_MERGE) -> float:
-    """The stores of a band's last track pair after its last eviction, beyond one DMA latency: they
-    write interleaved rows of dx, so nkisim orders them (write after write) one after the other."""
+    """The stores of a band's last track pair after its last eviction, beyond one DMA latency. A u-major
+    sub-box's stores write interleaved rows of dx, so nkisim orders them (write after write) one after the
+    other; a ci-major sub-box's (one channel each) write disjoint stretches and run side by side."""
     pairs = toeplitz_work(g, (bd, bh, axis_bands(g.axes[2], g.axes[2].n)[0]), u, merge)
     if not pairs:
         return 0.0
     pg = plane_groups(g, band, u, merge)
-    total, count = 0.0, 0
+    total = 0.0
     for sub in pairs[-1].subs:
         n = store_dmas(g, sub)
         nbytes = sub.m(g.c_in) // n * sub.groups[0] * sub.groups[1] * g.axes[2].n * g.dtype_bytes
         run = store_run(g, u, pg, sub, pair_steps(pairs[-1])) * g.dtype_bytes
         rate = min(16, ceil_div(sub.m(g.c_in) // n * 16, PMAX)) / 16
-        total += n * (hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * hw.descriptor_efficiency(run) * rate))
-        count += n
+        one = hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * hw.descriptor_efficiency(run) * rate)
+        if ci_major(g, sub):   # side by side, sharing the bandwidth
+            total += max(one, hw.dma_fixed_ns + n * nbytes / (hw.dma_bytes_per_ns * hw.descriptor_efficiency(run)))
+        else:
+            total += n * one
     return max(0.0, total - hw.dma_fixed_ns)
 
 
@@ -700,6 +706,7 @@ def toeplitz_w_options(g: ConvGeom, band: tuple[int, int]) -> tuple[tuple[tuple[
     if toeplitz_domain(g) or g.c_in > QUADRANT // 2:
         return ()
     ax = g.axes
+    lw = merged_line(ax[2], ax[2].lo % ax[2].s)
     ranked = []
     for mh in ((False, True) if ax[1].s > 1 else (False,)):
         merge = (False, mh)
@@ -708,10 +715,11 @@ def toeplitz_w_options(g: ConvGeom, band: tuple[int, int]) -> tuple[tuple[tuple[
             if mh and not merged_ok(ax[1], uh):
                 continue
             for uw in range(2, PMAX // QUADRANT + 1):
-                if not w_mode_ok(g, (1, uh), uw):
+                # (no fewer offsets than the U_w positions' taps on the free axis, K_w / s_w each: no
+                # matmul saved, as with one tap and stride 1 along w)
+                if not w_mode_ok(g, (1, uh), uw) or len(deltas(lw, uw)) * ax[2].s >= uw * ax[2].k:
                     continue
                 pk = pair_axis_w(g, (1, uh), merge, uw)
-                lw = merged_line(ax[2], ax[2].lo % ax[2].s)
                 cyc = 0.0
                 for _z, ld, lh in grid_lines(g, merge):
                     for _g0d, gd, ud in axis_parts(band[0] if merge[0] else ceil_div(band[0], ax[0].s), 1):

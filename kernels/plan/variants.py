@@ -191,19 +191,22 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
 
 def _xt_dma_full_rows(g: ConvGeom, plans: list[Plan], hw: TargetFigures | None) -> list[Plan]:
     """Per gradient, row-mode dw with x^T by DMA holds no x band, so a dw band that had to stay small
-    for the x band (the stem's 7x7 halo: 2x32 rows, K = 64 on the PE) can grow: the variant of each
-    such ``xT dma`` plan with the largest dw band of at most 128 (d, h) rows that fits (whole H rows)."""
+    for the x band (a 7x7 halo: whole H rows of a 32-row output give 2x32 rows, of a 56-row output
+    half rows, 1x28, i.e. K = 64 or 28 on the PE) can grow: the variant of each such ``xT dma`` plan
+    with the largest dw band of at most 128 (d, h) rows that fits (whole H rows first, then H bands)."""
     if hw is None:
         return []
     ho = g.axes[1].o
-    rows = [(d, ho) for d in _band_options(g.axes[0].o) if d * ho <= PMAX]
+    rows = [(d, ho) for d in _band_options(g.axes[0].o) if d * ho <= PMAX] + \
+        [(1, h) for h in _band_options(ho)[1:] if h <= PMAX]
     out = []
     for q in plans:
+        n = q.dw_band[0] * q.dw_band[1]
         if not (q.dw_xt_dma and q.compute_dw and q.strategy is Strategy.PER_GRADIENT and q.dw_tap_range == 0
-                and q.dw_band[1] == ho and q.dw_band[0] * ho < PMAX):
+                and n < PMAX):
             continue
         for band in rows:
-            if band[0] <= q.dw_band[0]:
+            if band[0] * band[1] <= n:
                 break
             q2 = replace(q, dw_band=band)
             if not _check(g, q2, hw)[0]:

@@ -12,6 +12,7 @@ from conv3d_bwd.kernels.dx_toeplitz import (
     tap_line,
     toeplitz_domain,
     toeplitz_options,
+    toeplitz_w_options,
 )
 from conv3d_bwd.kernels.plan import DxMethod, Strategy, plan_conv3d_bwd
 
@@ -274,3 +275,42 @@ def test_toeplitz_w_on_m_unreached_phase():
     run_and_compare(**geom, grads=("dx",), plan_edit=w_mode((1, 4), (False, False), 2, -1))
     run_and_compare(**geom, grads=("dx",), plan_edit=w_mode((1, 3), (False, True), 2, 1))
     run_and_compare(**geom, grads=("dx", "dw", "db"), plan_edit=merged((2, 3), (False, True), 0))
+
+
+# every D phase has one tap at most, with gaps (stride 4 > kernel 3): only the merged d phases save matmuls
+ONE_TAP = {"batch": 2, "c_in": 4, "c_out": 8, "size": (13, 5, 6), "kernel": (3, 1, 1), "stride": (4, 1, 1),
+           "padding": (1, 2, 0, 0, 0, 0)}
+
+
+@pytest.mark.parametrize("u, pair", [((4, 1), 0), ((8, 1), -1), ((4, 2), 1)], ids=["4x1-pd", "8x1", "4x2-ph"])
+def test_toeplitz_merged_one_tap_phases_are_exact(u, pair):
+    run_and_compare(**ONE_TAP, plan_edit=merged(u, (True, False), pair))
+
+
+def test_planner_offers_merged_toeplitz_for_one_tap_phases():
+    """One-tap phases of a strided D axis are in the domain (its phases share M); W on M is not offered
+    where the w axis (one tap, stride 1) needs an offset per position; stride 1 with one-tap spans stays out."""
+    plan = plan_conv3d_bwd(*geom_shapes(ONE_TAP), **geom_kw(ONE_TAP))
+    g = plan.geometry()
+    assert not toeplitz_domain(g)
+    assert toeplitz_w_options(g, (13, 5)) == ()
+    tz = [a for a in plan.feasible_candidates() if a.dx_method is DxMethod.TOEPLITZ]
+    assert tz and all(a.dx_toeplitz_merge[0] and not a.dx_toeplitz_w for a in tz)
+    flat = dict(ONE_TAP, kernel=(1, 1, 3), stride=(1, 1, 2), padding=(0, 0, 0, 0, 1, 1))
+    why = toeplitz_domain(plan_conv3d_bwd(*geom_shapes(flat), **geom_kw(flat)).geometry())
+    assert "one-tap span" in why
+
+
+def test_store_tail_runs_ci_major_stores_side_by_side():
+    """A ci-major sub-box's stores (one channel each, disjoint in dx) overlap in the estimate's store tail:
+    C_in stores one after the other would expose C_in - 1 DMA latencies beyond the first."""
+    from conv3d_bwd.kernels.costs import TARGET_FIGURES
+    from conv3d_bwd.kernels.dx_toeplitz import ci_major, store_dmas, store_tail_ns, toeplitz_work
+    from conv3d_bwd.kernels.schedule import axis_bands
+    g = plan_conv3d_bwd(*geom_shapes(ONE_TAP), **geom_kw(ONE_TAP)).geometry()
+    hw, u, merge, band = TARGET_FIGURES["trn2"], (4, 1), (True, False), (12, 5)
+    bd, bh, bw = (axis_bands(g.axes[a], n)[0] for a, n in enumerate(band + (g.axes[2].n,)))
+    subs = toeplitz_work(g, (bd, bh, bw), u, merge)[-1].subs
+    assert subs and all(ci_major(g, sub) and store_dmas(g, sub) == g.c_in for sub in subs)
+    tail = store_tail_ns(g, hw, u, band, bd, bh, merge)
+    assert 0 <= tail < (g.c_in - 1) * hw.dma_fixed_ns, tail
