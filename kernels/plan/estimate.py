@@ -84,32 +84,82 @@ from .estimate_waits import (
 )
 
 
-def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str, float]]:
+def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures, memo: dict | None = None) -> tuple[float, dict[str, float]]:
     """Modelled time (under LNC2 the later program's, as nkisim's makespan) and program 0's per-engine
-    busy time."""
-    if p.s2d_group:   # from the method's work list (kernels/methods/s2d_gemm)
-        return s2d_estimate.estimate_us(g, s2d_spec.S2dOptions(p.s2d_group), p.lnc,
-                                        (p.compute_dx, p.compute_dw, p.compute_db), hw)
-    if p.dw_method is DwMethod.KD_MOVING:   # dw alone, then dx and db (kernels/methods/dw_kd_moving)
-        t, busy = kdm_estimate.estimate_us(g, hw, p.lnc)
-        if p.compute_dx or p.compute_db:
-            rest = replace(p, compute_dw=False, dw_method=None)
-            t_rest, busy_rest = _estimate(g, rest, hw)
-            # the rest's first loads (its fill) run under dw's end
-            hidden = min(_estimate_sheet(g, rest, hw)[1] / 1000.0, kdm_estimate.overlap_us(g, hw, p.lnc))
-            t, busy = t + t_rest - hidden, {e: busy.get(e, 0.0) + busy_rest.get(e, 0.0)
-                                            for e in busy.keys() | busy_rest.keys()}
+    busy time. ``memo``: one planning run's store of work shared between its candidates (``Estimator``)."""
+    return Estimator(g, hw, memo).estimate(p)
+
+
+class Estimator:
+    """The estimates of one problem's candidates. Candidates share much of their work (a dw tiling with
+    every dx choice, dw:kd_moving's dx and db part with every plain plan): ``memo`` keeps what one
+    computed for the next -- each entry keyed by everything its computation reads, so a candidate's
+    estimate is the same with or without it. ``bound_us``: the pick so far; a plan whose first program
+    alone already composes to more stops there (``estimate`` returns that lower bound, marked inexact)."""
+
+    def __init__(self, g: ConvGeom, hw: TargetFigures, memo: dict | None = None) -> None:
+        self.g, self.hw, self.memo = g, hw, memo
+
+    def estimate(self, p: Plan) -> tuple[float, dict[str, float]]:
+        t, busy, _exact = self.bounded(p, None)
         return t, busy
-    c, fill = _estimate_sheet(g, p, hw)
-    # dx inside dw's boxes: each box's x^T transfers are issued a whole pass ahead of the matmuls that read
-    # them, under the box's dx items, so the merged body stalls less than the generic share says
-    loss = {"dx": BOXES_LOSS} if p.dx_inside_boxes and dx_inside_dw_on(g, p) else None
-    total = compose_ns(_sections(c, g, p), section_order(g, p), fill, hw, c.steps, c.steps_head, loss, c.flow)
-    for pid in range(1, p.lnc):   # the split is uneven (tap units, db on one program, odd item counts)
-        c1, fill1 = _estimate_sheet(g, p, hw, pid)
-        total = max(total, compose_ns(_sections(c1, g, p), section_order(g, p), fill1, hw, c1.steps,
-                                      c1.steps_head, loss, c1.flow))
-    return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
+
+    def bounded(self, p: Plan, bound_us: float | None) -> tuple[float, dict[str, float], bool]:
+        """(time, program 0's busy, exact): with ``bound_us``, a plan whose first program's time exceeds it
+        is not composed for its other programs (LNC2): the time returned is then a lower bound."""
+        g, hw, memo = self.g, self.hw, self.memo
+        if p.s2d_group:   # from the method's work list (kernels/methods/s2d_gemm)
+            t, busy = s2d_estimate.estimate_us(g, s2d_spec.S2dOptions(p.s2d_group), p.lnc,
+                                               (p.compute_dx, p.compute_dw, p.compute_db), hw)
+            return t, busy, True
+        if p.dw_method is DwMethod.KD_MOVING:   # dw alone, then dx and db (kernels/methods/dw_kd_moving)
+            t, busy = self._shared(("kdm", p.lnc), lambda: kdm_estimate.estimate_us(g, hw, p.lnc))
+            if p.compute_dx or p.compute_db:
+                rest = replace(p, compute_dw=False, dw_method=None)
+                t_rest, busy_rest = self._shared(("rest", rest), lambda: self.estimate(rest))
+                # the rest's first loads (its fill) run under dw's end
+                rest_fill = self._shared(("rest_fill", rest), lambda: _estimate_sheet(g, rest, hw, memo=memo)[1])
+                hidden = min(rest_fill / 1000.0, kdm_estimate.overlap_us(g, hw, p.lnc))
+                t, busy = t + t_rest - hidden, {e: busy.get(e, 0.0) + busy_rest.get(e, 0.0)
+                                                for e in busy.keys() | busy_rest.keys()}
+            return t, busy, True
+        c, fill = _estimate_sheet(g, p, hw, memo=memo)
+        # dx inside dw's boxes: each box's x^T transfers are issued a whole pass ahead of the matmuls that read
+        # them, under the box's dx items, so the merged body stalls less than the generic share says
+        loss = {"dx": BOXES_LOSS} if p.dx_inside_boxes and dx_inside_dw_on(g, p) else None
+        total = compose_ns(_sections(c, g, p), section_order(g, p), fill, hw, c.steps, c.steps_head, loss, c.flow)
+        busy = {e: v / 1000.0 for e, v in c.busy.items()}
+        for pid in range(1, p.lnc):   # the split is uneven (tap units, db on one program, odd item counts)
+            if bound_us is not None and total / 1000.0 > bound_us:
+                return total / 1000.0, busy, False
+            c1, fill1 = _estimate_sheet(g, p, hw, pid, memo=memo)
+            total = max(total, compose_ns(_sections(c1, g, p), section_order(g, p), fill1, hw, c1.steps,
+                                          c1.steps_head, loss, c1.flow))
+        return total / 1000.0, busy, True
+
+    def _shared(self, key, make):
+        """``make()``, once per planning run (``memo``) for work every candidate of a kind repeats."""
+        if self.memo is None:
+            return make()
+        if key not in self.memo:
+            self.memo[key] = make()
+        return self.memo[key]
+
+
+# plan fields dw's box and row costs (``_estimate_dw_item``) never read: its memo entries ignore them
+_DX_ONLY_FIELDS = frozenset({
+    "dx_ci_tile", "dx_ci_outer", "dx_regions", "dx_transposed", "dx_pair_copies", "dx_toeplitz",
+    "dx_toeplitz_merge", "dx_toeplitz_w", "dx_toeplitz_pair", "dx_w_band", "dx_ci_split", "dx_band_early",
+    "filters_first", "pw_db_scalar", "pw_dyt_dma", "pw_dyt_late",
+    "sbuf_bytes", "psum_banks", "estimated_us", "engine_us", "label", "candidates", "alternatives"})
+
+
+def dw_item_key(p: Plan) -> tuple:
+    """The plan fields dw's box and row costs may read. (D-phase pairs between dw's bundles read dx's
+    tiling through their legality check: every field then.)"""
+    if p.dx_between_bundles:
+        return tuple(p.__dict__.items())
+    return tuple((k, v) for k, v in p.__dict__.items() if k not in _DX_ONLY_FIELDS)
 
 
 def _pw_flow(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, chunks: list, items: list,
@@ -167,7 +217,8 @@ def section_order(g: ConvGeom, p: Plan) -> list[str]:
     return [*head, "dw_finish", *dx, "db", "db_store"]
 
 
-def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tuple[CostSheet, float]:
+def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
+                    memo: dict | None = None) -> tuple[CostSheet, float]:
     """Program ``pid``'s busy time per engine and kernel section (``CostSheet.section``), and the fill (ns):
     the latencies no busy time covers (first loads, exposed waits, LNC2 rendezvous)."""
     c = CostSheet(hw)
@@ -395,6 +446,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         # a box's cost depends on its rows, its x fill, the C_in tiles and the number of taps in the pass
         # (not on which taps): shared by every C_in range and tap pass of the same shape
         cache: dict = {}
+        dw_key = dw_item_key(p) if memo is not None else None
+        item_memo = memo.setdefault("dw_item", {}) if memo is not None else {}
         last_sheet = None   # the last item's dw work (shared_dy row stacking: flushed after dx's last band)
         for r0 in range(0, g.c_in, p.dw_ci_range):
             width = min(p.dw_ci_range, g.c_in - r0)
@@ -442,9 +495,16 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                                span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles,
                                ow if p.dw_method is DwMethod.ROW_PACK else ow[1] - ow[0], ones, first_box)
                         if key not in cache:
-                            cache[key] = CostSheet(hw)
-                            _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks,
-                                              xpad, bank, span, item_roles, ow, ones, first_box)
+                            # (the first box of this shape computes it: from the planning memo when a
+                            # candidate with the same dw fields computed that very box before)
+                            mkey = (dw_key, key, d0, d1, h0, h1, ow, span) if dw_key is not None else None
+                            cache[key] = item_memo.get(mkey) if mkey is not None else None
+                            if cache[key] is None:
+                                cache[key] = CostSheet(hw)
+                                _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk,
+                                                  n_chunks, xpad, bank, span, item_roles, ow, ones, first_box)
+                                if mkey is not None:
+                                    item_memo[mkey] = cache[key]
                         c.add(cache[key])
                         last_sheet = cache[key]
                     if p.dw_method is DwMethod.ROW_PACK and p.strategy is not Strategy.SHARED_DY:
