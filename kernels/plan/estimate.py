@@ -86,64 +86,41 @@ from .estimate_waits import (
 
 def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures, memo: dict | None = None) -> tuple[float, dict[str, float]]:
     """Modelled time (under LNC2 the later program's, as nkisim's makespan) and program 0's per-engine
-    busy time. ``memo``: one planning run's store of work shared between its candidates (``Estimator``)."""
-    return Estimator(g, hw, memo).estimate(p)
-
-
-class Estimator:
-    """The estimates of one problem's candidates. Candidates share much of their work (a dw tiling with
-    every dx choice, dw:kd_moving's dx and db part with every plain plan): ``memo`` keeps what one
-    computed for the next -- each entry keyed by everything its computation reads, so a candidate's
-    estimate is the same with or without it. ``bound_us``: the pick so far; a plan whose first program
-    alone already composes to more stops there (``estimate`` returns that lower bound, marked inexact)."""
-
-    def __init__(self, g: ConvGeom, hw: TargetFigures, memo: dict | None = None) -> None:
-        self.g, self.hw, self.memo = g, hw, memo
-
-    def estimate(self, p: Plan) -> tuple[float, dict[str, float]]:
-        t, busy, _exact = self.bounded(p, None)
+    busy time. ``memo``: one planning run's store of the work its candidates share (a dw tiling with every
+    dx choice, dw:kd_moving's dx and db part with every plain plan), each entry keyed by everything its
+    computation reads, so that an estimate is the same with or without it."""
+    if p.s2d_group:   # from the method's work list (kernels/methods/s2d_gemm)
+        return s2d_estimate.estimate_us(g, s2d_spec.S2dOptions(p.s2d_group), p.lnc,
+                                        (p.compute_dx, p.compute_dw, p.compute_db), hw)
+    if p.dw_method is DwMethod.KD_MOVING:   # dw alone, then dx and db (kernels/methods/dw_kd_moving)
+        t, busy = _memoized(memo, ("kdm", p.lnc), lambda: kdm_estimate.estimate_us(g, hw, p.lnc))
+        if p.compute_dx or p.compute_db:
+            rest = replace(p, compute_dw=False, dw_method=None)
+            t_rest, busy_rest = _memoized(memo, ("rest", rest), lambda: _estimate(g, rest, hw, memo))
+            # the rest's first loads (its fill) run under dw's end
+            rest_fill = _memoized(memo, ("rest_fill", rest), lambda: _estimate_sheet(g, rest, hw, memo=memo)[1])
+            hidden = min(rest_fill / 1000.0, kdm_estimate.overlap_us(g, hw, p.lnc))
+            t, busy = t + t_rest - hidden, {e: busy.get(e, 0.0) + busy_rest.get(e, 0.0)
+                                            for e in busy.keys() | busy_rest.keys()}
         return t, busy
+    c, fill = _estimate_sheet(g, p, hw, memo=memo)
+    # dx inside dw's boxes: each box's x^T transfers are issued a whole pass ahead of the matmuls that read
+    # them, under the box's dx items, so the merged body stalls less than the generic share says
+    loss = {"dx": BOXES_LOSS} if p.dx_inside_boxes and dx_inside_dw_on(g, p) else None
+    total = compose_ns(_sections(c, g, p), section_order(g, p), fill, hw, c.steps, c.steps_head, loss, c.flow)
+    for pid in range(1, p.lnc):   # the split is uneven (tap units, db on one program, odd item counts)
+        c1, fill1 = _estimate_sheet(g, p, hw, pid, memo=memo)
+        total = max(total, compose_ns(_sections(c1, g, p), section_order(g, p), fill1, hw, c1.steps,
+                                      c1.steps_head, loss, c1.flow))
+    return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
 
-    def bounded(self, p: Plan, bound_us: float | None) -> tuple[float, dict[str, float], bool]:
-        """(time, program 0's busy, exact): with ``bound_us``, a plan whose first program's time exceeds it
-        is not composed for its other programs (LNC2): the time returned is then a lower bound."""
-        g, hw, memo = self.g, self.hw, self.memo
-        if p.s2d_group:   # from the method's work list (kernels/methods/s2d_gemm)
-            t, busy = s2d_estimate.estimate_us(g, s2d_spec.S2dOptions(p.s2d_group), p.lnc,
-                                               (p.compute_dx, p.compute_dw, p.compute_db), hw)
-            return t, busy, True
-        if p.dw_method is DwMethod.KD_MOVING:   # dw alone, then dx and db (kernels/methods/dw_kd_moving)
-            t, busy = self._shared(("kdm", p.lnc), lambda: kdm_estimate.estimate_us(g, hw, p.lnc))
-            if p.compute_dx or p.compute_db:
-                rest = replace(p, compute_dw=False, dw_method=None)
-                t_rest, busy_rest = self._shared(("rest", rest), lambda: self.estimate(rest))
-                # the rest's first loads (its fill) run under dw's end
-                rest_fill = self._shared(("rest_fill", rest), lambda: _estimate_sheet(g, rest, hw, memo=memo)[1])
-                hidden = min(rest_fill / 1000.0, kdm_estimate.overlap_us(g, hw, p.lnc))
-                t, busy = t + t_rest - hidden, {e: busy.get(e, 0.0) + busy_rest.get(e, 0.0)
-                                                for e in busy.keys() | busy_rest.keys()}
-            return t, busy, True
-        c, fill = _estimate_sheet(g, p, hw, memo=memo)
-        # dx inside dw's boxes: each box's x^T transfers are issued a whole pass ahead of the matmuls that read
-        # them, under the box's dx items, so the merged body stalls less than the generic share says
-        loss = {"dx": BOXES_LOSS} if p.dx_inside_boxes and dx_inside_dw_on(g, p) else None
-        total = compose_ns(_sections(c, g, p), section_order(g, p), fill, hw, c.steps, c.steps_head, loss, c.flow)
-        busy = {e: v / 1000.0 for e, v in c.busy.items()}
-        for pid in range(1, p.lnc):   # the split is uneven (tap units, db on one program, odd item counts)
-            if bound_us is not None and total / 1000.0 > bound_us:
-                return total / 1000.0, busy, False
-            c1, fill1 = _estimate_sheet(g, p, hw, pid, memo=memo)
-            total = max(total, compose_ns(_sections(c1, g, p), section_order(g, p), fill1, hw, c1.steps,
-                                          c1.steps_head, loss, c1.flow))
-        return total / 1000.0, busy, True
-
-    def _shared(self, key, make):
-        """``make()``, once per planning run (``memo``) for work every candidate of a kind repeats."""
-        if self.memo is None:
-            return make()
-        if key not in self.memo:
-            self.memo[key] = make()
-        return self.memo[key]
+def _memoized(memo: dict | None, key, make):
+    """``make()``, computed once per planning run (``memo``; None: every time)."""
+    if memo is None:
+        return make()
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
 
 
 # plan fields dw's box and row costs (``_estimate_dw_item``) never read: its memo entries ignore them
@@ -152,15 +129,24 @@ _DX_ONLY_FIELDS = frozenset({
     "dx_toeplitz_merge", "dx_toeplitz_w", "dx_toeplitz_pair", "dx_w_band", "dx_ci_split", "dx_band_early",
     "filters_first", "pw_db_scalar", "pw_dyt_dma", "pw_dyt_late",
     "sbuf_bytes", "psum_banks", "estimated_us", "engine_us", "label", "candidates", "alternatives"})
+# per gradient, dw's own boxes: the fields besides dw_* that its costs read (its legality checks: a W band
+# needs dx neither prefetched nor inside dw)
+_DW_BOX_FIELDS = ("dy_shape", "x_shape", "w_shape", "stride", "padding", "dilation", "dtype", "target", "lnc",
+                  "compute_dw", "strategy", "db_ones", "dx_prefetch", "dx_inside_dw", "dx_inside_boxes",
+                  "dx_between_bundles")
 
 
 def dw_item_key(p: Plan) -> tuple:
-    """The plan fields dw's box and row costs may read. (D-phase pairs between dw's bundles read dx's
-    tiling through their legality check: every field then.)"""
+    """The plan fields dw's box and row costs may read: per gradient (its own boxes), the dw fields and
+    ``_DW_BOX_FIELDS``; shared dy (dx's bands are its boxes) or dx inside dw, every field but dx's
+    filter, C_in and method choices; D-phase pairs between dw's bundles (whose legality reads dx's
+    tiling), every field."""
     if p.dx_between_bundles:
         return tuple(p.__dict__.items())
+    if p.strategy is Strategy.PER_GRADIENT and not p.dx_inside_dw:
+        return tuple((k, v) for k, v in p.__dict__.items() if k.startswith("dw_")) + \
+            tuple(getattr(p, k) for k in _DW_BOX_FIELDS)
     return tuple((k, v) for k, v in p.__dict__.items() if k not in _DX_ONLY_FIELDS)
-
 
 def _pw_flow(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, chunks: list, items: list,
              filters: tuple[float, float], db: str, head: float) -> None:
@@ -273,25 +259,12 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
         reloads = len(ci_tiles) if p.dx_ci_outer else 1
         loads = CostSheet(hw)   # one pass of dy band loads, charged once per reload
         if reloads:
-            fills = []
+            held = dx_bands_held(g, p, pid)
+            db_fold = p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw
             w_bands = dx_w_bands(g, p)
-            fill_items = [it for it in items for _bw in w_bands]   # (dx_w_band: a load per W band)
-            for (_b, bd, bh), bw in ((it, bw) for it in items for bw in w_bands):
-                bands3 = (bd, bh, bw)
-                ext = [b_.extent for b_ in bands3]
-                if min(ext) <= 0:
-                    fills.append(None)
-                    continue
-                o = g.out_size
-                valid = [(max(b_.q0, 0), min(b_.q1, o[a])) for a, b_ in enumerate(bands3)]
-                lo = [max(v0 - b_.q0, 0) for (v0, _v), b_ in zip(valid, bands3)]
-                hi = [max(lo[a], valid[a][1] - bands3[a].q0) for a in range(3)]
-                fills.append((lo, hi, ext, valid))
-                if p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw:
-                    own = (bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo
-                    loads.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
-                    loads.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
-            shared = _shared_region_fills(g, p, fill_items, fills)
+            fills, loads = _memoized(memo, ("dx_loads", tuple(items), tuple(w_bands), db_fold, p.dx_regions,
+                                            frozenset(held)),
+                                     lambda: _dx_loads(g, p, hw, items, w_bands, db_fold, held))
             if fills and fills[0] is not None and (p.strategy is Strategy.SHARED_DY or not p.compute_dw) \
                     and not pw_shared_on(p):   # (shared-dy pointwise: its first step, below)
                 head = _dx_head_ns(g, hw, *fills[0])   # dx runs first: its first dy band
@@ -302,12 +275,6 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
                     # modelled, 3.8 summed)
                     head = max(0.0, head - _filter_transposes(CostSheet(hw), g, p, g.c_in, 1))
                 fill += head
-            held = dx_bands_held(g, p, pid)
-            for i, f in enumerate(fills):
-                if f is not None:
-                    # a shared pack fill: its first region pays the memsets and placement
-                    _cost_fill(loads, g, n_co, co_t, *f, fill_work=shared.get(i, True),
-                               held=(fill_items[i][0], tuple(f[3])) in held)
             first_place = _first_band_placement(g, hw, fills)
             if first_place and dx_band_early_legal(g, p):
                 if p.dx_band_early:   # GpSimd places the first band (once), not VectorE
@@ -586,6 +553,39 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
     if p.dw_interleave:
         _interleaved_flow(c, g, p)
     return c, fill
+
+
+def _dx_loads(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_bands: list, db_fold: bool,
+              held: set) -> tuple[list, CostSheet]:
+    """One pass of dx's dy band loads (a load per item and W band): each load's (lo, hi, ext, valid) fill
+    (None: no dy rows) and their cost; ``db_fold``: db folds on these loads. Reads of ``p``: its
+    ``dx_regions`` only (packs sharing a fill), which the caller's memo key holds."""
+    n_co, co_t, Wo = n_tiles(g.c_out, PMAX), min(PMAX, g.c_out), g.axes[2].o
+    loads = CostSheet(hw)
+    fills = []
+    fill_items = [it for it in items for _bw in w_bands]
+    for (_b, bd, bh), bw in ((it, bw) for it in items for bw in w_bands):
+        bands3 = (bd, bh, bw)
+        ext = [b_.extent for b_ in bands3]
+        if min(ext) <= 0:
+            fills.append(None)
+            continue
+        o = g.out_size
+        valid = [(max(b_.q0, 0), min(b_.q1, o[a])) for a, b_ in enumerate(bands3)]
+        lo = [max(v0 - b_.q0, 0) for (v0, _v), b_ in zip(valid, bands3)]
+        hi = [max(lo[a], valid[a][1] - bands3[a].q0) for a in range(3)]
+        fills.append((lo, hi, ext, valid))
+        if db_fold:
+            own = (bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo
+            loads.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
+            loads.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
+    shared = _shared_region_fills(g, p, fill_items, fills)
+    for i, f in enumerate(fills):
+        if f is not None:
+            # a shared pack fill: its first region pays the memsets and placement
+            _cost_fill(loads, g, n_co, co_t, *f, fill_work=shared.get(i, True),
+                       held=(fill_items[i][0], tuple(f[3])) in held)
+    return fills, loads
 
 
 def _interleaved_flow(c: CostSheet, g: ConvGeom, p: Plan) -> None:

@@ -10,7 +10,7 @@ from ..geometry import ConvGeom, validate
 from ..spec.record import Candidate, DwMethod, DxMethod, Plan, Strategy, replace
 from .budget import _check
 from .candidates import _enumerate
-from .estimate import Estimator
+from .estimate import _estimate
 from .no_plan import no_plan_message
 from .problem import _base
 from .smallest import smallest_working_set
@@ -121,7 +121,7 @@ def _plan(g: ConvGeom, base: dict) -> Plan:
         records.append(Candidate("dx:toeplitz (any tiling)", False, why, None, 0, 0))
     feasible: list[Plan] = []
     seen = set()
-    est_of = Estimator(g, hw, memo={})
+    memo: dict = {}   # the work candidates share (estimate.py)
     for p in _enumerate(g, base, hw):
         lab = _label(p)
         if lab in seen:
@@ -131,7 +131,7 @@ def _plan(g: ConvGeom, base: dict) -> Plan:
         if reason:
             records.append(Candidate(lab, False, reason, None, b.sbuf, b.psum))
             continue
-        est, eng = est_of.estimate(p)
+        est, eng = _estimate(g, p, hw, memo)
         p = replace(p, sbuf_bytes=b.sbuf, psum_banks=b.psum, estimated_us=est,
                     engine_us=tuple(eng.items()), label=lab)
         records.append(Candidate(lab, True, "", est, b.sbuf, b.psum))
