@@ -1,6 +1,7 @@
 """Plan a problem: enumerate, check, estimate, pick the cheapest (cached per problem)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 from .. import dx_toeplitz as toeplitz
@@ -112,8 +113,32 @@ def _smallest_note(g: ConvGeom, base: dict, usable: int) -> str:
             f"{sbuf} B per partition, {sbuf - usable} B over the {usable} B usable (largest: {name} {size} B)")
 
 
+@dataclass
+class PlanningProgress:
+    """Where the planning under way is: read by a progress display on another thread (so mutable)."""
+
+    stage: str = ""
+    done: int = 0
+    total: int = 0
+
+    def describe(self) -> str:
+        if self.stage == "estimating":
+            return f"{self.done}/{self.total} candidates checked and estimated"
+        return self.stage
+
+
+PROGRESS = PlanningProgress()
+
+
 def _plan(g: ConvGeom, base: dict) -> Plan:
     """Enumerate, check, cost and pick."""
+    try:
+        return _search(g, base)
+    finally:
+        PROGRESS.stage, PROGRESS.done, PROGRESS.total = "", 0, 0
+
+
+def _search(g: ConvGeom, base: dict) -> Plan:
     target = base["target"]
     hw = TARGET_FIGURES[target]
     records: list[Candidate] = []
@@ -122,7 +147,11 @@ def _plan(g: ConvGeom, base: dict) -> Plan:
     feasible: list[Plan] = []
     seen = set()
     memo: dict = {}   # the work candidates share (estimate.py)
-    for p in _enumerate(g, base, hw):
+    PROGRESS.stage = "enumerating the candidates"
+    candidates = _enumerate(g, base, hw)
+    PROGRESS.stage, PROGRESS.done, PROGRESS.total = "estimating", 0, len(candidates)
+    for p in candidates:
+        PROGRESS.done += 1
         lab = _label(p)
         if lab in seen:
             continue
