@@ -71,7 +71,7 @@ from .estimate_dw import (
     _estimate_xs_finish_shared,
     _shared_stacked_xs,
 )
-from .estimate_dx import _dx_band_sheet, _estimate_dpairs, _estimate_dx_band, _estimate_dx_t
+from .estimate_dx import _dx_band_sheet, _estimate_dpairs, _estimate_dx_band, _estimate_dx_t, _run_cached
 from .estimate_waits import (
     _dw_exchange_ns,
     _dw_head_ns,
@@ -285,7 +285,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
         for _ in range(reloads):
             c.add(loads)
         if dx_t_active(p):
-            _estimate_dx_t(c, g, p, hw, items)
+            _estimate_dx_t(c, g, p, hw, items, memo)
             if dx_prefetched(p):   # loaded during dw: a lead that dw's idle DMA time hides (compose_ns)
                 c.exposed("dx_prefetch", _dx_t_fill_ns(g, p, hw, items))
             else:
@@ -312,13 +312,13 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
                 fill += toeplitz.store_tail_ns(g, hw, p.dx_toeplitz, p.dx_band, items[-1][1], items[-1][2], tzm)
             for _b, bd, bh in items:
                 if p.dx_toeplitz_w:
-                    c.add(toeplitz.band_sheet_w(g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh, p.dx_toeplitz_pair,
-                                                _dx_dy_extent(g, p.dx_band), tzm, p.dx_toeplitz_w))
+                    c.add(_run_cached(memo, toeplitz.band_sheet_w, g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh,
+                                      p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band), tzm, p.dx_toeplitz_w))
                 else:
-                    c.add(toeplitz.band_sheet(g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh, p.dx_toeplitz_pair,
-                                              _dx_dy_extent(g, p.dx_band), tzm))
+                    c.add(_run_cached(memo, toeplitz.band_sheet, g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh,
+                                      p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band), tzm))
         elif p.dx_dphase_pairs:
-            _estimate_dpairs(c, g, p, hw, items)
+            _estimate_dpairs(c, g, p, hw, items, memo)
         elif p.dx_regions == 1 and dx_ci_split_on(g, p):
             for _b, bd, bh in items:
                 for bw in dx_w_bands(g, p):
@@ -326,11 +326,11 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
         elif p.dx_regions == 1:
             for _b, bd, bh in items:
                 for bw in dx_w_bands(g, p):
-                    c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh, False, bw))
+                    c.add(_run_cached(memo, _dx_band_sheet, g, hw.name, p.dx_ci_tile, bd, bh, False, bw))
         else:   # one band's compute per pack; its store once per region
             for pack in dx_packs(g, items, p.dx_regions):
                 _b, bd, bh = pack[0]
-                c.add(_dx_band_sheet(g, hw.name, PMAX, bd, bh, True))
+                c.add(_run_cached(memo, _dx_band_sheet, g, hw.name, PMAX, bd, bh, True))
                 rows = (bd.i1 - bd.i0) * (bh.i1 - bh.i0)
                 c.dma(g.c_in * rows * W * ds, (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W)
                       * ds, len(pack) - 1)

@@ -9,7 +9,7 @@ from ..costs import TARGET_FIGURES
 from ..errors import Conv3dBwdInputError, Conv3dBwdPlanError
 from ..geometry import ConvGeom, validate
 from ..spec.record import Candidate, DwMethod, DxMethod, Plan, Strategy, replace
-from .budget import _check
+from .budget import _check, memoized_checks
 from .candidates import _enumerate
 from .estimate import _estimate
 from .no_plan import no_plan_message
@@ -133,7 +133,8 @@ PROGRESS = PlanningProgress()
 def _plan(g: ConvGeom, base: dict) -> Plan:
     """Enumerate, check, cost and pick."""
     try:
-        return _search(g, base)
+        with memoized_checks():
+            return _search(g, base)
     finally:
         PROGRESS.stage, PROGRESS.done, PROGRESS.total = "", 0, 0
 
