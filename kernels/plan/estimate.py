@@ -114,6 +114,7 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures, memo: dict | None = None)
                                       c1.steps_head, loss, c1.flow))
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
 
+
 def _memoized(memo: dict | None, key, make):
     """``make()``, computed once per planning run (``memo``; None: every time)."""
     if memo is None:
@@ -147,6 +148,7 @@ def dw_item_key(p: Plan) -> tuple:
         return tuple((k, v) for k, v in p.__dict__.items() if k.startswith("dw_")) + \
             tuple(getattr(p, k) for k in _DW_BOX_FIELDS)
     return tuple((k, v) for k, v in p.__dict__.items() if k not in _DX_ONLY_FIELDS)
+
 
 def _pw_flow(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, chunks: list, items: list,
              filters: tuple[float, float], db: str, head: float) -> None:
