@@ -131,7 +131,7 @@ PROGRESS = PlanningProgress()
 
 
 def _plan(g: ConvGeom, base: dict) -> Plan:
-    """Enumerate, check, cost and pick."""
+    """``_search`` with the run's checks memoized, its progress cleared after."""
     try:
         with memoized_checks():
             return _search(g, base)
@@ -140,6 +140,7 @@ def _plan(g: ConvGeom, base: dict) -> Plan:
 
 
 def _search(g: ConvGeom, base: dict) -> Plan:
+    """Enumerate, check, cost and pick."""
     target = base["target"]
     hw = TARGET_FIGURES[target]
     records: list[Candidate] = []
