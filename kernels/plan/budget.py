@@ -1,6 +1,7 @@
 """Capacity checks: the SBUF bytes and PSUM banks a candidate takes, and why a candidate is rejected."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .. import dx_dpairs as dpairs
@@ -264,8 +265,33 @@ def _dw_pos_tiles(rows: tuple[int, int], wo: int) -> int:
     return sum(n for _shape, n in box_block_sizes((0, 0, 0), (rows[0], rows[1], wo), PMAX)) if min(rows) > 0 else 0
 
 
+_RUN_CHECKS: list[dict] = []   # the planning runs under way (``memoized_checks``), innermost last
+
+
+@contextmanager
+def memoized_checks():
+    """Within: ``_check`` answers a plan it checked before from memory. Planning checks most candidates
+    twice (the enumeration keeps the tilings and variants that fit, the search checks every candidate);
+    a check is a function of the geometry, the plan and the target alone."""
+    _RUN_CHECKS.append({})
+    try:
+        yield
+    finally:
+        _RUN_CHECKS.pop()
+
+
 def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
     """'' when the plan fits the target, else the first limit it breaks."""
+    if not _RUN_CHECKS:
+        return _check_plan(g, p, hw)
+    memo = _RUN_CHECKS[-1]
+    key = (g, p, hw)
+    if key not in memo:
+        memo[key] = _check_plan(g, p, hw)
+    return memo[key]
+
+
+def _check_plan(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
     if p.s2d_group:   # the method's own pools (kernels/methods/s2d_gemm)
         why, sbuf, psum, parts = s2d_estimate.check(g, s2d_spec.S2dOptions(p.s2d_group), p.lnc,
                                                     (p.compute_dx, p.compute_dw, p.compute_db), hw)

@@ -72,7 +72,7 @@ from .estimate_dw import (
     _estimate_xs_finish_shared,
     _shared_stacked_xs,
 )
-from .estimate_dx import _dx_band_sheet, _estimate_dpairs, _estimate_dx_band, _estimate_dx_t
+from .estimate_dx import _dx_band_sheet, _estimate_dpairs, _estimate_dx_band, _estimate_dx_t, _run_cached
 from .estimate_waits import (
     _dw_exchange_ns,
     _dw_head_ns,
@@ -85,32 +85,70 @@ from .estimate_waits import (
 )
 
 
-def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str, float]]:
+def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures, memo: dict | None = None) -> tuple[float, dict[str, float]]:
     """Modelled time (under LNC2 the later program's, as nkisim's makespan) and program 0's per-engine
-    busy time."""
+    busy time. ``memo``: one planning run's store of the work its candidates share (a dw tiling with every
+    dx choice, dw:kd_moving's dx and db part with every plain plan), each entry keyed by everything its
+    computation reads, so that an estimate is the same with or without it."""
     if p.s2d_group:   # from the method's work list (kernels/methods/s2d_gemm)
         return s2d_estimate.estimate_us(g, s2d_spec.S2dOptions(p.s2d_group), p.lnc,
                                         (p.compute_dx, p.compute_dw, p.compute_db), hw)
     if p.dw_method is DwMethod.KD_MOVING:   # dw alone, then dx and db (kernels/methods/dw_kd_moving)
-        t, busy = kdm_estimate.estimate_us(g, hw, p.lnc)
+        t, busy = _memoized(memo, ("kdm", p.lnc), lambda: kdm_estimate.estimate_us(g, hw, p.lnc))
         if p.compute_dx or p.compute_db:
             rest = replace(p, compute_dw=False, dw_method=None)
-            t_rest, busy_rest = _estimate(g, rest, hw)
+            t_rest, busy_rest = _memoized(memo, ("rest", rest), lambda: _estimate(g, rest, hw, memo))
             # the rest's first loads (its fill) run under dw's end
-            hidden = min(_estimate_sheet(g, rest, hw)[1] / 1000.0, kdm_estimate.overlap_us(g, hw, p.lnc))
+            rest_fill = _memoized(memo, ("rest_fill", rest), lambda: _estimate_sheet(g, rest, hw, memo=memo)[1])
+            hidden = min(rest_fill / 1000.0, kdm_estimate.overlap_us(g, hw, p.lnc))
             t, busy = t + t_rest - hidden, {e: busy.get(e, 0.0) + busy_rest.get(e, 0.0)
                                             for e in busy.keys() | busy_rest.keys()}
         return t, busy
-    c, fill = _estimate_sheet(g, p, hw)
+    c, fill = _estimate_sheet(g, p, hw, memo=memo)
     # dx inside dw's boxes: each box's x^T transfers are issued a whole pass ahead of the matmuls that read
     # them, under the box's dx items, so the merged body stalls less than the generic share says
     loss = {"dx": BOXES_LOSS} if p.dx_inside_boxes and dx_inside_dw_on(g, p) else None
     total = compose_ns(_sections(c, g, p), section_order(g, p), fill, hw, c.steps, c.steps_head, loss, c.flow)
     for pid in range(1, p.lnc):   # the split is uneven (tap units, db on one program, odd item counts)
-        c1, fill1 = _estimate_sheet(g, p, hw, pid)
+        c1, fill1 = _estimate_sheet(g, p, hw, pid, memo=memo)
         total = max(total, compose_ns(_sections(c1, g, p), section_order(g, p), fill1, hw, c1.steps,
                                       c1.steps_head, loss, c1.flow))
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
+
+
+def _memoized(memo: dict | None, key, make):
+    """``make()``, computed once per planning run (``memo``; None: every time)."""
+    if memo is None:
+        return make()
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
+
+
+# plan fields dw's box and row costs (``_estimate_dw_item``) never read: its memo entries ignore them
+_DX_ONLY_FIELDS = frozenset({
+    "dx_ci_tile", "dx_ci_outer", "dx_regions", "dx_transposed", "dx_pair_copies", "dx_toeplitz",
+    "dx_toeplitz_merge", "dx_toeplitz_w", "dx_toeplitz_pair", "dx_w_band", "dx_ci_split", "dx_band_early",
+    "filters_first", "pw_db_scalar", "pw_dyt_dma", "pw_dyt_late",
+    "sbuf_bytes", "psum_banks", "estimated_us", "engine_us", "label", "candidates", "alternatives"})
+# per gradient, dw's own boxes: the fields besides dw_* that its costs read (its legality checks: a W band
+# needs dx neither prefetched nor inside dw)
+_DW_BOX_FIELDS = ("dy_shape", "x_shape", "w_shape", "stride", "padding", "dilation", "dtype", "target", "lnc",
+                  "compute_dw", "strategy", "db_ones", "dx_prefetch", "dx_inside_dw", "dx_inside_boxes",
+                  "dx_between_bundles")
+
+
+def dw_item_key(p: Plan) -> tuple:
+    """The plan fields dw's box and row costs may read: per gradient (its own boxes), the dw fields and
+    ``_DW_BOX_FIELDS``; shared dy (dx's bands are its boxes) or dx inside dw, every field but dx's
+    filter, C_in and method choices; D-phase pairs between dw's bundles (whose legality reads dx's
+    tiling), every field."""
+    if p.dx_between_bundles:
+        return tuple(p.__dict__.items())
+    if p.strategy is Strategy.PER_GRADIENT and not p.dx_inside_dw:
+        return tuple((k, v) for k, v in p.__dict__.items() if k.startswith("dw_")) + \
+            tuple(getattr(p, k) for k in _DW_BOX_FIELDS)
+    return tuple((k, v) for k, v in p.__dict__.items() if k not in _DX_ONLY_FIELDS)
 
 
 def _pw_flow(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, chunks: list, items: list,
@@ -168,7 +206,8 @@ def section_order(g: ConvGeom, p: Plan) -> list[str]:
     return [*head, "dw_finish", *dx, "db", "db_store"]
 
 
-def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tuple[CostSheet, float]:
+def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
+                    memo: dict | None = None) -> tuple[CostSheet, float]:
     """Program ``pid``'s busy time per engine and kernel section (``CostSheet.section``), and the fill (ns):
     the latencies no busy time covers (first loads, exposed waits, LNC2 rendezvous)."""
     c = CostSheet(hw)
@@ -237,25 +276,12 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         reloads = len(ci_tiles) if p.dx_ci_outer else 1
         loads = CostSheet(hw)   # one pass of dy band loads, charged once per reload
         if reloads:
-            fills = []
+            held = dx_bands_held(g, p, pid)
+            db_fold = p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw
             w_bands = dx_w_bands(g, p)
-            fill_items = [it for it in items for _bw in w_bands]   # (dx_w_band: a load per W band)
-            for (_b, bd, bh), bw in ((it, bw) for it in items for bw in w_bands):
-                bands3 = (bd, bh, bw)
-                ext = [b_.extent for b_ in bands3]
-                if min(ext) <= 0:
-                    fills.append(None)
-                    continue
-                o = g.out_size
-                valid = [(max(b_.q0, 0), min(b_.q1, o[a])) for a, b_ in enumerate(bands3)]
-                lo = [max(v0 - b_.q0, 0) for (v0, _v), b_ in zip(valid, bands3)]
-                hi = [max(lo[a], valid[a][1] - bands3[a].q0) for a in range(3)]
-                fills.append((lo, hi, ext, valid))
-                if p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw:
-                    own = (bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo
-                    loads.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
-                    loads.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
-            shared = _shared_region_fills(g, p, fill_items, fills)
+            fills, loads = _memoized(memo, ("dx_loads", tuple(items), tuple(w_bands), db_fold, p.dx_regions,
+                                            frozenset(held)),
+                                     lambda: _dx_loads(g, p, hw, items, w_bands, db_fold, held))
             if fills and fills[0] is not None and (p.strategy is Strategy.SHARED_DY or not p.compute_dw) \
                     and not pw_shared_on(p):   # (shared-dy pointwise: its first step, below)
                 head = _dx_head_ns(g, hw, *fills[0])   # dx runs first: its first dy band
@@ -266,12 +292,6 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                     # modelled, 3.8 summed)
                     head = max(0.0, head - _filter_transposes(CostSheet(hw), g, p, g.c_in, 1))
                 fill += head
-            held = dx_bands_held(g, p, pid)
-            for i, f in enumerate(fills):
-                if f is not None:
-                    # a shared pack fill: its first region pays the memsets and placement
-                    _cost_fill(loads, g, n_co, co_t, *f, fill_work=shared.get(i, True),
-                               held=(fill_items[i][0], tuple(f[3])) in held)
             first_place = _first_band_placement(g, hw, fills)
             if first_place and dx_band_early_legal(g, p):
                 if p.dx_band_early:   # GpSimd places the first band (once), not VectorE
@@ -282,7 +302,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         for _ in range(reloads):
             c.add(loads)
         if dx_t_active(p):
-            _estimate_dx_t(c, g, p, hw, items)
+            _estimate_dx_t(c, g, p, hw, items, memo)
             if dx_prefetched(p):   # loaded during dw: a lead that dw's idle DMA time hides (compose_ns)
                 c.exposed("dx_prefetch", _dx_t_fill_ns(g, p, hw, items))
             else:
@@ -309,13 +329,13 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                 fill += toeplitz.store_tail_ns(g, hw, p.dx_toeplitz, p.dx_band, items[-1][1], items[-1][2], tzm)
             for _b, bd, bh in items:
                 if p.dx_toeplitz_w:
-                    c.add(toeplitz.band_sheet_w(g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh, p.dx_toeplitz_pair,
-                                                _dx_dy_extent(g, p.dx_band), tzm, p.dx_toeplitz_w))
+                    c.add(_run_cached(memo, toeplitz.band_sheet_w, g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh,
+                                      p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band), tzm, p.dx_toeplitz_w))
                 else:
-                    c.add(toeplitz.band_sheet(g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh, p.dx_toeplitz_pair,
-                                              _dx_dy_extent(g, p.dx_band), tzm))
+                    c.add(_run_cached(memo, toeplitz.band_sheet, g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh,
+                                      p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band), tzm))
         elif p.dx_dphase_pairs:
-            _estimate_dpairs(c, g, p, hw, items)
+            _estimate_dpairs(c, g, p, hw, items, memo)
         elif p.dx_regions == 1 and dx_ci_split_on(g, p):
             for _b, bd, bh in items:
                 for bw in dx_w_bands(g, p):
@@ -323,11 +343,11 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         elif p.dx_regions == 1:
             for _b, bd, bh in items:
                 for bw in dx_w_bands(g, p):
-                    c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh, False, bw, len(chunks)))
+                    c.add(_run_cached(memo, _dx_band_sheet, g, hw.name, p.dx_ci_tile, bd, bh, False, bw, len(chunks)))
         else:   # one band's compute per pack; its store once per region
             for pack in dx_packs(g, items, p.dx_regions):
                 _b, bd, bh = pack[0]
-                c.add(_dx_band_sheet(g, hw.name, PMAX, bd, bh, True))
+                c.add(_run_cached(memo, _dx_band_sheet, g, hw.name, PMAX, bd, bh, True))
                 rows = (bd.i1 - bd.i0) * (bh.i1 - bh.i0)
                 c.dma(g.c_in * rows * W * ds, (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W)
                       * ds, len(pack) - 1)
@@ -410,6 +430,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         # a box's cost depends on its rows, its x fill, the C_in tiles and the number of taps in the pass
         # (not on which taps): shared by every C_in range and tap pass of the same shape
         cache: dict = {}
+        dw_key = dw_item_key(p) if memo is not None else None
+        item_memo = memo.setdefault("dw_item", {}) if memo is not None else {}
         last_sheet = None   # the last item's dw work (shared_dy row stacking: flushed after dx's last band)
         for r0 in range(0, g.c_in, p.dw_ci_range):
             width = min(p.dw_ci_range, g.c_in - r0)
@@ -457,9 +479,16 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                                span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles,
                                ow if p.dw_method is DwMethod.ROW_PACK else ow[1] - ow[0], ones, first_box)
                         if key not in cache:
-                            cache[key] = CostSheet(hw)
-                            _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks,
-                                              xpad, bank, span, item_roles, ow, ones, first_box)
+                            # (the first box of this shape computes it: from the planning memo when a
+                            # candidate with the same dw fields computed that very box before)
+                            mkey = (dw_key, key, d0, d1, h0, h1, ow, span) if dw_key is not None else None
+                            cache[key] = item_memo.get(mkey) if mkey is not None else None
+                            if cache[key] is None:
+                                cache[key] = CostSheet(hw)
+                                _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk,
+                                                  n_chunks, xpad, bank, span, item_roles, ow, ones, first_box)
+                                if mkey is not None:
+                                    item_memo[mkey] = cache[key]
                         c.add(cache[key])
                         last_sheet = cache[key]
                     if p.dw_method is DwMethod.ROW_PACK and p.strategy is not Strategy.SHARED_DY:
@@ -541,6 +570,39 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
     if p.dw_interleave:
         _interleaved_flow(c, g, p)
     return c, fill
+
+
+def _dx_loads(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_bands: list, db_fold: bool,
+              held: set) -> tuple[list, CostSheet]:
+    """One pass of dx's dy band loads (a load per item and W band): each load's (lo, hi, ext, valid) fill
+    (None: no dy rows) and their cost; ``db_fold``: db folds on these loads. Reads of ``p``: its
+    ``dx_regions`` only (packs sharing a fill), which the caller's memo key holds."""
+    n_co, co_t, Wo = n_tiles(g.c_out, PMAX), min(PMAX, g.c_out), g.axes[2].o
+    loads = CostSheet(hw)
+    fills = []
+    fill_items = [it for it in items for _bw in w_bands]
+    for (_b, bd, bh), bw in ((it, bw) for it in items for bw in w_bands):
+        bands3 = (bd, bh, bw)
+        ext = [b_.extent for b_ in bands3]
+        if min(ext) <= 0:
+            fills.append(None)
+            continue
+        o = g.out_size
+        valid = [(max(b_.q0, 0), min(b_.q1, o[a])) for a, b_ in enumerate(bands3)]
+        lo = [max(v0 - b_.q0, 0) for (v0, _v), b_ in zip(valid, bands3)]
+        hi = [max(lo[a], valid[a][1] - bands3[a].q0) for a in range(3)]
+        fills.append((lo, hi, ext, valid))
+        if db_fold:
+            own = (bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo
+            loads.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
+            loads.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
+    shared = _shared_region_fills(g, p, fill_items, fills)
+    for i, f in enumerate(fills):
+        if f is not None:
+            # a shared pack fill: its first region pays the memsets and placement
+            _cost_fill(loads, g, n_co, co_t, *f, fill_work=shared.get(i, True),
+                       held=(fill_items[i][0], tuple(f[3])) in held)
+    return fills, loads
 
 
 def _interleaved_flow(c: CostSheet, g: ConvGeom, p: Plan) -> None:

@@ -23,6 +23,18 @@ from ..spec.record import Plan
 from .budget import _dx_dy_extent
 
 
+def _run_cached(memo: dict | None, fn, *args) -> CostSheet:
+    """``fn(*args)`` (a band's cost sheet, a pure function of its arguments) kept in one planning run's memo
+    (``estimate._estimate``) besides ``fn``'s own bounded cache: a problem of many bands cycles through more
+    of them per candidate than that cache holds, and the next candidate asks for the same bands again."""
+    if memo is None:
+        return fn(*args)
+    key = (fn, args)
+    if key not in memo:
+        memo[key] = fn(*args)
+    return memo[key]
+
+
 @lru_cache(maxsize=8192)
 def _dx_band_sheet(g: ConvGeom, target: str, ci_tile: int, bd: AxisBand, bh: AxisBand,
                    packed: bool = False, bw: AxisBand | None = None, chunks: int = 1) -> CostSheet:
@@ -63,7 +75,8 @@ def _estimate_dx_band(c: CostSheet, g: ConvGeom, p: Plan | None, bd: AxisBand, b
         c.dma(ci * rows * wn * ds, run * ds)
 
 
-def _estimate_dpairs(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items: list) -> None:
+def _estimate_dpairs(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items: list,
+                     memo: dict | None = None) -> None:
     """D-phase pairs: the slot tiles (memset, one SBUF->SBUF DMA per tap) and every band's matmuls,
     evictions and two stores (mirrors nki_dx_dpairs.run_dx_dpairs)."""
     ds = g.dtype_bytes
@@ -76,7 +89,7 @@ def _estimate_dpairs(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, item
     if not filters_by_dma(g, p):   # W^T (charged with the filters) copied into the slots; else DMA-transposed there
         c.dma(min(PMAX, g.c_out) * g.c_in * ds, g.c_in * ds, g.taps * n_co)
     for _b, bd, bh in items:
-        c.add(_dpair_band_sheet(g, hw.name, bd, bh))
+        c.add(_run_cached(memo, _dpair_band_sheet, g, hw.name, bd, bh))
 
 
 @lru_cache(maxsize=4096)
@@ -108,7 +121,8 @@ def _dpair_band_sheet(g: ConvGeom, target: str, bd: AxisBand, bh: AxisBand) -> C
     return c
 
 
-def _estimate_dx_t(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items: list) -> None:
+def _estimate_dx_t(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items: list,
+                   memo: dict | None = None) -> None:
     """dx^T compute, copies and stores of this program's items (mirrors nki_dx_t.run_dx_t)."""
     ds = g.dtype_bytes
     pairs = sum(1 for taps in phase_tap_sets(g) for s_ in tap_steps(g, p.dx_pair_copies, taps) if s_.b is not None)
@@ -116,7 +130,7 @@ def _estimate_dx_t(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items:
         c.dma(g.c_out * g.c_in * ds, g.c_in * ds, pairs)
     ext = _dx_dy_extent(g, p.dx_band)
     for _b, bd, bh in items:
-        c.add(_dx_t_band_sheet(g, hw.name, p.dx_pair_copies, filters_by_dma(g, p), ext, bd, bh))
+        c.add(_run_cached(memo, _dx_t_band_sheet, g, hw.name, p.dx_pair_copies, filters_by_dma(g, p), ext, bd, bh))
 
 
 @lru_cache(maxsize=8192)

@@ -267,3 +267,62 @@ def test_the_estimate_charges_each_dma_transpose_as_nkisim(form):
 def test_the_estimate_is_within_ten_percent_of_the_modelled_time(form):
     _g, alt, res = _traced_candidate(form)
     assert alt.estimated_us == pytest.approx(res.summary.modelled_us, rel=0.10)
+
+
+# --- the planning memo (work the candidates of one problem share) -------------------------------------
+
+def _memo_sample(geom: dict, lnc: int, n: int, seed: int) -> tuple:
+    """The geometry and a seeded sample of ``n`` of its enumerated candidates, every dw:kd_moving one
+    among them (their dx and db part is the memo's), in enumeration order (as the planner meets them)."""
+    import random
+
+    from conv3d_bwd.kernels.plan.candidates import _enumerate
+    from conv3d_bwd.kernels.plan.problem import _base
+
+    dy, x, w = geom_shapes(geom)
+    kw = {"stride": (1, 1, 1), "padding": (0,) * 6, "dilation": (1, 1, 1), **geom_kw(geom)}
+    g = validate(dy, x, w, kw["stride"], kw["padding"], kw["dilation"], "bf16")
+    base = _base(g, dy, x, w, kw["stride"], kw["padding"], kw["dilation"], "trn2", lnc, True, True, True)
+    cands = _enumerate(g, base, TRN2)
+    kd = [i for i, p in enumerate(cands) if p.dw_method is DwMethod.KD_MOVING]
+    rest = [i for i in range(len(cands)) if i not in set(kd)]
+    picked = sorted(set(kd) | set(random.Random(seed).sample(rest, min(n, len(rest)))))
+    return g, [cands[i] for i in picked]
+
+
+@pytest.mark.parametrize("lnc", [1, 2])
+def test_the_planning_memo_leaves_every_estimate_as_it_is_alone(lnc):
+    """Candidates estimated through one shared memo (dw's box costs, dx's band loads, dw:kd_moving's dx
+    and db part) get, bit for bit, the estimate each gets alone."""
+    geom = {"batch": 1, "c_in": 32, "c_out": 32, "size": (4, 8, 8), "kernel": (3, 3, 3), "padding": (1,) * 6}
+    g, sample = _memo_sample(geom, lnc, 120, seed=lnc)
+    assert any(p.dw_method is DwMethod.KD_MOVING for p in sample)
+    memo: dict = {}
+    for p in sample:
+        assert _estimate(g, p, TRN2, memo) == _estimate(g, p, TRN2), p
+    assert memo   # (the sample did share work)
+
+
+@pytest.mark.parametrize("lnc", [1, 2])
+def test_the_picks_estimates_are_those_of_candidates_planned_alone(lnc):
+    """Every feasible candidate of a planned problem carries the estimate it gets without the memo."""
+    geom = {"batch": 1, "c_in": 128, "c_out": 128, "size": (4, 32, 32), "kernel": (3, 3, 3), "padding": (1,) * 6}
+    plan = plan_conv3d_bwd(*geom_shapes(geom), **geom_kw(geom), lnc=lnc)
+    g = validate(*geom_shapes(geom), (1, 1, 1), (1,) * 6, (1, 1, 1), "bf16")
+    for q in plan.feasible_candidates():
+        est, eng = _estimate(g, q, TRN2)
+        assert (est, tuple(eng.items())) == (q.estimated_us, q.engine_us), q.label
+
+
+@pytest.mark.nightly
+@pytest.mark.parametrize("geom", [
+    {"batch": 1, "c_in": 16, "c_out": 32, "size": (4, 8, 8), "kernel": (3, 3, 3), "padding": (1,) * 6},
+    {"batch": 2, "c_in": 8, "c_out": 8, "size": (4, 6, 6), "kernel": (3, 3, 3), "padding": (1,) * 6},
+    {"batch": 1, "c_in": 3, "c_out": 16, "size": (4, 16, 16), "kernel": (3, 7, 7), "stride": (1, 2, 2),
+     "padding": (1, 1, 3, 3, 3, 3)}], ids=["c16", "b2_c8", "stem"])
+@pytest.mark.parametrize("lnc", [1, 2])
+def test_every_candidates_estimate_is_its_own_without_the_memo(geom, lnc):
+    plan = plan_conv3d_bwd(*geom_shapes(geom), **geom_kw(geom), lnc=lnc)
+    g = plan.geometry()
+    for q in plan.feasible_candidates():
+        assert _estimate(g, q, TRN2)[0] == q.estimated_us, q.label
