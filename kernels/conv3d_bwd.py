@@ -211,6 +211,9 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
             rows = [max((bb.own1 - bb.own0 for bb in _bands(g, plan, a)), default=0) for a in range(2)]
             dw_state = DwState(ctx, rows, direct=dw_direct(g, plan), db_state=db_in_dw)
 
+        boxes = [(b, (bd.own0, bd.own1), (bh.own0, bh.own1)) for b, bd, bh in mine]
+        next_box = dict(zip(boxes, boxes[1:]))
+
         def on_band(b, bd, bh, bw, bufs):
             if bufs is None:
                 return
@@ -220,7 +223,10 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
                 for c, v in enumerate(views):
                     db_state.add(c, v)
             if dw_state is not None:
-                dw_state.add_box(b, (bd.own0, bd.own1), (bh.own0, bh.own1), views)
+                box = (b, (bd.own0, bd.own1), (bh.own0, bh.own1))
+                if box in next_box:   # (the bands come in item order: the next item's box follows)
+                    dw_state.expect(*next_box[box])
+                dw_state.add_box(*box, views)
 
         hook = on_band if (db_in_dx or dw_state) else None
         if toeplitz:

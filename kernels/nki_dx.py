@@ -17,6 +17,7 @@ from .nki_common import (
     dy_resident_key,
     load_padded,
     load_padded_regions,
+    stage_padded,
     packed_fill_shared,
     place_padded,
 )
@@ -60,10 +61,11 @@ class DyBands:
         # bundles: dw's dy boxes, with their pool buffer), placed from there instead of loaded again
         self.resident = {}
 
-    def load(self, b, bd, bh, place_engine=None, bw=None):
+    def load(self, b, bd, bh, place_engine=None, bw=None, places=None):
         """Buffers [co, Ed, Eh, Ew] holding virtual dy rows [q0, q1) per axis (zeros outside dy);
         ``place_engine``: the engine of a staged placement (default VectorE); ``bw``: the W band (default
-        the first, all of W unless dx runs in W bands)."""
+        the first, all of W unless dx runs in W bands); ``places``: a list that takes the staged placement
+        copies as callables for the caller to issue later (a band loaded ahead), instead of issuing them."""
         bw = self.band_w if bw is None else bw
         ext = (bd.extent, bh.extent, bw.extent)
         if min(ext) <= 0:
@@ -84,6 +86,10 @@ class DyBands:
                 out.append(buf[:co_sz, :ext[0], :ext[1], :ext[2]])
             elif held is not None:
                 out.append(place_padded(buf, ext, lo, hi, held, engine=place_engine))
+            elif places is not None:
+                view, place = stage_padded(buf, ext, lo, hi, src, self.stage, engine=place_engine)
+                out.append(view)
+                places.append(place)
             else:
                 out.append(load_padded(buf, ext, lo, hi, src, self.stage, engine=place_engine))
         return out
