@@ -17,9 +17,9 @@ from .nki_common import (
     dy_resident_key,
     load_padded,
     load_padded_regions,
-    stage_padded,
     packed_fill_shared,
     place_padded,
+    stage_padded,
 )
 from .nki_dx_dpairs import dpair_filters, run_dx_dpairs
 from .nki_dx_t import DxTBands, add_pair_filters, dx_t_steps, run_dx_t
@@ -216,11 +216,12 @@ def load_first_band(ctx, items):
     return bands, (bands.load(*items[0], place_engine=nisa.engine.gpsimd) if items else None)
 
 
-def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None, groups=None, early=None):
+def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None, groups=None, early=None, between=None):
     """dx for the (batch, D band, H band) ``items`` of this program; ``on_band`` sees each dy band once;
     ``prefetched``: dx^T's first band made during dw (``DxTPrefetch``); ``groups``: this program's C_in
     groups (default: all of them); ``early``: (band ring, the first item's bands) from ``load_first_band``
-    (gather).
+    (gather); ``between``: (gather, ``Plan.dw_interleave``) a callable given the number of bands run so far
+    and the total, called after each band's load and before its matmuls (dw's boxes).
 
     With ``plan.dx_regions`` R > 1 (C_in, C_out <= 128/R) R bands of equal structure are stacked on the
     partitions (region r at partition r*128/R) and share every matmul through block-diagonal filters.
@@ -253,6 +254,8 @@ def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None, groups
     w_next = first_filters.pop() if first_filters else load_dx_filters(ctx, groups[0])
     # (dx_w_band: each band of W columns is a band of its own, loaded with the dy columns its inputs read)
     w_bands = bands.band_ws if regions == 1 else (bands.band_w,)
+    total = len(groups) * len(packs) * len(w_bands)
+    done = 0
     for gi, group in enumerate(groups):
         w_t = w_next
         if gi + 1 < len(groups):   # the next group's filters load (DMA) while this group computes
@@ -261,11 +264,13 @@ def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None, groups
         for pack in packs:
             for bw in w_bands:
                 _run_band(ctx, pack, bw, bands, first_bufs, on_band, gi, groups, group, packs, w_t, rel0, co_tiles,
-                          plane_pool, acc_pool, len(w_bands) == 1)
+                          plane_pool, acc_pool, len(w_bands) == 1,
+                          None if between is None else (lambda k=done: between(k, total)))
+                done += 1
 
 
 def _run_band(ctx, pack, bw, bands, first_bufs, on_band, gi, groups, group, packs, w_t, rel0, co_tiles,
-              plane_pool, acc_pool, whole_w):
+              plane_pool, acc_pool, whole_w, between=None):
     """The gather of one pack of dx bands (W band ``bw``) for C_in group ``group`` (``run_dx``'s body)."""
     g, plan = ctx.g, ctx.plan
     ax = g.axes
@@ -282,6 +287,8 @@ def _run_band(ctx, pack, bw, bands, first_bufs, on_band, gi, groups, group, pack
             for r, (b_r, bd_r, bh_r) in enumerate(pack):
                 view = None if bufs is None else [bufs[0][r * pitch:r * pitch + g.c_out]]
                 on_band(b_r, bd_r, bh_r, bw, view)
+    if between is not None:   # another section's work (dw's boxes), after this band's load, before its matmuls
+        between()
     work = dx_phase_work(g, (bd, bh, bw))
     nd_in, nh_in, nw_in = bd.i1 - bd.i0, bh.i1 - bh.i0, bw.i1 - bw.i0
     last_pack = gi == len(groups) - 1 and pack is packs[-1]
