@@ -991,6 +991,13 @@ def _between_share(total, k, n_bund):
     return min(total, round(DX_BETWEEN_SHARE * total * (k + DX_BETWEEN_FIRST) / (n_bund + DX_BETWEEN_FIRST)))
 
 
+def between_chunks(g, plan):
+    """dw-interleaved in row mode: each box of more than 128 rows runs as boxes of its <= 128-row chunks (the
+    chunks ``_add_rows`` makes), so dx's bands interleave with every chunk's x^T transfers, not with a big
+    box's burst of them."""
+    return plan.dw_interleave and plan.dw_method is DwMethod.ROW_PACK and plan.dw_band[0] * plan.dw_band[1] > PMAX
+
+
 def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None,
                      inside=None, between=None):
     """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded. Returns the state whose
@@ -1016,6 +1023,9 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
     g, plan = ctx.g, ctx.plan
     own = dw_own_taps(g, plan, pid)
     items = dw_program_items(g, plan, pid)
+    if between_chunks(g, plan):
+        items = [(b, (d0 + sd, d0 + sd + cd), (h0 + sh, h0 + sh + ch)) for b, (d0, d1), (h0, h1) in items
+                 for (sd, sh, _z), (cd, ch, _one) in box_blocks((0, 0, 0), (d1 - d0, h1 - h0, 1), PMAX)]
     if own is not None and pid != dw_db_program(g, plan):
         db_state = None     # the tap split runs every position on both programs: db once, on the lighter one
     co_tiles = tiles(g.c_out, PMAX)

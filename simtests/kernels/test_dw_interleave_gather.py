@@ -9,10 +9,11 @@ import importlib
 
 import pytest
 
-from conv3d_bwd.kernels.plan import DxMethod, Strategy, plan_conv3d_bwd
+from conv3d_bwd.kernels import nki_dw
+from conv3d_bwd.kernels.plan import DwMethod, DxMethod, Strategy, plan_conv3d_bwd
 from conv3d_bwd.kernels.spec.compose import dw_interleave_ok
 
-from .support import conv_shapes, plan_geom, run_and_compare
+from .support import conv_shapes, plan_geom, run_and_compare, spy
 
 STRIDE1 = {"batch": 2, "c_in": 6, "c_out": 5, "size": (4, 5, 6), "kernel": (3, 3, 3), "padding": (1,) * 6}
 STRIDE2 = {"batch": 1, "c_in": 8, "c_out": 12, "size": (6, 6, 7), "kernel": (3, 3, 3), "stride": (2, 2, 2),
@@ -86,3 +87,18 @@ def test_not_offered_with_the_gathers_own_compositions():
             assert not (a.dx_transposed or a.dx_dphase_pairs or a.dx_inside_dw), a.label
     for a in pairs:
         assert not dw_interleave_ok(plan_geom(a), dataclasses.replace(a, dw_interleave=True)), a.label
+
+
+def test_boxes_over_128_rows_interleave_by_their_row_chunks(monkeypatch, boxes):
+    """A row-mode dw box of 4 x 40 = 160 output rows runs as its two row chunks (two boxes), each between
+    dx's bands."""
+    geom = {"batch": 1, "c_in": 6, "c_out": 5, "size": (4, 40, 4), "kernel": (3, 3, 3), "padding": (1,) * 6}
+    added = spy(monkeypatch, nki_dw.DwState, "add_box", lambda self, b, od, oh, *a, **k: (b, od, oh))
+
+    def edit(p):
+        q = _gather_interleaved(dx_band=(1, 40))(p)
+        assert q.dw_method is DwMethod.ROW_PACK, q.label
+        return dataclasses.replace(q, dw_band=(4, 40))
+    run_and_compare(**geom, grads=("dx", "dw"), plan_edit=edit)
+    assert added == [(0, (0, 3), (0, 40)), (0, (3, 4), (0, 40))], added
+    assert sum(boxes) >= 1, boxes
