@@ -237,7 +237,7 @@ def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None, groups
         return run_dx_t(ctx, items, DyBands(g, ctx.dy, plan, dtype), w_t, on_band)
     if plan.dx_dphase_pairs:   # the two D stride phases on M (nki_dx_dpairs)
         pair_t = first_filters.pop() if first_filters else load_dx_filters(ctx, dx_groups(g, plan)[0])
-        return run_dx_dpairs(ctx, items, DyBands(g, ctx.dy, plan, dtype), pair_t, on_band)
+        return run_dx_dpairs(ctx, items, DyBands(g, ctx.dy, plan, dtype), pair_t, on_band, between)
     regions = plan.dx_regions
     pitch = PMAX // regions
     co_tiles = tiles(g.c_out, PMAX) if regions == 1 else [(0, PMAX)]

@@ -57,10 +57,10 @@ def dpair_filters(ctx, w_t=None):
     return out
 
 
-def run_dx_dpairs(ctx, items, bands, pair_t, on_band):
+def run_dx_dpairs(ctx, items, bands, pair_t, on_band, between=None):
     """dx of this program's (batch, D band, H band) items with the D phases paired on M; ``pair_t``:
-    the slot tiles (``dpair_filters``)."""
-    for _ in dx_dpairs_steps(ctx, items, bands, pair_t, on_band):
+    the slot tiles (``dpair_filters``); ``between``: as ``run_dx``'s (dw's boxes between the bands)."""
+    for _ in dx_dpairs_steps(ctx, items, bands, pair_t, on_band, between):
         pass
 
 
@@ -98,7 +98,7 @@ def dpairs_step_count(g, plan, items):
     return n
 
 
-def dx_dpairs_steps(ctx, items, bands, pair_t, on_band):
+def dx_dpairs_steps(ctx, items, bands, pair_t, on_band, between=None):
     """``run_dx_dpairs`` as a generator that yields after each group of a band (a band run by rows: of a
     row), so that dw can run dx's PE work between its x^T bundles (``Plan.dx_between_bundles``)."""
     g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
@@ -130,6 +130,8 @@ def dx_dpairs_steps(ctx, items, bands, pair_t, on_band):
             place()
         if i_item + 1 in loaded:
             loaded[i_item + 1][1].clear()
+        if between is not None:   # dw's boxes (dw-interleaved), after this band's load, before its groups
+            between(i_item, len(items))
         nh_in = bh.i1 - bh.i0
         plane = plane_pool.take()
         groups = dpair_groups(g, (bd, bh, bands.band_w))

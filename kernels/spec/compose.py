@@ -122,9 +122,9 @@ def _dw_dx_merged(g: ConvGeom, p: Plan) -> bool:
 
 def dw_interleave_ok(g: ConvGeom, p: Plan) -> bool:
     """``Plan.dw_interleave``: per gradient, dw streaming its own dy (row or box mode) with dx:toeplitz or the
-    plain gather (not dx^T, D-phase pairs or dx inside dw, which run their own loops)."""
+    gather (with D-phase pairs or without; not dx^T or dx inside / between dw, which run their own loops)."""
     gather = (p.dx_method in (DxMethod.GATHER_S1, DxMethod.PHASE_GATHER, DxMethod.GEMM) and not dx_t_active(p)
-              and not p.dx_dphase_pairs and not p.dx_inside_dw and not p.dx_between_bundles
+              and not p.dx_inside_dw and not p.dx_between_bundles
               and not p.dx_band_early and not p.dx_ci_split and p.dx_regions == 1)
     return bool(p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
                 and (p.dx_method is DxMethod.TOEPLITZ or gather) and p.dw_method in STREAMING_DW)

@@ -1,7 +1,7 @@
 """dw-interleaved with the gather (``Plan.dw_interleave``, ``spec.compose.dw_interleave_ok``): per gradient, dw's
-boxes (row or box mode) run between the gather dx's bands, so dx's PE work fills dw's DMA waits. Forced on small
-geometries in exact mode against the oracle (stride 1 and 2, two C_in tiles, C_in-outer groups, LNC2), with a
-spy that shows the boxes really ran from dx's band loop."""
+boxes (row or box mode) run between the gather dx's bands (plain or D-phase pairs), so dx's PE work fills dw's
+DMA waits. Forced on small geometries in exact mode against the oracle (stride 1 and 2, two C_in tiles, C_in-outer
+groups, LNC2, boxes over 128 rows), with spies that show the boxes really ran from dx's band loop."""
 from __future__ import annotations
 
 import dataclasses
@@ -76,17 +76,18 @@ def test_lnc2_is_exact(boxes):
 
 
 def test_not_offered_with_the_gathers_own_compositions():
-    """dx^T, D-phase pairs and dx inside dw run their own loops: no interleaving there; the plain gather
-    with an x-stationary ``xT dma`` dw is offered it."""
+    """dx^T and dx inside dw run their own loops: no interleaving there; the gather, with D-phase pairs or
+    without, with an x-stationary ``xT dma`` dw is offered it."""
     p = plan_conv3d_bwd(*conv_shapes(**STRIDE2), stride=STRIDE2["stride"], padding=STRIDE2["padding"], dtype="bf16")
     alts = list(p.feasible_candidates())
-    pairs = [a for a in alts if a.dx_dphase_pairs]
-    assert pairs and any(a.dw_interleave and a.dx_method is DxMethod.PHASE_GATHER for a in alts)
+    inter = [a for a in alts if a.dw_interleave]
+    assert any(a.dx_dphase_pairs for a in inter) and any(a.dx_method is DxMethod.PHASE_GATHER and not a.dx_dphase_pairs
+                                                        for a in inter)
+    for a in inter:
+        assert not (a.dx_transposed or a.dx_inside_dw or a.dx_regions > 1) and a.dw_x_stationary, a.label
     for a in alts:
-        if a.dw_interleave:
-            assert not (a.dx_transposed or a.dx_dphase_pairs or a.dx_inside_dw), a.label
-    for a in pairs:
-        assert not dw_interleave_ok(plan_geom(a), dataclasses.replace(a, dw_interleave=True)), a.label
+        if a.dx_transposed or a.dx_inside_dw:
+            assert not dw_interleave_ok(plan_geom(a), dataclasses.replace(a, dw_interleave=True)), a.label
 
 
 def test_boxes_over_128_rows_interleave_by_their_row_chunks(monkeypatch, boxes):
@@ -102,3 +103,13 @@ def test_boxes_over_128_rows_interleave_by_their_row_chunks(monkeypatch, boxes):
     run_and_compare(**geom, grads=("dx", "dw"), plan_edit=edit)
     assert added == [(0, (0, 3), (0, 40)), (0, (3, 4), (0, 40))], added
     assert sum(boxes) >= 1, boxes
+
+
+def test_dphase_pairs_with_dw_interleaved_is_exact(boxes):
+    """D-phase pairs (both D stride phases on M) run dw's boxes between their bands too."""
+    def edit(p):
+        alts = [a for a in p.feasible_candidates() if a.dw_interleave and a.dx_dphase_pairs]
+        assert alts, p.explain()
+        return dataclasses.replace(alts[0], dx_band=(2, plan_geom(alts[0]).axes[1].n))
+    run_and_compare(**STRIDE2, plan_edit=edit)
+    assert len(boxes) >= 2 and sum(boxes) >= 1, boxes
