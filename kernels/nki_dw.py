@@ -65,6 +65,7 @@ from .spec.record import DwMethod
 from .xt_rows import dyt_runs, xt_columns, xt_window
 
 LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
+FIRST_X_PIECES = 3   # box mode: the DMAs (and placements) of a state's first x band, by D rows
 
 
 class SlotRing:
@@ -381,7 +382,8 @@ class DwState:
             if ahead[2] is not None:   # (its placement was not issued yet: now, before its first reader)
                 ahead[2]()
             return ahead[1]
-        return self._load_x(b, od, oh, ci0, ci_sz, ow)[0]
+        # (the state's first band: in pieces, so that its first transposes wait for the first D rows only)
+        return self._load_x(b, od, oh, ci0, ci_sz, ow, FIRST_X_PIECES if not self.started and ci0 == 0 else 1)[0]
 
     def _stage_x(self, b, od, oh, ci0, ci_sz, ow=None):
         """``_load_x`` with the placement copy returned as a callable (``stage_padded``)."""
@@ -393,7 +395,7 @@ class DwState:
                          x0[2] + lo[2]:x0[2] + hi[2]]
         return stage_padded(xb, ext, lo, hi, src, self.x_stage)
 
-    def _load_x(self, b, od, oh, ci0, ci_sz, ow=None):
+    def _load_x(self, b, od, oh, ci0, ci_sz, ow=None, pieces=1):
         """The zero-padded x band [ci, Xd, Xh, Xw] that output rows od x oh and columns ow (default all W)
         read."""
         x0, ext, lo, hi = dw_x_fill(self.ctx.g, od, oh, ow)
@@ -402,7 +404,7 @@ class DwState:
             return load_padded(xb, ext, lo, hi, None, None), ext
         src = self.ctx.x[b, ci0:ci0 + ci_sz, x0[0] + lo[0]:x0[0] + hi[0], x0[1] + lo[1]:x0[1] + hi[1],
                          x0[2] + lo[2]:x0[2] + hi[2]]
-        return load_padded(xb, ext, lo, hi, src, self.x_stage), ext
+        return load_padded(xb, ext, lo, hi, src, self.x_stage, pieces=pieces), ext
 
     def _add_rows(self, b, od, oh, dy_views):
         """Row mode: (d, h) output rows on partitions, each W column a matmul step; the kw taps are

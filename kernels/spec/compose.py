@@ -29,7 +29,7 @@ def dx_band_early_legal(g: ConvGeom, p: Plan) -> bool:
     return (p.lnc == 2 and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
             and p.dw_method is not DwMethod.DMA_GEMM and not dw_defer_finish(g, p)
             and p.dx_regions == 1 and p.dx_method is not DxMethod.TOEPLITZ and not dx_t_active(p)
-            and not p.dx_dphase_pairs)
+            and not p.dx_dphase_pairs and not p.dw_interleave)   # (interleaved: dw's boxes run inside dx)
 
 
 def dx_band_early_on(g: ConvGeom, p: Plan) -> bool:

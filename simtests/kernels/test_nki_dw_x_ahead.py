@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from conv3d_bwd.kernels import nki_dw, nki_dx
+from conv3d_bwd.kernels import nki_common, nki_dw, nki_dx
 from conv3d_bwd.kernels.costs import TARGET_FIGURES
 from conv3d_bwd.kernels.plan import DwMethod, Strategy
 from conv3d_bwd.kernels.plan.budget import _check
@@ -47,10 +47,23 @@ def _shared_dphase_pairs(p):
 
 def test_next_box_x_band_loads_ahead_and_is_exact(monkeypatch):
     ahead = spy(monkeypatch, nki_dw.DwState, "_load_next_x", lambda self: self.next_box)
-    now = spy(monkeypatch, nki_dw.DwState, "_load_x", lambda self, b, od, oh, ci0, *a: (od, ci0))
+    now = spy(monkeypatch, nki_dw.DwState, "_load_x", lambda self, b, od, oh, ci0, _sz, _ow=None, pieces=1: (od, ci0, pieces))
     run_and_compare(**TWO_TILES, grads=("dw", "db"), plan_edit=_box_mode_streaming)
     assert len(ahead) == 3   # boxes 2..4 got their first C_in tile ahead
-    assert sorted(now) == [((0, 1), 0), ((0, 1), 128), ((1, 2), 128), ((2, 3), 128), ((3, 4), 128)]
+    # the first box's first C_in tile in D-row pieces (its transposes wait for the first rows only)
+    assert sorted(now) == [((0, 1), 0, nki_dw.FIRST_X_PIECES), ((0, 1), 128, 1), ((1, 2), 128, 1),
+                           ((2, 3), 128, 1), ((3, 4), 128, 1)]
+
+
+def test_a_first_x_band_in_pieces_moves_as_several_dmas(monkeypatch):
+    pieces = spy(monkeypatch, nki_common, "stage_padded",
+                 lambda buf, ext, lo, hi, src, pool, p0=0, engine=None, pieces=1: pieces if pieces > 1 else None)
+    copies = spy(monkeypatch, nki_common.nisa, "dma_copy",
+                 lambda dst, src, **k: dst.shape if getattr(dst, "name", "").startswith("dw_x_stage") else None)
+    run_and_compare(**TWO_TILES, dtype="fp32", grads=("dw",), plan_edit=_box_mode_streaming)
+    assert pieces == [nki_dw.FIRST_X_PIECES]
+    # 8 staged x bands (4 boxes x 2 C_in tiles); the first holds 2 x rows (D padding 1): 2 pieces, min(3, 2)
+    assert len(copies) == 9, copies
 
 
 def test_a_wrong_expectation_falls_back_to_loading_now(monkeypatch):
