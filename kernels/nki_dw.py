@@ -24,7 +24,6 @@ from .nki_common import (
     band_slices,
     co_bank_packs,
     dy_resident_key,
-    load_padded,
     stage_padded,
 )
 from .nki_dw_xt import RowXtDma
@@ -367,7 +366,7 @@ class DwState:
         if rows[0] <= 0 or rows[1] <= 0:
             return
         ci0, ci_sz = self.ci_tiles[0]
-        band, place = self._stage_x(b, od, oh, ci0, ci_sz, ow)
+        band, place, _ext = self._stage_x(b, od, oh, ci0, ci_sz, ow)
         self._next_x = ((b, od, oh, ow, ci0), band, place)
 
     def _place_next_x(self):
@@ -385,26 +384,22 @@ class DwState:
         # (the state's first band: in pieces, so that its first transposes wait for the first D rows only)
         return self._load_x(b, od, oh, ci0, ci_sz, ow, FIRST_X_PIECES if not self.started and ci0 == 0 else 1)[0]
 
-    def _stage_x(self, b, od, oh, ci0, ci_sz, ow=None):
-        """``_load_x`` with the placement copy returned as a callable (``stage_padded``)."""
+    def _stage_x(self, b, od, oh, ci0, ci_sz, ow=None, pieces=1):
+        """The zero-padded x band [ci, Xd, Xh, Xw] that output rows od x oh and columns ow (default all W)
+        read, its extent, and its placement copy still to issue (``stage_padded``)."""
         x0, ext, lo, hi = dw_x_fill(self.ctx.g, od, oh, ow)
         xb = self.x_pool.take()
         if any(h <= l for l, h in zip(lo, hi)):
-            return stage_padded(xb, ext, lo, hi, None, None)
+            return stage_padded(xb, ext, lo, hi, None, None) + (ext,)
         src = self.ctx.x[b, ci0:ci0 + ci_sz, x0[0] + lo[0]:x0[0] + hi[0], x0[1] + lo[1]:x0[1] + hi[1],
                          x0[2] + lo[2]:x0[2] + hi[2]]
-        return stage_padded(xb, ext, lo, hi, src, self.x_stage)
+        return stage_padded(xb, ext, lo, hi, src, self.x_stage, pieces=pieces) + (ext,)
 
     def _load_x(self, b, od, oh, ci0, ci_sz, ow=None, pieces=1):
-        """The zero-padded x band [ci, Xd, Xh, Xw] that output rows od x oh and columns ow (default all W)
-        read."""
-        x0, ext, lo, hi = dw_x_fill(self.ctx.g, od, oh, ow)
-        xb = self.x_pool.take()
-        if any(h <= l for l, h in zip(lo, hi)):
-            return load_padded(xb, ext, lo, hi, None, None), ext
-        src = self.ctx.x[b, ci0:ci0 + ci_sz, x0[0] + lo[0]:x0[0] + hi[0], x0[1] + lo[1]:x0[1] + hi[1],
-                         x0[2] + lo[2]:x0[2] + hi[2]]
-        return load_padded(xb, ext, lo, hi, src, self.x_stage, pieces=pieces), ext
+        """``_stage_x`` with the placement issued now: (band, extent)."""
+        band, place, ext = self._stage_x(b, od, oh, ci0, ci_sz, ow, pieces)
+        place()
+        return band, ext
 
     def _add_rows(self, b, od, oh, dy_views):
         """Row mode: (d, h) output rows on partitions, each W column a matmul step; the kw taps are

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from conv3d_bwd.kernels import nki_common, nki_dw, nki_dx
+from conv3d_bwd.kernels import nki_dw, nki_dx
 from conv3d_bwd.kernels.costs import TARGET_FIGURES
 from conv3d_bwd.kernels.plan import DwMethod, Strategy
 from conv3d_bwd.kernels.plan.budget import _check
@@ -56,9 +56,9 @@ def test_next_box_x_band_loads_ahead_and_is_exact(monkeypatch):
 
 
 def test_a_first_x_band_in_pieces_moves_as_several_dmas(monkeypatch):
-    pieces = spy(monkeypatch, nki_common, "stage_padded",
+    pieces = spy(monkeypatch, nki_dw, "stage_padded",
                  lambda buf, ext, lo, hi, src, pool, p0=0, engine=None, pieces=1: pieces if pieces > 1 else None)
-    copies = spy(monkeypatch, nki_common.nisa, "dma_copy",
+    copies = spy(monkeypatch, nki_dw.nisa, "dma_copy",
                  lambda dst, src, **k: dst.shape if getattr(dst, "name", "").startswith("dw_x_stage") else None)
     run_and_compare(**TWO_TILES, dtype="fp32", grads=("dw",), plan_edit=_box_mode_streaming)
     assert pieces == [nki_dw.FIRST_X_PIECES]
