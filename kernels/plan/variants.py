@@ -143,7 +143,7 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         # biggest smaller one whose items reach every box)
         out += [q2 for q in out if not q.dx_inside_dw for q2 in _inside_boxes_variants(g, q)
                 if not _check(g, q2, hw)[0]]
-        # dx:toeplitz with dw's boxes between its items (the fast dw variants: x-stationary, xT dma)
+        # dw's boxes between dx:toeplitz's items or the gather's bands (the fast dw variants: x-stationary, xT dma)
         out += [q2 for q in out if dw_interleave_ok(g, q) and q.dw_x_stationary and q.dw_xt_dma
                 and not _check(g, q2 := replace(q, dw_interleave=True), hw)[0]]
     if p.lnc == 2 and p.compute_dw and p.strategy is Strategy.PER_GRADIENT and g.taps >= 2 \

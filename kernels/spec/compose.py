@@ -29,7 +29,7 @@ def dx_band_early_legal(g: ConvGeom, p: Plan) -> bool:
     return (p.lnc == 2 and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
             and p.dw_method is not DwMethod.DMA_GEMM and not dw_defer_finish(g, p)
             and p.dx_regions == 1 and p.dx_method is not DxMethod.TOEPLITZ and not dx_t_active(p)
-            and not p.dx_dphase_pairs)
+            and not p.dx_dphase_pairs and not p.dw_interleave)   # (interleaved: dw's boxes run inside dx)
 
 
 def dx_band_early_on(g: ConvGeom, p: Plan) -> bool:
@@ -121,9 +121,14 @@ def _dw_dx_merged(g: ConvGeom, p: Plan) -> bool:
 
 
 def dw_interleave_ok(g: ConvGeom, p: Plan) -> bool:
-    """``Plan.dw_interleave``: per gradient, dx:toeplitz with dw streaming its own dy (row or box mode)."""
+    """``Plan.dw_interleave``: per gradient, dw streaming its own dy (row or box mode) with dx:toeplitz or the
+    gather (with D-phase pairs or without; not dx^T or dx inside / between dw, which run their own loops)."""
+    gather = (p.dx_method in (DxMethod.GATHER_S1, DxMethod.PHASE_GATHER, DxMethod.GEMM) and not dx_t_active(p)
+              and not p.dx_inside_dw and not p.dx_between_bundles
+              and not p.dx_band_early and not p.dx_ci_split and p.dx_regions == 1
+              and not p.dx_co_chunk)   # (C_out chunks run their own band loop, without dw's boxes between)
     return bool(p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
-                and p.dx_method is DxMethod.TOEPLITZ and p.dw_method is not DwMethod.DMA_GEMM)
+                and (p.dx_method is DxMethod.TOEPLITZ or gather) and p.dw_method in STREAMING_DW)
 
 
 def filters_after_first_chunk(g: ConvGeom, p: Plan) -> bool:
