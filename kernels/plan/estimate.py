@@ -27,6 +27,7 @@ from ..schedule import (
     tile_sizes,
 )
 from ..spec.compose import (
+    STREAMING_DW,
     _dw_dx_merged,
     db_on_dw,
     dx_band_early_legal,
@@ -104,12 +105,17 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
     # dx inside dw's boxes: each box's x^T transfers are issued a whole pass ahead of the matmuls that read
     # them, under the box's dx items, so the merged body stalls less than the generic share says
     loss = {"dx": BOXES_LOSS} if p.dx_inside_boxes and dx_inside_dw_on(g, p) else None
-    total = compose_ns(_sections(c, g, p), section_order(g, p), fill, hw, c.steps, c.steps_head, loss, c.flow)
+    total = _compose(c, g, p, fill, loss)
     for pid in range(1, p.lnc):   # the split is uneven (tap units, db on one program, odd item counts)
         c1, fill1 = _estimate_sheet(g, p, hw, pid)
-        total = max(total, compose_ns(_sections(c1, g, p), section_order(g, p), fill1, hw, c1.steps,
-                                      c1.steps_head, loss, c1.flow))
+        total = max(total, _compose(c1, g, p, fill1, loss))
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
+
+
+def _compose(c: CostSheet, g: ConvGeom, p: Plan, fill: float, loss: dict[str, float] | None) -> float:
+    """``compose_ns`` of one program's sheet: its sections (``_sections``), their DMA queues and ahead loads."""
+    return compose_ns(_sections(c, g, p), section_order(g, p), fill, c.hw, c.steps, c.steps_head, loss, c.flow,
+                      _sections_of(c.ahead_queues(), g, p), c.ahead_tail, _sections_of(c.queue_times(), g, p))
 
 
 def _pw_flow(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, chunks: list, items: list,
@@ -162,7 +168,8 @@ def section_order(g: ConvGeom, p: Plan) -> list[str]:
         head, dx = ["dx_filters", "dw"], ["dx_prefetch", "dx", "dx_tail"]
     else:
         head, dx = ["dw"], ["dx_filters", "dx_prefetch", "dx", "dx_tail"]
-    if dw_defer_finish(g, p):   # LNC2: dw's adds, casts and stores after dx
+    if dw_defer_finish(g, p) and p.dw_method in STREAMING_DW:   # LNC2: dw's adds, casts and stores after dx
+        # (dw:small_extent runs its own schedule: its last store follows its last matmul, before dx)
         return [*head, *dx, "dw_finish", "db", "db_store"]
     return [*head, "dw_finish", *dx, "db", "db_store"]
 
@@ -210,8 +217,11 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             # C_in-outer: later groups load while the group before them computes (part of dx)
             # (shared-dy pointwise issues them inside its body, behind the first step's dy)
             c.section("dx+dw" if pw_shared_on(p) else "dx_filters" if i == 0 or not p.dx_ci_outer else "dx")
-            if filters_by_dma(g, p):   # dma_transpose from HBM, the body's destination tiles
-                _filter_transposes(c, g, p, ci, len(ci_tiles))
+            if filters_by_dma(g, p):   # dma_transpose from HBM, the body's destination tiles: ahead loads
+                with c.ahead():        # (tiles of their own per C_in group: no buffer holds them)
+                    _filter_transposes(c, g, p, ci, len(ci_tiles))
+                if i > 0 and p.dx_ci_outer and not pw_shared_on(p):   # the last group's matmuls wait for it
+                    c.ahead_share(1.0 / len(ci_tiles))
                 continue
             cols = filter_stage_cols(g.c_out, ds)   # (a very wide C_out stages in column chunks)
             c.dma(ci * cols * ds * grp, cols * ds, ceil_div(g.taps, grp) * ceil_div(g.c_out, cols))
@@ -315,7 +325,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                 c.add(_dx_band_sheet(g, hw.name, PMAX, bd, bh, True))
                 rows = (bd.i1 - bd.i0) * (bh.i1 - bh.i0)
                 c.dma(g.c_in * rows * W * ds, (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W)
-                      * ds, len(pack) - 1)
+                      * ds, len(pack) - 1, serial=g.c_in if g.c_in > 1 else 0)
         if items and p.dx_method is not DxMethod.TOEPLITZ and not pw_shared_on(p):
             # (toeplitz: its store_tail_ns, in the fill; shared-dy pointwise: a step's store, below)
             c.exposed("dx_tail", _dx_tail_ns(g, p, hw, items[-1]))
@@ -547,6 +557,17 @@ def _interleaved_flow(c: CostSheet, g: ConvGeom, p: Plan) -> None:
 # 0.125). Fitted on unet3d_c64 LNC1/LNC2 and dilated_d2 LNC1: nkisim shows the PE nearly never
 # waiting inside that body (unet3d LNC2: 1.9 us of gaps in 58 us), as the transfers are a pass ahead
 BOXES_LOSS = 0.06
+
+
+def _sections_of(per_section: dict[str, dict[str, float]], g: ConvGeom, p: Plan) -> dict[str, dict[str, float]]:
+    """Per-section figures keyed by queue (``CostSheet.queue_times``, ``ahead_queues``) merged as ``_sections``
+    merges the busy time."""
+    out = {k: dict(v) for k, v in per_section.items()}
+    inside = "dw_in" if p.dx_inside_boxes else "dw"
+    if _dw_dx_merged(g, p) and inside in out and "dx" in out:
+        for q, ns in out.pop(inside).items():
+            out["dx"][q] = out["dx"].get(q, 0.0) + ns
+    return out
 
 
 def _sections(c: CostSheet, g: ConvGeom, p: Plan) -> dict[str, dict[str, float]]:

@@ -18,7 +18,7 @@ from conv3d_bwd.kernels.costs import (
 )
 from conv3d_bwd.kernels.geometry import validate
 from conv3d_bwd.kernels.plan import DwMethod, Strategy, estimate_waits, forced_plan, plan_conv3d_bwd
-from conv3d_bwd.kernels.plan.estimate import _estimate, _estimate_sheet, _sections, section_order
+from conv3d_bwd.kernels.plan.estimate import _estimate, _estimate_sheet, _sections, _sections_of, section_order
 from conv3d_bwd.kernels.plan.estimate_waits import _dw_first_x_wait_ns
 from conv3d_bwd.kernels.spec.compose import dx_prefetched
 from conv3d_bwd.kernels.spec.dx_options import dx_t_active, filters_by_dma
@@ -117,6 +117,12 @@ def test_sections_partition_the_busy_time_and_waits_are_not_busy():
     assert secs["dx"]["tensor"] == pytest.approx(3 * (128 + c.hw.matmul_issue_cycles) / 2.4)
 
 
+def _queue_args(c, g, a) -> dict:
+    """compose_ns's per-queue arguments of a sheet, as the planner passes them."""
+    return {"flow": c.flow, "ahead": _sections_of(c.ahead_queues(), g, a), "ahead_tail": c.ahead_tail,
+            "queues": _sections_of(c.queue_times(), g, a)}
+
+
 def _planned(shape, **kw):
     n, ci, co, size, k = shape
     dy = (n, co, *size)
@@ -149,7 +155,7 @@ def test_the_estimate_is_the_composition_of_its_sheet():
         if not (a.dw_interleave or a.dx_inside_dw):
             assert _sections(c, g, a) == c.section_busy()
         assert est == pytest.approx(compose_ns(_sections(c, g, a), section_order(g, a), fill, TRN2,
-                                                 c.steps, c.steps_head, flow=c.flow) / 1000)
+                                                 c.steps, c.steps_head, **_queue_args(c, g, a)) / 1000)
         assert all(math.isclose(eng[e], c.busy[e] / 1000) for e in ENGINES)
         assert est >= max(eng.values())   # never below the busiest engine
 
@@ -166,7 +172,7 @@ def test_lnc2_estimate_is_the_later_program():
         for pid in (0, 1):
             c, fill = _estimate_sheet(g, a, TRN2, pid)
             per.append(compose_ns(_sections(c, g, a), section_order(g, a), fill, TRN2, c.steps,
-                                  c.steps_head, flow=c.flow) / 1000)
+                                  c.steps_head, **_queue_args(c, g, a)) / 1000)
         assert _estimate(g, a, TRN2)[0] == pytest.approx(max(per))
         seen_uneven |= abs(per[0] - per[1]) > 1e-3
     assert seen_uneven
@@ -190,8 +196,8 @@ def test_a_prefetched_dx_t_band_is_a_lead_in_dws_idle_dma_time():
         assert lead["dma"] > 0.0 and not any(lead[e] for e in ENGINES if e != "dma")
         # the same sections with the prefetch charged as fill instead: never less
         rest = {k: v for k, v in secs.items() if k != "dx_prefetch"}
-        as_fill = compose_ns(rest, order, fill + lead["dma"], TRN2, c.steps, c.steps_head)
-        got = compose_ns(secs, order, fill, TRN2, c.steps, c.steps_head)
+        as_fill = compose_ns(rest, order, fill + lead["dma"], TRN2, c.steps, c.steps_head, **_queue_args(c, g, a))
+        got = compose_ns(secs, order, fill, TRN2, c.steps, c.steps_head, **_queue_args(c, g, a))
         assert got <= as_fill + 1e-6
         hidden |= got < as_fill - 1.0
         assert _estimate(g, a, TRN2)[0] == pytest.approx(got / 1000)
