@@ -162,6 +162,11 @@ class CostSheet:
         self._amark = dict(self.ahead_issue)
         self._smark = self.serial_ns
 
+    def serial_trail(self, ns: float) -> None:
+        """The open section's last serial store is charged as its trail (``ns``: what the trail charges of
+        it): not also in the chain."""
+        self.serial_ns -= max(0.0, min(ns, self.serial_ns - self._smark))
+
     @contextmanager
     def ahead(self) -> Iterator[None]:
         """DMA charged inside runs ahead of program order: loads from HBM into tiles of their own that nothing
@@ -469,12 +474,11 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
     program order (dx's filters); ``queues`` (``CostSheet.queue_times``): per section, the queue time of all
     its DMA. Each DMA queue generates descriptors in order, one instruction at a time, beside the engines
     and the other queues: the ahead loads form a chain per queue from the kernel's start (the last lands a
-    start latency after its descriptors); a
-    body's other work on a queue with such a chain joins it when the body starts, and the body ends no
-    sooner than its part of the chain. A lead's chain is what its readers (``LEAD_READERS``) wait for, so
-    the bodies issued around it hide its queue time whether they come before or after it; a body with ahead
-    loads of its own ends no sooner than their chain plus its ``ahead_tail`` share (the work after its
-    last ahead load).
+    start latency after its descriptors). A body with other work on a queue with such a chain waits for it
+    (its first loads queue behind it; the first body's are the fill's), then that work joins the chain. A lead's chain is what its readers
+    (``LEAD_READERS``) wait for, so the bodies issued around it on other queues hide its queue time whether
+    they come before or after it; a body with ahead loads of its own ends no sooner than their chain plus
+    its ``ahead_tail`` share (the work after its last ahead load).
     """
     names = [n for n in order if n in sections] + [n for n in sections if n not in order]
     ahead = ahead or {}
@@ -485,6 +489,7 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
     trail_free: dict[str, float] = dict.fromkeys(COMPUTE, 0.0)   # the trails' compute without PE work
     chain: dict[str, float] = {}     # per DMA queue: when its ahead loads so far are through
     leads_in = 0.0                   # when the leads' ahead loads are through (their readers wait for it)
+    first_body = True
     for name in names:
         busy = sections[name]
         compute = {e: busy[e] for e in COMPUTE}
@@ -515,13 +520,18 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
             begin = total + sum(trail_compute)
             if name in LEAD_READERS:   # the leads' loads must be in
                 begin = max(begin, leads_in)
-            end = begin + t
             own = ahead.get(name, {})
-            for q, ns in (queues or {}).get(name, {}).items():   # its other work on a queue with a chain
-                rest = ns - own.get(q, 0.0)
-                if q in chain and rest > 0.0:
-                    chain[q] = max(chain[q], begin) + rest
-                    end = max(end, chain[q])
+            rest = {q: ns - own.get(q, 0.0) for q, ns in (queues or {}).get(name, {}).items()
+                    if q in chain and ns - own.get(q, 0.0) > 0.0}
+            # its own work on a queue with a chain queues behind it (its first loads: the body waits; the first
+            # body's first loads are the fill's, which then start after the chain)
+            lag = fill_ns - hw.dma_fixed_ns if first_body else 0.0
+            begin = max([begin, *(chain[q] + lag for q in rest)])
+            first_body = False
+            end = begin + t
+            for q, ns in rest.items():
+                chain[q] = begin + ns
+                end = max(end, chain[q])
             for q, ns in own.items():   # its ahead loads go on from their queue's chain
                 chain[q] = chain.get(q, hw.dma_fixed_ns) + ns
                 end = max(end, chain[q] + t * (ahead_tail or {}).get(name, 0.0))

@@ -75,6 +75,7 @@ from .estimate_dw import (
 from .estimate_dx import _dx_band_sheet, _estimate_dpairs, _estimate_dx_band, _estimate_dx_t
 from .estimate_waits import (
     _dw_exchange_ns,
+    _dw_first_x_wait_ns,
     _dw_head_ns,
     _dx_head_ns,
     _dx_t_fill_ns,
@@ -260,6 +261,10 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                     # the later of the two counts, not their sum (down_s2 LNC1 shared dy: head 2.9 us
                     # modelled, 3.8 summed)
                     head = max(0.0, head - _filter_transposes(CostSheet(hw), g, p, g.c_in, 1))
+                if p.strategy is Strategy.SHARED_DY and p.compute_dw:
+                    # dw's first box reads its x (band, or x^T tile) after the band's dy^T transposes: the
+                    # wait for it beyond those, as per gradient (down_s2: a 1 MB x band on 64 partitions)
+                    head += _dw_first_x_wait_ns(g, p, hw, pid)
                 fill += head
             held = dx_bands_held(g, p, pid)
             for i, f in enumerate(fills):
@@ -301,7 +306,9 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             elif items:
                 fill += toeplitz.first_copy_ns(g, hw, p.dx_toeplitz, p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band),
                                                items[0][1], items[0][2], tzm)
-                fill += toeplitz.store_tail_ns(g, hw, p.dx_toeplitz, p.dx_band, items[-1][1], items[-1][2], tzm)
+                tail = toeplitz.store_tail_ns(g, hw, p.dx_toeplitz, p.dx_band, items[-1][1], items[-1][2], tzm)
+                fill += tail
+                c.serial_trail(tail + hw.dma_fixed_ns)
             for _b, bd, bh in items:
                 if p.dx_toeplitz_w:
                     c.add(toeplitz.band_sheet_w(g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh, p.dx_toeplitz_pair,
@@ -328,7 +335,9 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                       * ds, len(pack) - 1, serial=g.c_in if g.c_in > 1 else 0)
         if items and p.dx_method is not DxMethod.TOEPLITZ and not pw_shared_on(p):
             # (toeplitz: its store_tail_ns, in the fill; shared-dy pointwise: a step's store, below)
-            c.exposed("dx_tail", _dx_tail_ns(g, p, hw, items[-1]))
+            tail = _dx_tail_ns(g, p, hw, items[-1])
+            c.exposed("dx_tail", tail)
+            c.serial_trail(tail + hw.dma_fixed_ns)
     if p.compute_dw:
         c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dw")
     if pw_shared_on(p):   # dw's share of the shared-dy pointwise kernel (dx:gemm is charged above)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from .. import dx_dpairs as dpairs
 from ..costs import CostSheet, TargetFigures
 from ..dw_head import head_wait_ns
-from ..geometry import ConvGeom, ceil_div
+from ..geometry import ConvGeom
 from ..schedule import (
     PMAX,
     AxisBand,

@@ -18,7 +18,13 @@ from conv3d_bwd.kernels.costs import (
 )
 from conv3d_bwd.kernels.geometry import validate
 from conv3d_bwd.kernels.plan import DwMethod, Strategy, estimate_waits, forced_plan, plan_conv3d_bwd
-from conv3d_bwd.kernels.plan.estimate import _estimate, _estimate_sheet, _sections, _sections_of, section_order
+from conv3d_bwd.kernels.plan.estimate import (
+    _estimate,
+    _estimate_sheet,
+    _sections,
+    _sections_of,
+    section_order,
+)
 from conv3d_bwd.kernels.plan.estimate_waits import _dw_first_x_wait_ns
 from conv3d_bwd.kernels.spec.compose import dx_prefetched
 from conv3d_bwd.kernels.spec.dx_options import dx_t_active, filters_by_dma
@@ -72,6 +78,40 @@ def test_a_lead_uses_the_idle_dma_time_of_the_bodies_before_it():
     big = _busy(dma=150.0)
     got = compose_ns({"dw": body, "dx_filters": big}, ["dw", "dx_filters"], 0.0, TRN2)
     assert got == pytest.approx(t_body + 150.0 - (t_body - 20.0))
+
+
+def test_a_leads_queue_time_is_hidden_by_the_bodies_beside_it_on_other_queues():
+    """dx's filters (a lead) run ahead on their own DMA queue: their descriptor generation is a chain from the
+    kernel's start that dw (issued after them, on another queue) hides; dx (their reader) waits for it."""
+    fixed = TRN2.dma_fixed_ns
+    lead, dw, dx = _busy(dma=5_000.0), _busy(tensor=100_000.0, dma=20_000.0), _busy(tensor=30_000.0)
+    secs = {"dx_filters": lead, "dw": dw, "dx": dx}
+    order = ["dx_filters", "dw", "dx"]
+    ahead = {"dx_filters": {"static": 50_000.0}}
+    t_dw, t_dx = section_ns(dw), section_ns(dx)
+    # dw on the copies' queue: the lead costs only its bandwidth ahead of dw's loads
+    beside = compose_ns(secs, order, 0.0, TRN2, ahead=ahead, queues={"dw": {"swdge": 10_000.0}})
+    assert beside == pytest.approx(5_000.0 + t_dw + t_dx)
+    # dw's own loads on the lead's queue wait behind its chain
+    behind = compose_ns(secs, order, 0.0, TRN2, ahead=ahead, queues={"dw": {"static": 10_000.0}})
+    assert behind == pytest.approx(50_000.0 + t_dw + t_dx)
+    # nothing beside it: its reader waits for the whole chain
+    alone = compose_ns({"dx_filters": lead, "dx": dx}, ["dx_filters", "dx"], 0.0, TRN2, ahead=ahead)
+    assert alone == pytest.approx(fixed + 50_000.0 + t_dx)
+
+
+def test_a_body_with_ahead_loads_ends_after_their_chain_and_its_tail_share():
+    """C_in-outer dx loads its later filter groups ahead on their queue: it ends no sooner than the queue's
+    chain (the lead's and its own) plus the share of its run after the last group's filters."""
+    dx = _busy(tensor=30_000.0)
+    ahead = {"dx_filters": {"static": 20_000.0}, "dx": {"static": 60_000.0}}
+    got = compose_ns({"dx_filters": _busy(dma=1_000.0), "dx": dx}, ["dx_filters", "dx"], 0.0, TRN2,
+                     ahead=ahead, ahead_tail={"dx": 0.25})
+    assert got == pytest.approx(TRN2.dma_fixed_ns + 80_000.0 + 0.25 * section_ns(dx))
+    # a short chain: the body's own time
+    short = compose_ns({"dx": _busy(tensor=300_000.0)}, ["dx"], 0.0, TRN2, ahead={"dx": {"static": 1_000.0}},
+                       ahead_tail={"dx": 0.25})
+    assert short == pytest.approx(section_ns(_busy(tensor=300_000.0)))
 
 
 def test_a_trail_hides_in_the_next_body_or_is_exposed_at_the_end():
