@@ -167,6 +167,12 @@ class CostSheet:
         it): not also in the chain."""
         self.serial_ns -= max(0.0, min(ns, self.serial_ns - self._smark))
 
+    def serial_lanes(self, lanes: int) -> None:
+        """The open section's serial stores so far form ``lanes`` chains that run side by side (stores of
+        different outputs' regions that no span overlap orders)."""
+        if lanes > 1:
+            self.serial_ns -= (self.serial_ns - self._smark) * (1.0 - 1.0 / lanes)
+
     @contextmanager
     def ahead(self) -> Iterator[None]:
         """DMA charged inside runs ahead of program order: loads from HBM into tiles of their own that nothing

@@ -160,6 +160,21 @@ def _filter_transposes(c: CostSheet, g: ConvGeom, p: Plan, ci: int, n_ci: int) -
     return ns
 
 
+# the depth of dx's plane rings (nki_dx, nki_dx_dpairs, nki_dx_toeplitz: Pool(2, ...)): how many bands' stores
+# can be in flight while the next band computes
+PLANE_BUFS = 2
+
+
+def _store_lanes(items: list) -> int:
+    """How many chains dx's serial stores form: the stores of one sample wait for one another (their spans
+    overlap), those of different samples do not; when the bands alternate between samples (the band-major
+    order of D-phase pairs under LNC2) their stores overlap as far as the plane ring lets them. (With one
+    band per sample the ring holds the next sample's band back behind the first's stores: one chain.)"""
+    samples = [b for b, _bd, _bh in items]
+    alternate = len(samples) > len(set(samples)) > 1 and all(x != y for x, y in zip(samples, samples[1:]))
+    return min(PLANE_BUFS, len(set(samples))) if alternate else 1
+
+
 def section_order(g: ConvGeom, p: Plan) -> list[str]:
     """The kernel's sections in issue order (conv3d_bwd.py); shared_dy runs dx and dw's boxes as one."""
     if p.strategy is Strategy.SHARED_DY:
@@ -333,6 +348,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                 rows = (bd.i1 - bd.i0) * (bh.i1 - bh.i0)
                 c.dma(g.c_in * rows * W * ds, (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W)
                       * ds, len(pack) - 1, serial=g.c_in if g.c_in > 1 else 0)
+        if items:
+            c.serial_lanes(_store_lanes(items))
         if items and p.dx_method is not DxMethod.TOEPLITZ and not pw_shared_on(p):
             # (toeplitz: its store_tail_ns, in the fill; shared-dy pointwise: a step's store, below)
             tail = _dx_tail_ns(g, p, hw, items[-1])

@@ -313,3 +313,36 @@ def test_the_estimate_charges_each_dma_transpose_as_nkisim(form):
 def test_the_estimate_is_within_ten_percent_of_the_modelled_time(form):
     _g, alt, res = _traced_candidate(form)
     assert alt.estimated_us == pytest.approx(res.summary.modelled_us, rel=0.10)
+
+
+# (geometry, dtype, gradients, LNC, the candidate): one small geometry per mechanism of the estimate's DMA side
+MECHANISM_CASES = {
+    # dx's filters ahead on their own queue (C_in-outer, after dw:small_extent): the chain the PE does not wait for
+    "filters ahead": ({"batch": 1, "c_in": 512, "c_out": 512, "size": (2, 4, 4), "kernel": (3, 3, 3),
+                       "padding": (1,) * 6}, "bf16", ALL, 1,
+                      lambda g, a: a.dw_method is DwMethod.SMALL_EXTENT and a.dx_ci_outer and a.filters_first),
+    # shared dy with box-mode dw: the first box's x band (64 partitions, half the DMA engines) after its dy^T
+    "shared-dy first x": ({"batch": 1, "c_in": 64, "c_out": 64, "size": (8, 32, 32), "kernel": (3, 3, 3),
+                           "stride": (2, 2, 2), "padding": (1,) * 6}, "bf16", ALL, 1,
+                          lambda g, a: a.strategy is Strategy.SHARED_DY and a.dw_method is DwMethod.TAP_PACK
+                          and a.dx_band == (8, 32) and not a.dw_x_stationary),
+    # tiny C_in: dx's stores of every channel wait for one another, each at a few partitions' share of the engines
+    "serial stores": ({"batch": 2, "c_in": 6, "c_out": 5, "size": (16, 52, 31), "kernel": (2, 5, 1),
+                       "stride": (3, 1, 3), "padding": (0, 2, 0, 0, 2, 3), "dilation": (1, 1, 2)}, "fp16", DX, 1,
+                      lambda g, a: a.dx_band == (16, 52) and a.dx_toeplitz == (1, 4) and a.dx_toeplitz_w == 3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MECHANISM_CASES))
+def test_each_dma_mechanism_keeps_the_estimate_within_ten_percent(case):
+    geom, dtype, (dx, dw, db), lnc, wanted = MECHANISM_CASES[case]
+    shapes, kw = geom_shapes(geom), geom_kw(geom)
+    flags = {"compute_dx": dx, "compute_dw": dw, "compute_db": db}
+    plan = plan_conv3d_bwd(*shapes, dtype=dtype, lnc=lnc, **kw, **flags)
+    g = plan.geometry()
+    alt = next(a for a in plan.feasible_candidates() if wanted(g, a))
+    nki_dtype = {"bf16": "bfloat16", "fp16": "float16"}[dtype]
+    with forced_plan(alt):
+        res = nkisim.run(conv3d_bwd, *(nkisim.TensorSpec(s, nki_dtype) for s in shapes), **kw, **flags, lnc=lnc,
+                         trace_only=True, cost_band=False)
+    assert alt.estimated_us == pytest.approx(res.summary.modelled_us, rel=0.10), alt.label
