@@ -3,6 +3,8 @@ how they compose into a modelled time.
 """
 from __future__ import annotations
 
+from itertools import pairwise
+
 from .. import dx_toeplitz as toeplitz
 from .. import pw_shared as pw
 from ..costs import CostSheet, TargetFigures, compose_ns, flow_shop_ns
@@ -171,7 +173,7 @@ def _store_lanes(items: list) -> int:
     order of D-phase pairs under LNC2) their stores overlap as far as the plane ring lets them. (With one
     band per sample the ring holds the next sample's band back behind the first's stores: one chain.)"""
     samples = [b for b, _bd, _bh in items]
-    alternate = len(samples) > len(set(samples)) > 1 and all(x != y for x, y in zip(samples, samples[1:]))
+    alternate = len(samples) > len(set(samples)) > 1 and all(x != y for x, y in pairwise(samples))
     return min(PLANE_BUFS, len(set(samples))) if alternate else 1
 
 
