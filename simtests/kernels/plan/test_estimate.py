@@ -326,6 +326,10 @@ MECHANISM_CASES = {
                            "stride": (2, 2, 2), "padding": (1,) * 6}, "bf16", ALL, 1,
                           lambda g, a: a.strategy is Strategy.SHARED_DY and a.dw_method is DwMethod.TAP_PACK
                           and a.dx_band == (8, 32) and not a.dw_x_stationary),
+    # dw:small_extent's head: the zeroed x box, its loads and its GpSimd placement before the first x^T
+    "small-extent x head": ({"batch": 1, "c_in": 64, "c_out": 64, "size": (8, 32, 32), "kernel": (3, 3, 3),
+                             "stride": (2, 2, 2), "padding": (1,) * 6}, "bf16", ALL, 1,
+                            lambda g, a: a.dw_method is DwMethod.SMALL_EXTENT and a.dx_band == (8, 32)),
     # tiny C_in: dx's stores of every channel wait for one another, each at a few partitions' share of the engines
     "serial stores": ({"batch": 2, "c_in": 6, "c_out": 5, "size": (16, 52, 31), "kernel": (2, 5, 1),
                        "stride": (3, 1, 3), "padding": (0, 2, 0, 0, 2, 3), "dilation": (1, 1, 2)}, "fp16", DX, 1,
