@@ -480,10 +480,12 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
     program order (dx's filters); ``queues`` (``CostSheet.queue_times``): per section, the queue time of all
     its DMA. Each DMA queue generates descriptors in order, one instruction at a time, beside the engines
     and the other queues: the ahead loads form a chain per queue from the kernel's start (the last lands a
-    start latency after its descriptors). A body with other work on a queue with such a chain waits for it
-    (its first loads queue behind it; the first body's are the fill's), then that work joins the chain. A lead's chain is what its readers
+    start latency after its descriptors), or, issued before any body, from the fill (behind the kernel's
+    first loads). A body with other work on a queue with such a chain waits for it (its first loads queue
+    behind it), then that work joins the chain. A lead's chain is what its readers
     (``LEAD_READERS``) wait for, so the bodies issued around it on other queues hide its queue time whether
-    they come before or after it; a body with ahead loads of its own ends no sooner than their chain plus
+    they come before or after it (issued inside a body that uses its queue, it cannot run ahead: its queue
+    time is DMA time that body's idle DMA time may hide, as a lead's bandwidth); a body with ahead loads of its own ends no sooner than their chain plus
     its ``ahead_tail`` share (the work after its last ahead load).
     """
     names = [n for n in order if n in sections] + [n for n in sections if n not in order]
@@ -496,15 +498,21 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
     chain: dict[str, float] = {}     # per DMA queue: when its ahead loads so far are through
     leads_in = 0.0                   # when the leads' ahead loads are through (their readers wait for it)
     first_body = True
+    last_queues: set[str] = set()    # the queues the last body's own (not ahead) work uses
     for name in names:
         busy = sections[name]
         compute = {e: busy[e] for e in COMPUTE}
         if name in LEAD_SECTIONS:
+            dma = busy["dma"]
             for q, ns in ahead.get(name, {}).items():
-                chain[q] = chain.get(q, hw.dma_fixed_ns) + ns
+                if q in last_queues:   # the body it is issued in uses its queue: no run ahead beside it,
+                    dma = max(dma, ns)  # its queue time is DMA time that body's idle DMA time may hide
+                    continue
+                # (issued before any body, behind the kernel's first loads: the fill; else from the start)
+                chain[q] = chain.get(q, fill_ns if first_body else hw.dma_fixed_ns) + ns
                 leads_in = max(leads_in, chain[q])
-            total += section_ns(compute) + max(0.0, busy["dma"] - credit)
-            credit = max(0.0, credit - busy["dma"])
+            total += section_ns(compute) + max(0.0, dma - credit)
+            credit = max(0.0, credit - dma)
         elif name in TRAIL_SECTIONS:
             if compute["tensor"] > 0.0:
                 trail_compute.append(section_ns(compute))
@@ -529,11 +537,10 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
             own = ahead.get(name, {})
             rest = {q: ns - own.get(q, 0.0) for q, ns in (queues or {}).get(name, {}).items()
                     if q in chain and ns - own.get(q, 0.0) > 0.0}
-            # its own work on a queue with a chain queues behind it (its first loads: the body waits; the first
-            # body's first loads are the fill's, which then start after the chain)
-            lag = fill_ns - hw.dma_fixed_ns if first_body else 0.0
-            begin = max([begin, *(chain[q] + lag for q in rest)])
+            # its own work on a queue with a chain queues behind it (its first loads: the body waits)
+            begin = max([begin, *(chain[q] for q in rest)])
             first_body = False
+            last_queues = {q for q, ns in (queues or {}).get(name, {}).items() if ns - own.get(q, 0.0) > 0.0}
             end = begin + t
             for q, ns in rest.items():
                 chain[q] = begin + ns

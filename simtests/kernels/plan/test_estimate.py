@@ -95,9 +95,17 @@ def test_a_leads_queue_time_is_hidden_by_the_bodies_beside_it_on_other_queues():
     # dw's own loads on the lead's queue wait behind its chain
     behind = compose_ns(secs, order, 0.0, TRN2, ahead=ahead, queues={"dw": {"static": 10_000.0}})
     assert behind == pytest.approx(50_000.0 + t_dw + t_dx)
-    # nothing beside it: its reader waits for the whole chain
-    alone = compose_ns({"dx_filters": lead, "dx": dx}, ["dx_filters", "dx"], 0.0, TRN2, ahead=ahead)
-    assert alone == pytest.approx(fixed + 50_000.0 + t_dx)
+    # nothing beside it: its reader waits for the whole chain (issued first: behind the fill)
+    alone = compose_ns({"dx_filters": lead, "dx": dx}, ["dx_filters", "dx"], 2_000.0, TRN2, ahead=ahead)
+    assert alone == pytest.approx(2_000.0 + 50_000.0 + t_dx)
+    # issued after dw (inside it): the chain runs from the kernel's start, beside dw
+    after = compose_ns(secs, ["dw", "dx_filters", "dx"], 0.0, TRN2, ahead=ahead, queues={"dw": {"swdge": 1.0}})
+    assert after == pytest.approx(t_dw + t_dx)
+    assert compose_ns({"dw": _busy(tensor=20_000.0), "dx_filters": lead, "dx": dx}, ["dw", "dx_filters", "dx"],
+                      0.0, TRN2, ahead=ahead) == pytest.approx(fixed + 50_000.0 + t_dx)
+    # inside a dw that uses its queue it cannot run ahead: its queue time is DMA time against dw's idle DMA
+    shared = compose_ns(secs, ["dw", "dx_filters", "dx"], 0.0, TRN2, ahead=ahead, queues={"dw": {"static": 1.0}})
+    assert shared == pytest.approx(t_dw + max(0.0, 50_000.0 - (t_dw - 20_000.0)) + t_dx)
 
 
 def test_a_body_with_ahead_loads_ends_after_their_chain_and_its_tail_share():
@@ -105,9 +113,9 @@ def test_a_body_with_ahead_loads_ends_after_their_chain_and_its_tail_share():
     chain (the lead's and its own) plus the share of its run after the last group's filters."""
     dx = _busy(tensor=30_000.0)
     ahead = {"dx_filters": {"static": 20_000.0}, "dx": {"static": 60_000.0}}
-    got = compose_ns({"dx_filters": _busy(dma=1_000.0), "dx": dx}, ["dx_filters", "dx"], 0.0, TRN2,
+    got = compose_ns({"dx_filters": _busy(dma=1_000.0), "dx": dx}, ["dx_filters", "dx"], 3_000.0, TRN2,
                      ahead=ahead, ahead_tail={"dx": 0.25})
-    assert got == pytest.approx(TRN2.dma_fixed_ns + 80_000.0 + 0.25 * section_ns(dx))
+    assert got == pytest.approx(3_000.0 + 80_000.0 + 0.25 * section_ns(dx))
     # a short chain: the body's own time
     short = compose_ns({"dx": _busy(tensor=300_000.0)}, ["dx"], 0.0, TRN2, ahead={"dx": {"static": 1_000.0}},
                        ahead_tail={"dx": 0.25})
