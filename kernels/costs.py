@@ -167,6 +167,12 @@ class CostSheet:
         it): not also in the chain."""
         self.serial_ns -= max(0.0, min(ns, self.serial_ns - self._smark))
 
+    def serial_start(self, items: int) -> None:
+        """The open section's serial stores start after its first of ``items`` even bands is computed: their
+        chain begins with that band's TensorE work."""
+        if self.serial_ns > self._smark and items > 0:
+            self.serial_ns += (self.busy["tensor"] - self._mark["tensor"]) / items
+
     def serial_lanes(self, lanes: int) -> None:
         """The open section's serial stores so far form ``lanes`` chains that run side by side (stores of
         different outputs' regions that no span overlap orders)."""
@@ -207,6 +213,12 @@ class CostSheet:
         """The DMA's time: its bandwidth time, at least the longest queue's issue time."""
         return max(self.busy["dma"], self.queue_floor_ns())
 
+    def serial_floors(self) -> dict[str, float]:
+        """Per section, its chain of serial stores (``dma``'s ``serial``): a floor of its time (a latency
+        chain, not bandwidth the other engines stall on)."""
+        self._close()
+        return dict(self.section_serial)
+
     def queue_times(self) -> dict[str, dict[str, float]]:
         """Per section, the descriptor generation per queue in queue time (``queue_share``)."""
         self._close()
@@ -226,9 +238,6 @@ class CostSheet:
             sec = out.setdefault(k, dict.fromkeys(ENGINES, 0.0))   # (but for its ahead loads': compose_ns)
             ahead = self.section_ahead.get(k, {})
             sec["dma"] = max(sec["dma"], self.queue_floor_ns({q: ns - ahead.get(q, 0.0) for q, ns in queues.items()}))
-        for k, ns in self.section_serial.items():   # ... and at least its chain of serial stores
-            sec = out.setdefault(k, dict.fromkeys(ENGINES, 0.0))
-            sec["dma"] = max(sec["dma"], ns)
         for k, ns in self.waits.items():
             out.setdefault(k, dict.fromkeys(ENGINES, 0.0))["dma"] += ns
         return out
@@ -459,8 +468,8 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
                hw: TargetFigures, steps: dict[str, int] | None = None,
                steps_head: dict[str, float] | None = None, loss: dict[str, float] | None = None,
                flow: dict[str, float] | None = None, ahead: dict[str, dict[str, float]] | None = None,
-               ahead_tail: dict[str, float] | None = None, queues: dict[str, dict[str, float]] | None = None
-               ) -> float:
+               ahead_tail: dict[str, float] | None = None, queues: dict[str, dict[str, float]] | None = None,
+               floors: dict[str, float] | None = None) -> float:
     """Modelled time of a kernel from the busy time of its sections, taken in issue order (max-plus):
 
     - a *body* section occupies the engines for ``section_ns`` of its busy time; bodies run one after the
@@ -486,7 +495,8 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
     (``LEAD_READERS``) wait for, so the bodies issued around it on other queues hide its queue time whether
     they come before or after it (issued inside a body that uses its queue, it cannot run ahead: its queue
     time is DMA time that body's idle DMA time may hide, as a lead's bandwidth); a body with ahead loads of its own ends no sooner than their chain plus
-    its ``ahead_tail`` share (the work after its last ahead load).
+    its ``ahead_tail`` share (the work after its last ahead load). ``floors`` (``CostSheet.serial_floors``):
+    a body lasts at least its chain of serial stores.
     """
     names = [n for n in order if n in sections] + [n for n in sections if n not in order]
     ahead = ahead or {}
@@ -526,6 +536,7 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
             busy = {e: busy[e] + trail_free.get(e, 0.0) for e in busy}
             t = section_ns(busy, (loss or {}).get(name, SECTION_LOSS), steps=(steps or {}).get(name, 0),
                            head_ns=(steps_head or {}).get(name, 0.0), flow_ns=(flow or {}).get(name, 0.0))
+            t = max(t, (floors or {}).get(name, 0.0))
             if t <= 0.0:
                 continue
             idle = max(0.0, t - busy["dma"])

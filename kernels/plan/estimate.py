@@ -118,7 +118,9 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str,
 def _compose(c: CostSheet, g: ConvGeom, p: Plan, fill: float, loss: dict[str, float] | None) -> float:
     """``compose_ns`` of one program's sheet: its sections (``_sections``), their DMA queues and ahead loads."""
     return compose_ns(_sections(c, g, p), section_order(g, p), fill, c.hw, c.steps, c.steps_head, loss, c.flow,
-                      _sections_of(c.ahead_queues(), g, p), c.ahead_tail, _sections_of(c.queue_times(), g, p))
+                      _sections_of(c.ahead_queues(), g, p), c.ahead_tail, _sections_of(c.queue_times(), g, p),
+                      {k: v[""] for k, v in _sections_of({k: {"": v} for k, v in c.serial_floors().items()},
+                                                           g, p).items()})
 
 
 def _pw_flow(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, chunks: list, items: list,
@@ -352,6 +354,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                       * ds, len(pack) - 1, serial=g.c_in if g.c_in > 1 else 0)
         if items:
             c.serial_lanes(_store_lanes(items))
+            c.serial_start(len(items))
         if items and p.dx_method is not DxMethod.TOEPLITZ and not pw_shared_on(p):
             # (toeplitz: its store_tail_ns, in the fill; shared-dy pointwise: a step's store, below)
             tail = _dx_tail_ns(g, p, hw, items[-1])

@@ -167,8 +167,9 @@ def test_sections_partition_the_busy_time_and_waits_are_not_busy():
 
 def _queue_args(c, g, a) -> dict:
     """compose_ns's per-queue arguments of a sheet, as the planner passes them."""
+    floors = _sections_of({k: {"": v} for k, v in c.serial_floors().items()}, g, a)
     return {"flow": c.flow, "ahead": _sections_of(c.ahead_queues(), g, a), "ahead_tail": c.ahead_tail,
-            "queues": _sections_of(c.queue_times(), g, a)}
+            "queues": _sections_of(c.queue_times(), g, a), "floors": {k: v[""] for k, v in floors.items()}}
 
 
 def _planned(shape, **kw):
