@@ -108,6 +108,8 @@ class CostSheet:
     waits: dict[str, float] = field(default_factory=dict)
     # pipelined steps per section (``pipeline_steps``; ``section_ns``'s few-step term)
     steps: dict[str, int] = field(default_factory=dict)
+    # units per section streamed through a load ring (``ring_units``)
+    units: dict[str, int] = field(default_factory=dict)
     # per section: the wait for its first step's loads already charged in the fill (``pipeline_head``)
     steps_head: dict[str, float] = field(default_factory=dict)
     # per section: the DMA -> PE flow-shop makespan of its steps (``flow_shop``; ``section_ns``'s ``flow_ns``)
@@ -241,6 +243,11 @@ class CostSheet:
         for k, ns in self.waits.items():
             out.setdefault(k, dict.fromkeys(ENGINES, 0.0))["dma"] += ns
         return out
+
+    def ring_units(self, n: int) -> None:
+        """The open section streams ``n`` more units through its load ring (dw's boxes): a queue it loads
+        from, taken by other work, stalls it beyond about one unit's time (``compose_ns``)."""
+        self.units[self._open] = self.units.get(self._open, 0) + n
 
     def pipeline_steps(self, n: int) -> None:
         """The open section streams ``n`` more pipelined steps (dw's x^T tiles of its row passes): with few
@@ -469,7 +476,7 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
                steps_head: dict[str, float] | None = None, loss: dict[str, float] | None = None,
                flow: dict[str, float] | None = None, ahead: dict[str, dict[str, float]] | None = None,
                ahead_tail: dict[str, float] | None = None, queues: dict[str, dict[str, float]] | None = None,
-               floors: dict[str, float] | None = None) -> float:
+               floors: dict[str, float] | None = None, units: dict[str, int] | None = None) -> float:
     """Modelled time of a kernel from the busy time of its sections, taken in issue order (max-plus):
 
     - a *body* section occupies the engines for ``section_ns`` of its busy time; bodies run one after the
@@ -496,7 +503,9 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
     they come before or after it (issued inside a body that uses its queue, it cannot run ahead: its queue
     time is DMA time that body's idle DMA time may hide, as a lead's bandwidth); a body with ahead loads of its own ends no sooner than their chain plus
     its ``ahead_tail`` share (the work after its last ahead load). ``floors`` (``CostSheet.serial_floors``):
-    a body lasts at least its chain of serial stores.
+    a body lasts at least its chain of serial stores. ``units`` (``CostSheet.units``): the units a body
+    streams through its load ring; a lead issued inside a body that uses its queue takes that queue for its
+    issue time, and the body, whose ring holds about one unit ahead, stalls for the rest.
     """
     names = [n for n in order if n in sections] + [n for n in sections if n not in order]
     ahead = ahead or {}
@@ -509,6 +518,7 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
     leads_in = 0.0                   # when the leads' ahead loads are through (their readers wait for it)
     first_body = True
     last_queues: set[str] = set()    # the queues the last body's own (not ahead) work uses
+    last_t, last_units = 0.0, 0      # the last body's time and ring units
     for name in names:
         busy = sections[name]
         compute = {e: busy[e] for e in COMPUTE}
@@ -516,7 +526,9 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
             dma = busy["dma"]
             for q, ns in ahead.get(name, {}).items():
                 if q in last_queues:   # the body it is issued in uses its queue: no run ahead beside it,
-                    dma = max(dma, ns)  # its queue time is DMA time that body's idle DMA time may hide
+                    dma = max(dma, ns)  # its queue time is DMA time that body's idle DMA time may hide,
+                    if last_units:      # and the body stalls for it beyond one unit of its ring
+                        total += max(0.0, ns - last_t / last_units)
                     continue
                 # (issued before any body, behind the kernel's first loads: the fill; else from the start)
                 chain[q] = chain.get(q, fill_ns if first_body else hw.dma_fixed_ns) + ns
@@ -552,6 +564,7 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
             begin = max([begin, *(chain[q] for q in rest)])
             first_body = False
             last_queues = {q for q, ns in (queues or {}).get(name, {}).items() if ns - own.get(q, 0.0) > 0.0}
+            last_t, last_units = t, (units or {}).get(name, 0)
             end = begin + t
             for q, ns in rest.items():
                 chain[q] = begin + ns

@@ -120,7 +120,7 @@ def _compose(c: CostSheet, g: ConvGeom, p: Plan, fill: float, loss: dict[str, fl
     return compose_ns(_sections(c, g, p), section_order(g, p), fill, c.hw, c.steps, c.steps_head, loss, c.flow,
                       _sections_of(c.ahead_queues(), g, p), c.ahead_tail, _sections_of(c.queue_times(), g, p),
                       {k: v[""] for k, v in _sections_of({k: {"": v} for k, v in c.serial_floors().items()},
-                                                           g, p).items()})
+                                                           g, p).items()}, c.units)
 
 
 def _pw_flow(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, chunks: list, items: list,
@@ -487,6 +487,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                             _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks,
                                               xpad, bank, span, item_roles, ow, ones, first_box)
                         c.add(cache[key])
+                        c.ring_units(1)
                         last_sheet = cache[key]
                     if p.dw_method is DwMethod.ROW_PACK and p.strategy is not Strategy.SHARED_DY:
                         # the x^T tiles its row passes stream (a stacked pair is one pass): section_ns's steps
