@@ -106,6 +106,10 @@ def test_a_leads_queue_time_is_hidden_by_the_bodies_beside_it_on_other_queues():
     # inside a dw that uses its queue it cannot run ahead: its queue time is DMA time against dw's idle DMA
     shared = compose_ns(secs, ["dw", "dx_filters", "dx"], 0.0, TRN2, ahead=ahead, queues={"dw": {"static": 1.0}})
     assert shared == pytest.approx(t_dw + max(0.0, 50_000.0 - (t_dw - 20_000.0)) + t_dx)
+    # ... and dw, streaming 4 boxes through its ring, stalls for it beyond one box's time
+    ringed = compose_ns(secs, ["dw", "dx_filters", "dx"], 0.0, TRN2, ahead=ahead, queues={"dw": {"static": 1.0}},
+                        units={"dw": 4})
+    assert ringed == pytest.approx(shared + 50_000.0 - t_dw / 4)
 
 
 def test_a_body_with_ahead_loads_ends_after_their_chain_and_its_tail_share():
@@ -169,7 +173,8 @@ def _queue_args(c, g, a) -> dict:
     """compose_ns's per-queue arguments of a sheet, as the planner passes them."""
     floors = _sections_of({k: {"": v} for k, v in c.serial_floors().items()}, g, a)
     return {"flow": c.flow, "ahead": _sections_of(c.ahead_queues(), g, a), "ahead_tail": c.ahead_tail,
-            "queues": _sections_of(c.queue_times(), g, a), "floors": {k: v[""] for k, v in floors.items()}}
+            "queues": _sections_of(c.queue_times(), g, a), "floors": {k: v[""] for k, v in floors.items()},
+            "units": c.units}
 
 
 def _planned(shape, **kw):
