@@ -233,19 +233,14 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             c.transpose(PMAX, PMAX, fp32, g.taps)
             c.evict(grp * PMAX, two, ceil_div(g.taps, grp))
             ci_tiles = []
-        # the gather's transposed filters are one tile per C_in tile, its C_in tiles the outer loop of a band:
-        # by DMA, its first matmuls wait for the first tile's filters only
-        by_tile = (filters_by_dma(g, p) and p.dx_regions == 1 and not dx_t_active(p) and not p.dx_dphase_pairs
-                   and p.dx_method is not DxMethod.TOEPLITZ)
         for i, ci in enumerate(ci_tiles):   # filters: per tap a DMA, per (co tile, tap group) transposes + evict
             # C_in-outer: later groups load while the group before them computes (part of dx)
             # (shared-dy pointwise issues them inside its body, behind the first step's dy)
-            later = i > 0 and (p.dx_ci_outer or by_tile)
-            c.section("dx+dw" if pw_shared_on(p) else "dx" if later else "dx_filters")
+            c.section("dx+dw" if pw_shared_on(p) else "dx_filters" if i == 0 or not p.dx_ci_outer else "dx")
             if filters_by_dma(g, p):   # dma_transpose from HBM, the body's destination tiles: ahead loads
                 with c.ahead():        # (tiles of their own per C_in group: no buffer holds them)
                     _filter_transposes(c, g, p, ci, len(ci_tiles))
-                if later and not pw_shared_on(p):   # the last tile's matmuls wait for it
+                if i > 0 and p.dx_ci_outer and not pw_shared_on(p):   # the last group's matmuls wait for it
                     c.ahead_share(1.0 / len(ci_tiles))
                 continue
             cols = filter_stage_cols(g.c_out, ds)   # (a very wide C_out stages in column chunks)
