@@ -256,8 +256,8 @@ def test_early_band_estimate_hides_the_filter_load_behind_dw():
     for early, late in pairs:
         # (where dx waits for the whole chain of its filters' transposes, the fill the early band saves does
         # not show: the estimate ties there -- a known gap, nkisim still models the early band faster)
-        assert _estimate(g, early, TRN2)[0] <= _estimate(g, late, TRN2)[0]
-        lower += _estimate(g, early, TRN2)[0] < _estimate(g, late, TRN2)[0]
+        assert _estimate(g, early, TRN2)[0] <= _estimate(g, late, TRN2)[0] + 1e-6
+        lower += _estimate(g, early, TRN2)[0] < _estimate(g, late, TRN2)[0] - 1e-6
         assert _budget(g, early).sbuf >= _budget(g, late).sbuf
     assert lower
 
