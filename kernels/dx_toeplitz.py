@@ -548,7 +548,10 @@ def _charge_stores(c: CostSheet, g: ConvGeom, u, pg, pair, W: int) -> None:
         gd, gh = sub.groups
         run = store_run(g, u, pg, sub, pair_steps(pair))
         n = store_dmas(g, sub)
-        c.dma(sub.m(g.c_in) // n * gd * gh * W * g.dtype_bytes, run * g.dtype_bytes, n)
+        parts = sub.m(g.c_in) // n
+        # a u-major store spans every channel: dx's stores of several channels run one after another
+        c.dma(parts * gd * gh * W * g.dtype_bytes, run * g.dtype_bytes, n,
+              serial=0 if ci_major(g, sub) or g.c_in == 1 else parts)
 
 
 def pair_axis(g: ConvGeom, u: tuple[int, int], merge: Merge = NO_MERGE) -> int:

@@ -3,6 +3,8 @@ how they compose into a modelled time.
 """
 from __future__ import annotations
 
+from itertools import pairwise
+
 from .. import dx_toeplitz as toeplitz
 from .. import pw_shared as pw
 from ..costs import CostSheet, TargetFigures, compose_ns, flow_shop_ns
@@ -27,6 +29,7 @@ from ..schedule import (
     tile_sizes,
 )
 from ..spec.compose import (
+    STREAMING_DW,
     _dw_dx_merged,
     db_on_dw,
     dx_band_early_legal,
@@ -75,6 +78,7 @@ from .estimate_dw import (
 from .estimate_dx import _dx_band_sheet, _estimate_dpairs, _estimate_dx_band, _estimate_dx_t, _run_cached
 from .estimate_waits import (
     _dw_exchange_ns,
+    _dw_first_x_wait_ns,
     _dw_head_ns,
     _dx_head_ns,
     _dx_t_fill_ns,
@@ -108,11 +112,10 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures, memo: dict | None = None)
     # dx inside dw's boxes: each box's x^T transfers are issued a whole pass ahead of the matmuls that read
     # them, under the box's dx items, so the merged body stalls less than the generic share says
     loss = {"dx": BOXES_LOSS} if p.dx_inside_boxes and dx_inside_dw_on(g, p) else None
-    total = compose_ns(_sections(c, g, p), section_order(g, p), fill, hw, c.steps, c.steps_head, loss, c.flow)
+    total = _compose(c, g, p, fill, loss)
     for pid in range(1, p.lnc):   # the split is uneven (tap units, db on one program, odd item counts)
         c1, fill1 = _estimate_sheet(g, p, hw, pid, memo=memo)
-        total = max(total, compose_ns(_sections(c1, g, p), section_order(g, p), fill1, hw, c1.steps,
-                                      c1.steps_head, loss, c1.flow))
+        total = max(total, _compose(c1, g, p, fill1, loss))
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
 
 
@@ -149,6 +152,14 @@ def dw_item_key(p: Plan) -> tuple:
         return tuple((k, v) for k, v in p.__dict__.items() if k.startswith("dw_")) + \
             tuple(getattr(p, k) for k in _DW_BOX_FIELDS)
     return tuple((k, v) for k, v in p.__dict__.items() if k not in _DX_ONLY_FIELDS)
+
+
+def _compose(c: CostSheet, g: ConvGeom, p: Plan, fill: float, loss: dict[str, float] | None) -> float:
+    """``compose_ns`` of one program's sheet: its sections (``_sections``), their DMA queues and ahead loads."""
+    return compose_ns(_sections(c, g, p), section_order(g, p), fill, c.hw, c.steps, c.steps_head, loss, c.flow,
+                      _sections_of(c.ahead_queues(), g, p), c.ahead_tail, _sections_of(c.queue_times(), g, p),
+                      {k: v[""] for k, v in _sections_of({k: {"": v} for k, v in c.serial_floors().items()},
+                                                           g, p).items()}, c.units)
 
 
 def _pw_flow(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, chunks: list, items: list,
@@ -192,6 +203,21 @@ def _filter_transposes(c: CostSheet, g: ConvGeom, p: Plan, ci: int, n_ci: int) -
     return ns
 
 
+# the depth of dx's plane rings (nki_dx, nki_dx_dpairs, nki_dx_toeplitz: Pool(2, ...)): how many bands' stores
+# can be in flight while the next band computes
+PLANE_BUFS = 2
+
+
+def _store_lanes(items: list) -> int:
+    """How many chains dx's serial stores form: the stores of one sample wait for one another (their spans
+    overlap), those of different samples do not; when the bands alternate between samples (the band-major
+    order of D-phase pairs under LNC2) their stores overlap as far as the plane ring lets them. (With one
+    band per sample the ring holds the next sample's band back behind the first's stores: one chain.)"""
+    samples = [b for b, _bd, _bh in items]
+    alternate = len(samples) > len(set(samples)) > 1 and all(x != y for x, y in pairwise(samples))
+    return min(PLANE_BUFS, len(set(samples))) if alternate else 1
+
+
 def section_order(g: ConvGeom, p: Plan) -> list[str]:
     """The kernel's sections in issue order (conv3d_bwd.py); shared_dy runs dx and dw's boxes as one."""
     if p.strategy is Strategy.SHARED_DY:
@@ -201,7 +227,8 @@ def section_order(g: ConvGeom, p: Plan) -> list[str]:
         head, dx = ["dx_filters", "dw"], ["dx_prefetch", "dx", "dx_tail"]
     else:
         head, dx = ["dw"], ["dx_filters", "dx_prefetch", "dx", "dx_tail"]
-    if dw_defer_finish(g, p):   # LNC2: dw's adds, casts and stores after dx
+    if dw_defer_finish(g, p) and p.dw_method in STREAMING_DW:   # LNC2: dw's adds, casts and stores after dx
+        # (dw:small_extent runs its own schedule: its last store follows its last matmul, before dx)
         return [*head, *dx, "dw_finish", "db", "db_store"]
     return [*head, "dw_finish", *dx, "db", "db_store"]
 
@@ -264,6 +291,12 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
             # C_in-outer: later groups load while the group before them computes (part of dx)
             # (shared-dy pointwise issues them inside its body, behind the first step's dy)
             c.section("dx+dw" if pw_shared_on(p) else "dx_filters" if i == 0 or not p.dx_ci_outer else "dx")
+            if filters_by_dma(g, p):   # dma_transpose from HBM, the body's destination tiles: ahead loads
+                with c.ahead():        # (tiles of their own per C_in group: no buffer holds them)
+                    _filter_transposes(c, g, p, ci, len(ci_tiles))
+                if i > 0 and p.dx_ci_outer and not pw_shared_on(p):   # the last group's matmuls wait for it
+                    c.ahead_share(1.0 / len(ci_tiles))
+                continue
             charge_filters(c, ci)
         filters = (c.busy["dma"] - before_filters["dma"], c.busy["tensor"] - before_filters["tensor"])
         if len(chunks) > 1:   # dx_co_chunk: the filters load again for every band after the first
@@ -291,6 +324,10 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
                     # the later of the two counts, not their sum (down_s2 LNC1 shared dy: head 2.9 us
                     # modelled, 3.8 summed)
                     head = max(0.0, head - _filter_transposes(CostSheet(hw), g, p, g.c_in, 1))
+                if p.strategy is Strategy.SHARED_DY and p.compute_dw:
+                    # dw's first box reads its x (band, or x^T tile) after the band's dy^T transposes: the
+                    # wait for it beyond those, as per gradient (down_s2: a 1 MB x band on 64 partitions)
+                    head += _dw_first_x_wait_ns(g, p, hw, pid)
                 fill += head
             first_place = _first_band_placement(g, hw, fills)
             if first_place and dx_band_early_legal(g, p):
@@ -326,7 +363,9 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
             elif items:
                 fill += toeplitz.first_copy_ns(g, hw, p.dx_toeplitz, p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band),
                                                items[0][1], items[0][2], tzm)
-                fill += toeplitz.store_tail_ns(g, hw, p.dx_toeplitz, p.dx_band, items[-1][1], items[-1][2], tzm)
+                tail = toeplitz.store_tail_ns(g, hw, p.dx_toeplitz, p.dx_band, items[-1][1], items[-1][2], tzm)
+                fill += tail
+                c.serial_trail(tail + hw.dma_fixed_ns)
             for _b, bd, bh in items:
                 if p.dx_toeplitz_w:
                     c.add(_run_cached(memo, toeplitz.band_sheet_w, g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh,
@@ -350,10 +389,15 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
                 c.add(_run_cached(memo, _dx_band_sheet, g, hw.name, PMAX, bd, bh, True))
                 rows = (bd.i1 - bd.i0) * (bh.i1 - bh.i0)
                 c.dma(g.c_in * rows * W * ds, (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W)
-                      * ds, len(pack) - 1)
+                      * ds, len(pack) - 1, serial=g.c_in if g.c_in > 1 else 0)
+        if items:
+            c.serial_lanes(_store_lanes(items))
+            c.serial_start(len(items))
         if items and p.dx_method is not DxMethod.TOEPLITZ and not pw_shared_on(p):
             # (toeplitz: its store_tail_ns, in the fill; shared-dy pointwise: a step's store, below)
-            c.exposed("dx_tail", _dx_tail_ns(g, p, hw, items[-1]))
+            tail = _dx_tail_ns(g, p, hw, items[-1])
+            c.exposed("dx_tail", tail)
+            c.serial_trail(tail + hw.dma_fixed_ns)
     if p.compute_dw:
         c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dw")
     if pw_shared_on(p):   # dw's share of the shared-dy pointwise kernel (dx:gemm is charged above)
@@ -490,6 +534,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
                                 if mkey is not None:
                                     item_memo[mkey] = cache[key]
                         c.add(cache[key])
+                        c.ring_units(1)
                         last_sheet = cache[key]
                     if p.dw_method is DwMethod.ROW_PACK and p.strategy is not Strategy.SHARED_DY:
                         # the x^T tiles its row passes stream (a stacked pair is one pass): section_ns's steps
@@ -624,6 +669,17 @@ def _interleaved_flow(c: CostSheet, g: ConvGeom, p: Plan) -> None:
 # 0.125). Fitted on unet3d_c64 LNC1/LNC2 and dilated_d2 LNC1: nkisim shows the PE nearly never
 # waiting inside that body (unet3d LNC2: 1.9 us of gaps in 58 us), as the transfers are a pass ahead
 BOXES_LOSS = 0.06
+
+
+def _sections_of(per_section: dict[str, dict[str, float]], g: ConvGeom, p: Plan) -> dict[str, dict[str, float]]:
+    """Per-section figures keyed by queue (``CostSheet.queue_times``, ``ahead_queues``) merged as ``_sections``
+    merges the busy time."""
+    out = {k: dict(v) for k, v in per_section.items()}
+    inside = "dw_in" if p.dx_inside_boxes else "dw"
+    if _dw_dx_merged(g, p) and inside in out and "dx" in out:
+        for q, ns in out.pop(inside).items():
+            out["dx"][q] = out["dx"].get(q, 0.0) + ns
+    return out
 
 
 def _sections(c: CostSheet, g: ConvGeom, p: Plan) -> dict[str, dict[str, float]]:
