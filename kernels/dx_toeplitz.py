@@ -718,9 +718,9 @@ def toeplitz_w_options(g: ConvGeom, band: tuple[int, int]) -> tuple[tuple[tuple[
             if mh and not merged_ok(ax[1], uh):
                 continue
             for uw in range(2, PMAX // QUADRANT + 1):
-                # (no fewer offsets than the U_w positions' taps on the free axis, K_w / s_w each: no
-                # matmul saved, as with one tap and stride 1 along w)
-                if not w_mode_ok(g, (1, uh), uw) or len(deltas(lw, uw)) * ax[2].s >= uw * ax[2].k:
+                # (offered even where the U_w positions save no matmul: their fuller M and fewer, longer
+                # stores can still win, as on a tiny C_in with a one-tap strided W; the estimate decides)
+                if not w_mode_ok(g, (1, uh), uw):
                     continue
                 pk = pair_axis_w(g, (1, uh), merge, uw)
                 cyc = 0.0
