@@ -27,6 +27,7 @@ from ..schedule import (
     tile_sizes,
 )
 from ..spec.compose import (
+    DB_SCALAR_CHUNK,
     _dw_dx_merged,
     db_on_dw,
     dx_band_early_legal,
@@ -253,8 +254,12 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                 fills.append((lo, hi, ext, valid))
                 if p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw:
                     own = (bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo
-                    loads.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
-                    loads.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
+                    if p.pw_db_scalar:   # ScalarE activations accumulating into db's column
+                        per = max(1, ceil_div(own, DB_SCALAR_CHUNK))
+                        loads.compute("scalar", own / per, 1, 1.0, n_co * per, op="activation")
+                    else:
+                        loads.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
+                        loads.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
             shared = _shared_region_fills(g, p, fill_items, fills)
             if fills and fills[0] is not None and (p.strategy is Strategy.SHARED_DY or not p.compute_dw) \
                     and not pw_shared_on(p):   # (shared-dy pointwise: its first step, below)

@@ -128,7 +128,8 @@ class Plan:
     dw_tap_fine: bool = False         # LNC2 taps split at single taps (box mode), not whole tap groups
     dx_ci_split: bool = False         # LNC2 dx split by C_in groups (ci-outer): every item, half the filters
     dx_band_early: bool = False       # LNC2: dx's first dy band loads before dw's last finish (its stores)
-    pw_db_scalar: bool = False        # shared-dy pointwise: db by ScalarE activation reduces of dy, not PE ones-matmuls
+    pw_db_scalar: bool = False        # db by ScalarE activation reduces of dy (shared-dy pointwise: not PE ones-matmuls;
+                                      # per gradient: on dx's bands, not VectorE tensor_reduce)
     pw_dyt_dma: int = 0               # shared-dy pointwise: one dy^T sub-tile in N by dma_transpose (0: all on the PE)
     pw_dyt_late: bool = False         # shared-dy pointwise: pw_dyt_dma only from the program's middle step on
     dx_inside_dw: bool = False        # per gradient, dx^T: dx runs in dw's last row pass, under its x^T loads
