@@ -298,7 +298,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                 toeplitz.estimate_grids_w(c, g, p.dx_toeplitz, tzm, p.dx_toeplitz_w, p.dx_toeplitz_pair,
                                           toeplitz.fast_grid(g, p))
             else:
-                toeplitz.estimate_grids(c, g, p.dx_toeplitz, p.dx_toeplitz_pair, tzm)
+                toeplitz.estimate_grids(c, g, p.dx_toeplitz, p.dx_toeplitz_pair, tzm, p.dx_toeplitz_quad)
             if items and p.dx_toeplitz_w:   # the first block's split pairs run during the first copy
                 e, nb, _copy = toeplitz.first_block_expansion(g, hw.name, p.dx_toeplitz, tzm, p.dx_toeplitz_w,
                                                                 p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band),
@@ -310,7 +310,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                             - 2 * e * max(64, nb) / hw.tensor_ghz)
             elif items:
                 fill += toeplitz.first_copy_ns(g, hw, p.dx_toeplitz, p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band),
-                                               items[0][1], items[0][2], tzm)
+                                               items[0][1], items[0][2], tzm, p.dx_toeplitz_quad)
                 fill += toeplitz.store_tail_ns(g, hw, p.dx_toeplitz, p.dx_band, items[-1][1], items[-1][2], tzm)
             for _b, bd, bh in items:
                 if p.dx_toeplitz_w:
@@ -318,7 +318,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                                                 _dx_dy_extent(g, p.dx_band), tzm, p.dx_toeplitz_w))
                 else:
                     c.add(toeplitz.band_sheet(g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh, p.dx_toeplitz_pair,
-                                              _dx_dy_extent(g, p.dx_band), tzm))
+                                              _dx_dy_extent(g, p.dx_band), tzm, p.dx_toeplitz_quad))
         elif p.dx_dphase_pairs:
             _estimate_dpairs(c, g, p, hw, items)
         elif p.dx_regions == 1 and dx_ci_split_on(g, p):
