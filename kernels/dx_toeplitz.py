@@ -192,12 +192,13 @@ def quad_legal(g: ConvGeom, u: tuple[int, int], merge: Merge, pair_axis: int, uw
 def quad_copies(g: ConvGeom, u: tuple[int, int], pool_ext: tuple[int, int, int], merge: Merge = NO_MERGE
                 ) -> tuple[tuple[int, int, int, str], ...]:
     """The two quad copies as (first partition, dy band shift, tap grid shift, engine): one row along h,
-    and along d and h (dy band: rows of the band buffer, tap grid: z_mul grid rows). The band's copies run
-    on two engines side by side: VectorE (h) and GpSimd (d and h), which dx:toeplitz leaves idle but for
-    border memsets."""
+    and along d and h (dy band: rows of the band buffer, tap grid: z_mul grid rows). The band's copies are
+    SBUF->SBUF DMAs: VectorE already places the band and makes the pair copy, GpSimd copies without
+    VectorE's 2-byte fast mode, ScalarE evicts (and may sum db), while the DMA queues carry little beside
+    dx's band loads and stores. The planner weighs quads against pairs by estimate."""
     dh, zh = pair_shifts(g, u, pool_ext, 1, merge)
     dd, zd = pair_shifts(g, u, pool_ext, 0, merge)
-    return ((2 * g.c_out, dh, zh, "vector"), (3 * g.c_out, dd + dh, zd + zh, "gpsimd"))
+    return ((2 * g.c_out, dh, zh, "dma"), (3 * g.c_out, dd + dh, zd + zh, "dma"))
 
 
 def part_copy_on_engine(g: ConvGeom, start: int, n: int) -> bool:
@@ -209,7 +210,7 @@ def part_copy_on_engine(g: ConvGeom, start: int, n: int) -> bool:
 
 def part_copy_cost(c: CostSheet, g: ConvGeom, start: int, n: int, engine: str) -> None:
     """The cost of one copy of ``n`` elements per partition to partitions ``start``.. (``engine``, else DMA)."""
-    if part_copy_on_engine(g, start, n):
+    if engine != "dma" and part_copy_on_engine(g, start, n):
         c.compute(engine, n, 1, c.copy_speedup(engine, g.dtype_bytes == 2, False, True), 1)
     elif n > 0:
         c.dma(g.c_out * n * g.dtype_bytes, n * g.dtype_bytes)
@@ -514,7 +515,7 @@ def first_copy_ns(g: ConvGeom, hw: TargetFigures, u: tuple[int, int], pair_axis:
     ext = (bd.extent, bh.extent, axis_bands(g.axes[2], g.axes[2].n)[0].extent)
 
     def copy_ns(start: int, n: int, engine: str) -> float:
-        if part_copy_on_engine(g, start, n):
+        if engine != "dma" and part_copy_on_engine(g, start, n):
             c = CostSheet(hw)
             c.compute(engine, n, 1, c.copy_speedup(engine, g.dtype_bytes == 2, False, True), 1)
             return c.busy[engine]

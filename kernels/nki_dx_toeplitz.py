@@ -125,8 +125,8 @@ def _pair_copy(g, dst, src, n, engine=nisa.engine.vector):
 
 def _part_copy(g, start, dst, src, n, engine):
     """A copy from partitions 0..C_out to ``start``..: ``engine`` where the start-partition rules allow it,
-    else an SBUF->SBUF DMA."""
-    if part_copy_on_engine(g, start, n):
+    else (or with ``engine`` None) an SBUF->SBUF DMA."""
+    if engine is not None and part_copy_on_engine(g, start, n):
         nisa.tensor_copy(dst, src, engine=engine)
     else:
         nisa.dma_copy(dst=dst, src=src)
@@ -207,7 +207,7 @@ def _load(bands, g, u, merge, pair_axis, item, split=0, quad=False):
         _pair_copy(g, ten.ap([[row, g.c_out], [1, n]], offset=g.c_out * row), ten.ap([[row, g.c_out], [1, n]], offset=sh), n)
     if not quad:
         return bufs, ten[:2 * g.c_out, :ext[0], :ext[1], :ext[2]]
-    engines = {"vector": nisa.engine.vector, "gpsimd": nisa.engine.gpsimd}
+    engines = {"vector": nisa.engine.vector, "gpsimd": nisa.engine.gpsimd, "dma": None}
     for start, sh, _z, engine in quad_copies(g, u, bands.ext, merge):
         n = shifted_elems(bands.ext, ext, sh)
         if n > 0:
