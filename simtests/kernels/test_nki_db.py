@@ -54,3 +54,20 @@ def test_the_planner_offers_both_engines_with_kd_moving():
     kdm = [p for p in cands if p.dw_method is DwMethod.KD_MOVING and p.db_method is DbMethod.FOLD]
     assert {p.pw_db_scalar for p in kdm} == {False, True}
     assert any("db:fold[ScalarE]" in p.label for p in kdm)
+
+
+def test_scalar_db_beside_toeplitz_quads_is_exact():
+    """The nnU-Net encoder's composition on a small layer: dw:kd_moving, then dx:toeplitz with K quads (their
+    band copies by DMA) and db summed by ScalarE on the same bands."""
+    from conv3d_bwd.kernels.plan import plan_conv3d_bwd
+    from conv3d_bwd.kernels.spec.record import DxMethod
+
+    from .support import geom_shapes
+    geom = {"batch": 2, "c_in": 8, "c_out": 32, "size": (5, 7, 6), "kernel": (3, 3, 3), "padding": (1,) * 6}
+    cands = plan_conv3d_bwd(*geom_shapes(geom), **geom_kw(geom)).feasible_candidates()
+    found = [p for p in cands if p.dw_method is DwMethod.KD_MOVING and p.dx_method is DxMethod.TOEPLITZ
+             and p.dx_toeplitz_quad and p.pw_db_scalar]
+    assert found, "no kd_moving + toeplitz quads + ScalarE db candidate"
+    res = run_and_compare(geom["batch"], geom["c_in"], geom["c_out"], geom["size"], geom["kernel"],
+                          **geom_kw(geom), plan_edit=lambda _p: found[0])
+    assert [i for i in res.trace if i.op == "activation" and i.engine == "scalar"]
