@@ -28,6 +28,7 @@ from ..schedule import (
     n_tiles,
 )
 from ..spec.compose import (
+    DB_SCALAR_CHUNK,
     _dw_dx_merged,
     db_on_dw,
     dx_band_early_on,
@@ -136,7 +137,9 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             extra = n_co * max(1, _dpair_slot_count(g, p)) * PMAX * ds
             parts += [("dx D-phase pair filters", extra)]
             filt += extra
-        phase_sbuf["dx"] = filt + wstage + dyb + plane + sums + stage + (4 * n_co * 4 if p.compute_db else 0)
+        db = (4 * n_co * 4 if p.compute_db else 0) + (
+            DB_SCALAR_CHUNK * ds if p.compute_db and p.pw_db_scalar and not pw_shared_on(p) else 0)
+        phase_sbuf["dx"] = filt + wstage + dyb + plane + sums + stage + db
         psum_dx = PSUM_DX_BANKS
     if pw_shared_on(p):   # dx:gemm's pools (counted above) plus dw's rings, planes and outputs
         extra = max(pw.sbuf_bytes(g, p.dx_band, p.lnc, [pw.chunk_of(g, it) for it in dx_program_items(g, p, q)],
@@ -301,6 +304,7 @@ def _check_plan(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
             _check(g, replace(p, compute_dw=False, dw_method=None), hw)
         # (db's accumulators are live beside dw: DbState, allocated first)
         db_bytes = (ceil_div(g.c_out, PMAX) * 4 + 2 * 4) if p.compute_db else 0
+        db_bytes += DB_SCALAR_CHUNK * g.dtype_bytes if p.compute_db and p.pw_db_scalar else 0   # (its scratch)
         why_dw, sbuf, psum, parts = kdm_estimate.check(g, p.lnc, p.target, hw, db_bytes)
         return why_dw or why, _Budget(max(sbuf, rest.sbuf), max(psum, rest.psum), rest.parts + tuple(parts.items()))
     b = _budget(g, p)

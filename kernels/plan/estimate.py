@@ -29,6 +29,7 @@ from ..schedule import (
     tile_sizes,
 )
 from ..spec.compose import (
+    DB_SCALAR_CHUNK,
     STREAMING_DW,
     _dw_dx_merged,
     db_on_dw,
@@ -312,8 +313,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
             held = dx_bands_held(g, p, pid)
             db_fold = p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw
             w_bands = dx_w_bands(g, p)
-            fills, loads = _memoized(memo, ("dx_loads", tuple(items), tuple(w_bands), db_fold, p.dx_regions,
-                                            frozenset(held)),
+            fills, loads = _memoized(memo, ("dx_loads", tuple(items), tuple(w_bands), db_fold, p.pw_db_scalar,
+                                            p.dx_regions, frozenset(held)),
                                      lambda: _dx_loads(g, p, hw, items, w_bands, db_fold, held))
             if fills and fills[0] is not None and (p.strategy is Strategy.SHARED_DY or not p.compute_dw) \
                     and not pw_shared_on(p):   # (shared-dy pointwise: its first step, below)
@@ -350,7 +351,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
                 toeplitz.estimate_grids_w(c, g, p.dx_toeplitz, tzm, p.dx_toeplitz_w, p.dx_toeplitz_pair,
                                           toeplitz.fast_grid(g, p))
             else:
-                toeplitz.estimate_grids(c, g, p.dx_toeplitz, p.dx_toeplitz_pair, tzm)
+                toeplitz.estimate_grids(c, g, p.dx_toeplitz, p.dx_toeplitz_pair, tzm, p.dx_toeplitz_quad)
             if items and p.dx_toeplitz_w:   # the first block's split pairs run during the first copy
                 e, nb, _copy = toeplitz.first_block_expansion(g, hw.name, p.dx_toeplitz, tzm, p.dx_toeplitz_w,
                                                                 p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band),
@@ -362,7 +363,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
                             - 2 * e * max(64, nb) / hw.tensor_ghz)
             elif items:
                 fill += toeplitz.first_copy_ns(g, hw, p.dx_toeplitz, p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band),
-                                               items[0][1], items[0][2], tzm)
+                                               items[0][1], items[0][2], tzm, p.dx_toeplitz_quad)
                 tail = toeplitz.store_tail_ns(g, hw, p.dx_toeplitz, p.dx_band, items[-1][1], items[-1][2], tzm)
                 fill += tail
                 c.serial_trail(tail + hw.dma_fixed_ns)
@@ -372,7 +373,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
                                       p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band), tzm, p.dx_toeplitz_w))
                 else:
                     c.add(_run_cached(memo, toeplitz.band_sheet, g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh,
-                                      p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band), tzm))
+                                      p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band), tzm, p.dx_toeplitz_quad))
         elif p.dx_dphase_pairs:
             _estimate_dpairs(c, g, p, hw, items, memo)
         elif p.dx_regions == 1 and dx_ci_split_on(g, p):
@@ -621,7 +622,7 @@ def _dx_loads(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_bands: lis
               held: set) -> tuple[list, CostSheet]:
     """One pass of dx's dy band loads (a load per item and W band): each load's (lo, hi, ext, valid) fill
     (None: no dy rows) and their cost; ``db_fold``: db folds on these loads. Reads of ``p``: its
-    ``dx_regions`` only (packs sharing a fill), which the caller's memo key holds."""
+    ``dx_regions`` (packs sharing a fill) and ``pw_db_scalar`` (db's engine), which the caller's memo key holds."""
     n_co, co_t, Wo = n_tiles(g.c_out, PMAX), min(PMAX, g.c_out), g.axes[2].o
     loads = CostSheet(hw)
     fills = []
@@ -639,8 +640,12 @@ def _dx_loads(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_bands: lis
         fills.append((lo, hi, ext, valid))
         if db_fold:
             own = (bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo
-            loads.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
-            loads.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
+            if p.pw_db_scalar:   # ScalarE activations accumulating into db's column
+                per = max(1, ceil_div(own, DB_SCALAR_CHUNK))
+                loads.compute("scalar", own / per, 1, 1.0, n_co * per, op="activation")
+            else:
+                loads.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
+                loads.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
     shared = _shared_region_fills(g, p, fill_items, fills)
     for i, f in enumerate(fills):
         if f is not None:

@@ -36,7 +36,8 @@ def _label(p: Plan) -> str:
                      + (f", {''.join(a for a, m in zip('dh', p.dx_toeplitz_merge) if m)} phases on M"
                         if p.dx_method is DxMethod.TOEPLITZ and any(p.dx_toeplitz_merge) else "")
                      + (f", W {p.dx_toeplitz_w} on M" if p.dx_method is DxMethod.TOEPLITZ and p.dx_toeplitz_w else "")
-                     + (f", K pairs {'dhw'[p.dx_toeplitz_pair]}" if p.dx_method is DxMethod.TOEPLITZ
+                     + (", K quads dh" if p.dx_method is DxMethod.TOEPLITZ and p.dx_toeplitz_quad
+                        else f", K pairs {'dhw'[p.dx_toeplitz_pair]}" if p.dx_method is DxMethod.TOEPLITZ
                         and p.dx_toeplitz_pair >= 0 else "")
                      + (f", W band {p.dx_w_band}" if p.dx_w_band else "")
                      + (f", co chunk {p.dx_co_chunk}" if p.dx_co_chunk else "")

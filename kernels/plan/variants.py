@@ -97,6 +97,9 @@ def _toeplitz_variants(g: ConvGeom, p: Plan, hw: TargetFigures | None) -> list[P
     larger = [b for b in bands if hw is not None and toeplitz.toeplitz_options(g, b)
               and not _check(g, variant(b, *toeplitz.toeplitz_options(g, b)[0]), hw)[0]]
     out = [variant(b, u, m) for b in larger[:1] + [p.dx_band] for u, m in toeplitz.toeplitz_options(g, b)]
+    # K quads (C_out <= 32): the h offset pairs share the d pairs' matmuls too
+    out += [replace(q, dx_toeplitz_quad=True) for q in out
+            if toeplitz.quad_legal(g, q.dx_toeplitz, q.dx_toeplitz_merge, q.dx_toeplitz_pair)]
     # W positions on M too (PSUM quadrants), with the same bands
     for b in larger[:1] + [p.dx_band]:
         for u, m, uw in toeplitz.toeplitz_w_options(g, b):

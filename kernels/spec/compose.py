@@ -9,6 +9,10 @@ from .dw_options import dw_defer_finish, dw_own_taps, dw_program_items, dw_tap_p
 from .dx_options import dx_program_items, dx_t_active, filters_by_dma
 from .record import DbMethod, DwMethod, DxMethod, Plan, Strategy
 
+# db by ScalarE on dx's bands (``Plan.pw_db_scalar``, per gradient): elements per activation, the size of
+# its discarded output tile
+DB_SCALAR_CHUNK = 2048
+
 
 def pw_shared_on(p: Plan) -> bool:
     """shared_dy with dw:dma_gemm: the pointwise kernel of ``nki_pw_shared`` (dx, dw, db from one dy load,

@@ -314,3 +314,75 @@ def test_store_tail_runs_ci_major_stores_side_by_side():
     assert subs and all(ci_major(g, sub) and store_dmas(g, sub) == g.c_in for sub in subs)
     tail = store_tail_ns(g, hw, u, band, bd, bh, merge)
     assert 0 <= tail < (g.c_in - 1) * hw.dma_fixed_ns, tail
+
+
+def quads(u, **more):
+    """``toeplitz`` with K pairs along d and K quads (the h offset pairs share the matmuls too)."""
+    return toeplitz(u, 0, dx_toeplitz_quad=True, **more)
+
+
+# C_out <= 32: four band copies fit K; 3x3x3 stride 1 (the nnU-Net encoder's structure), tails on both axes
+QUAD_GEOM = {"batch": 2, "c_in": 8, "c_out": 32, "size": (5, 7, 6), "kernel": (3, 3, 3), "padding": (1,) * 6}
+
+
+@pytest.mark.parametrize("c_out, u", [(32, (2, 2)), (32, (3, 2)), (16, (2, 3)), (8, (2, 2)), (20, (1, 2))],
+                         ids=["c32-2x2", "c32-3x2", "c16-2x3", "c8-2x2-dma", "c20-1x2-dma"])
+def test_toeplitz_quads_are_exact(c_out, u):
+    """Quads, d pairs and single offsets in one sub-box (tails); copies on VectorE (2 C_out 32 / 64) or by
+    DMA (2 C_out 16 / 40)."""
+    run_and_compare(**dict(QUAD_GEOM, c_out=c_out), grads=("dx",), plan_edit=quads(u))
+
+
+@pytest.mark.parametrize("lnc, grads", [(1, ("dx", "dw", "db")), (2, ("dx", "db"))], ids=["all", "lnc2"])
+def test_toeplitz_quads_other_modes(lnc, grads):
+    run_and_compare(**QUAD_GEOM, lnc=lnc, grads=grads, plan_edit=quads((2, 2), dx_band=(2, 7)))
+
+
+def test_quad_offsets_cover_every_position_tap_pair_once():
+    """Quads expanded to their four offsets (d pairs to two) meet every (u, t) pair of both axes once."""
+    from conv3d_bwd.kernels.dx_toeplitz import quad_offsets
+    from conv3d_bwd.kernels.geometry import Axis
+    line = tap_line(Axis(n=9, k=3, s=1, r=1, lo=1, hi=1), 0)
+    for ud_, uh_ in ((1, 1), (2, 2), (3, 2), (2, 5)):
+        met = []
+        for dd, dh, cp in quad_offsets((line, line), (ud_, uh_)):
+            steps = {1: ((0, 0),), 2: ((0, 0), (1, 0)), 4: ((0, 0), (1, 0), (0, 1), (1, 1))}[cp]
+            for sd, sh in steps:
+                met += [(a, ta, b, tb) for a in range(ud_) for ta in line.shifts if a - ta == dd + sd
+                        for b in range(uh_) for tb in line.shifts if b - tb == dh + sh]
+        want = [(a, ta, b, tb) for a in range(ud_) for ta in line.shifts for b in range(uh_) for tb in line.shifts]
+        assert sorted(met) == sorted(want), (ud_, uh_)
+
+
+def test_planner_offers_quads_for_c_out_32():
+    plan = plan_conv3d_bwd(*geom_shapes(QUAD_GEOM), **geom_kw(QUAD_GEOM))
+    assert any(a.dx_toeplitz_quad and "K quads dh" in a.label for a in plan.feasible_candidates())
+    wide = dict(QUAD_GEOM, c_out=33)
+    p2 = plan_conv3d_bwd(*geom_shapes(wide), **geom_kw(wide))
+    assert not any(a.dx_toeplitz_quad for a in p2.feasible_candidates())
+
+
+@pytest.mark.parametrize("c_out, engines", [(32, {64: "dma", 96: "dma"}), (16, {32: "dma", 48: "dma"})],
+                         ids=["c32", "c16"])
+def test_toeplitz_quad_copies_run_side_by_side(c_out, engines):
+    """Each quad copy of the dy band reads the first C_out partitions (none waits for another copy) and is
+    an SBUF->SBUF DMA (VectorE places the band and makes the pair copy)."""
+    from conv3d_bwd import nkisim
+    from conv3d_bwd.kernels import conv3d_bwd
+    from conv3d_bwd.kernels.plan import forced_plan
+
+    from .support import assert_bitwise_equal, exact_inputs, oracle
+    geom = dict(QUAD_GEOM, batch=1, c_out=c_out)
+    kw = {"padding": geom["padding"], "compute_dw": False, "compute_db": False}
+    dy, x, w = exact_inputs(geom["batch"], geom["c_in"], c_out, geom["size"], geom["kernel"], padding=geom["padding"])
+    plan = plan_conv3d_bwd(dy.shape, x.shape, w.shape, **kw)
+    with forced_plan(quads((2, 2))(plan)):
+        res = nkisim.run(conv3d_bwd, dy, x, w, **kw)
+    assert_bitwise_equal(("dx",), res, oracle(dy, x, w, "bf16", **kw), "bf16")
+    for start, engine in engines.items():
+        copies = [i for i in res.trace if i.op in ("tensor_copy", "dma_copy")
+                  and any(a.write and a.buffer == "sbuf" and a.partition_start == start and a.partitions == c_out
+                          for a in i.accesses)
+                  and all(a.partition_start == 0 for a in i.accesses if not a.write)]
+        # (the tap grids' copies, made once, are VectorE's or a DMA)
+        assert engine in {i.engine for i in copies}, (start, {i.engine for i in copies})
