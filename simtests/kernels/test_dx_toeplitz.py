@@ -288,14 +288,18 @@ def test_toeplitz_merged_one_tap_phases_are_exact(u, pair):
 
 
 def test_planner_offers_merged_toeplitz_for_one_tap_phases():
-    """One-tap phases of a strided D axis are in the domain (its phases share M); W on M is not offered
-    where the w axis (one tap, stride 1) needs an offset per position; stride 1 with one-tap spans stays out."""
+    """One-tap phases of a strided D axis are in the domain (its phases share M), with and without W on M
+    (offered even where it saves no matmul: the estimate decides); stride 1 with one-tap spans stays out."""
     plan = plan_conv3d_bwd(*geom_shapes(ONE_TAP), **geom_kw(ONE_TAP))
     g = plan.geometry()
     assert not toeplitz_domain(g)
-    assert toeplitz_w_options(g, (13, 5)) == ()
+    assert toeplitz_w_options(g, (13, 5))
     tz = [a for a in plan.feasible_candidates() if a.dx_method is DxMethod.TOEPLITZ]
-    assert tz and all(a.dx_toeplitz_merge[0] and not a.dx_toeplitz_w for a in tz)
+    assert tz and all(a.dx_toeplitz_merge[0] for a in tz if not a.dx_toeplitz_w)
+    w_mode_plans = [a for a in tz if a.dx_toeplitz_w]   # (U_d = 1: the d phases one at a time)
+    assert w_mode_plans
+    cheapest = min(w_mode_plans, key=lambda a: a.estimated_us)
+    run_and_compare(**ONE_TAP, plan_edit=lambda _plan: cheapest)
     flat = dict(ONE_TAP, kernel=(1, 1, 3), stride=(1, 1, 2), padding=(0, 0, 0, 0, 1, 1))
     why = toeplitz_domain(plan_conv3d_bwd(*geom_shapes(flat), **geom_kw(flat)).geometry())
     assert "one-tap span" in why
