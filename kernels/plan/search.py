@@ -56,6 +56,7 @@ def _label(p: Plan) -> str:
         band += f"{p.dw_split} split, " if (p.lnc == 2 and p.dw_split != "positions") else ""
         rng = f", ci-range {p.dw_ci_range}" if p.dw_ci_range < p.x_shape[1] else ""
         rng += f", taps/pass {p.dw_tap_range}" if p.dw_tap_range else ""
+        rng += f", co-tiles/pass {p.dw_co_pass}" if p.dw_co_pass else ""
         xs = "x-stationary, " if p.dw_x_stationary else ""
         band += "fine taps, " if p.dw_tap_fine else ""
         rng += ", xT dma" if p.dw_xt_dma else ""
