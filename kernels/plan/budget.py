@@ -19,6 +19,7 @@ from ..schedule import (
     PMAX,
     axis_bands,
     axis_covered,
+    axis_live,
     box_block_sizes,
     dw_x_extent,
     dw_x_stage_elems,
@@ -61,6 +62,7 @@ from ..spec.dx_options import (
     dpairs_illegal,
     dx_co_chunk_legal,
     dx_co_resident,
+    dx_dy_clip_legal,
     dx_program_items,
     dx_t_active,
     dx_w_band_legal,
@@ -72,13 +74,13 @@ from ..spec.record import DbMethod, DwMethod, DxMethod, Plan, Strategy, replace
 from ..xt_rows import zero_by_memset
 
 
-def _dx_dy_extent(g: ConvGeom, band: tuple[int, int], w_band: int = 0) -> tuple[int, int, int]:
+def _dx_dy_extent(g: ConvGeom, band: tuple[int, int], w_band: int = 0, clip: bool = False) -> tuple[int, int, int]:
     """The largest dy buffer extent (D, H, W) over the dx bands (``w_band``: W input columns per band, 0
-    whole rows)."""
+    whole rows; ``clip``: the bands clipped to their live taps' rows, ``Plan.dx_dy_clip``)."""
     ext = []
-    for a in range(2):
-        ext.append(max((b.extent for b in axis_bands(g.axes[a], band[a])), default=0))
-    ext.append(max(b.extent for b in axis_bands(g.axes[2], w_band or g.axes[2].n)))
+    for a, rows in enumerate((band[0], band[1], w_band or g.axes[2].n)):
+        ext.append(max(((axis_live(g.axes[a], b)[0] if clip else b).extent for b in axis_bands(g.axes[a], rows)),
+                       default=0))
     return ext[0], ext[1], ext[2]
 
 
@@ -110,7 +112,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         filt = ((2 if chunked else 1) * co_res * g.taps * ci_res * ds if p.dx_regions == 1
                 else g.taps * PMAX * ds)
         wcols = dx_w_cols(g, p)   # (dx_w_band: a band's W columns and its dy halo)
-        ext = _dx_dy_extent(g, p.dx_band, wcols)
+        ext = _dx_dy_extent(g, p.dx_band, wcols, dx_dy_clip_legal(g, p))
         dyb = p.dy_bufs * co_res * ext[0] * ext[1] * ext[2] * ds
         plane = 2 * p.dx_band[0] * p.dx_band[1] * (wcols or W) * ds
         # (chunked: the band's fp32 sums, one per C_in tile of the group)
@@ -293,6 +295,10 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
                 "no dx^T or D-phase pairs) with fewer C_out tiles per chunk than C_out has, db not folded on dx, "
                 "filters loaded in dx (not first), no dx inside / between dw, dw-interleaving, prefetch or "
                 "early band"), b
+    if p.dx_dy_clip and not dx_dy_clip_legal(g, p):
+        return ("dx_dy_clip needs the per-gradient gather (gemm / gather_s1 / phase_gather, one band per plane, no "
+                "dx^T or D-phase pairs), db not folded on dx, no dx inside / between dw, dw-interleaving, prefetch "
+                "or early band"), b
     if p.dx_w_band and not dx_w_band_legal(g, p):
         return ("dx_w_band needs the per-gradient gather (gemm / gather_s1 / phase_gather, one band per plane, "
                 "no dx^T or D-phase pairs) with fewer columns than W, db not folded on dx, no dx inside / "

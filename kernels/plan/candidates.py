@@ -67,7 +67,7 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
     ranges = [r for r in ranges if r % dw_ci == 0 or r == g.c_in]
 
     def plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng, cdx_=cdx, cdw_=cdw, taps=0, wband=0,
-             dx_wband=0, dx_co=0, dw_co=0) -> Plan:
+             dx_wband=0, dx_co=0, dw_co=0, dx_clip=False) -> Plan:
         b = dict(base, compute_dx=cdx_, compute_dw=cdw_)
         return Plan(**b, strategy=strat, dx_method=_dx_method(g) if cdx_ else None,
                     dw_method=dw_m if cdw_ else None, db_method=db, dx_band=dxb, dw_band=dwb,
@@ -75,12 +75,13 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                     dw_co_chunk=min(n_co, 2 if strat is Strategy.SHARED_DY else 3), dw_ci_range=rng,
                     dy_bufs=2, dw_tap_range=taps, dw_x_stationary=xs and cdw_,   # xs: the loop's dw option
                     dw_w_band=wband if cdw_ else 0, dx_w_band=dx_wband if cdx_ else 0,
-                    dx_co_chunk=dx_co if cdx_ else 0, dw_co_pass=dw_co if cdw_ else 0)
+                    dx_co_chunk=dx_co if cdx_ else 0, dw_co_pass=dw_co if cdw_ else 0,
+                    dx_dy_clip=dx_clip and cdx_)
 
     plans: list[Plan] = []
     for dw_m, G, xs in dw_opts:
         # dx tilings that fit alone (the per-gradient dx section)
-        dx_cfgs = [(full, dw_ci, False, 0, 0)]
+        dx_cfgs = [(full, dw_ci, False, 0, 0, False)]
         if cdx:
             dx_cfgs = []
             fitting = 0
@@ -96,13 +97,19 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                     # the filters load before dw
                     if fitting >= 2 or len(ci_opts) < 2 or g.c_in <= dw_ci:
                         break
-            dx_cfgs = [cfg + (0, 0) for cfg in dx_cfgs]
-            if not fitting:   # no whole-row dx band fits: W bands (dx_w_band), else C_out chunks (dx_co_chunk)
-                def dx_only(band, t, o, wb, co=0, m=dw_m, gg=G):
-                    return plan(Strategy.PER_GRADIENT, m, gg, None, band, t, o, full, g.c_in, cdw_=False, dx_wband=wb,
-                                dx_co=co)
-                dx_cfgs = ([cfg + (0,) for cfg in _dx_w_tilings(g, hw, dx_bands, ci_opts, dx_only)]
-                           or _dx_co_tilings(g, hw, dx_bands, ci_opts, dx_only) or dx_cfgs)
+            dx_cfgs = [cfg + (0, 0, False) for cfg in dx_cfgs]
+            if not fitting:   # no whole-row dx band fits: W bands (dx_w_band), else C_out chunks (dx_co_chunk),
+                # else (the kernel's reach far beyond dy) the same with dy bands clipped to the live taps' rows
+                for clip in (False, True):
+                    def dx_only(band, t, o, wb, co=0, m=dw_m, gg=G, c_=clip):
+                        return plan(Strategy.PER_GRADIENT, m, gg, None, band, t, o, full, g.c_in, cdw_=False,
+                                    dx_wband=wb, dx_co=co, dx_clip=c_)
+                    whole = _dx_clip_rows(g, hw, dx_bands, ci_opts, dx_only) if clip else []
+                    found = (whole or [cfg + (0,) for cfg in _dx_w_tilings(g, hw, dx_bands, ci_opts, dx_only)]
+                             or _dx_co_tilings(g, hw, dx_bands, ci_opts, dx_only))
+                    if found:
+                        dx_cfgs = [cfg + (clip,) for cfg in found]
+                        break
         dw_cfgs = [((g.axes[0].o, g.axes[1].o), g.c_in, 0, 0, 0)]
         if cdw and dw_m is not DwMethod.DMA_GEMM:
             def dw_only(band, r, taps, wb=0, co=0, m=dw_m, gg=G):
@@ -129,10 +136,10 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                             # shared-dy pointwise (nki_pw_shared) has no dx variants
                             plans += _pw_variants(p) if pw_shared_on(p) else _with_regions(g, p, hw)
                     continue
-                for dxb, ci_tile, ci_outer, dx_wb, dx_co in dx_cfgs:
+                for dxb, ci_tile, ci_outer, dx_wb, dx_co, dx_clip in dx_cfgs:
                     for dwb, rng, taps, wb, dw_co in dw_cfgs:
                         p = plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng, taps=taps, wband=wb,
-                                 dx_wband=dx_wb, dx_co=dx_co, dw_co=dw_co)
+                                 dx_wband=dx_wb, dx_co=dx_co, dw_co=dw_co, dx_clip=dx_clip)
                         if db is not DbMethod.FOLD or _fold_ok(g, p):
                             plans += _with_regions(g, p, hw)
     return plans + _small_extent_plans(g, plans) + _s2d_plans(g, base, hw) + _kd_moving_plans(g, base, hw)
@@ -235,6 +242,17 @@ def _dx_w_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ci_opts: list, ma
                     if not _check(g, make(b, t, o, wb), hw)[0]]
             if fits:
                 return [(band, t, o, wb) for band in fits]
+    return []
+
+
+def _dx_clip_rows(g: ConvGeom, hw: TargetFigures, bands: list, ci_opts: list, make) -> list:
+    """(band, C_in tile, C_in-outer, W band, C_out chunk) of whole-row gather dx with clipped dy bands
+    (``make`` builds them): the first two fitting bands of the first C_in option that has one."""
+    for t, o in ci_opts:
+        fits = [b for b in _first_fits(lambda band, t_=t, o_=o: make(band, t_, o_, 0), bands, hw, g)
+                if not _check(g, make(b, t, o, 0), hw)[0]]
+        if fits:
+            return [(band, t, o, 0, 0) for band in fits]
     return []
 
 

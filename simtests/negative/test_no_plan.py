@@ -11,9 +11,9 @@ from conv3d_bwd.kernels.errors import Conv3dBwdPlanError
 from conv3d_bwd.kernels.plan import plan_conv3d_bwd
 from conv3d_bwd.kernels.plan.no_plan import bounding_rejection, no_plan_message
 
-# one channel, a 32 x 32 x 32 filter over a 32 x 32 x 32 input, fp32: one output position reads every input
-# position, so dw's x band of even a one-position box (two buffers of 32^3 x 4 B) does not fit SBUF
-HOPELESS = ((1, 1, 1, 1, 1), (1, 1, 32, 32, 32), (32, 32, 32, 1, 1))
+# one channel, a 40 x 40 x 40 filter over a 40 x 40 x 40 input, fp32: one output position reads every input
+# position, so dw's x band of even a one-position box (two buffers of 40^3 x 4 B) does not fit SBUF
+HOPELESS = ((1, 1, 1, 1, 1), (1, 1, 40, 40, 40), (40, 40, 40, 1, 1))
 
 
 def test_hopeless_geometry_counts_every_rejection_and_leads_with_the_closest():

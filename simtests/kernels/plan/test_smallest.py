@@ -25,8 +25,8 @@ def _problem(batch, c_in, c_out, size, kernel, stride=(1, 1, 1), padding=(0,) * 
     return g, base, shapes, {**kw, **flags}
 
 
-# geometries whose whole-row bands do not fit (W bands, column-chunked filter staging, dx C_out chunks, dw C_out
-# passes): each has a plan
+# geometries whose whole-row bands do not fit (W bands, column-chunked filter staging, dx C_out chunks, clipped dy
+# bands, dw C_out passes): each has a plan
 FITTING = [
     pytest.param({"batch": 1, "c_in": 1, "c_out": 1, "size": (16, 4, 132), "kernel": (7, 7, 1), "padding": (0, 3, 0, 3, 0, 3),
                       "dilation": (3, 1, 1), "dtype": "fp32", "grads": ("dw",)}, id="dw-x-row-too-wide"),
@@ -38,6 +38,8 @@ FITTING = [
                   "target": "trn1"}, id="all-c-out-100000-trn1"),
     pytest.param({"batch": 1, "c_in": 1, "c_out": 2048, "size": (20, 20, 20), "kernel": (3, 3, 3), "padding": (8,) * 6,
                   "dilation": (8, 8, 8), "grads": ("dx",)}, id="dx-c-out-chunks"),
+    pytest.param({"batch": 1, "c_in": 1, "c_out": 256, "size": (2, 2, 2), "kernel": (3, 3, 3), "padding": (40,) * 6,
+                  "dilation": (40, 40, 40), "grads": ("dx",)}, id="dx-reach-beyond-dy"),
     pytest.param({"batch": 1, "c_in": 3, "c_out": 5, "size": (2, 3, 9000), "kernel": (1, 3, 5), "padding": (0, 0, 1, 1, 2, 2),
                       "grads": ("dx", "dw", "db")}, id="w-9000"),
 ]
