@@ -17,6 +17,7 @@ from ..schedule import (
     FILTER_RUN_ROWS,
     MOVING_MAX,
     PMAX,
+    axis_live,
     box_block_sizes,
     dw_x_extent,
     dw_x_fill,
@@ -56,6 +57,7 @@ from ..spec.dx_options import (
     _filter_group,
     dx_ci_split_on,
     dx_co_chunks,
+    dx_dy_clip_legal,
     dx_program_items,
     dx_t_active,
     dx_w_bands,
@@ -241,8 +243,9 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             fills = []
             w_bands = dx_w_bands(g, p)
             fill_items = [it for it in items for _bw in w_bands]   # (dx_w_band: a load per W band)
+            clip = dx_dy_clip_legal(g, p)   # (dx_dy_clip: the clipped buffers' fills)
             for (_b, bd, bh), bw in ((it, bw) for it in items for bw in w_bands):
-                bands3 = (bd, bh, bw)
+                bands3 = tuple(axis_live(g.axes[a], b_)[0] for a, b_ in enumerate((bd, bh, bw))) if clip else (bd, bh, bw)
                 ext = [b_.extent for b_ in bands3]
                 if min(ext) <= 0:
                     fills.append(None)
@@ -320,11 +323,13 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         elif p.dx_regions == 1 and dx_ci_split_on(g, p):
             for _b, bd, bh in items:
                 for bw in dx_w_bands(g, p):
-                    _estimate_dx_band(c, g, None, bd, bh, ci_tiles, n_co, fp32, two, W, bw, len(chunks))
+                    _estimate_dx_band(c, g, None, bd, bh, ci_tiles, n_co, fp32, two, W, bw, len(chunks),
+                                      dx_dy_clip_legal(g, p))
         elif p.dx_regions == 1:
             for _b, bd, bh in items:
                 for bw in dx_w_bands(g, p):
-                    c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh, False, bw, len(chunks)))
+                    c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh, False, bw, len(chunks),
+                                         dx_dy_clip_legal(g, p)))
         else:   # one band's compute per pack; its store once per region
             for pack in dx_packs(g, items, p.dx_regions):
                 _b, bd, bh = pack[0]
