@@ -1,12 +1,12 @@
 """The smallest tiling of a problem: the per-partition working set below which no plan can go.
 
 Per gradient, one-row bands over D and H, one W column per band (W bands), gather dx with C_in tiles of
-one channel loaded one at a time and one C_out tile at a time (C_out chunks), its dy bands holding only the
-rows live taps read (clipped), box-mode dw one tap per matmul,
-one tap and one C_out tile per pass (C_out passes), the smallest C_in range the planner offers, db in its own
-pass. When even this does not fit SBUF the geometry has no plan on the target, and the no-plan message names
-the buffer that does not fit and by how much; when it fits, the planner must find a plan (the random sweep
-counts a missing one as a failure).
+one channel loaded one at a time, one C_out tile at a time (C_out chunks) and its dy bands holding only the
+rows live taps read (clipped), box-mode dw with one tap per matmul, one tap and one C_out tile per pass
+(C_out passes), the smallest C_in range the planner offers, db in its own pass. When even this does not fit
+SBUF the geometry has no plan on the target, and the no-plan message names the buffer that does not fit
+and by how much; when it fits, the planner must find a plan (the random sweep counts a missing one as a
+failure).
 """
 from __future__ import annotations
 

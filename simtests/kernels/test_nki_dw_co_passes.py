@@ -67,7 +67,7 @@ def test_co_passes_with_w_bands_tap_passes_and_ci_ranges_are_exact(monkeypatch):
     run_and_compare(**dict(BOX, c_in=5), dtype="fp32", grads=("dw",),
                     plan_edit=_force_co_pass(DwMethod.TAP_GEMM, 2, dw_w_band=2, dw_tap_range=5, dw_ci_range=3))
     # C_out passes outermost, then the C_in ranges, then the tap passes: 2 x 2 x 3 states
-    assert [r for r in seen] == [(0, 256)] * 6 + [(256, 300)] * 6
+    assert seen == [(0, 256)] * 6 + [(256, 300)] * 6
 
 
 def test_co_passes_with_every_gradient_are_exact():
