@@ -80,15 +80,15 @@ def axis_bands(ax: Axis, band: int) -> tuple[AxisBand, ...]:
 
 
 @lru_cache(maxsize=4096)
-def axis_live(ax: Axis, bb: AxisBand) -> tuple[AxisBand, dict[int, frozenset[int]]]:
-    """``bb`` clipped to the dy rows that matter, and per stride phase the taps that read dy.
+def axis_live(ax: Axis, bb: AxisBand) -> tuple[AxisBand, tuple[frozenset[int], ...]]:
+    """``bb`` clipped to the dy rows that matter, and per stride phase (indexed by it) the taps that read dy.
 
     A tap whose dy window for the phase's positions of the band lies wholly outside dy ([0, o)) reads
     zeros only (a tiny input under a huge dilation: most of the kernel's reach): it adds nothing, so it
     is skipped, and the band's buffer holds only the windows of the other taps and the rows the band
     owns (q0, q1 narrowed, nothing else moved)."""
     lo, hi = (bb.own0, bb.own1) if bb.own1 > bb.own0 else (bb.q1, bb.q0)
-    live = {}
+    live = []
     for ph in range(ax.s):
         j0, j1 = ax.phase_j_range(ph, bb.i0, bb.i1)
         taps = set()
@@ -97,11 +97,11 @@ def axis_live(ax: Axis, bb: AxisBand) -> tuple[AxisBand, dict[int, frozenset[int
             if w1 > 0 and w0 < ax.o:
                 taps.add(k)
                 lo, hi = min(lo, w0), max(hi, w1)
-        live[ph] = frozenset(taps)
+        live.append(frozenset(taps))
     lo, hi = max(lo, bb.q0), min(hi, bb.q1)
     if hi <= lo:   # no live tap, no owned row: an empty buffer
         lo = hi = min(max(bb.own0, bb.q0), bb.q1)
-    return replace(bb, q0=lo, q1=hi), live
+    return replace(bb, q0=lo, q1=hi), tuple(live)
 
 
 def live_phase_work(geom: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand]
