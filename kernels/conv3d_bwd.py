@@ -1,5 +1,6 @@
 """The NKI kernel ``conv3d_bwd``: validation, the plan, and the dx / dw / db sections it runs."""
 import os
+from itertools import pairwise
 
 import nki
 import nki.isa as nisa
@@ -31,6 +32,7 @@ from .plan.search import plan_conv3d_bwd
 from .schedule import axis_bands
 from .spec.compose import (
     db_taps_local,
+    dw_interleave_ok,
     dx_band_early_on,
     dx_between_on,
     dx_box_items,
@@ -176,7 +178,7 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
             run_dw_kd_moving(g, dy, x_in, dw, dtype, ctx.evict, pid, lnc)
         elif plan.dw_method is DwMethod.DMA_GEMM:
             run_dw_gemm_dma(ctx, pid, lnc, db_in_dw)
-        elif plan.dw_interleave and compute_dx and toeplitz:
+        elif plan.dw_interleave and compute_dx and dw_interleave_ok(g, plan):
             dw_steps = _Steps(dw_streaming_steps(ctx, pid, lnc, db_in_dw))
         else:
             if compute_dx and dx_between_on(g, plan):   # D-phase-pairs dx steps between dw's x^T bundles
@@ -211,6 +213,9 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
             rows = [max((bb.own1 - bb.own0 for bb in _bands(g, plan, a)), default=0) for a in range(2)]
             dw_state = DwState(ctx, rows, direct=dw_direct(g, plan), db_state=db_in_dw)
 
+        boxes = [(b, (bd.own0, bd.own1), (bh.own0, bh.own1)) for b, bd, bh in mine]
+        next_box = dict(pairwise(boxes))
+
         def on_band(b, bd, bh, bw, bufs):
             if bufs is None:
                 return
@@ -220,13 +225,17 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
                 for c, v in enumerate(views):
                     db_state.add(c, v)
             if dw_state is not None:
-                dw_state.add_box(b, (bd.own0, bd.own1), (bh.own0, bh.own1), views)
+                box = (b, (bd.own0, bd.own1), (bh.own0, bh.own1))
+                if box in next_box:   # (the bands come in item order: the next item's box follows)
+                    dw_state.expect(*next_box[box])
+                dw_state.add_box(*box, views)
 
         hook = on_band if (db_in_dx or dw_state) else None
         if toeplitz:
             run_dx_toeplitz(ctx, mine, hook, first_filters, dw_steps.between(len(mine)) if dw_steps else None)
         elif not dx_runs:   # under the LNC2 C_in split: every item, this program's C_in groups
-            _run_gather_dx(ctx, mine, hook, first_filters, prefetch, pid, lnc, early)
+            _run_gather_dx(ctx, mine, hook, first_filters, prefetch, pid, lnc, early,
+                           dw_steps.between_bands() if dw_steps else None)
         if dw_state is not None:
             dw_state.finish(pid, lnc)
     if dw_steps is not None:   # the boxes dx's items did not take, then dw's finish
@@ -267,9 +276,9 @@ class LateFilters:
         yield from dx_dpairs_steps(self.ctx, mine, bands, self.tiles, None)
 
 
-def _run_gather_dx(ctx, mine, hook, first_filters, prefetch, pid, lnc, early):
+def _run_gather_dx(ctx, mine, hook, first_filters, prefetch, pid, lnc, early, between=None):
     run_dx(ctx, mine, hook, first_filters, prefetch, dx_program_groups(ctx.g, ctx.plan, pid, lnc),
-           early.pop() if early else None)
+           early.pop() if early else None, between)
     return True
 
 
@@ -305,6 +314,12 @@ class _Steps:
         def run(i):
             while self.done < -(-(i if n_items > 1 else i + 1) * self.boxes // n_items):
                 self._step()
+        return run
+
+    def between_bands(self):
+        """``between`` for the gather (``run_dx``): before dx band k of n, dw's boxes up to k * boxes / n."""
+        def run(k, n):
+            self.between(n)(k)
         return run
 
     def drain(self):

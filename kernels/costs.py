@@ -10,7 +10,8 @@ latency.
 """
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from conv3d_bwd.nkisim.cost import TARGETS as COST_TARGETS
@@ -68,6 +69,13 @@ class TargetFigures:
         """Share of the DMA bandwidth a transfer of ``run_bytes`` contiguous runs uses."""
         return run_bytes / (run_bytes + self.dma_descriptor_overhead_bytes)
 
+    def lone_dma_ns(self, nbytes: float, run_bytes: float, partitions: int) -> float:
+        """One transfer alone on the queues (nkisim): start latency, then its bytes at the share of the
+        16 DMA engines its partitions reach (``min(16, ceil(P / 8))`` of them)."""
+        run = max(1.0, min(run_bytes, nbytes))
+        rate = min(16, -(-max(1, partitions) * 16 // 128)) / 16
+        return self.dma_fixed_ns + nbytes / (self.dma_bytes_per_ns * self.descriptor_efficiency(run)) / rate
+
     def compute_overhead(self, engine: str) -> float:
         """Fixed cycles per instruction of a VectorE / ScalarE / GpSimd instruction."""
         return self.vector_overhead_cycles if engine == "vector" else self.access_overhead_cycles
@@ -100,6 +108,8 @@ class CostSheet:
     waits: dict[str, float] = field(default_factory=dict)
     # pipelined steps per section (``pipeline_steps``; ``section_ns``'s few-step term)
     steps: dict[str, int] = field(default_factory=dict)
+    # units per section streamed through a load ring (``ring_units``)
+    units: dict[str, int] = field(default_factory=dict)
     # per section: the wait for its first step's loads already charged in the fill (``pipeline_head``)
     steps_head: dict[str, float] = field(default_factory=dict)
     # per section: the DMA -> PE flow-shop makespan of its steps (``flow_shop``; ``section_ns``'s ``flow_ns``)
@@ -115,6 +125,17 @@ class CostSheet:
     # per section: the DGE issue time per queue charged in it (``section_busy``'s queue floor)
     section_queues: dict[str, dict[str, float]] = field(default_factory=dict)
     _qmark: dict[str, float] = field(default_factory=dict)
+    # the part of ``queue_issue`` booked under ``ahead`` (loads no engine's program order holds), in total
+    # and per section; ``ahead_tail``: per section, the share of its run after its last ahead load lands
+    ahead_issue: dict[str, float] = field(default_factory=dict)
+    section_ahead: dict[str, dict[str, float]] = field(default_factory=dict)
+    ahead_tail: dict[str, float] = field(default_factory=dict)
+    _amark: dict[str, float] = field(default_factory=dict)
+    _ahead: bool = False
+    # stores that wait for one another (``dma``'s ``serial``): their lone times in total and per section
+    serial_ns: float = 0.0
+    section_serial: dict[str, float] = field(default_factory=dict)
+    _smark: float = 0.0
 
     def section(self, name: str) -> None:
         """Charge what follows to section ``name`` (the busy time since the previous call goes to the
@@ -132,8 +153,55 @@ class CostSheet:
             if ns != self._qmark.get(q, 0.0):
                 acc_q = self.section_queues.setdefault(self._open, {})
                 acc_q[q] = acc_q.get(q, 0.0) + ns - self._qmark.get(q, 0.0)
+        for q, ns in self.ahead_issue.items():
+            if ns != self._amark.get(q, 0.0):
+                acc_a = self.section_ahead.setdefault(self._open, {})
+                acc_a[q] = acc_a.get(q, 0.0) + ns - self._amark.get(q, 0.0)
+        if self.serial_ns != self._smark:
+            self.section_serial[self._open] = self.section_serial.get(self._open, 0.0) + self.serial_ns - self._smark
         self._mark = dict(self.busy)
         self._qmark = dict(self.queue_issue)
+        self._amark = dict(self.ahead_issue)
+        self._smark = self.serial_ns
+
+    def serial_trail(self, ns: float) -> None:
+        """The open section's last serial store is charged as its trail (``ns``: what the trail charges of
+        it): not also in the chain."""
+        self.serial_ns -= max(0.0, min(ns, self.serial_ns - self._smark))
+
+    def serial_start(self, items: int) -> None:
+        """The open section's serial stores start after its first of ``items`` even bands is computed: their
+        chain begins with that band's TensorE work."""
+        if self.serial_ns > self._smark and items > 0:
+            self.serial_ns += (self.busy["tensor"] - self._mark["tensor"]) / items
+
+    def serial_lanes(self, lanes: int) -> None:
+        """The open section's serial stores so far form ``lanes`` chains that run side by side (stores of
+        different outputs' regions that no span overlap orders)."""
+        if lanes > 1:
+            self.serial_ns -= (self.serial_ns - self._smark) * (1.0 - 1.0 / lanes)
+
+    @contextmanager
+    def ahead(self) -> Iterator[None]:
+        """DMA charged inside runs ahead of program order: loads from HBM into tiles of their own that nothing
+        holds (no buffer to wait for: dx's transposed filters), which nkisim starts as soon as their queue is
+        free, beside whatever the engines run. Their descriptor generation is not a floor of their section's
+        DMA but a chain per queue from the kernel's start (``compose_ns``'s ``ahead``)."""
+        before, self._ahead = self._ahead, True
+        try:
+            yield
+        finally:
+            self._ahead = before
+
+    def ahead_share(self, share: float) -> None:
+        """The open section runs ``share`` of its time after its last ahead load lands (C_in-outer dx: the
+        last group's matmuls wait for that group's filters)."""
+        self.ahead_tail[self._open] = share
+
+    def queue_share(self, queue: str) -> int:
+        """How many queues take ``queue``'s instructions (an unknown-trigger hardware-DGE instruction takes
+        the less busy of the two)."""
+        return max(1, self.hw.target.hwdge_queues) if queue == DmaQueue.HWDGE_ANY.value else 1
 
     def queue_floor_ns(self, queues: dict[str, float] | None = None) -> float:
         """The longest DMA queue's descriptor generation (``queues``: issue ns per queue, default this
@@ -141,12 +209,27 @@ class CostSheet:
         instruction's descriptors at a time; an unknown-trigger hardware-DGE instruction takes the
         less busy of the two queues)."""
         queues = self.queue_issue if queues is None else queues
-        share = {DmaQueue.HWDGE_ANY.value: max(1, self.hw.target.hwdge_queues)}
-        return max((ns / share.get(q, 1) for q, ns in queues.items()), default=0.0)
+        return max((ns / self.queue_share(q) for q, ns in queues.items()), default=0.0)
 
     def dma_ns(self) -> float:
         """The DMA's time: its bandwidth time, at least the longest queue's issue time."""
         return max(self.busy["dma"], self.queue_floor_ns())
+
+    def serial_floors(self) -> dict[str, float]:
+        """Per section, its chain of serial stores (``dma``'s ``serial``): a floor of its time (a latency
+        chain, not bandwidth the other engines stall on)."""
+        self._close()
+        return dict(self.section_serial)
+
+    def queue_times(self) -> dict[str, dict[str, float]]:
+        """Per section, the descriptor generation per queue in queue time (``queue_share``)."""
+        self._close()
+        return {k: {q: ns / self.queue_share(q) for q, ns in v.items()} for k, v in self.section_queues.items()}
+
+    def ahead_queues(self) -> dict[str, dict[str, float]]:
+        """Per section, the ahead loads' descriptor generation per queue in queue time (``queue_share``)."""
+        self._close()
+        return {k: {q: ns / self.queue_share(q) for q, ns in v.items()} for k, v in self.section_ahead.items()}
 
     def section_busy(self) -> dict[str, dict[str, float]]:
         """Busy ns per engine of every section charged so far (they sum to ``busy``), plus the
@@ -154,11 +237,17 @@ class CostSheet:
         self._close()
         out = {k: dict(v) for k, v in self.sections.items()}
         for k, queues in self.section_queues.items():   # a section's DMA takes at least its queues' issue
-            sec = out.setdefault(k, dict.fromkeys(ENGINES, 0.0))
-            sec["dma"] = max(sec["dma"], self.queue_floor_ns(queues))
+            sec = out.setdefault(k, dict.fromkeys(ENGINES, 0.0))   # (but for its ahead loads': compose_ns)
+            ahead = self.section_ahead.get(k, {})
+            sec["dma"] = max(sec["dma"], self.queue_floor_ns({q: ns - ahead.get(q, 0.0) for q, ns in queues.items()}))
         for k, ns in self.waits.items():
             out.setdefault(k, dict.fromkeys(ENGINES, 0.0))["dma"] += ns
         return out
+
+    def ring_units(self, n: int) -> None:
+        """The open section streams ``n`` more units through its load ring (dw's boxes): a queue it loads
+        from, taken by other work, stalls it beyond about one unit's time (``compose_ns``)."""
+        self.units[self._open] = self.units.get(self._open, 0) + n
 
     def pipeline_steps(self, n: int) -> None:
         """The open section streams ``n`` more pipelined steps (dw's x^T tiles of its row passes): with few
@@ -224,14 +313,23 @@ class CostSheet:
         time the queue(s) serialise: a hardware-DGE instruction of unknown trigger shares the two queues."""
         route = dma_issue(op, self.hw.target, src_shape=src_shape, itemsize=itemsize)
         self.queue_issue[route.queue] = self.queue_issue.get(route.queue, 0.0) + count * route.issue_ns
+        if self._ahead:
+            self.ahead_issue[route.queue] = self.ahead_issue.get(route.queue, 0.0) + count * route.issue_ns
         self.dge_gpsimd_ns += count * route.gpsimd_ns
         share = self.hw.target.hwdge_queues if route.queue == DmaQueue.HWDGE_ANY.value else 1
         return route.issue_ns / max(1, share)
 
-    def dma(self, nbytes: float, run_bytes: float, count: float = 1) -> None:
-        """``count`` ``dma_copy`` of ``nbytes`` each in contiguous runs of ``run_bytes``."""
+    def dma(self, nbytes: float, run_bytes: float, count: float = 1, serial: int = 0) -> None:
+        """``count`` ``dma_copy`` of ``nbytes`` each in contiguous runs of ``run_bytes``. ``serial`` (the
+        transfer's on-chip partitions): a store into an output whose earlier stores it must wait for
+        (nkisim orders two writes of one HBM tensor whose element spans overlap, and a store of several
+        channels of a channel-major tensor spans every other store of those channels), so these stores
+        run one after another, each alone (``TargetFigures.lone_dma_ns``): the section's DMA lasts at least
+        their sum."""
         if nbytes <= 0 or count <= 0:
             return
+        if serial:
+            self.serial_ns += count * self.hw.lone_dma_ns(nbytes, run_bytes, serial)
         run = max(1.0, min(run_bytes, nbytes))
         issue = self._issue("dma_copy", count)
         # at least the queue's issue time per instruction (descriptor generation is serial per queue)
@@ -266,6 +364,9 @@ class CostSheet:
             self.counts[k] = self.counts.get(k, 0) + v
         for q, v in other.queue_issue.items():
             self.queue_issue[q] = self.queue_issue.get(q, 0.0) + v
+        for q, v in other.ahead_issue.items():
+            self.ahead_issue[q] = self.ahead_issue.get(q, 0.0) + v
+        self.serial_ns += other.serial_ns
         for op, v in other.dma_op_ns.items():
             self.dma_op_ns[op] = self.dma_op_ns.get(op, 0.0) + v
         self.dge_gpsimd_ns += other.dge_gpsimd_ns
@@ -277,6 +378,8 @@ class CostSheet:
         for e in ENGINES:
             out.busy[e] = self.busy[e] * factor
         out.queue_issue = {q: ns * factor for q, ns in self.queue_issue.items()}
+        out.ahead_issue = {q: ns * factor for q, ns in self.ahead_issue.items()}
+        out.serial_ns = self.serial_ns * factor
         if factor == 1.0:
             out.counts = dict(self.counts)
         return out
@@ -289,6 +392,9 @@ class CostSheet:
             out.counts[k] = self.counts.get(k, 0) + other.counts.get(k, 0)
         for q in set(self.queue_issue) | set(other.queue_issue):
             out.queue_issue[q] = self.queue_issue.get(q, 0.0) + other.queue_issue.get(q, 0.0)
+        for q in set(self.ahead_issue) | set(other.ahead_issue):
+            out.ahead_issue[q] = self.ahead_issue.get(q, 0.0) + other.ahead_issue.get(q, 0.0)
+        out.serial_ns = self.serial_ns + other.serial_ns
         out.dge_gpsimd_ns = self.dge_gpsimd_ns + other.dge_gpsimd_ns
         for op in set(self.dma_op_ns) | set(other.dma_op_ns):
             out.dma_op_ns[op] = self.dma_op_ns.get(op, 0.0) + other.dma_op_ns.get(op, 0.0)
@@ -301,6 +407,8 @@ class CostSheet:
 # every other section is a *body*.
 LEAD_SECTIONS = frozenset({"dx_filters", "dx_prefetch"})
 TRAIL_SECTIONS = frozenset({"dw_finish", "dx_tail", "db_store"})
+# the bodies that read the leads' loads (dx's filters, its prefetched band)
+LEAD_READERS = frozenset({"dx", "dx+dw"})
 COMPUTE = ("tensor", "vector", "scalar", "gpsimd")
 
 
@@ -366,7 +474,9 @@ def section_ns(busy: dict[str, float], loss: float = SECTION_LOSS, power: float 
 def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns: float,
                hw: TargetFigures, steps: dict[str, int] | None = None,
                steps_head: dict[str, float] | None = None, loss: dict[str, float] | None = None,
-               flow: dict[str, float] | None = None) -> float:
+               flow: dict[str, float] | None = None, ahead: dict[str, dict[str, float]] | None = None,
+               ahead_tail: dict[str, float] | None = None, queues: dict[str, dict[str, float]] | None = None,
+               floors: dict[str, float] | None = None, units: dict[str, int] | None = None) -> float:
     """Modelled time of a kernel from the busy time of its sections, taken in issue order (max-plus):
 
     - a *body* section occupies the engines for ``section_ns`` of its busy time; bodies run one after the
@@ -381,19 +491,50 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
     A section missing from ``order`` is a body appended at the end. ``steps``: the pipelined steps of a
     body (``CostSheet.steps``; ``section_ns``). ``loss``: a body's stall-share factor when not
     SECTION_LOSS (``section_ns``). ``flow``: a body's DMA -> PE flow-shop makespan (``CostSheet.flow``).
+
+    ``ahead`` (``CostSheet.ahead_queues``): per section, the queue time of its loads that run ahead of
+    program order (dx's filters); ``queues`` (``CostSheet.queue_times``): per section, the queue time of all
+    its DMA. Each DMA queue generates descriptors in order, one instruction at a time, beside the engines
+    and the other queues: the ahead loads form a chain per queue from the kernel's start (the last lands a
+    start latency after its descriptors), or, issued before any body, from the fill (behind the kernel's
+    first loads). A body with other work on a queue with such a chain waits for it (its first loads queue
+    behind it), then that work joins the chain. A lead's chain is what its readers
+    (``LEAD_READERS``) wait for, so the bodies issued around it on other queues hide its queue time whether
+    they come before or after it (issued inside a body that uses its queue, it cannot run ahead: its queue
+    time is DMA time that body's idle DMA time may hide, as a lead's bandwidth); a body with ahead loads of its own ends no sooner than their chain plus
+    its ``ahead_tail`` share (the work after its last ahead load). ``floors`` (``CostSheet.serial_floors``):
+    a body lasts at least its chain of serial stores. ``units`` (``CostSheet.units``): the units a body
+    streams through its load ring; a lead issued inside a body that uses its queue takes that queue for its
+    issue time, and the body, whose ring holds about one unit ahead, stalls for the rest.
     """
     names = [n for n in order if n in sections] + [n for n in sections if n not in order]
+    ahead = ahead or {}
     total = fill_ns
     credit = 0.0        # idle DMA time of the bodies so far, usable by a lead
     trailing: list[float] = []      # trail DMA still to place into the next body's idle DMA time
     trail_compute: list[float] = []  # the trails' compute with PE work (casts -> dw^T transposes) before that body
     trail_free: dict[str, float] = dict.fromkeys(COMPUTE, 0.0)   # the trails' compute without PE work
+    chain: dict[str, float] = {}     # per DMA queue: when its ahead loads so far are through
+    leads_in = 0.0                   # when the leads' ahead loads are through (their readers wait for it)
+    first_body = True
+    last_queues: set[str] = set()    # the queues the last body's own (not ahead) work uses
+    last_t, last_units = 0.0, 0      # the last body's time and ring units
     for name in names:
         busy = sections[name]
         compute = {e: busy[e] for e in COMPUTE}
         if name in LEAD_SECTIONS:
-            total += section_ns(compute) + max(0.0, busy["dma"] - credit)
-            credit = max(0.0, credit - busy["dma"])
+            dma = busy["dma"]
+            for q, ns in ahead.get(name, {}).items():
+                if q in last_queues:   # the body it is issued in uses its queue: no run ahead beside it,
+                    dma = max(dma, ns)  # its queue time is DMA time that body's idle DMA time may hide,
+                    if last_units:      # and the body stalls for it beyond one unit of its ring
+                        total += max(0.0, ns - last_t / last_units)
+                    continue
+                # (issued before any body, behind the kernel's first loads: the fill; else from the start)
+                chain[q] = chain.get(q, fill_ns if first_body else hw.dma_fixed_ns) + ns
+                leads_in = max(leads_in, chain[q])
+            total += section_ns(compute) + max(0.0, dma - credit)
+            credit = max(0.0, credit - dma)
         elif name in TRAIL_SECTIONS:
             if compute["tensor"] > 0.0:
                 trail_compute.append(section_ns(compute))
@@ -407,12 +548,31 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
             busy = {e: busy[e] + trail_free.get(e, 0.0) for e in busy}
             t = section_ns(busy, (loss or {}).get(name, SECTION_LOSS), steps=(steps or {}).get(name, 0),
                            head_ns=(steps_head or {}).get(name, 0.0), flow_ns=(flow or {}).get(name, 0.0))
+            t = max(t, (floors or {}).get(name, 0.0))
             if t <= 0.0:
                 continue
             idle = max(0.0, t - busy["dma"])
             hidden = min(idle, sum(trailing))
             # the trails' PE chains run in order before the body's; their DMA in its idle DMA time
-            total += sum(trail_compute) + t + _exposed(trailing, hidden)
+            begin = total + sum(trail_compute)
+            if name in LEAD_READERS:   # the leads' loads must be in
+                begin = max(begin, leads_in)
+            own = ahead.get(name, {})
+            rest = {q: ns - own.get(q, 0.0) for q, ns in (queues or {}).get(name, {}).items()
+                    if q in chain and ns - own.get(q, 0.0) > 0.0}
+            # its own work on a queue with a chain queues behind it (its first loads: the body waits)
+            begin = max([begin, *(chain[q] for q in rest)])
+            first_body = False
+            last_queues = {q for q, ns in (queues or {}).get(name, {}).items() if ns - own.get(q, 0.0) > 0.0}
+            last_t, last_units = t, (units or {}).get(name, 0)
+            end = begin + t
+            for q, ns in rest.items():
+                chain[q] = begin + ns
+                end = max(end, chain[q])
+            for q, ns in own.items():   # its ahead loads go on from their queue's chain
+                chain[q] = chain.get(q, hw.dma_fixed_ns) + ns
+                end = max(end, chain[q] + t * (ahead_tail or {}).get(name, 0.0))
+            total = end + _exposed(trailing, hidden)
             trailing, trail_compute = [], []
             trail_free = dict.fromkeys(COMPUTE, 0.0)
             credit += idle - hidden

@@ -150,6 +150,72 @@ def pair_shifts(g: ConvGeom, u: tuple[int, int], pool_ext: tuple[int, int, int],
     return pool_ext[2], mul * zs[3]
 
 
+# K quads: with K pairs along d, the offset pairs along h share the matmul too. The dy band and the tap
+# grids get two more copies: partitions 2 C_out..3 C_out one row further along h, 3 C_out..4 C_out one
+# row further along d and h (each copied from the first C_out partitions, so neither waits for another
+# copy). A matmul over the four copies (K = 4 C_out) serves offsets (d, h), (d + 1, h), (d, h + 1) and
+# (d + 1, h + 1); a d pair alone uses the first two copies, an h pair without its d pair runs as two
+# single offsets (its copies are not one contiguous partition range).
+QUAD = 4
+
+
+def quad_offsets(lines: tuple[TapLine, TapLine], u: tuple[int, int]) -> tuple[tuple[int, int, int], ...]:
+    """The (delta_d, delta_h, copies) matmuls of a sub-box with K quads: copies 4 (a quad), 2 (a d pair)
+    or 1 (one offset)."""
+    dd, dh = deltas(lines[0], u[0]), deltas(lines[1], u[1])
+    out: list[tuple[int, int, int]] = []
+    for a, pa in paired_firsts(dd):
+        for b, pb in paired_firsts(dh):
+            if pa:
+                out.append((a, b, QUAD if pb else 2))
+            else:
+                out += [(a, b, 1), (a, b + 1, 1)] if pb else [(a, b, 1)]
+    return tuple(out)
+
+
+def k_offsets(lines: tuple[TapLine, TapLine], u: tuple[int, int], pair_axis: int, quad: bool = False
+              ) -> tuple[tuple[int, int, int], ...]:
+    """``offsets`` (or ``quad_offsets``) as (delta_d, delta_h, copies): the band copies one matmul reads."""
+    if quad:
+        return quad_offsets(lines, u)
+    return tuple((a, b, 2 if pr else 1) for a, b, pr in offsets(lines, u, pair_axis))
+
+
+def quad_legal(g: ConvGeom, u: tuple[int, int], merge: Merge, pair_axis: int, uw: int = 0) -> bool:
+    """K quads apply: K pairs along d, four copies within the partitions, no W on M, and some h offset
+    pair to share (else the quads are the d pairs)."""
+    if pair_axis != 0 or uw or QUAD * g.c_out > PMAX:
+        return False
+    return any(pb for _z, _ld, lh in grid_lines(g, merge) for _b, pb in paired_firsts(deltas(lh, u[1])))
+
+
+def quad_copies(g: ConvGeom, u: tuple[int, int], pool_ext: tuple[int, int, int], merge: Merge = NO_MERGE
+                ) -> tuple[tuple[int, int, int, str], ...]:
+    """The two quad copies as (first partition, dy band shift, tap grid shift, engine): one row along h,
+    and along d and h (dy band: rows of the band buffer, tap grid: z_mul grid rows). The band's copies are
+    SBUF->SBUF DMAs: VectorE already places the band and makes the pair copy, GpSimd copies without
+    VectorE's 2-byte fast mode, ScalarE evicts (and may sum db), while the DMA queues carry little beside
+    dx's band loads and stores. The planner weighs quads against pairs by estimate."""
+    dh, zh = pair_shifts(g, u, pool_ext, 1, merge)
+    dd, zd = pair_shifts(g, u, pool_ext, 0, merge)
+    return ((2 * g.c_out, dh, zh, "dma"), (3 * g.c_out, dd + dh, zd + zh, "dma"))
+
+
+def part_copy_on_engine(g: ConvGeom, start: int, n: int) -> bool:
+    """A copy of partitions 0..C_out to ``start``.. by a compute engine: C_out partitions that start at a
+    quadrant (<= 32) or half (<= 64) (docs/nki-rules.md, "Memory"), <= 64K elements; else an SBUF->SBUF DMA."""
+    c = g.c_out
+    return 0 < n <= ENGINE_FREE_MAX and ((c <= 32 and start % 32 == 0) or (c <= 64 and start in (0, 64)))
+
+
+def part_copy_cost(c: CostSheet, g: ConvGeom, start: int, n: int, engine: str) -> None:
+    """The cost of one copy of ``n`` elements per partition to partitions ``start``.. (``engine``, else DMA)."""
+    if engine != "dma" and part_copy_on_engine(g, start, n):
+        c.compute(engine, n, 1, c.copy_speedup(engine, g.dtype_bytes == 2, False, True), 1)
+    elif n > 0:
+        c.dma(g.c_out * n * g.dtype_bytes, n * g.dtype_bytes)
+
+
 def z_start(line: TapLine, u_full: int, delta: int) -> int:
     """First index of the stationary window for offset ``delta`` in the line padded by U - 1."""
     return u_full - 1 + line.phi - line.z_mul * delta - line.t_min
@@ -267,10 +333,12 @@ def toeplitz_work(g: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand], u: tu
     return tuple(out)
 
 
-def sub_offsets(pair: PairWork, sub: SubBox, pair_axis: int) -> tuple[tuple[int, int, bool], ...]:
-    """The matmul offsets of a sub-box (empty: no tap reaches it; its plane region is zeroed)."""
+def sub_offsets(pair: PairWork, sub: SubBox, pair_axis: int, quad: bool = False
+                ) -> tuple[tuple[int, int, int], ...]:
+    """The (delta_d, delta_h, copies) matmuls of a sub-box (empty: no tap reaches it; its plane region is
+    zeroed)."""
     lines = pair.lines
-    return offsets(lines, sub.u, pair_axis) if lines is not None else ()
+    return k_offsets(lines, sub.u, pair_axis, quad) if lines is not None else ()
 
 
 def plane_groups(g: ConvGeom, band: tuple[int, int], u: tuple[int, int], merge: Merge = NO_MERGE
@@ -343,8 +411,10 @@ def toeplitz_domain(g: ConvGeom) -> str:
     if g.c_in * 2 > PMAX:
         return f"C_in {g.c_in} > {PMAX // 2}: two positions of C_in channels do not fit the PE's M axis"
     spans = [ln.span for ax in g.axes[:2] for ph in range(ax.s) if (ln := tap_line(ax, ph)) is not None]
-    if max(spans) < 2:
-        return "every D/H phase has a one-tap span: positions on M would save no matmul"
+    # with every phase of a strided axis on M (merged), its s phases share the matmuls of one offset
+    if max(spans) < 2 and not any(ax.s > 1 and ax.s * g.c_in <= PMAX for ax in g.axes[:2]):
+        return ("every D/H phase has a one-tap span and no strided D/H axis fits its phases on M: positions "
+                "on M would save no matmul")
     return ""
 
 
@@ -435,37 +505,49 @@ def shifted_elems(pool_ext: tuple[int, int, int], ext: tuple[int, int, int], shi
 
 
 def first_copy_ns(g: ConvGeom, hw: TargetFigures, u: tuple[int, int], pair_axis: int,
-                  pool_ext: tuple[int, int, int], bd: AxisBand, bh: AxisBand, merge: Merge = NO_MERGE) -> float:
-    """The exposed start of the first band's shifted copy (K pairs): it waits for the band's placement
-    and the first paired matmul waits for it (fixed latency + bytes at the rate of C_out partitions)."""
+                  pool_ext: tuple[int, int, int], bd: AxisBand, bh: AxisBand, merge: Merge = NO_MERGE,
+                  quad: bool = False) -> float:
+    """The exposed start of the first band's shifted copy (K pairs; with K quads the quad copy after it):
+    it waits for the band's placement and the first paired matmul waits for it (fixed latency + bytes at
+    the rate of the copied partitions)."""
     if pair_axis < 0 or min(bd.extent, bh.extent) <= 0:
         return 0.0
     ext = (bd.extent, bh.extent, axis_bands(g.axes[2], g.axes[2].n)[0].extent)
-    n = shifted_elems(pool_ext, ext, dy_pair_shift(pool_ext, pair_axis))
-    if pair_copy_on_vector(g, n):
-        c = CostSheet(hw)
-        pair_copy_cost(c, g, n)
-        return c.busy["vector"]
-    rate = min(16, ceil_div(g.c_out * 16, PMAX)) / 16
-    return hw.dma_fixed_ns + g.c_out * n * g.dtype_bytes / (hw.dma_bytes_per_ns * rate)
+
+    def copy_ns(start: int, n: int, engine: str) -> float:
+        if engine != "dma" and part_copy_on_engine(g, start, n):
+            c = CostSheet(hw)
+            c.compute(engine, n, 1, c.copy_speedup(engine, g.dtype_bytes == 2, False, True), 1)
+            return c.busy[engine]
+        rate = min(16, ceil_div(g.c_out * 16, PMAX)) / 16
+        return hw.dma_fixed_ns + g.c_out * n * g.dtype_bytes / (hw.dma_bytes_per_ns * rate)
+
+    # the first quad waits for the quad copies too (side by side, after the pair's on VectorE)
+    quads = [copy_ns(start, shifted_elems(pool_ext, ext, sh), engine)
+             for start, sh, _z, engine in quad_copies(g, u, pool_ext, merge)] if quad else [0.0]
+    return copy_ns(g.c_out, shifted_elems(pool_ext, ext, dy_pair_shift(pool_ext, pair_axis)), "vector") + max(quads)
 
 
 def store_tail_ns(g: ConvGeom, hw: TargetFigures, u: tuple[int, int], band: tuple[int, int], bd: AxisBand,
                   bh: AxisBand, merge: Merge = NO_MERGE) -> float:
-    """The stores of a band's last track pair after its last eviction, beyond one DMA latency: they
-    write interleaved rows of dx, so nkisim orders them (write after write) one after the other."""
+    """The stores of a band's last track pair after its last eviction, beyond one DMA latency. A u-major
+    sub-box's stores write interleaved rows of dx, so nkisim orders them (write after write) one after the
+    other; a ci-major sub-box's (one channel each) write disjoint stretches and run side by side."""
     pairs = toeplitz_work(g, (bd, bh, axis_bands(g.axes[2], g.axes[2].n)[0]), u, merge)
     if not pairs:
         return 0.0
     pg = plane_groups(g, band, u, merge)
-    total, count = 0.0, 0
+    total = 0.0
     for sub in pairs[-1].subs:
         n = store_dmas(g, sub)
         nbytes = sub.m(g.c_in) // n * sub.groups[0] * sub.groups[1] * g.axes[2].n * g.dtype_bytes
         run = store_run(g, u, pg, sub, pair_steps(pairs[-1])) * g.dtype_bytes
         rate = min(16, ceil_div(sub.m(g.c_in) // n * 16, PMAX)) / 16
-        total += n * (hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * hw.descriptor_efficiency(run) * rate))
-        count += n
+        one = hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * hw.descriptor_efficiency(run) * rate)
+        if ci_major(g, sub):   # side by side, sharing the bandwidth
+            total += max(one, hw.dma_fixed_ns + n * nbytes / (hw.dma_bytes_per_ns * hw.descriptor_efficiency(run)))
+        else:
+            total += n * one
     return max(0.0, total - hw.dma_fixed_ns)
 
 
@@ -483,7 +565,7 @@ def grid_lines(g: ConvGeom, merge: Merge) -> tuple[tuple[int, TapLine, TapLine],
 
 
 def estimate_grids(c: CostSheet, g: ConvGeom, u: tuple[int, int], pair_axis: int = -1,
-                   merge: Merge = NO_MERGE) -> None:
+                   merge: Merge = NO_MERGE, quad: bool = False) -> None:
     """Building the tap grids from W^T (mirrors nki_dx_toeplitz.load_toeplitz_filters after the
     transposed filters are loaded): a memset per C_out tile, one GpSimd copy per (track pair, kw)."""
     ax = g.axes
@@ -496,19 +578,24 @@ def estimate_grids(c: CostSheet, g: ConvGeom, u: tuple[int, int], pair_axis: int
         c.compute("gpsimd", ld.count * lh.count * g.c_in, 1, 1.0, ax[2].k * n_co, op="tensor_copy")
     if pair_axis >= 0:   # the shifted copy of the grids on partitions C_out..2 C_out
         pair_copy_cost(c, g, free - pair_shifts(g, u, (1, 1, 1), pair_axis, merge)[1])
+    if quad:   # and the quad copies on partitions 2 C_out..4 C_out (VectorE: built once)
+        for start, _dy, sh, _engine in quad_copies(g, u, (1, 1, 1), merge):
+            part_copy_cost(c, g, start, free - sh, "vector")
 
 
 @lru_cache(maxsize=8192)
 def band_sheet(g: ConvGeom, target: str, u: tuple[int, int], band: tuple[int, int], bd: AxisBand, bh: AxisBand,
-               pair_axis: int = -1, pool_ext: tuple[int, int, int] = (0, 0, 0), merge: Merge = NO_MERGE
-               ) -> CostSheet:
+               pair_axis: int = -1, pool_ext: tuple[int, int, int] = (0, 0, 0), merge: Merge = NO_MERGE,
+               quad: bool = False) -> CostSheet:
     """The dx compute and stores of one band of a plan with bands of ``band`` rows (mirrors
     nki_dx_toeplitz.run_dx_toeplitz's loops); ``pool_ext``: the dy band buffers' extents."""
     c = CostSheet(TARGET_FIGURES[target])
     if pair_axis >= 0 and min(b.extent for b in (bd, bh)) > 0:   # the shifted copy of the band
-        n = shifted_elems(pool_ext, (bd.extent, bh.extent, axis_bands(g.axes[2], g.axes[2].n)[0].extent),
-                          pair_shifts(g, u, pool_ext, pair_axis, merge)[0])
-        pair_copy_cost(c, g, n)
+        ext = (bd.extent, bh.extent, axis_bands(g.axes[2], g.axes[2].n)[0].extent)
+        pair_copy_cost(c, g, shifted_elems(pool_ext, ext, pair_shifts(g, u, pool_ext, pair_axis, merge)[0]))
+        if quad:
+            for start, sh, _z, engine in quad_copies(g, u, pool_ext, merge):
+                part_copy_cost(c, g, start, shifted_elems(pool_ext, ext, sh), engine)
     ax = g.axes
     W = ax[2].n
     fp32 = g.dtype == "fp32"
@@ -520,7 +607,7 @@ def band_sheet(g: ConvGeom, target: str, u: tuple[int, int], band: tuple[int, in
         for sub in pair.subs:
             m = sub.m(g.c_in)
             gd, gh = sub.groups
-            offs = len(sub_offsets(pair, sub, pair_axis))
+            offs = len(sub_offsets(pair, sub, pair_axis, quad))
             if not offs:
                 c.compute("gpsimd", gd * gh * W, 0, 1.0, 1, op="memset")
                 continue
@@ -542,7 +629,10 @@ def _charge_stores(c: CostSheet, g: ConvGeom, u, pg, pair, W: int) -> None:
         gd, gh = sub.groups
         run = store_run(g, u, pg, sub, pair_steps(pair))
         n = store_dmas(g, sub)
-        c.dma(sub.m(g.c_in) // n * gd * gh * W * g.dtype_bytes, run * g.dtype_bytes, n)
+        parts = sub.m(g.c_in) // n
+        # a u-major store spans every channel: dx's stores of several channels run one after another
+        c.dma(parts * gd * gh * W * g.dtype_bytes, run * g.dtype_bytes, n,
+              serial=0 if ci_major(g, sub) or g.c_in == 1 else parts)
 
 
 def pair_axis(g: ConvGeom, u: tuple[int, int], merge: Merge = NO_MERGE) -> int:
@@ -700,6 +790,7 @@ def toeplitz_w_options(g: ConvGeom, band: tuple[int, int]) -> tuple[tuple[tuple[
     if toeplitz_domain(g) or g.c_in > QUADRANT // 2:
         return ()
     ax = g.axes
+    lw = merged_line(ax[2], ax[2].lo % ax[2].s)
     ranked = []
     for mh in ((False, True) if ax[1].s > 1 else (False,)):
         merge = (False, mh)
@@ -708,10 +799,11 @@ def toeplitz_w_options(g: ConvGeom, band: tuple[int, int]) -> tuple[tuple[tuple[
             if mh and not merged_ok(ax[1], uh):
                 continue
             for uw in range(2, PMAX // QUADRANT + 1):
+                # (offered even where the U_w positions save no matmul: their fuller M and fewer, longer
+                # stores can still win, as on a tiny C_in with a one-tap strided W; the estimate decides)
                 if not w_mode_ok(g, (1, uh), uw):
                     continue
                 pk = pair_axis_w(g, (1, uh), merge, uw)
-                lw = merged_line(ax[2], ax[2].lo % ax[2].s)
                 cyc = 0.0
                 for _z, ld, lh in grid_lines(g, merge):
                     for _g0d, gd, ud in axis_parts(band[0] if merge[0] else ceil_div(band[0], ax[0].s), 1):

@@ -60,31 +60,54 @@ def band_slices(start, size, step):
     return slice(start, start + (size - 1) * step + 1, step)
 
 
-def load_padded(buf, ext, lo, hi, src, stage_pool, p0=0, engine=None):
+def load_padded(buf, ext, lo, hi, src, stage_pool, p0=0, engine=None, pieces=1):
     """Fill ``buf[:p, :E0, :E1, :E2]`` with ``src`` placed at [lo, hi) per axis and zeros elsewhere.
 
     Only the border slabs are zeroed. When H or W is padded the interior is not contiguous per
     partition, so a DMA straight into it would move runs of one W row (slow descriptors): then the
     DMA lands contiguously in a staging tile and VectorE (or ``engine``) places it.
     """
+    view, place = stage_padded(buf, ext, lo, hi, src, stage_pool, p0, engine, pieces)
+    place()
+    return view
+
+
+def stage_padded(buf, ext, lo, hi, src, stage_pool, p0=0, engine=None, pieces=1):
+    """``load_padded`` in two parts: the border zeros and the DMA now; the placement copy (when the load is
+    staged) returned as a callable, so that a prefetch can queue it on its engine later, when the DMA has
+    landed (an engine runs its instructions in order: a placement issued right behind its DMA would hold
+    up everything issued after it on that engine until the DMA lands). ``pieces``: a staged load moves as
+    that many DMAs and placements of consecutive D rows, so that readers of the first rows wait for the
+    first piece only (a section's first band, which nothing loaded ahead)."""
     p = buf.shape[0] - p0 if src is None else src.shape[0]
     buf = buf[p0:p0 + p]     # a partition region (regions start at 0/32/64/96)
     view = buf[:p, :ext[0], :ext[1], :ext[2]]
     if src is None or any(h <= l for l, h in zip(lo, hi)):
         nisa.memset(view, 0.0, engine=nisa.engine.gpsimd)
-        return view
+        return view, _nothing
     _zero_border(buf, p, ext, lo, hi)
     interior = buf[:p, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]]
     if _contiguous(ext, lo, hi) or stage_pool is None:
         nisa.dma_copy(dst=interior, src=src)
-    else:
-        n = [hi[a] - lo[a] for a in range(3)]
-        stage = stage_pool.take()[p0:p0 + p]   # same partitions as the destination
-        nisa.dma_copy(dst=stage[:p, :n[0] * n[1] * n[2]], src=src)
+        return view, _nothing
+    n = [hi[a] - lo[a] for a in range(3)]
+    stage = stage_pool.take()[p0:p0 + p]   # same partitions as the destination
+    plane = n[1] * n[2]
+    k = max(1, min(pieces, n[0]))
+    runs = [(n[0] * i // k, n[0] * (i + 1) // k) for i in range(k)]   # (k <= n[0]: none empty)
+    for a, b in runs:
+        nisa.dma_copy(dst=stage[:p, a * plane:b * plane], src=src if len(runs) == 1 else src[:, a:b])
+
+    def place():
         # VectorE places it (2x mode for 2-byte strided copies; GpSimd would be ~3x slower)
-        nisa.tensor_copy(dst=interior, src=stage[:p, :n[0] * n[1] * n[2]],
-                         engine=nisa.engine.vector if engine is None else engine)
-    return view
+        for a, b in runs:
+            nisa.tensor_copy(dst=interior[:, a:b], src=stage[:p, a * plane:b * plane],
+                             engine=nisa.engine.vector if engine is None else engine)
+    return view, place
+
+
+def _nothing():
+    """A placement with nothing to place (the load was not staged)."""
 
 
 def dy_resident_key(b, co, rows):

@@ -4,8 +4,9 @@ import nki.language as nl
 
 from .nki_common import PMAX, Pool
 from .schedule import tiles
-from .spec.compose import db_taps_local
+from .spec.compose import DB_SCALAR_CHUNK, db_taps_local
 from .spec.dw_options import dw_db_program
+from .spec.record import Strategy
 
 
 class DbState:
@@ -17,12 +18,22 @@ class DbState:
         self.acc = nl.ndarray((PMAX, len(self.co_tiles)), nl.float32, buffer=nl.sbuf, name="db_acc")
         self.part = Pool(2, (PMAX, 1), nl.float32, nl.sbuf, "db_part")
         self.finished = False   # a section may finish db early (nki_pw_shared); finish runs once
+        # ScalarE sums of dx's bands: the activation's copy output is discarded (one scratch tile)
+        self.junk = None
+        if ctx.plan.pw_db_scalar and ctx.plan.strategy is Strategy.PER_GRADIENT:
+            self.junk = nl.ndarray((PMAX, DB_SCALAR_CHUNK), ctx.dtype, buffer=nl.sbuf, name="db_junk")
         for c, (_co0, co_sz) in enumerate(self.co_tiles):
             nisa.memset(self.acc[:co_sz, c:c + 1], 0.0, engine=nisa.engine.vector)
 
     def add(self, c, view):
         """Add the sum over the free dims of ``view`` ([co, ...], C_out tile c) into the accumulator."""
         co_sz = self.co_tiles[c][1]
+        if self.junk is not None:   # ScalarE: the free-axis sums accumulate straight into db's fp32 column
+            for piece in _pieces(view, DB_SCALAR_CHUNK):
+                n = _elems(piece)
+                nisa.activation(dst=self.junk[:co_sz, :n], op=nl.copy, data=piece, reduce_op=nl.add,
+                                reduce_res=self.acc[:co_sz, c:c + 1], reduce_cmd=nisa.reduce_cmd.load_reduce)
+            return
         nd = len(view.shape)
         part = self.part.take()
         nisa.tensor_reduce(dst=part[:co_sz, :], op=nl.add, data=view, axis=tuple(range(1, nd)))
@@ -74,3 +85,25 @@ class DbState:
         if pid == 0:
             for c, (co0, co_sz) in enumerate(self.co_tiles):
                 nisa.dma_copy(dst=ctx.db[co0:co0 + co_sz], src=self.acc[:co_sz, c:c + 1])
+
+
+def _elems(view):
+    n = 1
+    for s in view.shape[1:]:
+        n *= s
+    return n
+
+
+def _pieces(view, limit):
+    """``view`` [co, ...] split along its leading free axes into pieces of at most ``limit`` elements
+    (whole trailing rows; a row longer than ``limit`` in column runs)."""
+    if _elems(view) <= limit:
+        return [view]
+    if len(view.shape) == 2:
+        w = view.shape[1]
+        return [view[:, a:min(a + limit, w)] for a in range(0, w, limit)]
+    inner = _elems(view) // view.shape[1]
+    if inner > limit:
+        return [p for i in range(view.shape[1]) for p in _pieces(view[:, i], limit)]
+    k = limit // inner
+    return [view[:, a:min(a + k, view.shape[1])] for a in range(0, view.shape[1], k)]

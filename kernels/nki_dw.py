@@ -24,7 +24,7 @@ from .nki_common import (
     band_slices,
     co_bank_packs,
     dy_resident_key,
-    load_padded,
+    stage_padded,
 )
 from .nki_dw_xt import RowXtDma
 from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, n_tiles, row_stack_offset, tiles
@@ -65,6 +65,7 @@ from .spec.record import DwMethod
 from .xt_rows import dyt_runs, xt_columns, xt_window
 
 LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
+FIRST_X_PIECES = 3   # box mode: the DMAs (and placements) of a state's first x band, by D rows
 
 
 class SlotRing:
@@ -177,6 +178,10 @@ class DwState:
         # a callable run once when the first row chunk's loads are issued (run_dw_streaming)
         self.after_first = None
         self.exchanged = ()   # (LNC2, deferred finish) the received partials, once start_exchange ran
+        # box mode: the box the caller adds next, (b, od, oh, ow) (``expect``), and the x band of its first
+        # C_in tile loaded ahead under this box's work: (key, band, placement still to issue or None)
+        self.next_box = None
+        self._next_x = None
         wo = g.axes[2].o
         wcols = dw_w_cols(g, plan)   # box mode: the W output columns of a box (a W band, else all)
         xext = (dw_x_extent(g.axes[0], max_rows[0]), dw_x_extent(g.axes[1], max_rows[1]),
@@ -265,12 +270,18 @@ class DwState:
                  for c0 in co_steps for p in range(len(ptiles))]
         bands = {}
 
+        ahead = self._x_ahead_steps(steps)
+
         def stage(i):
             ci, t0, _c0, p = steps[i]
             ci0, ci_sz = self.ci_tiles[ci]
             if ci not in bands:      # the x band of a C_in tile is loaded when first needed
-                bands[ci] = self._load_x(b, od, oh, ci0, ci_sz, ow)[0]
+                bands[ci] = self._take_x(b, od, oh, ci0, ci_sz, ow)
                 bands.pop(ci - 2, None)
+            if ahead is not None and i == ahead[0]:
+                self._load_next_x()
+            if ahead is not None and i == ahead[1]:
+                self._place_next_x()
             xb = bands[ci]
             grp = range(t0, min(t_hi, t0 + G))
             (sd, sh, sw), (td, th, tw) = ptiles[p]
@@ -321,6 +332,7 @@ class DwState:
                 for a, c in enumerate(cts):
                     self._fold(c, t0, gn, ci0, ci_sz, accs[a][:self.co_tiles[c][1], :n])
         self.started = True
+        self.next_box = None   # (an expectation holds for one box)
 
     def _dyt_box_by_dma(self, b, d0, h0, w0, td, th, tw, p):
         """Box mode, ``dw_dyt_dma``: position tile ``p`` (td x th x tw positions from (d0, h0, w0) of batch b)
@@ -338,16 +350,61 @@ class DwState:
                 nisa.dma_transpose(dst=self.dyt[i * n:(i + 1) * n, p, co0:co0 + co_sz],
                                    src=flat[b, co0:co0 + co_sz, r0:r0 + n])
 
-    def _load_x(self, b, od, oh, ci0, ci_sz, ow=None):
+    def expect(self, b, od, oh, ow=None):
+        """Tell a box-mode state the box the caller adds after the current one: its x band (first C_in
+        tile) then loads under the current box's work instead of in front of its own first transposes."""
+        self.next_box = (b, od, oh, ow if ow is not None else (0, self.ctx.g.axes[2].o))
+
+    def _x_ahead_steps(self, steps):
+        """(step whose staging issues the next box's x band DMA, step whose staging issues its placement),
+        or None: the DMA when the last C_in tile's steps begin (the other x buffer's readers are issued by
+        then), the placement halfway from there to the box's last step (the DMA has landed by then)."""
+        if self.next_box is None or not steps or self.xt_dma is not None:
+            return None
+        last_ci = steps[-1][0]
+        first = next(i for i, st in enumerate(steps) if st[0] == last_ci)
+        return first, first + (len(steps) - 1 - first) // 2
+
+    def _load_next_x(self):
+        b, od, oh, ow = self.next_box
+        rows = (od[1] - od[0], oh[1] - oh[0])
+        if rows[0] <= 0 or rows[1] <= 0:
+            return
+        ci0, ci_sz = self.ci_tiles[0]
+        band, place, _ext = self._stage_x(b, od, oh, ci0, ci_sz, ow)
+        self._next_x = ((b, od, oh, ow, ci0), band, place)
+
+    def _place_next_x(self):
+        if self._next_x is not None and self._next_x[2] is not None:
+            self._next_x[2]()
+            self._next_x = self._next_x[:2] + (None,)
+
+    def _take_x(self, b, od, oh, ci0, ci_sz, ow):
+        """The x band of C_in tile ci0: the one loaded ahead when it is this box's, else loaded now."""
+        ahead, self._next_x = self._next_x, None
+        if ahead is not None and ahead[0] == (b, od, oh, ow, ci0):
+            if ahead[2] is not None:   # (its placement was not issued yet: now, before its first reader)
+                ahead[2]()
+            return ahead[1]
+        # (the state's first band: in pieces, so that its first transposes wait for the first D rows only)
+        return self._load_x(b, od, oh, ci0, ci_sz, ow, FIRST_X_PIECES if not self.started and ci0 == 0 else 1)[0]
+
+    def _stage_x(self, b, od, oh, ci0, ci_sz, ow=None, pieces=1):
         """The zero-padded x band [ci, Xd, Xh, Xw] that output rows od x oh and columns ow (default all W)
-        read."""
+        read, its extent, and its placement copy still to issue (``stage_padded``)."""
         x0, ext, lo, hi = dw_x_fill(self.ctx.g, od, oh, ow)
         xb = self.x_pool.take()
         if any(h <= l for l, h in zip(lo, hi)):
-            return load_padded(xb, ext, lo, hi, None, None), ext
+            return stage_padded(xb, ext, lo, hi, None, None) + (ext,)
         src = self.ctx.x[b, ci0:ci0 + ci_sz, x0[0] + lo[0]:x0[0] + hi[0], x0[1] + lo[1]:x0[1] + hi[1],
                          x0[2] + lo[2]:x0[2] + hi[2]]
-        return load_padded(xb, ext, lo, hi, src, self.x_stage), ext
+        return stage_padded(xb, ext, lo, hi, src, self.x_stage, pieces=pieces) + (ext,)
+
+    def _load_x(self, b, od, oh, ci0, ci_sz, ow=None, pieces=1):
+        """``_stage_x`` with the placement issued now: (band, extent)."""
+        band, place, ext = self._stage_x(b, od, oh, ci0, ci_sz, ow, pieces)
+        place()
+        return band, ext
 
     def _add_rows(self, b, od, oh, dy_views):
         """Row mode: (d, h) output rows on partitions, each W column a matmul step; the kw taps are
@@ -936,6 +993,13 @@ def _between_share(total, k, n_bund):
     return min(total, round(DX_BETWEEN_SHARE * total * (k + DX_BETWEEN_FIRST) / (n_bund + DX_BETWEEN_FIRST)))
 
 
+def between_chunks(g, plan):
+    """dw-interleaved in row mode: each box of more than 128 rows runs as boxes of its <= 128-row chunks (the
+    chunks ``_add_rows`` makes), so dx's bands interleave with every chunk's x^T transfers, not with a big
+    box's burst of them."""
+    return plan.dw_interleave and plan.dw_method is DwMethod.ROW_PACK and plan.dw_band[0] * plan.dw_band[1] > PMAX
+
+
 def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None,
                      inside=None, between=None):
     """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded. Returns the state whose
@@ -961,6 +1025,9 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
     g, plan = ctx.g, ctx.plan
     own = dw_own_taps(g, plan, pid)
     items = dw_program_items(g, plan, pid)
+    if between_chunks(g, plan):
+        items = [(b, (d0 + sd, d0 + sd + cd), (h0 + sh, h0 + sh + ch)) for b, (d0, d1), (h0, h1) in items
+                 for (sd, sh, _z), (cd, ch, _one) in box_blocks((0, 0, 0), (d1 - d0, h1 - h0, 1), PMAX)]
     if own is not None and pid != dw_db_program(g, plan):
         db_state = None     # the tap split runs every position on both programs: db once, on the lighter one
     co_passes = dw_co_passes(g, plan)   # (dw_co_pass: C_out in passes of whole tiles, outermost)
@@ -1013,9 +1080,12 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
             views = loaded.pop(i_item) if i_item in loaded else load(items[i_item], w_bands[0])
             if ahead and i_item + 1 < len(items):
                 loaded[i_item + 1] = load(items[i_item + 1], w_bands[0])
-            state.add_box(b, (d0, d1), (h0, h1), views, w_bands[0])
-            for ow in w_bands[1:]:   # (dw_w_band: the box's other W bands, each its own dy box and x band)
-                state.add_box(b, (d0, d1), (h0, h1), load(items[i_item], ow), ow)
+            for j, ow in enumerate(w_bands):   # (dw_w_band: each W band its own dy box and x band)
+                nxt = (items[i_item], w_bands[j + 1]) if j + 1 < len(w_bands) else \
+                    (items[i_item + 1], w_bands[0]) if i_item + 1 < len(items) else None
+                if nxt is not None:
+                    state.expect(*nxt[0], nxt[1])
+                state.add_box(b, (d0, d1), (h0, h1), views if j == 0 else load(items[i_item], ow), ow)
             state.run_after_first()
             yield
         state.run_after_first()   # (no box at all)

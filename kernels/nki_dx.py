@@ -19,6 +19,7 @@ from .nki_common import (
     load_padded_regions,
     packed_fill_shared,
     place_padded,
+    stage_padded,
 )
 from .nki_dx_dpairs import dpair_filters, run_dx_dpairs
 from .nki_dx_t import DxTBands, add_pair_filters, dx_t_steps, run_dx_t
@@ -68,11 +69,13 @@ class DyBands:
     def _clipped(self, a, bb):
         return axis_live(self.g.axes[a], bb)[0] if self.clip else bb
 
-    def load(self, b, bd, bh, place_engine=None, bw=None, co=None):
+    def load(self, b, bd, bh, place_engine=None, bw=None, co=None, places=None):
         """Buffers [co, Ed, Eh, Ew] holding virtual dy rows [q0, q1) per axis (zeros outside dy; with
         ``dx_dy_clip`` the clipped band's rows, ``band_work``); ``place_engine``: the engine of a staged
-        placement (default VectorE); ``bw``: the W band (default the first, all of W unless dx runs in W
-        bands); ``co``: [t0, t1) C_out tiles (default all)."""
+        placement (default VectorE); ``bw``: the W band (default the first, all W unless dx runs in W
+        bands); ``co``: [t0, t1) C_out tiles (default all); ``places``: a list that takes the staged
+        placement copies as callables for the caller to issue later (a band loaded ahead), instead of
+        issuing them."""
         bw = self.band_w if bw is None else bw
         bd, bh, bw = (self._clipped(a, x) for a, x in enumerate((bd, bh, bw)))
         ext = (bd.extent, bh.extent, bw.extent)
@@ -95,6 +98,10 @@ class DyBands:
                 out.append(buf[:co_sz, :ext[0], :ext[1], :ext[2]])
             elif held is not None:
                 out.append(place_padded(buf, ext, lo, hi, held, engine=place_engine))
+            elif places is not None:
+                view, place = stage_padded(buf, ext, lo, hi, src, self.stage, engine=place_engine)
+                out.append(view)
+                places.append(place)
             else:
                 out.append(load_padded(buf, ext, lo, hi, src, self.stage, engine=place_engine))
         return out
@@ -222,11 +229,12 @@ def load_first_band(ctx, items):
     return bands, (bands.load(*items[0], place_engine=nisa.engine.gpsimd) if items else None)
 
 
-def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None, groups=None, early=None):
+def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None, groups=None, early=None, between=None):
     """dx for the (batch, D band, H band) ``items`` of this program; ``on_band`` sees each dy band once;
     ``prefetched``: dx^T's first band made during dw (``DxTPrefetch``); ``groups``: this program's C_in
     groups (default: all of them); ``early``: (band ring, the first item's bands) from ``load_first_band``
-    (gather).
+    (gather); ``between``: (gather, ``Plan.dw_interleave``) a callable given the number of bands run so far
+    and the total, called after each band's load and before its matmuls (dw's boxes).
 
     With ``plan.dx_regions`` R > 1 (C_in, C_out <= 128/R) R bands of equal structure are stacked on the
     partitions (region r at partition r*128/R) and share every matmul through block-diagonal filters.
@@ -242,7 +250,7 @@ def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None, groups
         return run_dx_t(ctx, items, DyBands(g, ctx.dy, plan, dtype), w_t, on_band)
     if plan.dx_dphase_pairs:   # the two D stride phases on M (nki_dx_dpairs)
         pair_t = first_filters.pop() if first_filters else load_dx_filters(ctx, dx_groups(g, plan)[0])
-        return run_dx_dpairs(ctx, items, DyBands(g, ctx.dy, plan, dtype), pair_t, on_band)
+        return run_dx_dpairs(ctx, items, DyBands(g, ctx.dy, plan, dtype), pair_t, on_band, between)
     regions = plan.dx_regions
     pitch = PMAX // regions
     co_tiles = tiles(g.c_out, PMAX) if regions == 1 else [(0, PMAX)]
@@ -270,6 +278,8 @@ def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None, groups
     # the first group's filters when loaded ahead (a one-item list, emptied here so that they are
     # freed with their group: with C_in-outer groups only the current and the next group are live)
     w_next = first_filters.pop() if first_filters else load_dx_filters(ctx, groups[0])
+    total = len(groups) * len(packs) * len(w_bands)
+    done = 0
     for gi, group in enumerate(groups):
         w_t = w_next
         if gi + 1 < len(groups):   # the next group's filters load (DMA) while this group computes
@@ -278,7 +288,9 @@ def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None, groups
         for pack in packs:
             for bw in w_bands:
                 _run_band(ctx, pack, bw, bands, first_bufs, on_band, gi, groups, group, packs, w_t, rel0, co_tiles,
-                          plane_pool, acc_pool, len(w_bands) == 1)
+                          plane_pool, acc_pool, len(w_bands) == 1,
+                          None if between is None else (lambda k=done: between(k, total)))
+                done += 1
 
 
 def band_work(ctx, bands3):
@@ -357,7 +369,7 @@ def _run_band_chunks(ctx, item, bands, group, rel0, chunks, plane_pool, acc_pool
 
 
 def _run_band(ctx, pack, bw, bands, first_bufs, on_band, gi, groups, group, packs, w_t, rel0, co_tiles,
-              plane_pool, acc_pool, whole_w):
+              plane_pool, acc_pool, whole_w, between=None):
     """The gather of one pack of dx bands (W band ``bw``) for C_in group ``group`` (``run_dx``'s body)."""
     g, plan = ctx.g, ctx.plan
     ax = g.axes
@@ -374,6 +386,8 @@ def _run_band(ctx, pack, bw, bands, first_bufs, on_band, gi, groups, group, pack
             for r, (b_r, bd_r, bh_r) in enumerate(pack):
                 view = None if bufs is None else [bufs[0][r * pitch:r * pitch + g.c_out]]
                 on_band(b_r, bd_r, bh_r, bw, view)
+    if between is not None:   # another section's work (dw's boxes), after this band's load, before its matmuls
+        between()
     bands3, work = band_work(ctx, (bd, bh, bw))
     nd_in, nh_in, nw_in = bd.i1 - bd.i0, bh.i1 - bh.i0, bw.i1 - bw.i0
     last_pack = gi == len(groups) - 1 and pack is packs[-1]

@@ -57,10 +57,10 @@ def dpair_filters(ctx, w_t=None):
     return out
 
 
-def run_dx_dpairs(ctx, items, bands, pair_t, on_band):
+def run_dx_dpairs(ctx, items, bands, pair_t, on_band, between=None):
     """dx of this program's (batch, D band, H band) items with the D phases paired on M; ``pair_t``:
-    the slot tiles (``dpair_filters``)."""
-    for _ in dx_dpairs_steps(ctx, items, bands, pair_t, on_band):
+    the slot tiles (``dpair_filters``); ``between``: as ``run_dx``'s (dw's boxes between the bands)."""
+    for _ in dx_dpairs_steps(ctx, items, bands, pair_t, on_band, between):
         pass
 
 
@@ -98,7 +98,7 @@ def dpairs_step_count(g, plan, items):
     return n
 
 
-def dx_dpairs_steps(ctx, items, bands, pair_t, on_band):
+def dx_dpairs_steps(ctx, items, bands, pair_t, on_band, between=None):
     """``run_dx_dpairs`` as a generator that yields after each group of a band (a band run by rows: of a
     row), so that dw can run dx's PE work between its x^T bundles (``Plan.dx_between_bundles``)."""
     g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
@@ -110,10 +110,28 @@ def dx_dpairs_steps(ctx, items, bands, pair_t, on_band):
     rows_d = -(-plan.dx_band[0] // 2)
     plane_pool = Pool(2, (PMAX, rows_d, plan.dx_band[1], W), dtype, nl.sbuf, "dx_plane")
     acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dx")
+    # the next band's dy loads at this band's start and is placed after this band's dw work (``on_band``):
+    # VectorE runs in order, so a placement issued at the next band's start would wait behind this band's
+    # evictions and hold the PE's first work of that band (dy_bufs >= 2: the buffer's readers are issued)
+    ahead = plan.dy_bufs >= 2
+    loaded = {}
     for i_item, (b, bd, bh) in enumerate(items):
-        bufs = bands.load(b, bd, bh)
+        bufs, places = loaded.pop(i_item, (None, []))
+        if bufs is None:
+            bufs = bands.load(b, bd, bh)
+        for place in places:   # (not issued yet: a band loaded ahead is placed before its first reader)
+            place()
+        if ahead and i_item + 1 < len(items):
+            places = []
+            loaded[i_item + 1] = (bands.load(*items[i_item + 1], places=places), places)
         if on_band is not None:
             on_band(b, bd, bh, bands.band_w, bufs)
+        for place in loaded.get(i_item + 1, (None, []))[1]:
+            place()
+        if i_item + 1 in loaded:
+            loaded[i_item + 1][1].clear()
+        if between is not None:   # dw's boxes (dw-interleaved), after this band's load, before its groups
+            between(i_item, len(items))
         nh_in = bh.i1 - bh.i0
         plane = plane_pool.take()
         groups = dpair_groups(g, (bd, bh, bands.band_w))

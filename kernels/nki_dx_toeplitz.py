@@ -24,7 +24,10 @@ from .dx_toeplitz import (
     pair_copy_on_vector,
     pair_shifts,
     pair_steps,
+    part_copy_on_engine,
     plane_groups,
+    quad_copies,
+    quad_legal,
     shifted_elems,
     split_runs,
     store_dmas,
@@ -91,6 +94,11 @@ def load_toeplitz_filters(ctx):
         _pair_copy(g, out[0].ap([[row, g.c_out], [1, row - sh]], offset=g.c_out * row + sh),
                    out[0].ap([[row, g.c_out], [1, row - sh]], offset=0), row - sh,
                    nisa.engine.scalar if fast else nisa.engine.vector)
+    if plan.dx_toeplitz_quad:   # the quad copies of the grids on partitions 2 C_out..4 C_out
+        row = shape[0] * shape[1] * shape[2] * shape[3]
+        for start, _dy, sh, _engine in quad_copies(g, u, (1, 1, 1), merge):
+            _part_copy(g, start, out[0].ap([[row, g.c_out], [1, row - sh]], offset=start * row + sh),
+                       out[0].ap([[row, g.c_out], [1, row - sh]], offset=0), row - sh, nisa.engine.vector)
     return out
 
 
@@ -110,6 +118,15 @@ def _pair_copy(g, dst, src, n, engine=nisa.engine.vector):
     """A copy from partitions 0..C_out to C_out..2 C_out: VectorE (or ``engine``) across halves /
     quadrants where the start-partition rules allow it, else an SBUF->SBUF DMA."""
     if pair_copy_on_vector(g, n):
+        nisa.tensor_copy(dst, src, engine=engine)
+    else:
+        nisa.dma_copy(dst=dst, src=src)
+
+
+def _part_copy(g, start, dst, src, n, engine):
+    """A copy from partitions 0..C_out to ``start``..: ``engine`` where the start-partition rules allow it,
+    else (or with ``engine`` None) an SBUF->SBUF DMA."""
+    if engine is not None and part_copy_on_engine(g, start, n):
         nisa.tensor_copy(dst, src, engine=engine)
     else:
         nisa.dma_copy(dst=dst, src=src)
@@ -171,9 +188,11 @@ def _load_split(bands, item, parts, pair_axis):
     return [buf[:co_sz, :ext[0], :ext[1], :ext[2]]], upper
 
 
-def _load(bands, g, u, merge, pair_axis, item, split=0):
+def _load(bands, g, u, merge, pair_axis, item, split=0, quad=False):
     """The dy band of ``item`` (one view per C_out tile) and, with K pairing, the view of both copies
-    ([2 C_out, ...]: the copy on partitions C_out.. is shifted by one row along the pairing axis)."""
+    ([2 C_out, ...]: the copy on partitions C_out.. is shifted by one row along the pairing axis); with
+    K quads of all four ([4 C_out, ...]: partitions 2 C_out.. and 3 C_out.. hold the band one row further
+    along h, and along d and h)."""
     got = _load_split(bands, item, split, pair_axis) if split else None
     bufs, placed = got if got is not None else (bands.load(*item), False)
     if bufs is None or pair_axis < 0:
@@ -186,7 +205,15 @@ def _load(bands, g, u, merge, pair_axis, item, split=0):
     n = shifted_elems(bands.ext, ext, sh)
     if n > 0 and not placed:
         _pair_copy(g, ten.ap([[row, g.c_out], [1, n]], offset=g.c_out * row), ten.ap([[row, g.c_out], [1, n]], offset=sh), n)
-    return bufs, ten[:2 * g.c_out, :ext[0], :ext[1], :ext[2]]
+    if not quad:
+        return bufs, ten[:2 * g.c_out, :ext[0], :ext[1], :ext[2]]
+    engines = {"vector": nisa.engine.vector, "gpsimd": nisa.engine.gpsimd, "dma": None}
+    for start, sh, _z, engine in quad_copies(g, u, bands.ext, merge):
+        n = shifted_elems(bands.ext, ext, sh)
+        if n > 0:
+            _part_copy(g, start, ten.ap([[row, g.c_out], [1, n]], offset=start * row),
+                       ten.ap([[row, g.c_out], [1, n]], offset=sh), n, engines[engine])
+    return bufs, ten[:4 * g.c_out, :ext[0], :ext[1], :ext[2]]
 
 
 def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None, between=None):
@@ -205,18 +232,21 @@ def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None, between=None):
     # before this item's evictions: the PE does not wait for it at the item boundary. The first band
     # is issued before the filters, whose many small DMAs would otherwise queue ahead of it.
     ahead = plan.dy_bufs >= 2
-    pk = plan.dx_toeplitz_pair
-    pending = _load(bands, g, u, merge, pk, items[0], first_band_split(g, plan)) if (ahead and items) else None
+    pk, quad = plan.dx_toeplitz_pair, plan.dx_toeplitz_quad
+    if quad and not quad_legal(g, u, merge, pk, plan.dx_toeplitz_w):
+        raise ValueError(f"dx:toeplitz K quads (U={u}, K pairs axis {pk}, U_w={plan.dx_toeplitz_w}): need K pairs "
+                         f"along d (axis 0), no W on M, 4 C_out <= {PMAX} (C_out {g.c_out}) and an h offset pair")
+    pending = _load(bands, g, u, merge, pk, items[0], first_band_split(g, plan), quad) if (ahead and items) else None
     if z is None:
         z = load_toeplitz_filters(ctx)
     for idx, (b, bd, bh) in enumerate(items):
         if between is not None:   # another section's step (dw_interleave), ahead of this item's matmuls
             between(idx)
-        bufs, both = pending if ahead else _load(bands, g, u, merge, pk, (b, bd, bh))
+        bufs, both = pending if ahead else _load(bands, g, u, merge, pk, (b, bd, bh), quad=quad)
         if on_band is not None:
             on_band(b, bd, bh, bands.band_w, bufs)
         if ahead and idx + 1 < len(items):   # after dw's share of this band (shared-dy), before dx's
-            pending = _load(bands, g, u, merge, pk, items[idx + 1])
+            pending = _load(bands, g, u, merge, pk, items[idx + 1], quad=quad)
         bw = bands.band_w
         work = toeplitz_work(g, (bd, bh, bw), u, merge)
         first_pair = work[0] if work else None
@@ -233,7 +263,7 @@ def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None, between=None):
                 m = sub.m(g.c_in)
                 (g0d, g0h), (gd, gh), (ud, uh) = sub.g0, sub.groups, sub.u
                 region = (slice(g0d, g0d + gd), slice(g0h, g0h + gh))
-                offs = sub_offsets(pair, sub, pk)
+                offs = sub_offsets(pair, sub, pk, quad)
                 if not offs:
                     nisa.memset(plane[:m, region[0], region[1], :W], 0.0, engine=nisa.engine.gpsimd)
                     continue
@@ -249,13 +279,13 @@ def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None, between=None):
                     for (md, mh, jw), (nd, nh, nw) in box_blocks((0, 0, wp.j0), (gd, gh, wp.j1), BANK_FP32):
                         n = nd * nh * nw
                         ps = acc_pool.take()
-                        # unpaired offsets first: they do not wait for the band's shifted copy
-                        steps = [(dd, dh, pr, kw, c) for dd, dh, pr in sorted(offs, key=lambda o: o[-1])
+                        # single offsets first, then pairs, then quads: each waits for fewer band copies
+                        steps = [(dd, dh, cp, kw, c) for dd, dh, cp in sorted(offs, key=lambda o: o[-1])
                                  for kw in wp.taps for c in range(len(co_tiles))]
-                        for si, (dd, dh, pr, kw, c) in enumerate(steps):
-                            # a pair: both band copies and both grid copies (K = 2 C_out)
-                            k = 2 * g.c_out if pr else co_tiles[c][1]
-                            mov = both if pr else bufs[c]
+                        for si, (dd, dh, cp, kw, c) in enumerate(steps):
+                            # a pair (quad): two (four) band copies and grid copies, K = 2 (4) C_out
+                            k = cp * g.c_out if cp > 1 else co_tiles[c][1]
+                            mov = both if cp > 1 else bufs[c]
                             zd, zh = z_start(ld, u[0], dd), z_start(lh, u[1], dh)
                             qd = td.q0 + td.q_step(u[0]) * (g0d + md) + dd - bd.q0
                             qh = th.q0 + th.q_step(u[1]) * (g0h + mh) + dh - bh.q0

@@ -70,7 +70,11 @@ def allocate(core: CoreState, shape: object, dtype: object, buffer: object, name
     if kind == SBUF:
         core.sbuf.allocate(st, address)  # type: ignore[arg-type]
     elif kind == PSUM:
-        core.psum.allocate(st, address)  # type: ignore[arg-type]
+        live = core.liveness
+        if live is None:
+            core.psum.allocate(st, address)  # type: ignore[arg-type]
+        elif live.allocated(st):
+            core.psum.allocate(st, address, virtual=live.recording)  # type: ignore[arg-type]
     elif kind == "shared_hbm" and run.lnc > 1:
         run.shared_hbm.append(st)
     return NkiTensor(st, 0, row_major(dims), name, dims)

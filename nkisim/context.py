@@ -50,6 +50,7 @@ class CoreState:
                                   bank_bytes=run.target.psum_bank_bytes)
         self.activation_regs = np.zeros(128, np.float32)  # ScalarE per-partition reduce registers
         self.shared_allocs = 0
+        self.liveness = None   # liveness.PsumLiveness when the run applies program-order PSUM liveness
 
 
 _local = threading.local()

@@ -8,7 +8,7 @@ import numpy as np
 
 from .context import CoreState, current_core
 from .dtypes import INT_TYPES, int_limits
-from .errors import NkiStrictWarning, violation
+from .errors import NkiStrictWarning, NkiValidationError, violation
 from .isa_enums import engine
 from .memory import ON_CHIP, PSUM, PSUM_BY_OTHER, PSUM_FRESH, SBUF
 from .tensor import NkiTensor, OutOfBoundsAccess
@@ -37,7 +37,11 @@ def tensor(instr: str, role: str, t: object) -> NkiTensor:
                         "dma_transpose (nki.isa.dma_copy, 'Indirect addressing')")
     st = t.storage if t.storage.base is None else t.storage.base
     if st.overflow is not None:
-        raise violation(instr, role, f"tensor '{t.name}': {st.overflow}")
+        raise psum_overflow(violation(instr, role, f"tensor '{t.name}': {st.overflow}"))
+    if st.buffer == PSUM:
+        core = current_core()
+        if core.liveness is not None and core.liveness.used(st):
+            core.psum.release(st.id)   # its last use in program order: the compiler reuses its banks
     if role in WRITE_ROLES:
         if st.aliases:   # this allocation now owns the shared bytes; its aliases hold stale data
             for ref in st.aliases:
@@ -49,6 +53,12 @@ def tensor(instr: str, role: str, t: object) -> NkiTensor:
         raise violation(instr, role, f"tensor '{t.name}' is read after its memory was overwritten through "
                         f"'{st.clobbered_by}' (explicit address overlap)")
     return t
+
+
+def psum_overflow(exc: NkiValidationError) -> NkiValidationError:
+    """Mark a PSUM capacity error of Python lifetimes: ``kernel.execute`` retries it under liveness."""
+    exc.psum_overflow = True
+    return exc
 
 
 # Operands an instruction writes (the alias tracking of explicitly placed memory).

@@ -13,7 +13,8 @@ import numpy as np
 from .allocation import wrap_argument
 from .context import CoreState, RunState, maybe_core, set_core
 from .dtypes import NUMPY_TYPES, dtype_name
-from .errors import NkiUsageError, violation
+from .errors import NkiUsageError, NkiValidationError, violation
+from .liveness import PsumLiveness
 from .lnc import LncExchange, run_programs
 from .targets import resolve_target, target_from_env
 from .tensor import NkiTensor
@@ -134,6 +135,51 @@ def execute(kernel: Callable, args: tuple, kwargs: dict, *, lnc: int | None = No
         raise NkiUsageError(f"run: argument 'lnc': {lnc} disagrees with the launch grid kernel[{grid}]")
     if degree == 2 and spec.generation < 3:
         raise NkiUsageError(f"run: argument 'lnc': LNC=2 needs trn2 or later, target is {spec.name}")
+    try:
+        run_ = _attempt(fn, args, kwargs, spec, degree, grid, bool(trace_only), None)
+    except NkiValidationError as exc:
+        if not getattr(exc, "psum_overflow", False):
+            raise
+        # PSUM tiles held by Python past their last use (liveness.py): record the last uses, then run
+        # again freeing each tile's banks there, as the compiler's allocator would.
+        recorded = _attempt(fn, args, kwargs, spec, degree, grid, bool(trace_only), "record")
+        try:
+            run_ = _attempt(fn, args, kwargs, spec, degree, grid, bool(trace_only),
+                            [core.liveness.last_use for core in recorded.cores])
+        except NkiValidationError as live_exc:
+            if getattr(live_exc, "psum_overflow", False):
+                raise NkiValidationError(f"{live_exc} (also with every PSUM tile freed after its last use in "
+                                         "program order)") from None
+            raise
+    state, cores, results, write_backs = run_.state, run_.cores, run_.results, run_.write_backs
+    outputs = _to_numpy(results[0], trace_only)
+    for original, data in write_backs:
+        if original.flags.writeable:
+            original[...] = data.reshape(original.shape)
+    peak_sbuf = max(c.sbuf.peak for c in cores)
+    peak_psum = max(c.psum.peak for c in cores)
+    summary = _summarize(state.trace, spec.name, degree, peak_sbuf, peak_psum, cost_band)
+    if timeline is not None:
+        from .timeline import write_timeline
+
+        write_timeline(state.trace, spec.name, timeline, title=getattr(fn, "__name__", ""))
+    return RunResult(outputs, state.trace, summary, peak_sbuf, peak_psum, spec.name, degree)
+
+
+@dataclass
+class _Attempt:
+    """One run of a kernel's programs: its state, cores, returned values and the arguments to write back."""
+
+    state: RunState
+    cores: list[CoreState]
+    results: list[Any]
+    write_backs: list[tuple[np.ndarray, np.ndarray]]
+
+
+def _attempt(fn: Callable, args: tuple, kwargs: dict, spec: Any, degree: int, grid: int | None,
+             trace_only: bool, liveness: str | list[dict[int, int]] | None) -> _Attempt:
+    """Run ``fn``'s programs once. ``liveness``: None (Python lifetimes), "record" (note each PSUM tile's last
+    use) or the per-program last uses of a recording run to free PSUM by (``liveness.py``)."""
     state = RunState(spec, degree, bool(trace_only))
     state.grid_ndim = 1 if (grid is not None or degree > 1) else 0
     buffer = "shared_hbm" if degree > 1 else "private_hbm"
@@ -161,6 +207,9 @@ def execute(kernel: Callable, args: tuple, kwargs: dict, *, lnc: int | None = No
     tkwargs = {k: wrap(k, v) for k, v in kwargs.items()}
     arguments = {id(t.storage) for t in (*targs, *tkwargs.values()) if isinstance(t, NkiTensor)}
     cores = [CoreState(state, pid) for pid in range(degree)]
+    if liveness is not None:
+        for pid, core in enumerate(cores):
+            core.liveness = PsumLiveness(None if liveness == "record" else liveness[pid])
     results: list[Any] = [None] * degree
 
     def body(pid: int) -> Callable[[], None]:
@@ -183,18 +232,7 @@ def execute(kernel: Callable, args: tuple, kwargs: dict, *, lnc: int | None = No
         state.exchange = LncExchange(degree)
         run_programs([body(pid) for pid in range(degree)], state.exchange)
         _check_same_returns(results)
-    outputs = _to_numpy(results[0], trace_only)
-    for original, data in write_backs:
-        if original.flags.writeable:
-            original[...] = data.reshape(original.shape)
-    peak_sbuf = max(c.sbuf.peak for c in cores)
-    peak_psum = max(c.psum.peak for c in cores)
-    summary = _summarize(state.trace, spec.name, degree, peak_sbuf, peak_psum, cost_band)
-    if timeline is not None:
-        from .timeline import write_timeline
-
-        write_timeline(state.trace, spec.name, timeline, title=getattr(fn, "__name__", ""))
-    return RunResult(outputs, state.trace, summary, peak_sbuf, peak_psum, spec.name, degree)
+    return _Attempt(state, cores, results, write_backs)
 
 
 def _parameter_names(fn: Callable, n: int) -> list[str]:

@@ -37,6 +37,7 @@ class Storage:
         "lazy",
         "name",
         "np_dtype",
+        "ordinal",
         "overflow",
         "p0",
         "partitions",
@@ -79,6 +80,7 @@ class Storage:
         self.base: Storage | None = None   # the allocation this one re-types (NkiTensor.view), if any
         self.trace_id = sid       # the allocation's id in trace records (shared by its re-typed views)
         self.overflow: str | None = None   # PSUM: why it has no place yet (see OnChipTracker.allocate)
+        self.ordinal = -1         # PSUM: its allocation order in its program (liveness.PsumLiveness)
 
     def materialise(self, fill: bool) -> None:
         """Create the data of a lazy storage: sentinel-filled, or uninitialised when the first
@@ -167,6 +169,7 @@ class OnChipTracker:
         # One weak reference per live storage whose callback releases it (cheaper than
         # weakref.finalize, and called at the same moment: when the last view of the storage dies).
         self._watch: dict[int, weakref.ref] = {}
+        self.virtual_banks = 0   # PSUM, recording run of liveness.py: tiles placed past the real banks
 
     def _watch_storage(self, st: Storage) -> None:
         release = self.release
@@ -200,7 +203,9 @@ class OnChipTracker:
         return self.auto_bytes + self._placed_bytes()
 
     # --- allocation ----------------------------------------------------------------------------
-    def allocate(self, st: Storage, address: tuple[int, int] | None) -> None:
+    def allocate(self, st: Storage, address: tuple[int, int] | None, virtual: bool = False) -> None:
+        """Place ``st`` (SBUF: count it). ``virtual``: a PSUM tile with no room takes a virtual bank past the
+        real ones instead of waiting (the recording run of ``liveness.py``)."""
         nbytes = st.row_bytes
         what = "PSUM" if self.kind == PSUM else "SBUF"
         if nbytes > self.capacity:
@@ -210,6 +215,12 @@ class OnChipTracker:
             self._place_explicit(st, address, nbytes)
         elif self.kind == PSUM:
             lo = self._find_place(nbytes)
+            if lo is None and virtual:
+                lo = self.capacity + self.virtual_banks * self.bank_bytes   # past the real banks, bank-aligned
+                self.virtual_banks += -(-nbytes // self.bank_bytes)
+                st.byte_offset = lo
+                self._watch_storage(st)
+                return
             if lo is None:
                 # Not an error yet: in ``t = nl.ndarray(...)`` inside a loop the previous tile is still
                 # referenced by ``t`` until the assignment completes, though the compiler's liveness

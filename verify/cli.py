@@ -541,12 +541,13 @@ def _check_one(args, case, backend: str, mode: str, timeline: str | None) -> tup
 # ----------------------------------------------------------------------------------------------- plan
 
 def cmd_plan(args) -> int:
+    from conv3d_bwd.kernels.plan.search import PROGRESS
     from conv3d_bwd.verify.plan_table import format_plan
     from conv3d_bwd.verify.progress import Heartbeat
 
     case = _case_from(args)
     _check_fits_in_memory(case)
-    with Heartbeat(f"planning {case.geometry_id} for {args.target}"):
+    with Heartbeat(f"planning {case.geometry_id} for {args.target}", detail=PROGRESS.describe):
         plan = _plan_or_usage_error(case, args.target, list_rejections=True)
     print(json.dumps(plan.to_dict(), indent=1, default=str) if args.json
           else format_plan(plan, top=args.top, show_all=args.show_all))

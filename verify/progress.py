@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 FIXED_PRIOR_S = 1.0
 """Seconds per run assumed before any run has finished (planning a small case takes 0.3-1.5 s);
@@ -114,10 +114,13 @@ class Progress:
 class Heartbeat:
     """``with Heartbeat("planning ..."):`` silent for a quick step; a step still running after
     ``every`` seconds prints the elapsed time on stderr every ``every`` seconds, and its end, so a
-    long step shows it is alive (and a quick one keeps stderr to its errors alone)."""
+    long step shows it is alive (and a quick one keeps stderr to its errors alone). ``detail``: how far
+    the step is, appended to each line (e.g. the planner's candidates estimated so far)."""
 
-    def __init__(self, message: str, stream=None, every: float | None = None):
+    def __init__(self, message: str, stream=None, every: float | None = None,
+                 detail: Callable[[], str] | None = None):
         self.message = message
+        self.detail = detail
         self.stream = stream or sys.stderr
         self.every = HEARTBEAT_EVERY_S if every is None else every
         self.beats = 0
@@ -128,8 +131,9 @@ class Heartbeat:
     def _beat(self) -> None:
         while not self._stop.wait(self.every):
             self.beats += 1
+            detail = self.detail() if self.detail is not None else ""
             self.stream.write(f"{self.message}: {fmt_duration(time.perf_counter() - self.start)} "
-                              "elapsed\n")
+                              f"elapsed{', ' + detail if detail else ''}\n")
             self.stream.flush()
 
     def __enter__(self) -> Heartbeat:  # noqa: PYI034 - typing.Self needs Python 3.11

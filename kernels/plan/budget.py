@@ -1,6 +1,7 @@
 """Capacity checks: the SBUF bytes and PSUM banks a candidate takes, and why a candidate is rejected."""
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from .. import dx_dpairs as dpairs
@@ -28,6 +29,7 @@ from ..schedule import (
     n_tiles,
 )
 from ..spec.compose import (
+    DB_SCALAR_CHUNK,
     _dw_dx_merged,
     db_on_dw,
     dx_band_early_on,
@@ -138,7 +140,9 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             extra = n_co * max(1, _dpair_slot_count(g, p)) * PMAX * ds
             parts += [("dx D-phase pair filters", extra)]
             filt += extra
-        phase_sbuf["dx"] = filt + wstage + dyb + plane + sums + stage + (4 * n_co * 4 if p.compute_db else 0)
+        db = (4 * n_co * 4 if p.compute_db else 0) + (
+            DB_SCALAR_CHUNK * ds if p.compute_db and p.pw_db_scalar and not pw_shared_on(p) else 0)
+        phase_sbuf["dx"] = filt + wstage + dyb + plane + sums + stage + db
         psum_dx = PSUM_DX_BANKS
     if pw_shared_on(p):   # dx:gemm's pools (counted above) plus dw's rings, planes and outputs
         extra = max(pw.sbuf_bytes(g, p.dx_band, p.lnc, [pw.chunk_of(g, it) for it in dx_program_items(g, p, q)],
@@ -269,8 +273,33 @@ def _dw_pos_tiles(rows: tuple[int, int], wo: int) -> int:
     return sum(n for _shape, n in box_block_sizes((0, 0, 0), (rows[0], rows[1], wo), PMAX)) if min(rows) > 0 else 0
 
 
+_RUN_CHECKS: list[dict] = []   # the planning runs under way (``memoized_checks``), innermost last
+
+
+@contextmanager
+def memoized_checks():
+    """Within: ``_check`` answers a plan it checked before from memory. Planning checks most candidates
+    twice (the enumeration keeps the tilings and variants that fit, the search checks every candidate);
+    a check is a function of the geometry, the plan and the target alone."""
+    _RUN_CHECKS.append({})
+    try:
+        yield
+    finally:
+        _RUN_CHECKS.pop()
+
+
 def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
     """'' when the plan fits the target, else the first limit it breaks."""
+    if not _RUN_CHECKS:
+        return _check_plan(g, p, hw)
+    memo = _RUN_CHECKS[-1]
+    key = (g, p, hw)
+    if key not in memo:
+        memo[key] = _check_plan(g, p, hw)
+    return memo[key]
+
+
+def _check_plan(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
     if p.s2d_group:   # the method's own pools (kernels/methods/s2d_gemm)
         why, sbuf, psum, parts = s2d_estimate.check(g, s2d_spec.S2dOptions(p.s2d_group), p.lnc,
                                                     (p.compute_dx, p.compute_dw, p.compute_db), hw)
@@ -280,6 +309,7 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
             _check(g, replace(p, compute_dw=False, dw_method=None), hw)
         # (db's accumulators are live beside dw: DbState, allocated first)
         db_bytes = (ceil_div(g.c_out, PMAX) * 4 + 2 * 4) if p.compute_db else 0
+        db_bytes += DB_SCALAR_CHUNK * g.dtype_bytes if p.compute_db and p.pw_db_scalar else 0   # (its scratch)
         why_dw, sbuf, psum, parts = kdm_estimate.check(g, p.lnc, p.target, hw, db_bytes)
         return why_dw or why, _Budget(max(sbuf, rest.sbuf), max(psum, rest.psum), rest.parts + tuple(parts.items()))
     b = _budget(g, p)

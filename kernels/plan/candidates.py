@@ -195,7 +195,10 @@ def _kd_moving_plans(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
           "dx_band_early": False, "dx_between_bundles": False, "dw_interleave": False}
     if base["compute_dx"]:
         rest = _enumerate(g, dict(base, compute_dw=False), hw)
-        return [replace(p, **kd) for p in rest if not p.s2d_group and p.strategy is Strategy.PER_GRADIENT]
+        out = [replace(p, **kd) for p in rest if not p.s2d_group and p.strategy is Strategy.PER_GRADIENT]
+        # db on dx's bands: VectorE tensor_reduce, or ScalarE activation accumulates (ScalarE is idle
+        # beside dx's half of the evictions, VectorE also places dx's bands)
+        return out + [replace(p, pw_db_scalar=True) for p in out if p.db_method is DbMethod.FOLD]
     ci = min(PMAX, g.c_in)
     return [Plan(**base, strategy=Strategy.PER_GRADIENT, dx_method=None, dw_method=DwMethod.KD_MOVING,
                  db_method=DbMethod.STANDALONE if base["compute_db"] else None, dx_band=(1, 1), dw_band=(1, 1),

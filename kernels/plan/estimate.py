@@ -3,6 +3,8 @@ how they compose into a modelled time.
 """
 from __future__ import annotations
 
+from itertools import pairwise
+
 from .. import dx_toeplitz as toeplitz
 from .. import pw_shared as pw
 from ..costs import CostSheet, TargetFigures, compose_ns, flow_shop_ns
@@ -28,6 +30,8 @@ from ..schedule import (
     tile_sizes,
 )
 from ..spec.compose import (
+    DB_SCALAR_CHUNK,
+    STREAMING_DW,
     _dw_dx_merged,
     db_on_dw,
     dx_band_early_legal,
@@ -75,9 +79,10 @@ from .estimate_dw import (
     _estimate_xs_finish_shared,
     _shared_stacked_xs,
 )
-from .estimate_dx import _dx_band_sheet, _estimate_dpairs, _estimate_dx_band, _estimate_dx_t
+from .estimate_dx import _dx_band_sheet, _estimate_dpairs, _estimate_dx_band, _estimate_dx_t, _run_cached
 from .estimate_waits import (
     _dw_exchange_ns,
+    _dw_first_x_wait_ns,
     _dw_head_ns,
     _dx_head_ns,
     _dx_t_fill_ns,
@@ -88,32 +93,77 @@ from .estimate_waits import (
 )
 
 
-def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[float, dict[str, float]]:
+def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures, memo: dict | None = None) -> tuple[float, dict[str, float]]:
     """Modelled time (under LNC2 the later program's, as nkisim's makespan) and program 0's per-engine
-    busy time."""
+    busy time. ``memo``: one planning run's store of the work its candidates share (a dw tiling with every
+    dx choice, dw:kd_moving's dx and db part with every plain plan), each entry keyed by everything its
+    computation reads, so that an estimate is the same with or without it."""
     if p.s2d_group:   # from the method's work list (kernels/methods/s2d_gemm)
         return s2d_estimate.estimate_us(g, s2d_spec.S2dOptions(p.s2d_group), p.lnc,
                                         (p.compute_dx, p.compute_dw, p.compute_db), hw)
     if p.dw_method is DwMethod.KD_MOVING:   # dw alone, then dx and db (kernels/methods/dw_kd_moving)
-        t, busy = kdm_estimate.estimate_us(g, hw, p.lnc)
+        t, busy = _memoized(memo, ("kdm", p.lnc), lambda: kdm_estimate.estimate_us(g, hw, p.lnc))
         if p.compute_dx or p.compute_db:
             rest = replace(p, compute_dw=False, dw_method=None)
-            t_rest, busy_rest = _estimate(g, rest, hw)
+            t_rest, busy_rest = _memoized(memo, ("rest", rest), lambda: _estimate(g, rest, hw, memo))
             # the rest's first loads (its fill) run under dw's end
-            hidden = min(_estimate_sheet(g, rest, hw)[1] / 1000.0, kdm_estimate.overlap_us(g, hw, p.lnc))
+            rest_fill = _memoized(memo, ("rest_fill", rest), lambda: _estimate_sheet(g, rest, hw, memo=memo)[1])
+            hidden = min(rest_fill / 1000.0, kdm_estimate.overlap_us(g, hw, p.lnc))
             t, busy = t + t_rest - hidden, {e: busy.get(e, 0.0) + busy_rest.get(e, 0.0)
                                             for e in busy.keys() | busy_rest.keys()}
         return t, busy
-    c, fill = _estimate_sheet(g, p, hw)
+    c, fill = _estimate_sheet(g, p, hw, memo=memo)
     # dx inside dw's boxes: each box's x^T transfers are issued a whole pass ahead of the matmuls that read
     # them, under the box's dx items, so the merged body stalls less than the generic share says
     loss = {"dx": BOXES_LOSS} if p.dx_inside_boxes and dx_inside_dw_on(g, p) else None
-    total = compose_ns(_sections(c, g, p), section_order(g, p), fill, hw, c.steps, c.steps_head, loss, c.flow)
+    total = _compose(c, g, p, fill, loss)
     for pid in range(1, p.lnc):   # the split is uneven (tap units, db on one program, odd item counts)
-        c1, fill1 = _estimate_sheet(g, p, hw, pid)
-        total = max(total, compose_ns(_sections(c1, g, p), section_order(g, p), fill1, hw, c1.steps,
-                                      c1.steps_head, loss, c1.flow))
+        c1, fill1 = _estimate_sheet(g, p, hw, pid, memo=memo)
+        total = max(total, _compose(c1, g, p, fill1, loss))
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
+
+
+def _memoized(memo: dict | None, key, make):
+    """``make()``, computed once per planning run (``memo``; None: every time)."""
+    if memo is None:
+        return make()
+    if key not in memo:
+        memo[key] = make()
+    return memo[key]
+
+
+# plan fields dw's box and row costs (``_estimate_dw_item``) never read: its memo entries ignore them
+_DX_ONLY_FIELDS = frozenset({
+    "dx_ci_tile", "dx_ci_outer", "dx_regions", "dx_transposed", "dx_pair_copies", "dx_toeplitz",
+    "dx_toeplitz_merge", "dx_toeplitz_w", "dx_toeplitz_pair", "dx_w_band", "dx_ci_split", "dx_band_early",
+    "filters_first", "pw_db_scalar", "pw_dyt_dma", "pw_dyt_late",
+    "sbuf_bytes", "psum_banks", "estimated_us", "engine_us", "label", "candidates", "alternatives"})
+# per gradient, dw's own boxes: the fields besides dw_* that its costs read (its legality checks: a W band
+# needs dx neither prefetched nor inside dw)
+_DW_BOX_FIELDS = ("dy_shape", "x_shape", "w_shape", "stride", "padding", "dilation", "dtype", "target", "lnc",
+                  "compute_dw", "strategy", "db_ones", "dx_prefetch", "dx_inside_dw", "dx_inside_boxes",
+                  "dx_between_bundles")
+
+
+def dw_item_key(p: Plan) -> tuple:
+    """The plan fields dw's box and row costs may read: per gradient (its own boxes), the dw fields and
+    ``_DW_BOX_FIELDS``; shared dy (dx's bands are its boxes) or dx inside dw, every field but dx's
+    filter, C_in and method choices; D-phase pairs between dw's bundles (whose legality reads dx's
+    tiling), every field."""
+    if p.dx_between_bundles:
+        return tuple(p.__dict__.items())
+    if p.strategy is Strategy.PER_GRADIENT and not p.dx_inside_dw:
+        return tuple((k, v) for k, v in p.__dict__.items() if k.startswith("dw_")) + \
+            tuple(getattr(p, k) for k in _DW_BOX_FIELDS)
+    return tuple((k, v) for k, v in p.__dict__.items() if k not in _DX_ONLY_FIELDS)
+
+
+def _compose(c: CostSheet, g: ConvGeom, p: Plan, fill: float, loss: dict[str, float] | None) -> float:
+    """``compose_ns`` of one program's sheet: its sections (``_sections``), their DMA queues and ahead loads."""
+    return compose_ns(_sections(c, g, p), section_order(g, p), fill, c.hw, c.steps, c.steps_head, loss, c.flow,
+                      _sections_of(c.ahead_queues(), g, p), c.ahead_tail, _sections_of(c.queue_times(), g, p),
+                      {k: v[""] for k, v in _sections_of({k: {"": v} for k, v in c.serial_floors().items()},
+                                                           g, p).items()}, c.units)
 
 
 def _pw_flow(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, chunks: list, items: list,
@@ -157,6 +207,21 @@ def _filter_transposes(c: CostSheet, g: ConvGeom, p: Plan, ci: int, n_ci: int) -
     return ns
 
 
+# the depth of dx's plane rings (nki_dx, nki_dx_dpairs, nki_dx_toeplitz: Pool(2, ...)): how many bands' stores
+# can be in flight while the next band computes
+PLANE_BUFS = 2
+
+
+def _store_lanes(items: list) -> int:
+    """How many chains dx's serial stores form: the stores of one sample wait for one another (their spans
+    overlap), those of different samples do not; when the bands alternate between samples (the band-major
+    order of D-phase pairs under LNC2) their stores overlap as far as the plane ring lets them. (With one
+    band per sample the ring holds the next sample's band back behind the first's stores: one chain.)"""
+    samples = [b for b, _bd, _bh in items]
+    alternate = len(samples) > len(set(samples)) > 1 and all(x != y for x, y in pairwise(samples))
+    return min(PLANE_BUFS, len(set(samples))) if alternate else 1
+
+
 def section_order(g: ConvGeom, p: Plan) -> list[str]:
     """The kernel's sections in issue order (conv3d_bwd.py); shared_dy runs dx and dw's boxes as one."""
     if p.strategy is Strategy.SHARED_DY:
@@ -166,12 +231,14 @@ def section_order(g: ConvGeom, p: Plan) -> list[str]:
         head, dx = ["dx_filters", "dw"], ["dx_prefetch", "dx", "dx_tail"]
     else:
         head, dx = ["dw"], ["dx_filters", "dx_prefetch", "dx", "dx_tail"]
-    if dw_defer_finish(g, p):   # LNC2: dw's adds, casts and stores after dx
+    if dw_defer_finish(g, p) and p.dw_method in STREAMING_DW:   # LNC2: dw's adds, casts and stores after dx
+        # (dw:small_extent runs its own schedule: its last store follows its last matmul, before dx)
         return [*head, *dx, "dw_finish", "db", "db_store"]
     return [*head, "dw_finish", *dx, "db", "db_store"]
 
 
-def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tuple[CostSheet, float]:
+def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
+                    memo: dict | None = None) -> tuple[CostSheet, float]:
     """Program ``pid``'s busy time per engine and kernel section (``CostSheet.section``), and the fill (ns):
     the latencies no busy time covers (first loads, exposed waits, LNC2 rendezvous)."""
     c = CostSheet(hw)
@@ -228,6 +295,12 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             # C_in-outer: later groups load while the group before them computes (part of dx)
             # (shared-dy pointwise issues them inside its body, behind the first step's dy)
             c.section("dx+dw" if pw_shared_on(p) else "dx_filters" if i == 0 or not p.dx_ci_outer else "dx")
+            if filters_by_dma(g, p):   # dma_transpose from HBM, the body's destination tiles: ahead loads
+                with c.ahead():        # (tiles of their own per C_in group: no buffer holds them)
+                    _filter_transposes(c, g, p, ci, len(ci_tiles))
+                if i > 0 and p.dx_ci_outer and not pw_shared_on(p):   # the last group's matmuls wait for it
+                    c.ahead_share(1.0 / len(ci_tiles))
+                continue
             charge_filters(c, ci)
         filters = (c.busy["dma"] - before_filters["dma"], c.busy["tensor"] - before_filters["tensor"])
         if len(chunks) > 1:   # dx_co_chunk: the filters load again for every band after the first
@@ -240,26 +313,13 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         reloads = len(ci_tiles) if p.dx_ci_outer else 1
         loads = CostSheet(hw)   # one pass of dy band loads, charged once per reload
         if reloads:
-            fills = []
+            held = dx_bands_held(g, p, pid)
+            db_fold = p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw
             w_bands = dx_w_bands(g, p)
-            fill_items = [it for it in items for _bw in w_bands]   # (dx_w_band: a load per W band)
             clip = dx_dy_clip_legal(g, p)   # (dx_dy_clip: the clipped buffers' fills)
-            for (_b, bd, bh), bw in ((it, bw) for it in items for bw in w_bands):
-                bands3 = tuple(axis_live(g.axes[a], b_)[0] for a, b_ in enumerate((bd, bh, bw))) if clip else (bd, bh, bw)
-                ext = [b_.extent for b_ in bands3]
-                if min(ext) <= 0:
-                    fills.append(None)
-                    continue
-                o = g.out_size
-                valid = [(max(b_.q0, 0), min(b_.q1, o[a])) for a, b_ in enumerate(bands3)]
-                lo = [max(v0 - b_.q0, 0) for (v0, _v), b_ in zip(valid, bands3)]
-                hi = [max(lo[a], valid[a][1] - bands3[a].q0) for a in range(3)]
-                fills.append((lo, hi, ext, valid))
-                if p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw:
-                    own = (bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo
-                    loads.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
-                    loads.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
-            shared = _shared_region_fills(g, p, fill_items, fills)
+            fills, loads = _memoized(memo, ("dx_loads", tuple(items), tuple(w_bands), db_fold, p.pw_db_scalar,
+                                            p.dx_regions, frozenset(held), clip),
+                                     lambda: _dx_loads(g, p, hw, items, w_bands, db_fold, held, clip))
             if fills and fills[0] is not None and (p.strategy is Strategy.SHARED_DY or not p.compute_dw) \
                     and not pw_shared_on(p):   # (shared-dy pointwise: its first step, below)
                 head = _dx_head_ns(g, hw, *fills[0])   # dx runs first: its first dy band
@@ -269,13 +329,11 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                     # the later of the two counts, not their sum (down_s2 LNC1 shared dy: head 2.9 us
                     # modelled, 3.8 summed)
                     head = max(0.0, head - _filter_transposes(CostSheet(hw), g, p, g.c_in, 1))
+                if p.strategy is Strategy.SHARED_DY and p.compute_dw:
+                    # dw's first box reads its x (band, or x^T tile) after the band's dy^T transposes: the
+                    # wait for it beyond those, as per gradient (down_s2: a 1 MB x band on 64 partitions)
+                    head += _dw_first_x_wait_ns(g, p, hw, pid)
                 fill += head
-            held = dx_bands_held(g, p, pid)
-            for i, f in enumerate(fills):
-                if f is not None:
-                    # a shared pack fill: its first region pays the memsets and placement
-                    _cost_fill(loads, g, n_co, co_t, *f, fill_work=shared.get(i, True),
-                               held=(fill_items[i][0], tuple(f[3])) in held)
             first_place = _first_band_placement(g, hw, fills)
             if first_place and dx_band_early_legal(g, p):
                 if p.dx_band_early:   # GpSimd places the first band (once), not VectorE
@@ -286,7 +344,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
         for _ in range(reloads):
             c.add(loads)
         if dx_t_active(p):
-            _estimate_dx_t(c, g, p, hw, items)
+            _estimate_dx_t(c, g, p, hw, items, memo)
             if dx_prefetched(p):   # loaded during dw: a lead that dw's idle DMA time hides (compose_ns)
                 c.exposed("dx_prefetch", _dx_t_fill_ns(g, p, hw, items))
             else:
@@ -297,7 +355,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                 toeplitz.estimate_grids_w(c, g, p.dx_toeplitz, tzm, p.dx_toeplitz_w, p.dx_toeplitz_pair,
                                           toeplitz.fast_grid(g, p))
             else:
-                toeplitz.estimate_grids(c, g, p.dx_toeplitz, p.dx_toeplitz_pair, tzm)
+                toeplitz.estimate_grids(c, g, p.dx_toeplitz, p.dx_toeplitz_pair, tzm, p.dx_toeplitz_quad)
             if items and p.dx_toeplitz_w:   # the first block's split pairs run during the first copy
                 e, nb, _copy = toeplitz.first_block_expansion(g, hw.name, p.dx_toeplitz, tzm, p.dx_toeplitz_w,
                                                                 p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band),
@@ -309,37 +367,44 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                             - 2 * e * max(64, nb) / hw.tensor_ghz)
             elif items:
                 fill += toeplitz.first_copy_ns(g, hw, p.dx_toeplitz, p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band),
-                                               items[0][1], items[0][2], tzm)
-                fill += toeplitz.store_tail_ns(g, hw, p.dx_toeplitz, p.dx_band, items[-1][1], items[-1][2], tzm)
+                                               items[0][1], items[0][2], tzm, p.dx_toeplitz_quad)
+                tail = toeplitz.store_tail_ns(g, hw, p.dx_toeplitz, p.dx_band, items[-1][1], items[-1][2], tzm)
+                fill += tail
+                c.serial_trail(tail + hw.dma_fixed_ns)
             for _b, bd, bh in items:
                 if p.dx_toeplitz_w:
-                    c.add(toeplitz.band_sheet_w(g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh, p.dx_toeplitz_pair,
-                                                _dx_dy_extent(g, p.dx_band), tzm, p.dx_toeplitz_w))
+                    c.add(_run_cached(memo, toeplitz.band_sheet_w, g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh,
+                                      p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band), tzm, p.dx_toeplitz_w))
                 else:
-                    c.add(toeplitz.band_sheet(g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh, p.dx_toeplitz_pair,
-                                              _dx_dy_extent(g, p.dx_band), tzm))
+                    c.add(_run_cached(memo, toeplitz.band_sheet, g, hw.name, p.dx_toeplitz, p.dx_band, bd, bh,
+                                      p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band), tzm, p.dx_toeplitz_quad))
         elif p.dx_dphase_pairs:
-            _estimate_dpairs(c, g, p, hw, items)
+            _estimate_dpairs(c, g, p, hw, items, memo)
         elif p.dx_regions == 1 and dx_ci_split_on(g, p):
             for _b, bd, bh in items:
                 for bw in dx_w_bands(g, p):
                     _estimate_dx_band(c, g, None, bd, bh, ci_tiles, n_co, fp32, two, W, bw, len(chunks),
-                                      dx_dy_clip_legal(g, p))
+                                      clip=dx_dy_clip_legal(g, p))
         elif p.dx_regions == 1:
             for _b, bd, bh in items:
                 for bw in dx_w_bands(g, p):
-                    c.add(_dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh, False, bw, len(chunks),
-                                         dx_dy_clip_legal(g, p)))
+                    c.add(_run_cached(memo, _dx_band_sheet, g, hw.name, p.dx_ci_tile, bd, bh, False, bw, len(chunks),
+                                      dx_dy_clip_legal(g, p)))
         else:   # one band's compute per pack; its store once per region
             for pack in dx_packs(g, items, p.dx_regions):
                 _b, bd, bh = pack[0]
-                c.add(_dx_band_sheet(g, hw.name, PMAX, bd, bh, True))
+                c.add(_run_cached(memo, _dx_band_sheet, g, hw.name, PMAX, bd, bh, True))
                 rows = (bd.i1 - bd.i0) * (bh.i1 - bh.i0)
                 c.dma(g.c_in * rows * W * ds, (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W)
-                      * ds, len(pack) - 1)
+                      * ds, len(pack) - 1, serial=g.c_in if g.c_in > 1 else 0)
+        if items:
+            c.serial_lanes(_store_lanes(items))
+            c.serial_start(len(items))
         if items and p.dx_method is not DxMethod.TOEPLITZ and not pw_shared_on(p):
             # (toeplitz: its store_tail_ns, in the fill; shared-dy pointwise: a step's store, below)
-            c.exposed("dx_tail", _dx_tail_ns(g, p, hw, items[-1]))
+            tail = _dx_tail_ns(g, p, hw, items[-1])
+            c.exposed("dx_tail", tail)
+            c.serial_trail(tail + hw.dma_fixed_ns)
     if p.compute_dw:
         c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dw")
     if pw_shared_on(p):   # dw's share of the shared-dy pointwise kernel (dx:gemm is charged above)
@@ -406,6 +471,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
             c.evict(sum(blocks), two, mine)
             c.dma(min(PMAX, g.c_in) * g.c_out * ds, g.c_out * ds, mine)
     elif p.compute_dw:
+        dw_key = dw_item_key(p) if memo is not None else None
+        item_memo = memo.setdefault("dw_item", {}) if memo is not None else {}
         # C_out passes (dw_co_pass): each a whole dw of its C_out channels (dy and x^T streamed again)
         for gd in dw_co_pass_geoms(g, p):
             n_cp, co_tp = n_tiles(gd.c_out, PMAX), min(PMAX, gd.c_out)
@@ -466,10 +533,19 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
                                    span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles,
                                    ow if p.dw_method is DwMethod.ROW_PACK else ow[1] - ow[0], ones, first_box)
                             if key not in cache:
-                                cache[key] = CostSheet(hw)
-                                _estimate_dw_item(cache[key], gd, p, (d0, d1), (h0, h1), ci_tiles, chunk, n_chunks,
-                                                  xpad, bank, span, item_roles, ow, ones, first_box)
+                                # (the first box of this shape computes it: from the planning memo when a
+                                # candidate with the same dw fields computed that very box before; the pass's
+                                # geometry in the key, as C_out passes of different widths cost differently)
+                                mkey = (dw_key, gd, key, d0, d1, h0, h1, ow, span) if dw_key is not None else None
+                                cache[key] = item_memo.get(mkey) if mkey is not None else None
+                                if cache[key] is None:
+                                    cache[key] = CostSheet(hw)
+                                    _estimate_dw_item(cache[key], gd, p, (d0, d1), (h0, h1), ci_tiles, chunk,
+                                                      n_chunks, xpad, bank, span, item_roles, ow, ones, first_box)
+                                    if mkey is not None:
+                                        item_memo[mkey] = cache[key]
                             c.add(cache[key])
+                            c.ring_units(1)
                             last_sheet = cache[key]
                         if p.dw_method is DwMethod.ROW_PACK and p.strategy is not Strategy.SHARED_DY:
                             # the x^T tiles its row passes stream (a stacked pair is one pass): section_ns's steps
@@ -552,6 +628,44 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> tu
     return c, fill
 
 
+def _dx_loads(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_bands: list, db_fold: bool,
+              held: set, clip: bool = False) -> tuple[list, CostSheet]:
+    """One pass of dx's dy band loads (a load per item and W band): each load's (lo, hi, ext, valid) fill
+    (None: no dy rows) and their cost; ``db_fold``: db folds on these loads; ``clip``: the clipped bands'
+    buffers (``dx_dy_clip``). Reads of ``p``: its
+    ``dx_regions`` (packs sharing a fill) and ``pw_db_scalar`` (db's engine), which the caller's memo key holds."""
+    n_co, co_t, Wo = n_tiles(g.c_out, PMAX), min(PMAX, g.c_out), g.axes[2].o
+    loads = CostSheet(hw)
+    fills = []
+    fill_items = [it for it in items for _bw in w_bands]
+    for (_b, bd, bh), bw in ((it, bw) for it in items for bw in w_bands):
+        bands3 = tuple(axis_live(g.axes[a], b_)[0] for a, b_ in enumerate((bd, bh, bw))) if clip else (bd, bh, bw)
+        ext = [b_.extent for b_ in bands3]
+        if min(ext) <= 0:
+            fills.append(None)
+            continue
+        o = g.out_size
+        valid = [(max(b_.q0, 0), min(b_.q1, o[a])) for a, b_ in enumerate(bands3)]
+        lo = [max(v0 - b_.q0, 0) for (v0, _v), b_ in zip(valid, bands3)]
+        hi = [max(lo[a], valid[a][1] - bands3[a].q0) for a in range(3)]
+        fills.append((lo, hi, ext, valid))
+        if db_fold:
+            own = (bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo
+            if p.pw_db_scalar:   # ScalarE activations accumulating into db's column
+                per = max(1, ceil_div(own, DB_SCALAR_CHUNK))
+                loads.compute("scalar", own / per, 1, 1.0, n_co * per, op="activation")
+            else:
+                loads.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
+                loads.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
+    shared = _shared_region_fills(g, p, fill_items, fills)
+    for i, f in enumerate(fills):
+        if f is not None:
+            # a shared pack fill: its first region pays the memsets and placement
+            _cost_fill(loads, g, n_co, co_t, *f, fill_work=shared.get(i, True),
+                       held=(fill_items[i][0], tuple(f[3])) in held)
+    return fills, loads
+
+
 def _interleaved_flow(c: CostSheet, g: ConvGeom, p: Plan) -> None:
     """dw-interleaved (dx:toeplitz with dw's boxes between dx's items, one body): the body's loads -- dx's
     bands and dw's x^T bundles and dy^T by DMA -- stream ahead of the PE through the item and bundle rings,
@@ -571,6 +685,17 @@ def _interleaved_flow(c: CostSheet, g: ConvGeom, p: Plan) -> None:
 # 0.125). Fitted on unet3d_c64 LNC1/LNC2 and dilated_d2 LNC1: nkisim shows the PE nearly never
 # waiting inside that body (unet3d LNC2: 1.9 us of gaps in 58 us), as the transfers are a pass ahead
 BOXES_LOSS = 0.06
+
+
+def _sections_of(per_section: dict[str, dict[str, float]], g: ConvGeom, p: Plan) -> dict[str, dict[str, float]]:
+    """Per-section figures keyed by queue (``CostSheet.queue_times``, ``ahead_queues``) merged as ``_sections``
+    merges the busy time."""
+    out = {k: dict(v) for k, v in per_section.items()}
+    inside = "dw_in" if p.dx_inside_boxes else "dw"
+    if _dw_dx_merged(g, p) and inside in out and "dx" in out:
+        for q, ns in out.pop(inside).items():
+            out["dx"][q] = out["dx"].get(q, 0.0) + ns
+    return out
 
 
 def _sections(c: CostSheet, g: ConvGeom, p: Plan) -> dict[str, dict[str, float]]:

@@ -24,6 +24,18 @@ from ..spec.record import Plan
 from .budget import _dx_dy_extent
 
 
+def _run_cached(memo: dict | None, fn, *args) -> CostSheet:
+    """``fn(*args)`` (a band's cost sheet, a pure function of its arguments) kept in one planning run's memo
+    (``estimate._estimate``) besides ``fn``'s own bounded cache: a problem of many bands cycles through more
+    of them per candidate than that cache holds, and the next candidate asks for the same bands again."""
+    if memo is None:
+        return fn(*args)
+    key = (fn, args)
+    if key not in memo:
+        memo[key] = fn(*args)
+    return memo[key]
+
+
 @lru_cache(maxsize=8192)
 def _dx_band_sheet(g: ConvGeom, target: str, ci_tile: int, bd: AxisBand, bh: AxisBand,
                    packed: bool = False, bw: AxisBand | None = None, chunks: int = 1, clip: bool = False
@@ -34,15 +46,16 @@ def _dx_band_sheet(g: ConvGeom, target: str, ci_tile: int, bd: AxisBand, bh: Axi
     c = CostSheet(TARGET_FIGURES[target])
     ci_tiles = [PMAX] if packed else tile_sizes(g.c_in, ci_tile)
     _estimate_dx_band(c, g, None, bd, bh, ci_tiles, 1 if packed else n_tiles(g.c_out, PMAX),
-                      g.dtype == "fp32", g.dtype_bytes == 2, g.axes[2].n, bw, chunks, clip)
+                      g.dtype == "fp32", g.dtype_bytes == 2, g.axes[2].n, bw, chunks, g.c_in if packed else 0, clip)
     return c
 
 
 def _estimate_dx_band(c: CostSheet, g: ConvGeom, p: Plan | None, bd: AxisBand, bh: AxisBand, ci_tiles: list[int],
                       n_co: int, fp32: bool, two: bool, W: int, bw: AxisBand | None = None, chunks: int = 1,
-                      clip: bool = False) -> None:
+                      store_ci: int = 0, clip: bool = False) -> None:
     """The dx compute and store of one band (mirrors nki_dx._run_band, and _run_band_chunks with ``chunks`` > 1
-    C_out chunks); ``bw``: its W band (default all W); ``clip``: the live taps only (``dx_dy_clip``)."""
+    C_out chunks); ``bw``: its W band (default all W); ``store_ci``: the channels of its store when not the
+    C_in tile's (packed regions: one region's); ``clip``: the live taps only (``dx_dy_clip``)."""
     ds = g.dtype_bytes
     bw = bw if bw is not None else axis_bands(g.axes[2], W)[0]
     wn = bw.i1 - bw.i0
@@ -63,10 +76,12 @@ def _estimate_dx_band(c: CostSheet, g: ConvGeom, p: Plan | None, bd: AxisBand, b
                     c.compute("vector", n, 2, 1.0, (chunks - 1) * count, op="tensor_tensor")
         rows = (bd.i1 - bd.i0) * (bh.i1 - bh.i0)
         run = wn if wn < W else (rows * W if bh.i1 - bh.i0 == g.axes[1].n else (bh.i1 - bh.i0) * W)
-        c.dma(ci * rows * wn * ds, run * ds)
+        sc = store_ci or ci   # (dx's stores: one after another)
+        c.dma(sc * rows * wn * ds, run * ds, serial=sc if sc > 1 else 0)
 
 
-def _estimate_dpairs(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items: list) -> None:
+def _estimate_dpairs(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items: list,
+                     memo: dict | None = None) -> None:
     """D-phase pairs: the slot tiles (memset, one SBUF->SBUF DMA per tap) and every band's matmuls,
     evictions and two stores (mirrors nki_dx_dpairs.run_dx_dpairs)."""
     ds = g.dtype_bytes
@@ -79,7 +94,7 @@ def _estimate_dpairs(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, item
     if not filters_by_dma(g, p):   # W^T (charged with the filters) copied into the slots; else DMA-transposed there
         c.dma(min(PMAX, g.c_out) * g.c_in * ds, g.c_in * ds, g.taps * n_co)
     for _b, bd, bh in items:
-        c.add(_dpair_band_sheet(g, hw.name, bd, bh))
+        c.add(_run_cached(memo, _dpair_band_sheet, g, hw.name, bd, bh))
 
 
 @lru_cache(maxsize=4096)
@@ -107,11 +122,13 @@ def _dpair_band_sheet(g: ConvGeom, target: str, bd: AxisBand, bh: AxisBand) -> C
     rows = ceil_div(bd.i1 - bd.i0, 2)
     run = (nh_in * W if nh_in == g.axes[1].n else W) * ds
     one = dpairs.one_store(g, dpairs.band_halves(g, (bd, bh, w_band)))
-    c.dma(g.c_in * rows * nh_in * W * ds * (2 if one else 1), run, 1 if one else len(halves))
+    c.dma(g.c_in * rows * nh_in * W * ds * (2 if one else 1), run, 1 if one else len(halves),
+          serial=g.c_in * (2 if one else 1))
     return c
 
 
-def _estimate_dx_t(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items: list) -> None:
+def _estimate_dx_t(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items: list,
+                   memo: dict | None = None) -> None:
     """dx^T compute, copies and stores of this program's items (mirrors nki_dx_t.run_dx_t)."""
     ds = g.dtype_bytes
     pairs = sum(1 for taps in phase_tap_sets(g) for s_ in tap_steps(g, p.dx_pair_copies, taps) if s_.b is not None)
@@ -119,7 +136,7 @@ def _estimate_dx_t(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items:
         c.dma(g.c_out * g.c_in * ds, g.c_in * ds, pairs)
     ext = _dx_dy_extent(g, p.dx_band)
     for _b, bd, bh in items:
-        c.add(_dx_t_band_sheet(g, hw.name, p.dx_pair_copies, filters_by_dma(g, p), ext, bd, bh))
+        c.add(_run_cached(memo, _dx_t_band_sheet, g, hw.name, p.dx_pair_copies, filters_by_dma(g, p), ext, bd, bh))
 
 
 @lru_cache(maxsize=8192)
@@ -139,7 +156,7 @@ def _dx_t_band_sheet(g: ConvGeom, target: str, copies: int, by_dma: bool, tile_e
     if min(bd.extent, bh.extent, bw.extent) <= 0:   # no dy: zero planes
         for ci in tile_sizes(g.c_in, PMAX):
             c.compute("gpsimd", rows * W, 0, 1.0, 1, op="memset")
-            c.dma(ci * rows * W * ds, run)
+            c.dma(ci * rows * W * ds, run, serial=ci)
         return c
     n_copies = copies_made(g, copies)
     used = bd.extent * tile_ext[1] * tile_ext[2]
@@ -175,5 +192,5 @@ def _dx_t_band_sheet(g: ConvGeom, target: str, copies: int, by_dma: bool, tile_e
         if strided:   # the phase's strided placement into the plane (GpSimd), per 128 channels
             c.compute("gpsimd", npos, 1, 1.0, len(tile_sizes(g.c_in, PMAX)), op="tensor_copy")
     for ci in tile_sizes(g.c_in, PMAX):
-        c.dma(ci * rows * W * ds, run)
+        c.dma(ci * rows * W * ds, run, serial=ci)
     return c

@@ -6,7 +6,7 @@ from __future__ import annotations
 from .. import dx_dpairs as dpairs
 from ..costs import CostSheet, TargetFigures
 from ..dw_head import head_wait_ns
-from ..geometry import ConvGeom, ceil_div
+from ..geometry import ConvGeom
 from ..schedule import (
     PMAX,
     AxisBand,
@@ -51,9 +51,7 @@ def _dw_exchange_ns(c: CostSheet, g: ConvGeom, hw: TargetFigures, co_t: int, n_c
 def _lone_dma_ns(hw: TargetFigures, nbytes: float, run_bytes: float, partitions: int) -> float:
     """One transfer alone on the queues (nkisim): start latency, then its bytes at the share of the
     16 DMA engines its partitions reach (ceil(P / 8) of them)."""
-    run = max(1.0, min(run_bytes, nbytes))
-    rate = min(16, ceil_div(max(1, partitions) * 16, PMAX)) / 16
-    return hw.dma_fixed_ns + nbytes / (hw.dma_bytes_per_ns * hw.descriptor_efficiency(run)) / rate
+    return hw.lone_dma_ns(nbytes, run_bytes, partitions)
 
 
 def _dx_tail_ns(g: ConvGeom, p: Plan, hw: TargetFigures, item: tuple) -> float:

@@ -1,6 +1,7 @@
 """Plan a problem: enumerate, check, estimate, pick the cheapest (cached per problem)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 from .. import dx_toeplitz as toeplitz
@@ -8,7 +9,7 @@ from ..costs import TARGET_FIGURES
 from ..errors import Conv3dBwdInputError, Conv3dBwdPlanError
 from ..geometry import ConvGeom, validate
 from ..spec.record import Candidate, DwMethod, DxMethod, Plan, Strategy, replace
-from .budget import _check
+from .budget import _check, memoized_checks
 from .candidates import _enumerate
 from .estimate import _estimate
 from .no_plan import no_plan_message
@@ -35,7 +36,8 @@ def _label(p: Plan) -> str:
                      + (f", {''.join(a for a, m in zip('dh', p.dx_toeplitz_merge) if m)} phases on M"
                         if p.dx_method is DxMethod.TOEPLITZ and any(p.dx_toeplitz_merge) else "")
                      + (f", W {p.dx_toeplitz_w} on M" if p.dx_method is DxMethod.TOEPLITZ and p.dx_toeplitz_w else "")
-                     + (f", K pairs {'dhw'[p.dx_toeplitz_pair]}" if p.dx_method is DxMethod.TOEPLITZ
+                     + (", K quads dh" if p.dx_method is DxMethod.TOEPLITZ and p.dx_toeplitz_quad
+                        else f", K pairs {'dhw'[p.dx_toeplitz_pair]}" if p.dx_method is DxMethod.TOEPLITZ
                         and p.dx_toeplitz_pair >= 0 else "")
                      + (f", W band {p.dx_w_band}" if p.dx_w_band else "")
                      + (f", co chunk {p.dx_co_chunk}" if p.dx_co_chunk else "")
@@ -115,7 +117,33 @@ def _smallest_note(g: ConvGeom, base: dict, usable: int) -> str:
             f"time, dx's dy rows only where taps read dy) needs {sbuf} B per partition, {sbuf - usable} B over the {usable} B usable (largest: {name} {size} B)")
 
 
+@dataclass
+class PlanningProgress:
+    """Where the planning under way is: read by a progress display on another thread (so mutable)."""
+
+    stage: str = ""
+    done: int = 0
+    total: int = 0
+
+    def describe(self) -> str:
+        if self.stage == "estimating":
+            return f"{self.done}/{self.total} candidates checked and estimated"
+        return self.stage
+
+
+PROGRESS = PlanningProgress()
+
+
 def _plan(g: ConvGeom, base: dict) -> Plan:
+    """``_search`` with the run's checks memoized, its progress cleared after."""
+    try:
+        with memoized_checks():
+            return _search(g, base)
+    finally:
+        PROGRESS.stage, PROGRESS.done, PROGRESS.total = "", 0, 0
+
+
+def _search(g: ConvGeom, base: dict) -> Plan:
     """Enumerate, check, cost and pick."""
     target = base["target"]
     hw = TARGET_FIGURES[target]
@@ -124,7 +152,12 @@ def _plan(g: ConvGeom, base: dict) -> Plan:
         records.append(Candidate("dx:toeplitz (any tiling)", False, why, None, 0, 0))
     feasible: list[Plan] = []
     seen = set()
-    for p in _enumerate(g, base, hw):
+    memo: dict = {}   # the work candidates share (estimate.py)
+    PROGRESS.stage = "enumerating the candidates"
+    candidates = _enumerate(g, base, hw)
+    PROGRESS.stage, PROGRESS.done, PROGRESS.total = "estimating", 0, len(candidates)
+    for p in candidates:
+        PROGRESS.done += 1
         lab = _label(p)
         if lab in seen:
             continue
@@ -133,7 +166,7 @@ def _plan(g: ConvGeom, base: dict) -> Plan:
         if reason:
             records.append(Candidate(lab, False, reason, None, b.sbuf, b.psum))
             continue
-        est, eng = _estimate(g, p, hw)
+        est, eng = _estimate(g, p, hw, memo)
         p = replace(p, sbuf_bytes=b.sbuf, psum_banks=b.psum, estimated_us=est,
                     engine_us=tuple(eng.items()), label=lab)
         records.append(Candidate(lab, True, "", est, b.sbuf, b.psum))

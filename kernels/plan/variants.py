@@ -97,6 +97,9 @@ def _toeplitz_variants(g: ConvGeom, p: Plan, hw: TargetFigures | None) -> list[P
     larger = [b for b in bands if hw is not None and toeplitz.toeplitz_options(g, b)
               and not _check(g, variant(b, *toeplitz.toeplitz_options(g, b)[0]), hw)[0]]
     out = [variant(b, u, m) for b in larger[:1] + [p.dx_band] for u, m in toeplitz.toeplitz_options(g, b)]
+    # K quads (C_out <= 32): the h offset pairs share the d pairs' matmuls too
+    out += [replace(q, dx_toeplitz_quad=True) for q in out
+            if toeplitz.quad_legal(g, q.dx_toeplitz, q.dx_toeplitz_merge, q.dx_toeplitz_pair)]
     # W positions on M too (PSUM quadrants), with the same bands
     for b in larger[:1] + [p.dx_band]:
         for u, m, uw in toeplitz.toeplitz_w_options(g, b):
@@ -143,7 +146,7 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         # biggest smaller one whose items reach every box)
         out += [q2 for q in out if not q.dx_inside_dw for q2 in _inside_boxes_variants(g, q)
                 if not _check(g, q2, hw)[0]]
-        # dx:toeplitz with dw's boxes between its items (the fast dw variants: x-stationary, xT dma)
+        # dw's boxes between dx:toeplitz's items or the gather's bands (the fast dw variants: x-stationary, xT dma)
         out += [q2 for q in out if dw_interleave_ok(g, q) and q.dw_x_stationary and q.dw_xt_dma
                 and not _check(g, q2 := replace(q, dw_interleave=True), hw)[0]]
     if p.lnc == 2 and p.compute_dw and p.strategy is Strategy.PER_GRADIENT and g.taps >= 2 \
@@ -191,19 +194,22 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
 
 def _xt_dma_full_rows(g: ConvGeom, plans: list[Plan], hw: TargetFigures | None) -> list[Plan]:
     """Per gradient, row-mode dw with x^T by DMA holds no x band, so a dw band that had to stay small
-    for the x band (the stem's 7x7 halo: 2x32 rows, K = 64 on the PE) can grow: the variant of each
-    such ``xT dma`` plan with the largest dw band of at most 128 (d, h) rows that fits (whole H rows)."""
+    for the x band (a 7x7 halo: whole H rows of a 32-row output give 2x32 rows, of a 56-row output
+    half rows, 1x28, i.e. K = 64 or 28 on the PE) can grow: the variant of each such ``xT dma`` plan
+    with the largest dw band of at most 128 (d, h) rows that fits (whole H rows first, then H bands)."""
     if hw is None:
         return []
     ho = g.axes[1].o
-    rows = [(d, ho) for d in _band_options(g.axes[0].o) if d * ho <= PMAX]
+    rows = [(d, ho) for d in _band_options(g.axes[0].o) if d * ho <= PMAX] + \
+        [(1, h) for h in _band_options(ho)[1:] if h <= PMAX]
     out = []
     for q in plans:
+        n = q.dw_band[0] * q.dw_band[1]
         if not (q.dw_xt_dma and q.compute_dw and q.strategy is Strategy.PER_GRADIENT and q.dw_tap_range == 0
-                and q.dw_band[1] == ho and q.dw_band[0] * ho < PMAX):
+                and n < PMAX):
             continue
         for band in rows:
-            if band[0] <= q.dw_band[0]:
+            if band[0] * band[1] <= n:
                 break
             q2 = replace(q, dw_band=band)
             if not _check(g, q2, hw)[0]:

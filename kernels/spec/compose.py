@@ -9,6 +9,10 @@ from .dw_options import dw_defer_finish, dw_own_taps, dw_program_items, dw_tap_p
 from .dx_options import dx_program_items, dx_t_active, filters_by_dma
 from .record import DbMethod, DwMethod, DxMethod, Plan, Strategy
 
+# db by ScalarE on dx's bands (``Plan.pw_db_scalar``, per gradient): elements per activation, the size of
+# its discarded output tile
+DB_SCALAR_CHUNK = 2048
+
 
 def pw_shared_on(p: Plan) -> bool:
     """shared_dy with dw:dma_gemm: the pointwise kernel of ``nki_pw_shared`` (dx, dw, db from one dy load,
@@ -29,7 +33,7 @@ def dx_band_early_legal(g: ConvGeom, p: Plan) -> bool:
     return (p.lnc == 2 and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
             and p.dw_method is not DwMethod.DMA_GEMM and not dw_defer_finish(g, p)
             and p.dx_regions == 1 and p.dx_method is not DxMethod.TOEPLITZ and not dx_t_active(p)
-            and not p.dx_dphase_pairs)
+            and not p.dx_dphase_pairs and not p.dw_interleave)   # (interleaved: dw's boxes run inside dx)
 
 
 def dx_band_early_on(g: ConvGeom, p: Plan) -> bool:
@@ -121,9 +125,18 @@ def _dw_dx_merged(g: ConvGeom, p: Plan) -> bool:
 
 
 def dw_interleave_ok(g: ConvGeom, p: Plan) -> bool:
-    """``Plan.dw_interleave``: per gradient, dx:toeplitz with dw streaming its own dy (row or box mode)."""
+    """``Plan.dw_interleave``: per gradient, dw streaming its own dy (row or box mode) with dx:toeplitz or the
+    gather (with D-phase pairs or without; not dx^T or dx inside / between dw, which run their own loops).
+    Not with dx's C_out chunks (their own band loop, without dw's boxes between), clipped dy bands
+    (``dx_dy_clip``, legal only without dw-interleaving) or dw's C_out passes (``dw_co_pass``: whole dw
+    passes, not one box stream)."""
+    gather = (p.dx_method in (DxMethod.GATHER_S1, DxMethod.PHASE_GATHER, DxMethod.GEMM) and not dx_t_active(p)
+              and not p.dx_inside_dw and not p.dx_between_bundles
+              and not p.dx_band_early and not p.dx_ci_split and p.dx_regions == 1
+              and not p.dx_co_chunk and not p.dx_dy_clip)
     return bool(p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
-                and p.dx_method is DxMethod.TOEPLITZ and p.dw_method is not DwMethod.DMA_GEMM)
+                and (p.dx_method is DxMethod.TOEPLITZ or gather) and p.dw_method in STREAMING_DW
+                and not p.dw_co_pass)
 
 
 def filters_after_first_chunk(g: ConvGeom, p: Plan) -> bool:

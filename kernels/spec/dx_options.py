@@ -39,7 +39,7 @@ def dx_ci_split_legal(g: ConvGeom, p: Plan) -> bool:
     (batch, band) item for its half of the C_in tiles: it loads only its half of the filters."""
     return (p.lnc == 2 and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
             and p.dx_ci_outer and p.dx_regions == 1 and p.dx_method is not DxMethod.TOEPLITZ
-            and not dx_t_active(p) and n_tiles(g.c_in, p.dx_ci_tile) >= 2)
+            and not dx_t_active(p) and n_tiles(g.c_in, p.dx_ci_tile) >= 2 and not p.dw_interleave)
 
 
 def dx_program_items(g: ConvGeom, p: Plan, pid: int) -> list:

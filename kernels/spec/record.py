@@ -119,6 +119,7 @@ class Plan:
     dx_toeplitz_pair: int = -1        # dx:toeplitz: axis (0 d, 1 h) whose offset pairs share K = 2 C_out; -1 none
     dx_toeplitz_merge: tuple[bool, bool] = (False, False)   # dx:toeplitz: the axis' stride phases share M
     dx_toeplitz_w: int = 0            # dx:toeplitz: U_w w positions on M, one PSUM quadrant each (0: none)
+    dx_toeplitz_quad: bool = False    # dx:toeplitz: with K pairs along d, the h offset pairs too (K = 4 C_out)
     dw_xt_dma: bool = False           # row-mode dw x^T by dma_transpose from HBM (2-byte, NC-v3+)
     dw_row_stack: bool = False        # row-mode dw: two 64-row chunks stacked on K = 128 (x-stationary, xT dma)
     dx_dphase_pairs: bool = False     # dx:phase_gather with the two D stride phases on M (dx_dpairs)
@@ -128,7 +129,8 @@ class Plan:
     dw_tap_fine: bool = False         # LNC2 taps split at single taps (box mode), not whole tap groups
     dx_ci_split: bool = False         # LNC2 dx split by C_in groups (ci-outer): every item, half the filters
     dx_band_early: bool = False       # LNC2: dx's first dy band loads before dw's last finish (its stores)
-    pw_db_scalar: bool = False        # shared-dy pointwise: db by ScalarE activation reduces of dy, not PE ones-matmuls
+    pw_db_scalar: bool = False        # db by ScalarE activation reduces of dy (shared-dy pointwise: not PE ones-matmuls;
+                                      # per gradient: on dx's bands, not VectorE tensor_reduce)
     pw_dyt_dma: int = 0               # shared-dy pointwise: one dy^T sub-tile in N by dma_transpose (0: all on the PE)
     pw_dyt_late: bool = False         # shared-dy pointwise: pw_dyt_dma only from the program's middle step on
     dx_inside_dw: bool = False        # per gradient, dx^T: dx runs in dw's last row pass, under its x^T loads
@@ -179,6 +181,7 @@ class Plan:
                 "filters_first": self.filters_first, "dw_split": self.dw_split,
                 "dw_x_stationary": self.dw_x_stationary, "dx_transposed": self.dx_transposed, "dx_pair_copies": self.dx_pair_copies, "dx_prefetch": self.dx_prefetch, "dx_toeplitz": list(self.dx_toeplitz), "dx_toeplitz_pair": self.dx_toeplitz_pair,
                 "dx_toeplitz_merge": list(self.dx_toeplitz_merge), "dx_toeplitz_w": self.dx_toeplitz_w,
+                "dx_toeplitz_quad": self.dx_toeplitz_quad,
                 "dw_xt_dma": self.dw_xt_dma, "dw_row_stack": self.dw_row_stack,
                 "dx_dphase_pairs": self.dx_dphase_pairs, "dw_interleave": self.dw_interleave,
                 "dw_tap_fine": self.dw_tap_fine, "dx_ci_split": self.dx_ci_split, "dx_band_early": self.dx_band_early,

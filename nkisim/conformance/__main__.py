@@ -78,11 +78,15 @@ def format_table(rows: Sequence[Outcome]) -> str:
         lines.append(f"| {r.kernel}{' (extra)' if r.extra else ''} | {mark(r.ran)} | {mark(r.matched)} | {mae} | "
                      f"{err.replace('|', '/')} |")
     targets = [r for r in rows if not r.extra]
+    further = [r for r in rows if r.extra]
     lines.append("")
-    lines.append(f"target kernels: {sum(r.matched for r in targets)} of {len(targets)} matched, "
-                 f"{sum(bool(r.skipped) for r in targets)} skipped; further rows: "
-                 f"{sum(r.matched for r in rows if r.extra)} of {sum(1 for r in rows if r.extra)} matched")
+    lines.append(f"target kernels: {_counts(targets)}; further rows: {_counts(further)}")
     return "\n".join(lines)
+
+
+def _counts(rows: list) -> str:
+    return (f"{sum(r.matched for r in rows)} of {len(rows)} matched, "
+            f"{sum(bool(r.skipped) for r in rows)} skipped")
 
 
 if __name__ == "__main__":

@@ -66,6 +66,10 @@ def run_spec(spec: KernelSpec, root: Path, seed: int = 0) -> Outcome:
             out = _call(kernel, spec, case)
     except Skip as exc:
         return Outcome(spec.name, False, False, "", str(exc), extra=spec.extra)
+    except SyntaxError as exc:   # the checkout's own source: no compiler could load it either
+        where = f"{Path(exc.filename or '?').name}, line {exc.lineno}"
+        return Outcome(spec.name, False, False, "", f"the checkout does not parse: {type(exc).__name__} in {where}: "
+                       f"{exc.msg}", extra=spec.extra)
     except BaseException as exc:   # the kernel's own code may raise anything: report it
         if isinstance(exc, KeyboardInterrupt):
             raise
@@ -262,14 +266,19 @@ def _skip_if_device_only(exc: ModuleNotFoundError) -> None:
 
 
 class _Unpublished(types.ModuleType):
-    """A missing unpublished package: importing it works, using any name of it raises."""
+    """A missing unpublished package: importing it, and importing names from it, works; calling one raises."""
 
     def __getattr__(self, attr: str) -> Any:
         if attr.startswith("__"):
             raise AttributeError(attr)
-        raise ModuleNotFoundError(f"{self.__name__}.{attr}: '{self.__name__}' is not installed (not published on "
-                                  "PyPI); the conformance runner stands in a placeholder only for its import",
-                                  name=self.__name__)
+        package = self.__name__
+
+        def unpublished(*_args: Any, **_kwargs: Any) -> Any:
+            raise ModuleNotFoundError(f"{package}.{attr}: '{package}' is not installed (not published on PyPI); "
+                                      "the conformance runner stands in a placeholder only for its import",
+                                      name=package)
+        unpublished.__name__ = attr
+        return unpublished
 
 
 @contextlib.contextmanager

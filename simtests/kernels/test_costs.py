@@ -119,3 +119,61 @@ def test_section_dma_takes_its_queue_floor():
     hw = TARGETS["trn2"]
     assert secs["a"]["dma"] == pytest.approx(10 * hw.static_issue_ns)
     assert secs["b"]["dma"] == pytest.approx(sheet.busy["dma"] - sheet.sections["a"]["dma"])
+
+
+def _store(storage: int, parts: int, elems: int, hbm_span: tuple[int, int]) -> Instr:
+    """An SBUF -> HBM store of ``parts`` partitions x ``elems`` bf16 elements into HBM tensor ``storage``."""
+    return Instr("dma_copy", "dma", (acc("src", "sbuf", 100 + storage, "bfloat16", (parts, elems)),
+                                     acc("dst", "hbm", storage, "bfloat16", (parts * elems,), write=True,
+                                         span=hbm_span)))
+
+
+@pytest.mark.parametrize("parts", [8, 30, 128])
+def test_a_lone_transfer_takes_nkisims_time_at_its_partitions_share(parts):
+    """``lone_dma_ns``: start latency, then the bytes at ceil(P / 8) of the 16 DMA engines, as nkisim
+    schedules one transfer alone."""
+    from conv3d_bwd.nkisim.schedule import schedule
+
+    hw = TARGET_FIGURES["trn2"]
+    elems = 4096
+    got = schedule([_store(1, parts, elems, (0, parts * elems))], "trn2").makespan_ns
+    assert hw.lone_dma_ns(parts * elems * 2, elems * 2, parts) == pytest.approx(got, rel=0.01)
+
+
+def test_serial_stores_take_their_lone_times_one_after_another():
+    """Stores whose HBM spans overlap wait for one another in nkisim; the sheet's ``serial`` stores make their
+    section's DMA at least the sum of their lone times (8 partitions: 1/16 of the bandwidth each)."""
+    from conv3d_bwd.nkisim.schedule import schedule
+
+    hw = TARGET_FIGURES["trn2"]
+    parts, elems = 8, 4096
+    # three stores of one channel-major output: each spans the rows of every channel it writes
+    stores = [_store(1, parts, elems, (k * 64, k * 64 + (parts - 1) * 10_000 + 64)) for k in range(3)]
+    traced = schedule(stores, "trn2").makespan_ns
+    lone = hw.lone_dma_ns(parts * elems * 2, elems * 2, parts)
+    assert traced == pytest.approx(3 * lone, rel=0.02)
+    sheet = CostSheet(hw)
+    sheet.section("dx")
+    sheet.dma(parts * elems * 2, elems * 2, count=3, serial=parts)
+    assert sheet.serial_floors() == {"dx": pytest.approx(3 * lone)}
+    # (their busy DMA stays bandwidth time, which the few partitions do not reach)
+    assert sheet.section_busy()["dx"]["dma"] < lone
+
+
+def test_ahead_loads_leave_their_sections_queue_floor_for_the_chain():
+    """Loads charged under ``ahead`` (dx's filters) are booked per queue apart, and their descriptor generation
+    is not a floor of their section's DMA (compose_ns chains them per queue instead)."""
+    hw = TARGET_FIGURES["trn2"]
+    sheet = CostSheet(hw)
+    sheet.section("dx_filters")
+    with sheet.ahead():
+        sheet.dma_transpose((128, 128), 2, count=20, src_shape=(128, 128))   # static queue
+    sheet.section("dx")
+    sheet.dma_transpose((128, 128), 2, count=20, src_shape=(128, 128))       # the same, not ahead
+    secs = sheet.section_busy()
+    static = TARGETS["trn2"].static_issue_ns
+    assert sheet.ahead_queues() == {"dx_filters": {"static": pytest.approx(20 * static)}}
+    assert sheet.queue_times()["dx"] == {"static": pytest.approx(20 * static)}
+    assert secs["dx_filters"]["dma"] == pytest.approx(sheet.sections["dx_filters"]["dma"])   # bandwidth only
+    assert secs["dx_filters"]["dma"] < 20 * static
+    assert secs["dx"]["dma"] == pytest.approx(20 * static)

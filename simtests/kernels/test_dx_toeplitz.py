@@ -12,6 +12,7 @@ from conv3d_bwd.kernels.dx_toeplitz import (
     tap_line,
     toeplitz_domain,
     toeplitz_options,
+    toeplitz_w_options,
 )
 from conv3d_bwd.kernels.plan import DxMethod, Strategy, plan_conv3d_bwd
 
@@ -274,3 +275,114 @@ def test_toeplitz_w_on_m_unreached_phase():
     run_and_compare(**geom, grads=("dx",), plan_edit=w_mode((1, 4), (False, False), 2, -1))
     run_and_compare(**geom, grads=("dx",), plan_edit=w_mode((1, 3), (False, True), 2, 1))
     run_and_compare(**geom, grads=("dx", "dw", "db"), plan_edit=merged((2, 3), (False, True), 0))
+
+
+# every D phase has one tap at most, with gaps (stride 4 > kernel 3): only the merged d phases save matmuls
+ONE_TAP = {"batch": 2, "c_in": 4, "c_out": 8, "size": (13, 5, 6), "kernel": (3, 1, 1), "stride": (4, 1, 1),
+           "padding": (1, 2, 0, 0, 0, 0)}
+
+
+@pytest.mark.parametrize("u, pair", [((4, 1), 0), ((8, 1), -1), ((4, 2), 1)], ids=["4x1-pd", "8x1", "4x2-ph"])
+def test_toeplitz_merged_one_tap_phases_are_exact(u, pair):
+    run_and_compare(**ONE_TAP, plan_edit=merged(u, (True, False), pair))
+
+
+def test_planner_offers_merged_toeplitz_for_one_tap_phases():
+    """One-tap phases of a strided D axis are in the domain (its phases share M); W on M is not offered
+    where the w axis (one tap, stride 1) needs an offset per position; stride 1 with one-tap spans stays out."""
+    plan = plan_conv3d_bwd(*geom_shapes(ONE_TAP), **geom_kw(ONE_TAP))
+    g = plan.geometry()
+    assert not toeplitz_domain(g)
+    assert toeplitz_w_options(g, (13, 5)) == ()
+    tz = [a for a in plan.feasible_candidates() if a.dx_method is DxMethod.TOEPLITZ]
+    assert tz and all(a.dx_toeplitz_merge[0] and not a.dx_toeplitz_w for a in tz)
+    flat = dict(ONE_TAP, kernel=(1, 1, 3), stride=(1, 1, 2), padding=(0, 0, 0, 0, 1, 1))
+    why = toeplitz_domain(plan_conv3d_bwd(*geom_shapes(flat), **geom_kw(flat)).geometry())
+    assert "one-tap span" in why
+
+
+def test_store_tail_runs_ci_major_stores_side_by_side():
+    """A ci-major sub-box's stores (one channel each, disjoint in dx) overlap in the estimate's store tail:
+    C_in stores one after the other would expose C_in - 1 DMA latencies beyond the first."""
+    from conv3d_bwd.kernels.costs import TARGET_FIGURES
+    from conv3d_bwd.kernels.dx_toeplitz import ci_major, store_dmas, store_tail_ns, toeplitz_work
+    from conv3d_bwd.kernels.schedule import axis_bands
+    g = plan_conv3d_bwd(*geom_shapes(ONE_TAP), **geom_kw(ONE_TAP)).geometry()
+    hw, u, merge, band = TARGET_FIGURES["trn2"], (4, 1), (True, False), (12, 5)
+    bd, bh, bw = (axis_bands(g.axes[a], n)[0] for a, n in enumerate(band + (g.axes[2].n,)))
+    subs = toeplitz_work(g, (bd, bh, bw), u, merge)[-1].subs
+    assert subs and all(ci_major(g, sub) and store_dmas(g, sub) == g.c_in for sub in subs)
+    tail = store_tail_ns(g, hw, u, band, bd, bh, merge)
+    assert 0 <= tail < (g.c_in - 1) * hw.dma_fixed_ns, tail
+
+
+def quads(u, **more):
+    """``toeplitz`` with K pairs along d and K quads (the h offset pairs share the matmuls too)."""
+    return toeplitz(u, 0, dx_toeplitz_quad=True, **more)
+
+
+# C_out <= 32: four band copies fit K; 3x3x3 stride 1 (the nnU-Net encoder's structure), tails on both axes
+QUAD_GEOM = {"batch": 2, "c_in": 8, "c_out": 32, "size": (5, 7, 6), "kernel": (3, 3, 3), "padding": (1,) * 6}
+
+
+@pytest.mark.parametrize("c_out, u", [(32, (2, 2)), (32, (3, 2)), (16, (2, 3)), (8, (2, 2)), (20, (1, 2))],
+                         ids=["c32-2x2", "c32-3x2", "c16-2x3", "c8-2x2-dma", "c20-1x2-dma"])
+def test_toeplitz_quads_are_exact(c_out, u):
+    """Quads, d pairs and single offsets in one sub-box (tails); copies on VectorE (2 C_out 32 / 64) or by
+    DMA (2 C_out 16 / 40)."""
+    run_and_compare(**dict(QUAD_GEOM, c_out=c_out), grads=("dx",), plan_edit=quads(u))
+
+
+@pytest.mark.parametrize("lnc, grads", [(1, ("dx", "dw", "db")), (2, ("dx", "db"))], ids=["all", "lnc2"])
+def test_toeplitz_quads_other_modes(lnc, grads):
+    run_and_compare(**QUAD_GEOM, lnc=lnc, grads=grads, plan_edit=quads((2, 2), dx_band=(2, 7)))
+
+
+def test_quad_offsets_cover_every_position_tap_pair_once():
+    """Quads expanded to their four offsets (d pairs to two) meet every (u, t) pair of both axes once."""
+    from conv3d_bwd.kernels.dx_toeplitz import quad_offsets
+    from conv3d_bwd.kernels.geometry import Axis
+    line = tap_line(Axis(n=9, k=3, s=1, r=1, lo=1, hi=1), 0)
+    for ud_, uh_ in ((1, 1), (2, 2), (3, 2), (2, 5)):
+        met = []
+        for dd, dh, cp in quad_offsets((line, line), (ud_, uh_)):
+            steps = {1: ((0, 0),), 2: ((0, 0), (1, 0)), 4: ((0, 0), (1, 0), (0, 1), (1, 1))}[cp]
+            for sd, sh in steps:
+                met += [(a, ta, b, tb) for a in range(ud_) for ta in line.shifts if a - ta == dd + sd
+                        for b in range(uh_) for tb in line.shifts if b - tb == dh + sh]
+        want = [(a, ta, b, tb) for a in range(ud_) for ta in line.shifts for b in range(uh_) for tb in line.shifts]
+        assert sorted(met) == sorted(want), (ud_, uh_)
+
+
+def test_planner_offers_quads_for_c_out_32():
+    plan = plan_conv3d_bwd(*geom_shapes(QUAD_GEOM), **geom_kw(QUAD_GEOM))
+    assert any(a.dx_toeplitz_quad and "K quads dh" in a.label for a in plan.feasible_candidates())
+    wide = dict(QUAD_GEOM, c_out=33)
+    p2 = plan_conv3d_bwd(*geom_shapes(wide), **geom_kw(wide))
+    assert not any(a.dx_toeplitz_quad for a in p2.feasible_candidates())
+
+
+@pytest.mark.parametrize("c_out, engines", [(32, {64: "dma", 96: "dma"}), (16, {32: "dma", 48: "dma"})],
+                         ids=["c32", "c16"])
+def test_toeplitz_quad_copies_run_side_by_side(c_out, engines):
+    """Each quad copy of the dy band reads the first C_out partitions (none waits for another copy) and is
+    an SBUF->SBUF DMA (VectorE places the band and makes the pair copy)."""
+    from conv3d_bwd import nkisim
+    from conv3d_bwd.kernels import conv3d_bwd
+    from conv3d_bwd.kernels.plan import forced_plan
+
+    from .support import assert_bitwise_equal, exact_inputs, oracle
+    geom = dict(QUAD_GEOM, batch=1, c_out=c_out)
+    kw = {"padding": geom["padding"], "compute_dw": False, "compute_db": False}
+    dy, x, w = exact_inputs(geom["batch"], geom["c_in"], c_out, geom["size"], geom["kernel"], padding=geom["padding"])
+    plan = plan_conv3d_bwd(dy.shape, x.shape, w.shape, **kw)
+    with forced_plan(quads((2, 2))(plan)):
+        res = nkisim.run(conv3d_bwd, dy, x, w, **kw)
+    assert_bitwise_equal(("dx",), res, oracle(dy, x, w, "bf16", **kw), "bf16")
+    for start, engine in engines.items():
+        copies = [i for i in res.trace if i.op in ("tensor_copy", "dma_copy")
+                  and any(a.write and a.buffer == "sbuf" and a.partition_start == start and a.partitions == c_out
+                          for a in i.accesses)
+                  and all(a.partition_start == 0 for a in i.accesses if not a.write)]
+        # (the tap grids' copies, made once, are VectorE's or a DMA)
+        assert engine in {i.engine for i in copies}, (start, {i.engine for i in copies})

@@ -8,8 +8,10 @@ import importlib
 import pytest
 
 from conv3d_bwd.kernels import nki_dw_xt, nki_dx, nki_dx_toeplitz, nki_filters
+from conv3d_bwd.kernels.costs import TARGET_FIGURES
 from conv3d_bwd.kernels.geometry import validate
 from conv3d_bwd.kernels.plan import DbMethod, DxMethod, Strategy, plan_conv3d_bwd
+from conv3d_bwd.kernels.plan.variants import _xt_dma_full_rows
 from conv3d_bwd.kernels.xt_rows import xt_bundle_groups, xt_fill, zero_by_memset
 
 from .support import STEM_SMALL, geom_shapes, run_and_compare, spy
@@ -57,6 +59,22 @@ def test_the_stem_is_offered_the_128_row_band_and_folds_db():
     cands = [p, *p.feasible_candidates()]
     assert any(a.dw_xt_dma and a.dw_band == (4, 32) for a in cands)
     assert any(a.dw_xt_dma and a.dw_band == (2, 32) for a in cands)
+
+
+def test_an_h_band_xt_dma_plan_grows_to_whole_rows_and_stays_exact():
+    """An ``xT dma`` plan whose dw band holds part of the H rows (a halo too big for whole rows of an x
+    band) gets the variant with the largest band of <= 128 whole rows that fits, and that plan is exact."""
+    g, (dy, x, w) = _validated(STEM_SMALL)
+    kw = {"stride": STEM_SMALL["stride"], "padding": STEM_SMALL["padding"]}
+    p = plan_conv3d_bwd(dy, x, w, **kw, dtype="bf16", target="trn2")
+    base = next(a for a in p.feasible_candidates() if a.dw_xt_dma and a.strategy is Strategy.PER_GRADIENT
+                and a.dw_tap_range == 0)
+    small = dataclasses.replace(base, dw_band=(1, 2))
+    grown = _xt_dma_full_rows(g, [small], TARGET_FIGURES["trn2"])
+    ho = g.axes[1].o
+    assert [q.dw_band for q in grown] == [(g.axes[0].o, ho)], (ho, [q.dw_band for q in grown])
+    assert _xt_dma_full_rows(g, grown, TARGET_FIGURES["trn2"]) == []   # nothing larger to grow to
+    run_and_compare(**STEM_SMALL, plan_edit=lambda _p: grown[0])
 
 
 @pytest.fixture

@@ -39,7 +39,11 @@ def test_dead_tensors_release_their_space():
 def test_psum_overflow_past_eight_banks():
     def kernel():
         live = [nl.ndarray((128, 512), nl.float32, buffer=nl.psum, name=f"ps{i}") for i in range(9)]
-        nisa.memset(live[8], 0.0)   # nine banks live when the ninth is used
+        for t in live:
+            nisa.memset(t, 0.0)
+        out = nl.ndarray((128, 512), nl.float32)
+        for t in live:   # all nine still to be read: nine banks live in program order too
+            nisa.tensor_copy(out, t)
     with raises_rule("memset", "dst", "tensor 'ps8': PSUM capacity: no room for 2048 B per partition: 8 of 8 "
                      "banks live"):
         nkisim.run(kernel)

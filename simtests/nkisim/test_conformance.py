@@ -220,14 +220,30 @@ def test_a_reference_that_cannot_be_imported_still_runs_the_kernel_and_never_mat
     assert "a_package_missing_here" in row.first_error
 
 
+def test_a_checkout_whose_source_does_not_parse_is_skipped_with_the_file_and_line(library):
+    """A kernel importing a module of the checkout that has a syntax error: no compiler could load it, so the
+    row is skipped with where the checkout is broken, not counted as an emulator failure."""
+    lib = "src/nkilib_src/nkilib/core/scale"
+    (library / lib / "broken.py").write_text("def f():\n    return 1\n      return 2\n")
+    (library / lib / "uses_broken.py").write_text((library / lib / "scale.py").read_text() + "\nfrom . import broken\n")
+    spec = KernelSpec("fake-library core/scale/uses_broken", "nki-library", f"{lib}/uses_broken.py", "scale",
+                      Generation.current, _scale_inputs, FileReference(f"{lib}/scale_torch.py", "scale_torch_ref"),
+                      0.0, 0.0, "written by the test", module="nkilib_src.nkilib.core.scale.uses_broken")
+    row = run_spec(spec, library)
+    assert (row.ran, row.matched) == (False, False)
+    assert row.skipped == "the checkout does not parse: IndentationError in broken.py, line 3: unexpected indent"
+
+
 def test_an_unpublished_package_gets_a_placeholder_that_raises_when_used(library):
     """neuron_dtypes (imported at the top of AWS's references, not on PyPI): a reference that only imports
-    it runs; one that uses it fails with a message naming the package, never a made-up value."""
+    it or names from it runs; one that uses it fails with a message naming the package, never a made-up value."""
     pytest.importorskip("torch")
     lib = "src/nkilib_src/nkilib/core/scale"
     (library / lib / "scale_dt_torch.py").write_text(
-        "import neuron_dtypes as dt\n\n\ndef ref(x):\n    return {'out': x * 2.0}\n\n\n"
-        "def ref_using_it(x):\n    return dt.static_cast(x, 'float32')\n")
+        "import neuron_dtypes as dt\nfrom neuron_dtypes import static_cast\n\n\n"
+        "def ref(x):\n    return {'out': x * 2.0}\n\n\n"
+        "def ref_using_it(x):\n    return static_cast(x, 'float32')\n\n\n"
+        "def ref_using_the_module(x):\n    return dt.static_cast(x, 'float32')\n")
 
     def spec(name):
         return KernelSpec("fake-library core/scale/scale", "nki-library", f"{lib}/scale.py", "scale",
@@ -237,10 +253,11 @@ def test_an_unpublished_package_gets_a_placeholder_that_raises_when_used(library
                           0.0, 0.0, "written by the test", module="nkilib_src.nkilib.core.scale.scale")
     row = run_spec(spec("ref"), library)
     assert (row.ran, row.matched, row.first_error) == (True, True, "")
-    row = run_spec(spec("ref_using_it"), library)
-    assert (row.ran, row.matched) == (True, False)
-    assert row.first_error.startswith("reference not importable: ModuleNotFoundError: neuron_dtypes.static_cast: "
-                                      "'neuron_dtypes' is not installed")
+    for name in ("ref_using_it", "ref_using_the_module"):
+        row = run_spec(spec(name), library)
+        assert (row.ran, row.matched) == (True, False)
+        assert row.first_error.startswith("reference not importable: ModuleNotFoundError: neuron_dtypes.static_cast: "
+                                          "'neuron_dtypes' is not installed")
     import sys
     assert "neuron_dtypes" not in sys.modules   # removed after the run
 

@@ -70,3 +70,10 @@ def test_a_quick_step_is_silent_and_a_slow_one_beats():
     lines = stream.getvalue().splitlines()
     assert lines[0].startswith("planning y: 0:00 elapsed")
     assert lines[-1].startswith("planning y: done in")
+
+
+def test_a_beat_carries_the_step_detail():
+    stream = io.StringIO()
+    with Heartbeat("planning z", stream=stream, every=0.05, detail=lambda: "3/7 candidates"):
+        time.sleep(0.2)
+    assert "planning z: 0:00 elapsed, 3/7 candidates" in stream.getvalue().splitlines()[0]

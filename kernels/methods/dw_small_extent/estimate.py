@@ -57,19 +57,26 @@ def program_sheet(g: ConvGeom, lnc: int, pid: int, compute_db: bool, hw: TargetF
 def flow_steps(g: ConvGeom, lnc: int, pid: int, compute_db: bool,
                hw: TargetFigures) -> list[tuple[list[tuple[float, int]], float, float]]:
     """The body as a DMA -> PE flow shop (``costs.flow_shop_ns``): the head's loads then its PE work (dy^T,
-    db), then per x^T group its PE work and the stores it completes. Its compute engines overlap the PE
-    (x^T two groups ahead, three accumulators, six store tiles); the stall share covers them."""
+    db), then per x^T group its PE work and the stores it completes. The head's x is a chain before the
+    first x^T transposes: the zeroed box's memsets (GpSimd) before its loads, its staged placement (GpSimd)
+    after them, beside the dy^T transposes. The later compute engines overlap the PE (x^T two groups
+    ahead, three accumulators, six store tiles); the stall share covers them."""
     out = []
     for k, step in enumerate(spec.work_steps(g, lnc, pid, compute_db)):
-        sheet = CostSheet(hw)
+        sheet, zero, place = CostSheet(hw), CostSheet(hw), CostSheet(hw)
         for w in step:
             if w.engine != "dma":
-                charge(sheet, w, g.dtype_bytes)
+                head_gpsimd = k == 0 and w.engine == "gpsimd"
+                charge(sheet if not head_gpsimd else zero if w.op == "memset" else place, w, g.dtype_bytes)
         loads, stores = CostSheet(hw), CostSheet(hw)
         for w in step:
             if w.engine == "dma":
                 charge(loads if k == 0 else stores, w, g.dtype_bytes)
-        out.append(([(loads.busy["dma"], 0)] if k == 0 else [], sheet.busy["tensor"], stores.busy["dma"]))
+        if k == 0:
+            out.append(([(zero.busy["gpsimd"] + loads.busy["dma"], 0)],
+                        max(sheet.busy["tensor"], place.busy["gpsimd"]), 0.0))
+            continue
+        out.append(([], sheet.busy["tensor"], stores.busy["dma"]))
     return out
 
 

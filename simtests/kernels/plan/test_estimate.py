@@ -18,7 +18,13 @@ from conv3d_bwd.kernels.costs import (
 )
 from conv3d_bwd.kernels.geometry import validate
 from conv3d_bwd.kernels.plan import DwMethod, Strategy, estimate_waits, forced_plan, plan_conv3d_bwd
-from conv3d_bwd.kernels.plan.estimate import _estimate, _estimate_sheet, _sections, section_order
+from conv3d_bwd.kernels.plan.estimate import (
+    _estimate,
+    _estimate_sheet,
+    _sections,
+    _sections_of,
+    section_order,
+)
 from conv3d_bwd.kernels.plan.estimate_waits import _dw_first_x_wait_ns
 from conv3d_bwd.kernels.spec.compose import dx_prefetched
 from conv3d_bwd.kernels.spec.dx_options import dx_t_active, filters_by_dma
@@ -74,6 +80,52 @@ def test_a_lead_uses_the_idle_dma_time_of_the_bodies_before_it():
     assert got == pytest.approx(t_body + 150.0 - (t_body - 20.0))
 
 
+def test_a_leads_queue_time_is_hidden_by_the_bodies_beside_it_on_other_queues():
+    """dx's filters (a lead) run ahead on their own DMA queue: their descriptor generation is a chain from the
+    kernel's start that dw (issued after them, on another queue) hides; dx (their reader) waits for it."""
+    fixed = TRN2.dma_fixed_ns
+    lead, dw, dx = _busy(dma=5_000.0), _busy(tensor=100_000.0, dma=20_000.0), _busy(tensor=30_000.0)
+    secs = {"dx_filters": lead, "dw": dw, "dx": dx}
+    order = ["dx_filters", "dw", "dx"]
+    ahead = {"dx_filters": {"static": 50_000.0}}
+    t_dw, t_dx = section_ns(dw), section_ns(dx)
+    # dw on the copies' queue: the lead costs only its bandwidth ahead of dw's loads
+    beside = compose_ns(secs, order, 0.0, TRN2, ahead=ahead, queues={"dw": {"swdge": 10_000.0}})
+    assert beside == pytest.approx(5_000.0 + t_dw + t_dx)
+    # dw's own loads on the lead's queue wait behind its chain
+    behind = compose_ns(secs, order, 0.0, TRN2, ahead=ahead, queues={"dw": {"static": 10_000.0}})
+    assert behind == pytest.approx(50_000.0 + t_dw + t_dx)
+    # nothing beside it: its reader waits for the whole chain (issued first: behind the fill)
+    alone = compose_ns({"dx_filters": lead, "dx": dx}, ["dx_filters", "dx"], 2_000.0, TRN2, ahead=ahead)
+    assert alone == pytest.approx(2_000.0 + 50_000.0 + t_dx)
+    # issued after dw (inside it): the chain runs from the kernel's start, beside dw
+    after = compose_ns(secs, ["dw", "dx_filters", "dx"], 0.0, TRN2, ahead=ahead, queues={"dw": {"swdge": 1.0}})
+    assert after == pytest.approx(t_dw + t_dx)
+    assert compose_ns({"dw": _busy(tensor=20_000.0), "dx_filters": lead, "dx": dx}, ["dw", "dx_filters", "dx"],
+                      0.0, TRN2, ahead=ahead) == pytest.approx(fixed + 50_000.0 + t_dx)
+    # inside a dw that uses its queue it cannot run ahead: its queue time is DMA time against dw's idle DMA
+    shared = compose_ns(secs, ["dw", "dx_filters", "dx"], 0.0, TRN2, ahead=ahead, queues={"dw": {"static": 1.0}})
+    assert shared == pytest.approx(t_dw + max(0.0, 50_000.0 - (t_dw - 20_000.0)) + t_dx)
+    # ... and dw, streaming 4 boxes through its ring, stalls for it beyond one box's time
+    ringed = compose_ns(secs, ["dw", "dx_filters", "dx"], 0.0, TRN2, ahead=ahead, queues={"dw": {"static": 1.0}},
+                        units={"dw": 4})
+    assert ringed == pytest.approx(shared + 50_000.0 - t_dw / 4)
+
+
+def test_a_body_with_ahead_loads_ends_after_their_chain_and_its_tail_share():
+    """C_in-outer dx loads its later filter groups ahead on their queue: it ends no sooner than the queue's
+    chain (the lead's and its own) plus the share of its run after the last group's filters."""
+    dx = _busy(tensor=30_000.0)
+    ahead = {"dx_filters": {"static": 20_000.0}, "dx": {"static": 60_000.0}}
+    got = compose_ns({"dx_filters": _busy(dma=1_000.0), "dx": dx}, ["dx_filters", "dx"], 3_000.0, TRN2,
+                     ahead=ahead, ahead_tail={"dx": 0.25})
+    assert got == pytest.approx(3_000.0 + 80_000.0 + 0.25 * section_ns(dx))
+    # a short chain: the body's own time
+    short = compose_ns({"dx": _busy(tensor=300_000.0)}, ["dx"], 0.0, TRN2, ahead={"dx": {"static": 1_000.0}},
+                       ahead_tail={"dx": 0.25})
+    assert short == pytest.approx(section_ns(_busy(tensor=300_000.0)))
+
+
 def test_a_trail_hides_in_the_next_body_or_is_exposed_at_the_end():
     body = _busy(tensor=100.0, dma=20.0)
     trail = _busy(dma=30.0, vector=5.0)
@@ -117,6 +169,14 @@ def test_sections_partition_the_busy_time_and_waits_are_not_busy():
     assert secs["dx"]["tensor"] == pytest.approx(3 * (128 + c.hw.matmul_issue_cycles) / 2.4)
 
 
+def _queue_args(c, g, a) -> dict:
+    """compose_ns's per-queue arguments of a sheet, as the planner passes them."""
+    floors = _sections_of({k: {"": v} for k, v in c.serial_floors().items()}, g, a)
+    return {"flow": c.flow, "ahead": _sections_of(c.ahead_queues(), g, a), "ahead_tail": c.ahead_tail,
+            "queues": _sections_of(c.queue_times(), g, a), "floors": {k: v[""] for k, v in floors.items()},
+            "units": c.units}
+
+
 def _planned(shape, **kw):
     n, ci, co, size, k = shape
     dy = (n, co, *size)
@@ -149,7 +209,7 @@ def test_the_estimate_is_the_composition_of_its_sheet():
         if not (a.dw_interleave or a.dx_inside_dw):
             assert _sections(c, g, a) == c.section_busy()
         assert est == pytest.approx(compose_ns(_sections(c, g, a), section_order(g, a), fill, TRN2,
-                                                 c.steps, c.steps_head, flow=c.flow) / 1000)
+                                                 c.steps, c.steps_head, **_queue_args(c, g, a)) / 1000)
         assert all(math.isclose(eng[e], c.busy[e] / 1000) for e in ENGINES)
         assert est >= max(eng.values())   # never below the busiest engine
 
@@ -166,7 +226,7 @@ def test_lnc2_estimate_is_the_later_program():
         for pid in (0, 1):
             c, fill = _estimate_sheet(g, a, TRN2, pid)
             per.append(compose_ns(_sections(c, g, a), section_order(g, a), fill, TRN2, c.steps,
-                                  c.steps_head, flow=c.flow) / 1000)
+                                  c.steps_head, **_queue_args(c, g, a)) / 1000)
         assert _estimate(g, a, TRN2)[0] == pytest.approx(max(per))
         seen_uneven |= abs(per[0] - per[1]) > 1e-3
     assert seen_uneven
@@ -190,8 +250,8 @@ def test_a_prefetched_dx_t_band_is_a_lead_in_dws_idle_dma_time():
         assert lead["dma"] > 0.0 and not any(lead[e] for e in ENGINES if e != "dma")
         # the same sections with the prefetch charged as fill instead: never less
         rest = {k: v for k, v in secs.items() if k != "dx_prefetch"}
-        as_fill = compose_ns(rest, order, fill + lead["dma"], TRN2, c.steps, c.steps_head)
-        got = compose_ns(secs, order, fill, TRN2, c.steps, c.steps_head)
+        as_fill = compose_ns(rest, order, fill + lead["dma"], TRN2, c.steps, c.steps_head, **_queue_args(c, g, a))
+        got = compose_ns(secs, order, fill, TRN2, c.steps, c.steps_head, **_queue_args(c, g, a))
         assert got <= as_fill + 1e-6
         hidden |= got < as_fill - 1.0
         assert _estimate(g, a, TRN2)[0] == pytest.approx(got / 1000)
@@ -267,3 +327,97 @@ def test_the_estimate_charges_each_dma_transpose_as_nkisim(form):
 def test_the_estimate_is_within_ten_percent_of_the_modelled_time(form):
     _g, alt, res = _traced_candidate(form)
     assert alt.estimated_us == pytest.approx(res.summary.modelled_us, rel=0.10)
+
+
+# --- the planning memo (work the candidates of one problem share) -------------------------------------
+
+def _memo_sample(geom: dict, lnc: int, n: int, seed: int) -> tuple:
+    """The geometry and a seeded sample of ``n`` of its enumerated candidates, every dw:kd_moving one
+    among them (their dx and db part is the memo's), in enumeration order (as the planner meets them)."""
+    import random
+
+    from conv3d_bwd.kernels.plan.candidates import _enumerate
+    from conv3d_bwd.kernels.plan.problem import _base
+
+    dy, x, w = geom_shapes(geom)
+    kw = {"stride": (1, 1, 1), "padding": (0,) * 6, "dilation": (1, 1, 1), **geom_kw(geom)}
+    g = validate(dy, x, w, kw["stride"], kw["padding"], kw["dilation"], "bf16")
+    base = _base(g, dy, x, w, kw["stride"], kw["padding"], kw["dilation"], "trn2", lnc, True, True, True)
+    cands = _enumerate(g, base, TRN2)
+    kd = [i for i, p in enumerate(cands) if p.dw_method is DwMethod.KD_MOVING]
+    rest = [i for i in range(len(cands)) if i not in set(kd)]
+    picked = sorted(set(kd) | set(random.Random(seed).sample(rest, min(n, len(rest)))))
+    return g, [cands[i] for i in picked]
+
+
+@pytest.mark.parametrize("lnc", [1, 2])
+def test_the_planning_memo_leaves_every_estimate_as_it_is_alone(lnc):
+    """Candidates estimated through one shared memo (dw's box costs, dx's band loads, dw:kd_moving's dx
+    and db part) get, bit for bit, the estimate each gets alone."""
+    geom = {"batch": 1, "c_in": 32, "c_out": 32, "size": (4, 8, 8), "kernel": (3, 3, 3), "padding": (1,) * 6}
+    g, sample = _memo_sample(geom, lnc, 120, seed=lnc)
+    assert any(p.dw_method is DwMethod.KD_MOVING for p in sample)
+    memo: dict = {}
+    for p in sample:
+        assert _estimate(g, p, TRN2, memo) == _estimate(g, p, TRN2), p
+    assert memo   # (the sample did share work)
+
+
+@pytest.mark.parametrize("lnc", [1, 2])
+def test_the_picks_estimates_are_those_of_candidates_planned_alone(lnc):
+    """Every feasible candidate of a planned problem carries the estimate it gets without the memo."""
+    geom = {"batch": 1, "c_in": 128, "c_out": 128, "size": (4, 32, 32), "kernel": (3, 3, 3), "padding": (1,) * 6}
+    plan = plan_conv3d_bwd(*geom_shapes(geom), **geom_kw(geom), lnc=lnc)
+    g = validate(*geom_shapes(geom), (1, 1, 1), (1,) * 6, (1, 1, 1), "bf16")
+    for q in plan.feasible_candidates():
+        est, eng = _estimate(g, q, TRN2)
+        assert (est, tuple(eng.items())) == (q.estimated_us, q.engine_us), q.label
+
+
+@pytest.mark.nightly
+@pytest.mark.parametrize("geom", [
+    {"batch": 1, "c_in": 16, "c_out": 32, "size": (4, 8, 8), "kernel": (3, 3, 3), "padding": (1,) * 6},
+    {"batch": 2, "c_in": 8, "c_out": 8, "size": (4, 6, 6), "kernel": (3, 3, 3), "padding": (1,) * 6},
+    {"batch": 1, "c_in": 3, "c_out": 16, "size": (4, 16, 16), "kernel": (3, 7, 7), "stride": (1, 2, 2),
+     "padding": (1, 1, 3, 3, 3, 3)}], ids=["c16", "b2_c8", "stem"])
+@pytest.mark.parametrize("lnc", [1, 2])
+def test_every_candidates_estimate_is_its_own_without_the_memo(geom, lnc):
+    plan = plan_conv3d_bwd(*geom_shapes(geom), **geom_kw(geom), lnc=lnc)
+    g = plan.geometry()
+    for q in plan.feasible_candidates():
+        assert _estimate(g, q, TRN2)[0] == q.estimated_us, q.label
+# (geometry, dtype, gradients, LNC, the candidate): one small geometry per mechanism of the estimate's DMA side
+MECHANISM_CASES = {
+    # dx's filters ahead on their own queue (C_in-outer, after dw:small_extent): the chain the PE does not wait for
+    "filters ahead": ({"batch": 1, "c_in": 512, "c_out": 512, "size": (2, 4, 4), "kernel": (3, 3, 3),
+                       "padding": (1,) * 6}, "bf16", ALL, 1,
+                      lambda g, a: a.dw_method is DwMethod.SMALL_EXTENT and a.dx_ci_outer and a.filters_first),
+    # shared dy with box-mode dw: the first box's x band (64 partitions, half the DMA engines) after its dy^T
+    "shared-dy first x": ({"batch": 1, "c_in": 64, "c_out": 64, "size": (8, 32, 32), "kernel": (3, 3, 3),
+                           "stride": (2, 2, 2), "padding": (1,) * 6}, "bf16", ALL, 1,
+                          lambda g, a: a.strategy is Strategy.SHARED_DY and a.dw_method is DwMethod.TAP_PACK
+                          and a.dx_band == (8, 32) and not a.dw_x_stationary),
+    # dw:small_extent's head: the zeroed x box, its loads and its GpSimd placement before the first x^T
+    "small-extent x head": ({"batch": 1, "c_in": 64, "c_out": 64, "size": (8, 32, 32), "kernel": (3, 3, 3),
+                             "stride": (2, 2, 2), "padding": (1,) * 6}, "bf16", ALL, 1,
+                            lambda g, a: a.dw_method is DwMethod.SMALL_EXTENT and a.dx_band == (8, 32)),
+    # tiny C_in: dx's stores of every channel wait for one another, each at a few partitions' share of the engines
+    "serial stores": ({"batch": 2, "c_in": 6, "c_out": 5, "size": (16, 52, 31), "kernel": (2, 5, 1),
+                       "stride": (3, 1, 3), "padding": (0, 2, 0, 0, 2, 3), "dilation": (1, 1, 2)}, "fp16", DX, 1,
+                      lambda g, a: a.dx_band == (16, 52) and a.dx_toeplitz == (1, 4) and a.dx_toeplitz_w == 3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MECHANISM_CASES))
+def test_each_dma_mechanism_keeps_the_estimate_within_ten_percent(case):
+    geom, dtype, (dx, dw, db), lnc, wanted = MECHANISM_CASES[case]
+    shapes, kw = geom_shapes(geom), geom_kw(geom)
+    flags = {"compute_dx": dx, "compute_dw": dw, "compute_db": db}
+    plan = plan_conv3d_bwd(*shapes, dtype=dtype, lnc=lnc, **kw, **flags)
+    g = plan.geometry()
+    alt = next(a for a in plan.feasible_candidates() if wanted(g, a))
+    nki_dtype = {"bf16": "bfloat16", "fp16": "float16"}[dtype]
+    with forced_plan(alt):
+        res = nkisim.run(conv3d_bwd, *(nkisim.TensorSpec(s, nki_dtype) for s in shapes), **kw, **flags, lnc=lnc,
+                         trace_only=True, cost_band=False)
+    assert alt.estimated_us == pytest.approx(res.summary.modelled_us, rel=0.10), alt.label

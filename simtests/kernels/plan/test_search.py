@@ -193,3 +193,22 @@ def test_lnc2_plan_splits_work():
     p1 = plan_conv3d_bwd(*VAE, padding=(1,) * 6, lnc=1)
     p2 = plan_conv3d_bwd(*VAE, padding=(1,) * 6, lnc=2)
     assert p2.lnc == 2 and p2.estimated_us < p1.estimated_us
+
+
+def test_planning_progress_counts_the_candidates(monkeypatch):
+    """The progress a display reads (``PROGRESS``) counts the enumerated candidates (duplicates too) up to
+    their number while they are checked and estimated, then clears."""
+    from conv3d_bwd.kernels.plan import search
+
+    seen = []
+    check = search._check
+    monkeypatch.setattr(search, "_check", lambda g, p, hw: (seen.append((search.PROGRESS.stage, search.PROGRESS.done,
+                                                                        search.PROGRESS.total)), check(g, p, hw))[1])
+    clear_plan_cache()
+    plan = plan_conv3d_bwd(*VAE, padding=(1,) * 6)
+    clear_plan_cache()
+    stages, done, totals = zip(*seen)
+    assert set(stages) == {"estimating"} and len(set(totals)) == 1   # (one check per distinct label)
+    assert len(seen) == sum(c.label != "dx:toeplitz (any tiling)" for c in plan.candidates) <= totals[0]
+    assert list(done) == sorted(set(done)) and done[-1] <= totals[0]
+    assert search.PROGRESS.describe() == "" and search.PROGRESS.total == 0
