@@ -27,11 +27,12 @@ from .nki_common import (
     stage_padded,
 )
 from .nki_dw_xt import RowXtDma
-from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, row_stack_offset, tiles
+from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, n_tiles, row_stack_offset, tiles
 from .spec.dw_options import (
     DYT_DMA_BUFS,
     cast_group,
     dw_acc_banks,
+    dw_co_passes,
     dw_columns,
     dw_db_program,
     dw_defer_finish,
@@ -111,7 +112,7 @@ class DwState:
     """The dw accumulators and pools of one program."""
 
     def __init__(self, ctx, max_rows, ci_range=None, direct=False, db_state=None, own_taps=None, taps=None,
-                 cols=None, head=False):
+                 cols=None, head=False, co_range=None):
         g, plan = ctx.g, ctx.plan
         self.ctx = ctx
         # row mode: the W output columns [lo, hi) this program runs (LNC2 columns split: its half)
@@ -135,7 +136,11 @@ class DwState:
         # direct: every accumulator is folded exactly once (one output box, one PSUM group), so the
         # PSUM banks are evicted straight into the output dtype: no fp32 copy, no cast pass
         self.direct = direct
-        self.co_tiles = tiles(g.c_out, PMAX)
+        # the C_out channels [lo, hi) of this pass (``dw_co_pass``, box mode): its dy^T columns, accumulators
+        # and stores; ``co_tiles`` are relative to ``co_lo`` (the dy^T and staging columns)
+        self.co_lo, co_hi = co_range if co_range is not None else (0, g.c_out)
+        self.co_w = co_hi - self.co_lo
+        self.co_tiles = tiles(self.co_w, PMAX)
         self.co_packs = co_bank_packs(self.co_tiles, BANK_BYTES // g.dtype_bytes)
         self.ci_lo, ci_hi = ci_range if ci_range is not None else (0, g.c_in)
         self.width = ci_hi - self.ci_lo
@@ -215,7 +220,7 @@ class DwState:
                     nisa.memset(t[:, slots - 1], 1.0, engine=nisa.engine.gpsimd)
         else:
             n_pt = len(box_blocks((0, 0, 0), (max_rows[0], max_rows[1], wcols), PMAX)) if min(max_rows) > 0 else 0
-            self.dyt = nl.ndarray((PMAX, max(1, n_pt), g.c_out), ctx.dtype, buffer=nl.sbuf, name="dw_dyt")
+            self.dyt = nl.ndarray((PMAX, max(1, n_pt), self.co_w), ctx.dtype, buffer=nl.sbuf, name="dw_dyt")
             self.dyt_ring = [self.dyt]
             self.xt_pool = Pool(LOOKAHEAD + 2, (PMAX, plan.dw_tap_group * plan.dw_ci_tile), ctx.dtype, nl.sbuf,
                                 "dw_xt")
@@ -853,7 +858,7 @@ class DwState:
         group = cast_group(g, self.width)
         cast_pools = [Pool(3, (PMAX, group, self.width), ctx.dtype, nl.sbuf, f"dw_cast{c}_")
                       for c in range(len(self.co_tiles))]
-        out_pool = Pool(dw_out_bufs(g, self.width), (PMAX, group, g.c_out), ctx.dtype, nl.sbuf, "dw_out")
+        out_pool = Pool(dw_out_bufs(g, self.width), (PMAX, group, self.co_w), ctx.dtype, nl.sbuf, "dw_out")
         dw_flat = ctx.dw.reshape((g.taps, g.c_in, g.c_out))
         cast_engines = (nisa.engine.vector, nisa.engine.gpsimd)
         state = {"k": 0}
@@ -894,9 +899,9 @@ class DwState:
                             nisa.nc_transpose(dst=pt[:ci_sz, off:off + co_sz],
                                               data=casts[c][:co_sz, t - t0, ci0 - self.ci_lo:ci0 - self.ci_lo + ci_sz])
                         ctx.evict.copy(out[:ci_sz, t - t0, g0:g0 + width], pt[:ci_sz, :width])
-                # one store per tap group: dw[t0:t0+tn, ci tile, :] seen as [ci, taps, C_out]
-                nisa.dma_copy(dst=dw_flat[t0:t0 + tn, ci0:ci0 + ci_sz, :].permute((1, 0, 2)),
-                              src=out[:ci_sz, :tn, :g.c_out])
+                # one store per tap group: dw[t0:t0+tn, ci tile, this pass's C_out] seen as [ci, taps, C_out]
+                nisa.dma_copy(dst=dw_flat[t0:t0 + tn, ci0:ci0 + ci_sz, self.co_lo:self.co_lo + self.co_w]
+                              .permute((1, 0, 2)), src=out[:ci_sz, :tn, :self.co_w])
 
     def start_exchange(self, pid):
         """LNC2 positions split, finish deferred past dx: issue the exchange now (its DMA runs under dx's
@@ -1025,24 +1030,26 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
                  for (sd, sh, _z), (cd, ch, _one) in box_blocks((0, 0, 0), (d1 - d0, h1 - h0, 1), PMAX)]
     if own is not None and pid != dw_db_program(g, plan):
         db_state = None     # the tap split runs every position on both programs: db once, on the lighter one
-    co_tiles = tiles(g.c_out, PMAX)
+    co_passes = dw_co_passes(g, plan)   # (dw_co_pass: C_out in passes of whole tiles, outermost)
     wo = dw_w_cols(g, plan)   # a box's W columns (W bands: per band, with the x columns its taps reach)
     w_bands = dw_w_bands(g, plan)
     # (dw_dyt_dma: no dy box; the row chunks' dy^T come straight from HBM)
     pools = [Pool(plan.dy_bufs, (PMAX, plan.dw_band[0], plan.dw_band[1], wo), ctx.dtype, nl.sbuf, f"dw_dy{c}_")
-             for c in range(0 if plan.dw_dyt_dma else len(co_tiles))]
+             for c in range(0 if plan.dw_dyt_dma else n_tiles(co_passes[0][1] - co_passes[0][0], PMAX))]
     # C_in ranges processed one after the other (dy streamed once per range) so the fp32
     # accumulators of one range fit SBUF
     ranges = [(c0, min(g.c_in, c0 + plan.dw_ci_range)) for c0 in range(0, g.c_in, plan.dw_ci_range)]
     # and, for big filters, tap passes (dy and x streamed once per pass): one pass's accumulators fit
-    passes = [(ci_range, span) for ci_range in ranges for span in dw_tap_passes(g, plan, pid)]
+    passes = [(co_range, ci_range, span) for co_range in co_passes for ci_range in ranges
+              for span in dw_tap_passes(g, plan, pid)]
     yield len(passes) * len(items)   # the box count first (the caller paces the boxes by it)
     # dx between dw's bundles: dw's dy boxes, for dx's bands of the same rows (``DxSteps.resident``)
     shared = getattr(between, "resident", None)
-    for k, (ci_range, span) in enumerate(passes):
+    for k, (co_range, ci_range, span) in enumerate(passes):
         state = DwState(ctx, plan.dw_band, ci_range, direct=dw_direct(g, plan),
                         db_state=db_state if k == 0 else None, own_taps=own, taps=span,
-                        cols=dw_columns(g, plan, pid), head=k == 0)
+                        cols=dw_columns(g, plan, pid), head=k == 0, co_range=co_range)
+        co_tiles = [(co_range[0] + c0, sz) for c0, sz in state.co_tiles]   # (the pass's tiles of dy)
         loaded = {}   # item index -> its dy views, when loaded one box ahead
         for i_item, (b, (d0, d1), (h0, h1)) in enumerate(items):
             if inside is not None and plan.dx_inside_boxes:
@@ -1056,7 +1063,7 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
                 state.prefetch = prefetch
             if k == 0 and i_item == 0:
                 state.after_first = after_first
-            def load(item, ow):
+            def load(item, ow, co_tiles=co_tiles):
                 bb, (e0, e1), (f0, f1) = item
                 out = []
                 for c, (co0, co_sz) in enumerate(co_tiles if pools else ()):   # (dyT dma: no dy box)

@@ -24,11 +24,12 @@ from .nki_common import (
 from .nki_dx_dpairs import dpair_filters, run_dx_dpairs
 from .nki_dx_t import DxTBands, add_pair_filters, dx_t_steps, run_dx_t
 from .nki_filters import load_filters_block_diag, load_filters_t
-from .schedule import axis_bands, dx_packs, dx_phase_work, dx_stage_elems, tiles
+from .schedule import axis_bands, axis_live, dx_packs, dx_phase_work, dx_stage_elems, live_phase_work, tiles
 from .spec.dx_options import (
     dx_ci_split_on,
     dx_co_chunks,
     dx_co_resident,
+    dx_dy_clip_legal,
     dx_last_by_blocks,
     dx_t_active,
     dx_w_bands,
@@ -51,8 +52,10 @@ class DyBands:
         # W bands (``dx_w_band``: each with the dy columns its inputs read), else one over all of W
         self.band_ws = dx_w_bands(g, plan)
         self.band_w = self.band_ws[0]
-        self.ext = (max(b.extent for b in bands_d), max(b.extent for b in bands_h),
-                    max(b.extent for b in self.band_ws))
+        # dx_dy_clip: each buffer holds only the rows the band's live taps read and its owned rows
+        self.clip = dx_dy_clip_legal(g, plan)
+        self.ext = tuple(max(self._clipped(a, b).extent for b in axis)
+                         for a, axis in enumerate((bands_d, bands_h, self.band_ws)))
         self.pools = None
         if min(self.ext) > 0:   # (dx_co_chunk: one chunk's C_out tiles at a time)
             self.pools = [Pool(plan.dy_bufs, (PMAX,) + self.ext, dtype, nl.sbuf, f"dy_band{c}_", zero=zero)
@@ -63,13 +66,18 @@ class DyBands:
         # bundles: dw's dy boxes, with their pool buffer), placed from there instead of loaded again
         self.resident = {}
 
+    def _clipped(self, a, bb):
+        return axis_live(self.g.axes[a], bb)[0] if self.clip else bb
+
     def load(self, b, bd, bh, place_engine=None, bw=None, co=None, places=None):
-        """Buffers [co, Ed, Eh, Ew] holding virtual dy rows [q0, q1) per axis (zeros outside dy);
-        ``place_engine``: the engine of a staged placement (default VectorE); ``bw``: the W band (default
-        the first, all of W unless dx runs in W bands); ``co``: [t0, t1) C_out tiles (default all);
-        ``places``: a list that takes the staged placement copies as callables for the caller to issue later
-        (a band loaded ahead), instead of issuing them."""
+        """Buffers [co, Ed, Eh, Ew] holding virtual dy rows [q0, q1) per axis (zeros outside dy; with
+        ``dx_dy_clip`` the clipped band's rows, ``band_work``); ``place_engine``: the engine of a staged
+        placement (default VectorE); ``bw``: the W band (default the first, all W unless dx runs in W
+        bands); ``co``: [t0, t1) C_out tiles (default all); ``places``: a list that takes the staged
+        placement copies as callables for the caller to issue later (a band loaded ahead), instead of
+        issuing them."""
         bw = self.band_w if bw is None else bw
+        bd, bh, bw = (self._clipped(a, x) for a, x in enumerate((bd, bh, bw)))
         ext = (bd.extent, bh.extent, bw.extent)
         if min(ext) <= 0:
             return None
@@ -285,6 +293,14 @@ def run_dx(ctx, items, on_band=None, first_filters=None, prefetched=None, groups
                 done += 1
 
 
+def band_work(ctx, bands3):
+    """(bands whose q0 the band's buffers start at, the band's phase work): with ``dx_dy_clip`` the clipped
+    bands and the live taps only (``schedule.live_phase_work``), else the bands and every tap."""
+    if dx_dy_clip_legal(ctx.g, ctx.plan):
+        return live_phase_work(ctx.g, bands3)
+    return bands3, dx_phase_work(ctx.g, bands3)
+
+
 def _block_matmuls(ctx, ps, pw, block, w_t, bufs, co_tiles, bands3, ci_sz, rel):
     """One block's PSUM accumulation group: every tap of its phase and every C_out tile of ``co_tiles``
     (W^T[co, tap, ci] stationary, the dy window shifted by the tap moving)."""
@@ -319,8 +335,7 @@ def _run_band_chunks(ctx, item, bands, group, rel0, chunks, plane_pool, acc_pool
     g = ctx.g
     ax = g.axes
     b, bd, bh, bw = item
-    bands3 = (bd, bh, bw)
-    work = dx_phase_work(g, bands3)
+    bands3, work = band_work(ctx, (bd, bh, bw))
     sums = {ci0: sum_pool.take() for ci0, _s in group}
     last = len(chunks) - 1
     for k, (t0, t1) in enumerate(chunks):
@@ -373,7 +388,7 @@ def _run_band(ctx, pack, bw, bands, first_bufs, on_band, gi, groups, group, pack
                 on_band(b_r, bd_r, bh_r, bw, view)
     if between is not None:   # another section's work (dw's boxes), after this band's load, before its matmuls
         between()
-    work = dx_phase_work(g, (bd, bh, bw))
+    bands3, work = band_work(ctx, (bd, bh, bw))
     nd_in, nh_in, nw_in = bd.i1 - bd.i0, bh.i1 - bh.i0, bw.i1 - bw.i0
     last_pack = gi == len(groups) - 1 and pack is packs[-1]
     for ci0, ci_sz in group:
@@ -394,8 +409,8 @@ def _run_band(ctx, pack, bw, bands, first_bufs, on_band, gi, groups, group, pack
                 (jd, jh, jw), (nd, nh, nw) = block
                 n = nd * nh * nw
                 ps = acc_pool.take()
-                _block_matmuls(ctx, ps, pw, block, w_t, bufs, co_tiles, (bd, bh, bw), ci_sz, rel)
-                ctx.evict.copy(_block_view(ctx, plane, ci_sz, pw, block, (bd, bh, bw)), ps[:ci_sz, :n])
+                _block_matmuls(ctx, ps, pw, block, w_t, bufs, co_tiles, bands3, ci_sz, rel)
+                ctx.evict.copy(_block_view(ctx, plane, ci_sz, pw, block, bands3), ps[:ci_sz, :n])
                 if by_block:
                     i_d = ax[0].i_of_j(jd, pw.phases[0]) - bd.i0
                     i_h = ax[1].i_of_j(jh, pw.phases[1]) - bh.i0

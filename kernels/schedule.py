@@ -5,7 +5,7 @@ walks the very same lists, so the estimate describes the instructions the kernel
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from .geometry import Axis, ConvGeom, ceil_div
@@ -77,6 +77,41 @@ def axis_bands(ax: Axis, band: int) -> tuple[AxisBand, ...]:
         out.append(AxisBand(i0, i1, q0, q1, own0, own1))
         prev_own = max(prev_own, own1)
     return tuple(out)
+
+
+@lru_cache(maxsize=4096)
+def axis_live(ax: Axis, bb: AxisBand) -> tuple[AxisBand, tuple[frozenset[int], ...]]:
+    """``bb`` clipped to the dy rows that matter, and per stride phase (indexed by it) the taps that read dy.
+
+    A tap whose dy window for the phase's positions of the band lies wholly outside dy ([0, o)) reads
+    zeros only (a tiny input under a huge dilation: most of the kernel's reach): it adds nothing, so it
+    is skipped, and the band's buffer holds only the windows of the other taps and the rows the band
+    owns (q0, q1 narrowed, nothing else moved)."""
+    lo, hi = (bb.own0, bb.own1) if bb.own1 > bb.own0 else (bb.q1, bb.q0)
+    live = []
+    for ph in range(ax.s):
+        j0, j1 = ax.phase_j_range(ph, bb.i0, bb.i1)
+        taps = set()
+        for k in ax.phase_taps(ph) if j1 > j0 else ():
+            w0, w1 = j0 - ax.tap_shift(k, ph), j1 - ax.tap_shift(k, ph)
+            if w1 > 0 and w0 < ax.o:
+                taps.add(k)
+                lo, hi = min(lo, w0), max(hi, w1)
+        live.append(frozenset(taps))
+    lo, hi = max(lo, bb.q0), min(hi, bb.q1)
+    if hi <= lo:   # no live tap, no owned row: an empty buffer
+        lo = hi = min(max(bb.own0, bb.q0), bb.q1)
+    return replace(bb, q0=lo, q1=hi), tuple(live)
+
+
+def live_phase_work(geom: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand]
+                    ) -> tuple[tuple[AxisBand, AxisBand, AxisBand], tuple[PhaseWork, ...]]:
+    """The bands clipped by ``axis_live`` and their phase work with the live taps only (a phase none of
+    whose taps reads dy has none: its positions are zeros)."""
+    clipped, live = zip(*(axis_live(geom.axes[a], bands[a]) for a in range(3)))
+    work = tuple(replace(pw, taps=tuple(t for t in pw.taps if all(t[a] in live[a][pw.phases[a]] for a in range(3))))
+                 for pw in dx_phase_work(geom, bands))
+    return tuple(clipped), work
 
 
 @lru_cache(maxsize=1024)

@@ -113,8 +113,8 @@ def reproducer(case: Case, target: str, mode: str = "exact", seed: int = 0) -> s
 
 def smallest_tile_fits(case: Case, target: str) -> bool:
     """Whether the per-partition working set at the smallest tiling fits SBUF (``kernels/plan/smallest.py``:
-    one-row bands, one W column per band, one C_in channel, C_out tile or tap at a time, every pool the kernel
-    would allocate for it). A no-plan beyond this is a limit of the hardware, not a missing method."""
+    one-row bands, one W column per band, one C_in channel, C_out tile or tap at a time, dx's dy rows only where
+    taps read dy, every pool the kernel would allocate for it). A no-plan beyond this is a limit of the hardware, not a missing method."""
     from conv3d_bwd.kernels.costs import TARGET_FIGURES
     from conv3d_bwd.kernels.geometry import validate
     from conv3d_bwd.kernels.plan.problem import _base

@@ -20,6 +20,7 @@ from ..schedule import (
     PMAX,
     axis_bands,
     axis_covered,
+    axis_live,
     box_block_sizes,
     dw_x_extent,
     dw_x_stage_elems,
@@ -42,6 +43,7 @@ from ..spec.dw_options import (
     cast_group,
     db_ones_legal,
     dw_acc_banks,
+    dw_co_pass_legal,
     dw_defer_finish,
     dw_direct,
     dw_fused_exchange,
@@ -62,6 +64,7 @@ from ..spec.dx_options import (
     dpairs_illegal,
     dx_co_chunk_legal,
     dx_co_resident,
+    dx_dy_clip_legal,
     dx_program_items,
     dx_t_active,
     dx_w_band_legal,
@@ -73,13 +76,13 @@ from ..spec.record import DbMethod, DwMethod, DxMethod, Plan, Strategy, replace
 from ..xt_rows import zero_by_memset
 
 
-def _dx_dy_extent(g: ConvGeom, band: tuple[int, int], w_band: int = 0) -> tuple[int, int, int]:
+def _dx_dy_extent(g: ConvGeom, band: tuple[int, int], w_band: int = 0, clip: bool = False) -> tuple[int, int, int]:
     """The largest dy buffer extent (D, H, W) over the dx bands (``w_band``: W input columns per band, 0
-    whole rows)."""
+    whole rows; ``clip``: the bands clipped to their live taps' rows, ``Plan.dx_dy_clip``)."""
     ext = []
-    for a in range(2):
-        ext.append(max((b.extent for b in axis_bands(g.axes[a], band[a])), default=0))
-    ext.append(max(b.extent for b in axis_bands(g.axes[2], w_band or g.axes[2].n)))
+    for a, rows in enumerate((band[0], band[1], w_band or g.axes[2].n)):
+        ext.append(max(((axis_live(g.axes[a], b)[0] if clip else b).extent for b in axis_bands(g.axes[a], rows)),
+                       default=0))
     return ext[0], ext[1], ext[2]
 
 
@@ -111,7 +114,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         filt = ((2 if chunked else 1) * co_res * g.taps * ci_res * ds if p.dx_regions == 1
                 else g.taps * PMAX * ds)
         wcols = dx_w_cols(g, p)   # (dx_w_band: a band's W columns and its dy halo)
-        ext = _dx_dy_extent(g, p.dx_band, wcols)
+        ext = _dx_dy_extent(g, p.dx_band, wcols, dx_dy_clip_legal(g, p))
         dyb = p.dy_bufs * co_res * ext[0] * ext[1] * ext[2] * ds
         plane = 2 * p.dx_band[0] * p.dx_band[1] * (wcols or W) * ds
         # (chunked: the band's fp32 sums, one per C_in tile of the group)
@@ -163,12 +166,14 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         phase_sbuf["dw"] = dw_total
         psum_dw = max(1, mine) * blocks + (1 if db_on_dw(p) else 0)
     elif p.compute_dw:
+        co_w = min(g.c_out, p.dw_co_pass * PMAX) if p.dw_co_pass else g.c_out   # C_out of one pass (dw_co_pass)
+        n_cp = n_tiles(co_w, PMAX)
         if p.strategy is Strategy.SHARED_DY:
             rows = _own_rows(g, p.dx_band)
             dyb = 0
         else:
             rows = p.dw_band
-            dyb = 0 if p.dw_dyt_dma else p.dy_bufs * n_co * rows[0] * rows[1] * dw_w_cols(g, p) * ds
+            dyb = 0 if p.dw_dyt_dma else p.dy_bufs * n_cp * rows[0] * rows[1] * dw_w_cols(g, p) * ds
         xw = dw_x_extent(g.axes[2], Wo)
         if p.dw_method is DwMethod.ROW_PACK:
             cap = (min(rows[0], PMAX), min(rows[1], PMAX))
@@ -184,17 +189,17 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         else:
             cols = dw_w_cols(g, p)   # (a W band: its columns and their halo)
             npos = _dw_pos_tiles(rows, cols)
-            dyt = max(1, npos) * g.c_out * ds
+            dyt = max(1, npos) * co_w * ds
             xb = 2 * dw_x_extent(g.axes[0], rows[0]) * dw_x_extent(g.axes[1], rows[1]) * \
                 dw_x_extent(g.axes[2], cols) * ds
             xt = 4 * p.dw_tap_group * p.dw_ci_tile * ds
         width = p.dw_ci_range
         # taps of one pass (the whole filter unless dw runs in tap passes)
         span = max(hi - lo for lo, hi in dw_tap_passes(g, p, 0)) if p.dw_tap_range else g.taps
-        acc = n_co * span * width * 4
-        store = 3 * n_co * cast_group(g, width) * width * ds + dw_out_bufs(g, width) * cast_group(g, width) * g.c_out * ds
+        acc = n_cp * span * width * 4
+        store = 3 * n_cp * cast_group(g, width) * width * ds + dw_out_bufs(g, width) * cast_group(g, width) * co_w * ds
         # LNC2 positions split: the other program's partial of this one's half of the taps, per C_out tile
-        other = ((n_co if dw_fused_exchange(g, p) else 1) * ceil_div(span, 2) * width * 4
+        other = ((n_cp if dw_fused_exchange(g, p) else 1) * ceil_div(span, 2) * width * 4
                  if (p.lnc == 2 and p.dw_split != "taps") else 0)
         if p.dw_x_stationary:   # [(tap-slot, ci), C_in tiles x chunks, C_out]: one cast tile per C_in tile
             units = n_tiles(width, p.dw_ci_tile) * _xs_max_chunks(g, p)
@@ -233,7 +238,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             phase_sbuf["dw store"] += early
         if dw_defer_finish(g, p):   # the accumulators and the received halves stay live through dx
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + acc + other
-        psum_dw = dw_acc_banks(p.dw_co_chunk, n_co) + (1 if db_on_dw(p) else 0)
+        psum_dw = dw_acc_banks(p.dw_co_chunk, n_cp) + (1 if db_on_dw(p) else 0)
         if p.dw_x_stationary:
             psum_dw = dw_xs_group_banks(g, p) + 1 + (1 if db_on_dw(p) else 0)
     if p.compute_db and p.db_method is DbMethod.STANDALONE:
@@ -320,10 +325,18 @@ def _check_plan(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
                 "no dx^T or D-phase pairs) with fewer C_out tiles per chunk than C_out has, db not folded on dx, "
                 "filters loaded in dx (not first), no dx inside / between dw, dw-interleaving, prefetch or "
                 "early band"), b
+    if p.dx_dy_clip and not dx_dy_clip_legal(g, p):
+        return ("dx_dy_clip needs the per-gradient gather (gemm / gather_s1 / phase_gather, one band per plane, no "
+                "dx^T or D-phase pairs), db not folded on dx, no dx inside / between dw, dw-interleaving, prefetch "
+                "or early band"), b
     if p.dx_w_band and not dx_w_band_legal(g, p):
         return ("dx_w_band needs the per-gradient gather (gemm / gather_s1 / phase_gather, one band per plane, "
                 "no dx^T or D-phase pairs) with fewer columns than W, db not folded on dx, no dx inside / "
                 "between dw, dw-interleaving, prefetch or early band"), b
+    if p.dw_co_pass and not dw_co_pass_legal(g, p):
+        return ("dw_co_pass needs per-gradient box-mode dw (gemm / tap_gemm / tap_pack) with fewer C_out tiles per "
+                "pass than C_out has, not x-stationary, db not folded on dw, without dyT dma, dw-interleaving, dx "
+                "inside / between dw or dx^T's band prefetch"), b
     if p.dw_w_band and not dw_w_band_legal(g, p):
         return ("dw_w_band needs per-gradient box-mode dw (gemm / tap_gemm / tap_pack) with fewer columns than "
                 "W_out, without dyT dma, dw-interleaving, dx inside / between dw or dx^T's band prefetch"), b

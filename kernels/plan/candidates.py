@@ -67,7 +67,7 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
     ranges = [r for r in ranges if r % dw_ci == 0 or r == g.c_in]
 
     def plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng, cdx_=cdx, cdw_=cdw, taps=0, wband=0,
-             dx_wband=0, dx_co=0) -> Plan:
+             dx_wband=0, dx_co=0, dw_co=0, dx_clip=False) -> Plan:
         b = dict(base, compute_dx=cdx_, compute_dw=cdw_)
         return Plan(**b, strategy=strat, dx_method=_dx_method(g) if cdx_ else None,
                     dw_method=dw_m if cdw_ else None, db_method=db, dx_band=dxb, dw_band=dwb,
@@ -75,12 +75,13 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                     dw_co_chunk=min(n_co, 2 if strat is Strategy.SHARED_DY else 3), dw_ci_range=rng,
                     dy_bufs=2, dw_tap_range=taps, dw_x_stationary=xs and cdw_,   # xs: the loop's dw option
                     dw_w_band=wband if cdw_ else 0, dx_w_band=dx_wband if cdx_ else 0,
-                    dx_co_chunk=dx_co if cdx_ else 0)
+                    dx_co_chunk=dx_co if cdx_ else 0, dw_co_pass=dw_co if cdw_ else 0,
+                    dx_dy_clip=dx_clip and cdx_)
 
     plans: list[Plan] = []
     for dw_m, G, xs in dw_opts:
         # dx tilings that fit alone (the per-gradient dx section)
-        dx_cfgs = [(full, dw_ci, False, 0, 0)]
+        dx_cfgs = [(full, dw_ci, False, 0, 0, False)]
         if cdx:
             dx_cfgs = []
             fitting = 0
@@ -96,17 +97,27 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                     # the filters load before dw
                     if fitting >= 2 or len(ci_opts) < 2 or g.c_in <= dw_ci:
                         break
-            dx_cfgs = [cfg + (0, 0) for cfg in dx_cfgs]
-            if not fitting:   # no whole-row dx band fits: W bands (dx_w_band), else C_out chunks (dx_co_chunk)
-                def dx_only(band, t, o, wb, co=0, m=dw_m, gg=G):
-                    return plan(Strategy.PER_GRADIENT, m, gg, None, band, t, o, full, g.c_in, cdw_=False, dx_wband=wb,
-                                dx_co=co)
-                dx_cfgs = ([cfg + (0,) for cfg in _dx_w_tilings(g, hw, dx_bands, ci_opts, dx_only)]
-                           or _dx_co_tilings(g, hw, dx_bands, ci_opts, dx_only) or dx_cfgs)
-        dw_cfgs = [((g.axes[0].o, g.axes[1].o), g.c_in, 0, 0)]
+            dx_cfgs = [cfg + (0, 0, False) for cfg in dx_cfgs]
+            if not fitting:   # no whole-row dx band fits: W bands (dx_w_band), else C_out chunks (dx_co_chunk),
+                # else (the kernel's reach far beyond dy) the same with dy bands clipped to the live taps' rows
+                for clip in (False, True):
+                    def dx_only(band, t, o, wb, co=0, m=dw_m, gg=G, c_=clip):
+                        return plan(Strategy.PER_GRADIENT, m, gg, None, band, t, o, full, g.c_in, cdw_=False,
+                                    dx_wband=wb, dx_co=co, dx_clip=c_)
+                    whole = _dx_clip_rows(g, hw, dx_bands, ci_opts, dx_only) if clip else []
+                    found = (whole or [cfg + (0,) for cfg in _dx_w_tilings(g, hw, dx_bands, ci_opts, dx_only)]
+                             or _dx_co_tilings(g, hw, dx_bands, ci_opts, dx_only))
+                    if found:
+                        dx_cfgs = [cfg + (clip,) for cfg in found]
+                        break
+        dw_cfgs = [((g.axes[0].o, g.axes[1].o), g.c_in, 0, 0, 0)]
         if cdw and dw_m is not DwMethod.DMA_GEMM:
-            dw_cfgs = _dw_tilings(g, hw, dw_bands, ranges, lambda band, r, taps, wb=0, m=dw_m, gg=G: plan(
-                Strategy.PER_GRADIENT, m, gg, None, full, dw_ci, False, band, r, cdx_=False, taps=taps, wband=wb))
+            def dw_only(band, r, taps, wb=0, co=0, m=dw_m, gg=G):
+                return plan(Strategy.PER_GRADIENT, m, gg, None, full, dw_ci, False, band, r, cdx_=False, taps=taps,
+                            wband=wb, dw_co=co)
+            dw_cfgs = [cfg + (0,) for cfg in _dw_tilings(g, hw, dw_bands, ranges, dw_only)]
+            if all(_check(g, dw_only(*cfg), hw)[0] for cfg in dw_cfgs):   # nothing fits: C_out passes
+                dw_cfgs = _dw_co_tilings(g, hw, dw_bands, ranges, dw_only) or dw_cfgs
         for strat in strategies:
             if dw_m is DwMethod.DMA_GEMM and not g.pointwise and strat is not Strategy.SHARED_DY:
                 continue   # (nki_dw_gemm is 1x1x1 only)
@@ -125,10 +136,10 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                             # shared-dy pointwise (nki_pw_shared) has no dx variants
                             plans += _pw_variants(p) if pw_shared_on(p) else _with_regions(g, p, hw)
                     continue
-                for dxb, ci_tile, ci_outer, dx_wb, dx_co in dx_cfgs:
-                    for dwb, rng, taps, wb in dw_cfgs:
+                for dxb, ci_tile, ci_outer, dx_wb, dx_co, dx_clip in dx_cfgs:
+                    for dwb, rng, taps, wb, dw_co in dw_cfgs:
                         p = plan(strat, dw_m, G, db, dxb, ci_tile, ci_outer, dwb, rng, taps=taps, wband=wb,
-                                 dx_wband=dx_wb, dx_co=dx_co)
+                                 dx_wband=dx_wb, dx_co=dx_co, dw_co=dw_co, dx_clip=dx_clip)
                         if db is not DbMethod.FOLD or _fold_ok(g, p):
                             plans += _with_regions(g, p, hw)
     return plans + _small_extent_plans(g, plans) + _s2d_plans(g, base, hw) + _kd_moving_plans(g, base, hw)
@@ -237,6 +248,17 @@ def _dx_w_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ci_opts: list, ma
     return []
 
 
+def _dx_clip_rows(g: ConvGeom, hw: TargetFigures, bands: list, ci_opts: list, make) -> list:
+    """(band, C_in tile, C_in-outer, W band, C_out chunk) of whole-row gather dx with clipped dy bands
+    (``make`` builds them): the first two fitting bands of the first C_in option that has one."""
+    for t, o in ci_opts:
+        fits = [b for b in _first_fits(lambda band, t_=t, o_=o: make(band, t_, o_, 0), bands, hw, g)
+                if not _check(g, make(b, t, o, 0), hw)[0]]
+        if fits:
+            return [(band, t, o, 0, 0) for band in fits]
+    return []
+
+
 def _dx_co_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ci_opts: list, make) -> list:
     """(band, C_in tile, C_in-outer, W band, C_out chunk) of gather dx in C_out chunks (``Plan.dx_co_chunk``) when
     no tiling of every C_out tile fits, whole rows or W bands. For each chunk (the C_out tiles halved down to
@@ -263,6 +285,30 @@ def _dx_co_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ci_opts: list, m
         else:
             out += [cfg + (chunk,) for cfg in
                     _dx_w_tilings(g, hw, bands, ci_opts, lambda band, t, o, wb, k=chunk: make(band, t, o, wb, k))]
+    return out
+
+
+def _dw_co_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ranges: list[int], make) -> list:
+    """(band, C_in range, taps per pass, W band, C_out pass) of box-mode dw in C_out passes (``Plan.dw_co_pass``)
+    when no tiling of every C_out tile fits (``_dw_tilings``): the largest pass (the C_out tiles halved down to
+    one) whose smallest tiling (the last band and C_in range, the fewest taps per pass, one W column) fits,
+    with ``_dw_tilings``' fitting tilings at that pass; and the next smaller pass, which leaves room for
+    larger boxes at the price of one more x^T rebuild per pass (the estimate weighs them)."""
+    n_co = n_tiles(g.c_out, PMAX)
+    if n_co < 2 or make(bands[-1], ranges[-1], 0).dw_method not in W_BAND_METHODS:
+        return []
+    unit = dw_tap_unit(g, make(bands[0], ranges[0], 0))
+    taps = unit if unit < g.taps else 0
+    one_col = 1 if g.axes[2].o > 1 else 0
+    out = []
+    chunk = n_co
+    while chunk > 1 and len({cfg[-1] for cfg in out}) < 2:
+        chunk = ceil_div(chunk, 2)
+        if _check(g, make(bands[-1], ranges[-1], taps, one_col, chunk), hw)[0]:
+            continue
+        out += [cfg + (chunk,) for cfg in _dw_tilings(g, hw, bands, ranges,
+                                                      lambda band, r, t, wb=0, k=chunk: make(band, r, t, wb, k))
+                if not _check(g, make(*cfg, chunk), hw)[0]]
     return out
 
 

@@ -19,6 +19,7 @@ from ..schedule import (
     FILTER_RUN_ROWS,
     MOVING_MAX,
     PMAX,
+    axis_live,
     box_block_sizes,
     dw_x_extent,
     dw_x_fill,
@@ -43,6 +44,7 @@ from ..spec.compose import (
 )
 from ..spec.dw_options import (
     cast_group,
+    dw_co_pass_geoms,
     dw_columns,
     dw_db_program,
     dw_defer_finish,
@@ -59,6 +61,7 @@ from ..spec.dx_options import (
     _filter_group,
     dx_ci_split_on,
     dx_co_chunks,
+    dx_dy_clip_legal,
     dx_program_items,
     dx_t_active,
     dx_w_bands,
@@ -313,9 +316,10 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
             held = dx_bands_held(g, p, pid)
             db_fold = p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw
             w_bands = dx_w_bands(g, p)
+            clip = dx_dy_clip_legal(g, p)   # (dx_dy_clip: the clipped buffers' fills)
             fills, loads = _memoized(memo, ("dx_loads", tuple(items), tuple(w_bands), db_fold, p.pw_db_scalar,
-                                            p.dx_regions, frozenset(held)),
-                                     lambda: _dx_loads(g, p, hw, items, w_bands, db_fold, held))
+                                            p.dx_regions, frozenset(held), clip),
+                                     lambda: _dx_loads(g, p, hw, items, w_bands, db_fold, held, clip))
             if fills and fills[0] is not None and (p.strategy is Strategy.SHARED_DY or not p.compute_dw) \
                     and not pw_shared_on(p):   # (shared-dy pointwise: its first step, below)
                 head = _dx_head_ns(g, hw, *fills[0])   # dx runs first: its first dy band
@@ -379,11 +383,13 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
         elif p.dx_regions == 1 and dx_ci_split_on(g, p):
             for _b, bd, bh in items:
                 for bw in dx_w_bands(g, p):
-                    _estimate_dx_band(c, g, None, bd, bh, ci_tiles, n_co, fp32, two, W, bw, len(chunks))
+                    _estimate_dx_band(c, g, None, bd, bh, ci_tiles, n_co, fp32, two, W, bw, len(chunks),
+                                      clip=dx_dy_clip_legal(g, p))
         elif p.dx_regions == 1:
             for _b, bd, bh in items:
                 for bw in dx_w_bands(g, p):
-                    c.add(_run_cached(memo, _dx_band_sheet, g, hw.name, p.dx_ci_tile, bd, bh, False, bw, len(chunks)))
+                    c.add(_run_cached(memo, _dx_band_sheet, g, hw.name, p.dx_ci_tile, bd, bh, False, bw, len(chunks),
+                                      dx_dy_clip_legal(g, p)))
         else:   # one band's compute per pack; its store once per region
             for pack in dx_packs(g, items, p.dx_regions):
                 _b, bd, bh = pack[0]
@@ -465,136 +471,140 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
             c.evict(sum(blocks), two, mine)
             c.dma(min(PMAX, g.c_in) * g.c_out * ds, g.c_out * ds, mine)
     elif p.compute_dw:
-        items = dw_items(g, p) if p.dw_split == "taps" else dw_program_items(g, p, pid)
-        wcols = dw_columns(g, p, pid)   # W output columns of this program (LNC2 columns split: its half)
-        own0 = dw_own_taps(g, p, pid)
-        chunk = min(p.dw_co_chunk, n_co)
-        n_chunks = ceil_div(n_co, chunk)
-        xpad = any(a.k > 1 or a.lo or a.hi or a.s > 1 for a in g.axes)
-        bank = PSUM_BANK_BYTES // ds
-        # a box's cost depends on its rows, its x fill, the C_in tiles and the number of taps in the pass
-        # (not on which taps): shared by every C_in range and tap pass of the same shape
-        cache: dict = {}
         dw_key = dw_item_key(p) if memo is not None else None
         item_memo = memo.setdefault("dw_item", {}) if memo is not None else {}
-        last_sheet = None   # the last item's dw work (shared_dy row stacking: flushed after dx's last band)
-        for r0 in range(0, g.c_in, p.dw_ci_range):
-            width = min(p.dw_ci_range, g.c_in - r0)
-            ci_tiles = tile_sizes(width, p.dw_ci_tile)
-            for pi, span in enumerate(dw_tap_passes(g, p, pid)):
-                c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dw")
-                if p.dw_xt_dma:
-                    xt_dma_setup_cost(c, g, p.dw_ci_tile, dw_xs_bundle(g, p) if p.dw_x_stationary else 1)
-                # db_ones: the chunk whose stationary takes the ones slot (the db program's first pass)
-                ones = (db_ones_chunk(g, p, span) if p.db_ones and r0 == 0 and pi == 0
-                        and (own0 is None or dw_db_program(g, p) == pid) else None)
-                if ones is not None:   # the ones slot of every bundle tile, once, when dw's state is made:
-                    # ahead of dw's first x^T zero-row memsets on GpSimd, so exposed at dw's start (dilated_d2,
-                    # C_in 64: 3 x 4.4k elements, ~6.5 us; the stem's 3 x 207 elements: ~0.3 us)
-                    ones_sheet = CostSheet(hw)
-                    ones_sheet.compute("gpsimd", dw_x_extent(g.axes[2], Wo) * p.dw_ci_tile, 0, 1.0,
-                                       xt_dma_bufs(p) if p.dw_xt_dma else 2, op="memset")
-                    c.add(ones_sheet)
-                    fill += ones_sheet.busy["gpsimd"]
-                # row stacking: each item's chunk roles (a "lower" chunk's matmuls run with the next chunk's)
-                chunk_rows = dw_row_chunk_rows(g, p, items) if p.dw_method is DwMethod.ROW_PACK else []
-                roles = row_stack_roles([n for r in chunk_rows for n in r]) if p.dw_row_stack else None
-                role_at = 0
-                box_items = dx_box_items(g, p, pid) if p.dx_inside_boxes and dx_inside_dw_on(g, p) else []
-                for it, (_b, (d0, d1), (h0, h1)) in enumerate(items):
-                    if it < len(box_items) and box_items[it]:   # the boxes that run dx items: one body with dx
-                        c.section("dw_in")
-                    item_roles = ()
-                    if roles is not None:
-                        item_roles = tuple(roles[role_at:role_at + len(chunk_rows[it])])
-                        role_at += len(chunk_rows[it])
-                    rows = (d1 - d0, h1 - h0)
-                    if rows[0] <= 0 or rows[1] <= 0:
+        # C_out passes (dw_co_pass): each a whole dw of its C_out channels (dy and x^T streamed again)
+        for gd in dw_co_pass_geoms(g, p):
+            n_cp, co_tp = n_tiles(gd.c_out, PMAX), min(PMAX, gd.c_out)
+            items = dw_items(gd, p) if p.dw_split == "taps" else dw_program_items(gd, p, pid)
+            wcols = dw_columns(gd, p, pid)   # W output columns of this program (LNC2 columns split: its half)
+            own0 = dw_own_taps(gd, p, pid)
+            chunk = min(p.dw_co_chunk, n_cp)
+            n_chunks = ceil_div(n_cp, chunk)
+            xpad = any(a.k > 1 or a.lo or a.hi or a.s > 1 for a in gd.axes)
+            bank = PSUM_BANK_BYTES // ds
+            # a box's cost depends on its rows, its x fill, the C_in tiles and the number of taps in the pass
+            # (not on which taps): shared by every C_in range and tap pass of the same shape
+            cache: dict = {}
+            last_sheet = None   # the last item's dw work (shared_dy row stacking: flushed after dx's last band)
+            for r0 in range(0, gd.c_in, p.dw_ci_range):
+                width = min(p.dw_ci_range, gd.c_in - r0)
+                ci_tiles = tile_sizes(width, p.dw_ci_tile)
+                for pi, span in enumerate(dw_tap_passes(gd, p, pid)):
+                    c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dw")
+                    if p.dw_xt_dma:
+                        xt_dma_setup_cost(c, gd, p.dw_ci_tile, dw_xs_bundle(gd, p) if p.dw_x_stationary else 1)
+                    # db_ones: the chunk whose stationary takes the ones slot (the db program's first pass)
+                    ones = (db_ones_chunk(gd, p, span) if p.db_ones and r0 == 0 and pi == 0
+                            and (own0 is None or dw_db_program(gd, p) == pid) else None)
+                    if ones is not None:   # the ones slot of every bundle tile, once, when dw's state is made:
+                        # ahead of dw's first x^T zero-row memsets on GpSimd, so exposed at dw's start (dilated_d2,
+                        # C_in 64: 3 x 4.4k elements, ~6.5 us; the stem's 3 x 207 elements: ~0.3 us)
+                        ones_sheet = CostSheet(hw)
+                        ones_sheet.compute("gpsimd", dw_x_extent(gd.axes[2], Wo) * p.dw_ci_tile, 0, 1.0,
+                                           xt_dma_bufs(p) if p.dw_xt_dma else 2, op="memset")
+                        c.add(ones_sheet)
+                        fill += ones_sheet.busy["gpsimd"]
+                    # row stacking: each item's chunk roles (a "lower" chunk's matmuls run with the next chunk's)
+                    chunk_rows = dw_row_chunk_rows(gd, p, items) if p.dw_method is DwMethod.ROW_PACK else []
+                    roles = row_stack_roles([n for r in chunk_rows for n in r]) if p.dw_row_stack else None
+                    role_at = 0
+                    box_items = dx_box_items(gd, p, pid) if p.dx_inside_boxes and dx_inside_dw_on(gd, p) else []
+                    for it, (_b, (d0, d1), (h0, h1)) in enumerate(items):
+                        if it < len(box_items) and box_items[it]:   # the boxes that run dx items: one body with dx
+                            c.section("dw_in")
+                        item_roles = ()
+                        if roles is not None:
+                            item_roles = tuple(roles[role_at:role_at + len(chunk_rows[it])])
+                            role_at += len(chunk_rows[it])
+                        rows = (d1 - d0, h1 - h0)
+                        if rows[0] <= 0 or rows[1] <= 0:
+                            continue
+                        # a DwState per (C_in range, tap pass), one in all under shared dy: its first box copies
+                        first = it == 0 and (p.strategy is not Strategy.SHARED_DY or (r0 == 0 and pi == 0))
+                        # box mode: one box per W band (dw_w_band), each with its own x band; row mode: wcols
+                        boxes_w = (wcols,) if p.dw_method is DwMethod.ROW_PACK else dw_w_bands(gd, p)
+                        for wi, ow in enumerate(boxes_w):
+                            _x0, xext, xlo, xhi = dw_x_fill(gd, (d0, d1), (h0, h1),
+                                                            None if p.dw_method is DwMethod.ROW_PACK else ow)
+                            first_box = first and wi == 0
+                            # (box mode: a band's cost depends on its width and x fill, not on where it lies)
+                            key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0,
+                                   span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles,
+                                   ow if p.dw_method is DwMethod.ROW_PACK else ow[1] - ow[0], ones, first_box)
+                            if key not in cache:
+                                # (the first box of this shape computes it: from the planning memo when a
+                                # candidate with the same dw fields computed that very box before; the pass's
+                                # geometry in the key, as C_out passes of different widths cost differently)
+                                mkey = (dw_key, gd, key, d0, d1, h0, h1, ow, span) if dw_key is not None else None
+                                cache[key] = item_memo.get(mkey) if mkey is not None else None
+                                if cache[key] is None:
+                                    cache[key] = CostSheet(hw)
+                                    _estimate_dw_item(cache[key], gd, p, (d0, d1), (h0, h1), ci_tiles, chunk,
+                                                      n_chunks, xpad, bank, span, item_roles, ow, ones, first_box)
+                                    if mkey is not None:
+                                        item_memo[mkey] = cache[key]
+                            c.add(cache[key])
+                            c.ring_units(1)
+                            last_sheet = cache[key]
+                        if p.dw_method is DwMethod.ROW_PACK and p.strategy is not Strategy.SHARED_DY:
+                            # the x^T tiles its row passes stream (a stacked pair is one pass): section_ns's steps
+                            tiles = (len(dw_xs_bundles(gd, p, span)) if p.dw_x_stationary
+                                     else max(1, (span[1] - span[0]) // gd.kernel[2]))
+                            c.pipeline_steps((len(chunk_rows[it]) - item_roles.count("lower")) * len(ci_tiles) * tiles)
+                            c.pipeline_head(dw_head)
+                        if p.strategy is not Strategy.SHARED_DY and not p.dw_dyt_dma:
+                            for w0, w1 in dw_w_bands(gd, p):   # (W bands: one strided dy box each, runs of a row's band)
+                                wn = w1 - w0
+                                c.dma(co_tp * rows[0] * rows[1] * wn * ds,
+                                      (rows[1] * wn if (rows[1] == gd.axes[1].o and wn == Wo) else wn) * ds, n_cp)
+                        if db_on_dw(p) and r0 == 0 and pi == 0 and (own0 is None or dw_db_program(gd, p) == pid):
+                            # ones-vector matmuls per dy^T column, one add per tile (tap split: one program)
+                            cols = ((len(chunk_rows[it]) - item_roles.count("lower")) * (wcols[1] - wcols[0])
+                                    if p.dw_method is DwMethod.ROW_PACK
+                                    else sum(cnt for w0, w1 in dw_w_bands(gd, p)
+                                             for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], w1 - w0), PMAX)))
+                            c.matmul(co_tp, 1, fp32, cols * n_cp)
+                            c.compute("vector", 1, 2, 1.0, n_cp, op="tensor_tensor")
+                    c.section("dw_finish")
+                    if p.strategy is Strategy.SHARED_DY and p.dw_row_stack and last_sheet is not None:
+                        # the waiting chunk's pass is flushed in finish, after dx's last band: dx's last store
+                        # runs beside it (the last item's dw PE work), not after everything
+                        c.waits["dx_tail"] = max(0.0, c.waits.get("dx_tail", 0.0) - last_sheet.busy["tensor"])
+                    if p.dw_x_stationary:
+                        xs_fill = (_estimate_xs_finish_shared if _shared_stacked_xs(p) else _estimate_xs_finish)(
+                            c, gd, p, hw, width, span, pid)
+                        if p.strategy is Strategy.SHARED_DY or p.compute_dx:
+                            # a trail: shared_dy at the end, beside dx's last store; per gradient, the finish has
+                            # no PE work, so the in-order PE goes on with dx while the LNC2 exchange, the adds and
+                            # the stores run (unet3d LNC2: dx's matmuls start right after dw's last one)
+                            c.exposed("dw_finish", xs_fill)
+                        else:
+                            fill += xs_fill
                         continue
-                    # a DwState per (C_in range, tap pass), one in all under shared dy: its first box copies
-                    first = it == 0 and (p.strategy is not Strategy.SHARED_DY or (r0 == 0 and pi == 0))
-                    # box mode: one box per W band (dw_w_band), each with its own x band; row mode: wcols
-                    boxes_w = (wcols,) if p.dw_method is DwMethod.ROW_PACK else dw_w_bands(g, p)
-                    for wi, ow in enumerate(boxes_w):
-                        _x0, xext, xlo, xhi = dw_x_fill(g, (d0, d1), (h0, h1),
-                                                        None if p.dw_method is DwMethod.ROW_PACK else ow)
-                        first_box = first and wi == 0
-                        # (box mode: a band's cost depends on its width and x fill, not on where it lies)
-                        key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0,
-                               span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles,
-                               ow if p.dw_method is DwMethod.ROW_PACK else ow[1] - ow[0], ones, first_box)
-                        if key not in cache:
-                            # (the first box of this shape computes it: from the planning memo when a
-                            # candidate with the same dw fields computed that very box before)
-                            mkey = (dw_key, key, d0, d1, h0, h1, ow, span) if dw_key is not None else None
-                            cache[key] = item_memo.get(mkey) if mkey is not None else None
-                            if cache[key] is None:
-                                cache[key] = CostSheet(hw)
-                                _estimate_dw_item(cache[key], g, p, (d0, d1), (h0, h1), ci_tiles, chunk,
-                                                  n_chunks, xpad, bank, span, item_roles, ow, ones, first_box)
-                                if mkey is not None:
-                                    item_memo[mkey] = cache[key]
-                        c.add(cache[key])
-                        c.ring_units(1)
-                        last_sheet = cache[key]
-                    if p.dw_method is DwMethod.ROW_PACK and p.strategy is not Strategy.SHARED_DY:
-                        # the x^T tiles its row passes stream (a stacked pair is one pass): section_ns's steps
-                        tiles = (len(dw_xs_bundles(g, p, span)) if p.dw_x_stationary
-                                 else max(1, (span[1] - span[0]) // g.kernel[2]))
-                        c.pipeline_steps((len(chunk_rows[it]) - item_roles.count("lower")) * len(ci_tiles) * tiles)
-                        c.pipeline_head(dw_head)
-                    if p.strategy is not Strategy.SHARED_DY and not p.dw_dyt_dma:
-                        for w0, w1 in dw_w_bands(g, p):   # (W bands: one strided dy box each, runs of a row's band)
-                            wn = w1 - w0
-                            c.dma(co_t * rows[0] * rows[1] * wn * ds,
-                                  (rows[1] * wn if (rows[1] == g.axes[1].o and wn == Wo) else wn) * ds, n_co)
-                    if db_on_dw(p) and r0 == 0 and pi == 0 and (own0 is None or dw_db_program(g, p) == pid):
-                        # ones-vector matmuls per dy^T column, one add per tile (tap split: one program)
-                        cols = ((len(chunk_rows[it]) - item_roles.count("lower")) * (wcols[1] - wcols[0])
-                                if p.dw_method is DwMethod.ROW_PACK
-                                else sum(cnt for w0, w1 in dw_w_bands(g, p)
-                                         for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], w1 - w0), PMAX)))
-                        c.matmul(co_t, 1, fp32, cols * n_co)
-                        c.compute("vector", 1, 2, 1.0, n_co, op="tensor_tensor")
-                c.section("dw_finish")
-                if p.strategy is Strategy.SHARED_DY and p.dw_row_stack and last_sheet is not None:
-                    # the waiting chunk's pass is flushed in finish, after dx's last band: dx's last store
-                    # runs beside it (the last item's dw PE work), not after everything
-                    c.waits["dx_tail"] = max(0.0, c.waits.get("dx_tail", 0.0) - last_sheet.busy["tensor"])
-                if p.dw_x_stationary:
-                    xs_fill = (_estimate_xs_finish_shared if _shared_stacked_xs(p) else _estimate_xs_finish)(
-                        c, g, p, hw, width, span, pid)
-                    if p.strategy is Strategy.SHARED_DY or p.compute_dx:
-                        # a trail: shared_dy at the end, beside dx's last store; per gradient, the finish has
-                        # no PE work, so the in-order PE goes on with dx while the LNC2 exchange, the adds and
-                        # the stores run (unet3d LNC2: dx's matmuls start right after dw's last one)
-                        c.exposed("dw_finish", xs_fill)
-                    else:
-                        fill += xs_fill
-                    continue
-                # finalize: (LNC2) exchange + add, cast, transposes, stores
-                n_span = span[1] - span[0]
-                own = dw_own_taps(g, p, pid)
-                # the reduce-scatter: program 0 stores the first ceil(n/2) taps, program 1 the rest
-                taps_here = n_span if own is not None else (ceil_div(n_span, p.lnc) if pid == 0
-                                                            else n_span - ceil_div(n_span, p.lnc))
-                grp = cast_group(g, width)
-                fused = dw_fused_exchange(g, p)   # the add of the other's partial is the cast
-                if p.lnc == 2 and own is None:
-                    ex = _dw_exchange_ns(c, g, hw, co_t, n_co, taps_here, width, grp, fused, dw_defer_finish(g, p))
-                    if p.strategy is Strategy.SHARED_DY:   # at the end, beside dx's last store: a trail
-                        c.exposed("dw_finish", ex)
-                    else:
-                        fill += ex
-                for t0 in range(0, taps_here, grp):
-                    tn = min(grp, taps_here - t0)
-                    for k in range(n_co if not dw_direct(g, p) else 0):
-                        c.compute("vector" if k % 2 == 0 else "gpsimd", tn * width, 2 if fused else 1, 1.0, 1,
-                                  op="tensor_tensor" if fused else "tensor_copy")
-                for ci in tile_sizes(width, PMAX):
-                    c.transpose(co_t, ci, fp32, taps_here * n_co)
-                    c.evict(g.c_out, two, taps_here * max(1, ceil_div(g.c_out * ds, PSUM_BANK_BYTES)))
-                    c.dma(ci * g.c_out * ds * grp, g.c_out * ds, ceil_div(taps_here, grp))
+                    # finalize: (LNC2) exchange + add, cast, transposes, stores
+                    n_span = span[1] - span[0]
+                    own = dw_own_taps(gd, p, pid)
+                    # the reduce-scatter: program 0 stores the first ceil(n/2) taps, program 1 the rest
+                    taps_here = n_span if own is not None else (ceil_div(n_span, p.lnc) if pid == 0
+                                                                else n_span - ceil_div(n_span, p.lnc))
+                    grp = cast_group(g, width)
+                    fused = dw_fused_exchange(g, p)   # the add of the other's partial is the cast
+                    if p.lnc == 2 and own is None:
+                        ex = _dw_exchange_ns(c, gd, hw, co_tp, n_cp, taps_here, width, grp, fused, dw_defer_finish(gd, p))
+                        if p.strategy is Strategy.SHARED_DY:   # at the end, beside dx's last store: a trail
+                            c.exposed("dw_finish", ex)
+                        else:
+                            fill += ex
+                    for t0 in range(0, taps_here, grp):
+                        tn = min(grp, taps_here - t0)
+                        for k in range(n_cp if not dw_direct(gd, p) else 0):
+                            c.compute("vector" if k % 2 == 0 else "gpsimd", tn * width, 2 if fused else 1, 1.0, 1,
+                                      op="tensor_tensor" if fused else "tensor_copy")
+                    for ci in tile_sizes(width, PMAX):
+                        c.transpose(co_tp, ci, fp32, taps_here * n_cp)
+                        c.evict(gd.c_out, two, taps_here * max(1, ceil_div(gd.c_out * ds, PSUM_BANK_BYTES)))
+                        c.dma(ci * gd.c_out * ds * grp, gd.c_out * ds, ceil_div(taps_here, grp))
 
     if p.compute_db:
         c.section("db" if p.db_method is DbMethod.STANDALONE else "db_store")
@@ -619,16 +629,17 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
 
 
 def _dx_loads(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_bands: list, db_fold: bool,
-              held: set) -> tuple[list, CostSheet]:
+              held: set, clip: bool = False) -> tuple[list, CostSheet]:
     """One pass of dx's dy band loads (a load per item and W band): each load's (lo, hi, ext, valid) fill
-    (None: no dy rows) and their cost; ``db_fold``: db folds on these loads. Reads of ``p``: its
+    (None: no dy rows) and their cost; ``db_fold``: db folds on these loads; ``clip``: the clipped bands'
+    buffers (``dx_dy_clip``). Reads of ``p``: its
     ``dx_regions`` (packs sharing a fill) and ``pw_db_scalar`` (db's engine), which the caller's memo key holds."""
     n_co, co_t, Wo = n_tiles(g.c_out, PMAX), min(PMAX, g.c_out), g.axes[2].o
     loads = CostSheet(hw)
     fills = []
     fill_items = [it for it in items for _bw in w_bands]
     for (_b, bd, bh), bw in ((it, bw) for it in items for bw in w_bands):
-        bands3 = (bd, bh, bw)
+        bands3 = tuple(axis_live(g.axes[a], b_)[0] for a, b_ in enumerate((bd, bh, bw))) if clip else (bd, bh, bw)
         ext = [b_.extent for b_ in bands3]
         if min(ext) <= 0:
             fills.append(None)

@@ -14,6 +14,7 @@ from ..schedule import (
     axis_bands,
     box_block_sizes,
     dx_phase_work,
+    live_phase_work,
     n_tiles,
     tile_sizes,
 )
@@ -37,27 +38,28 @@ def _run_cached(memo: dict | None, fn, *args) -> CostSheet:
 
 @lru_cache(maxsize=8192)
 def _dx_band_sheet(g: ConvGeom, target: str, ci_tile: int, bd: AxisBand, bh: AxisBand,
-                   packed: bool = False, bw: AxisBand | None = None, chunks: int = 1) -> CostSheet:
+                   packed: bool = False, bw: AxisBand | None = None, chunks: int = 1, clip: bool = False
+                   ) -> CostSheet:
     """The cost of one dx band (cached across candidates: many share their bands); ``packed``: the
     block-diagonal form (one 128-row tile, one 128-partition C_out tile); ``bw``: its W band (default all W);
-    ``chunks``: C_out chunks (``dx_co_chunk``)."""
+    ``chunks``: C_out chunks (``dx_co_chunk``); ``clip``: the live taps only (``dx_dy_clip``)."""
     c = CostSheet(TARGET_FIGURES[target])
     ci_tiles = [PMAX] if packed else tile_sizes(g.c_in, ci_tile)
     _estimate_dx_band(c, g, None, bd, bh, ci_tiles, 1 if packed else n_tiles(g.c_out, PMAX),
-                      g.dtype == "fp32", g.dtype_bytes == 2, g.axes[2].n, bw, chunks, g.c_in if packed else 0)
+                      g.dtype == "fp32", g.dtype_bytes == 2, g.axes[2].n, bw, chunks, g.c_in if packed else 0, clip)
     return c
 
 
 def _estimate_dx_band(c: CostSheet, g: ConvGeom, p: Plan | None, bd: AxisBand, bh: AxisBand, ci_tiles: list[int],
                       n_co: int, fp32: bool, two: bool, W: int, bw: AxisBand | None = None, chunks: int = 1,
-                      store_ci: int = 0) -> None:
+                      store_ci: int = 0, clip: bool = False) -> None:
     """The dx compute and store of one band (mirrors nki_dx._run_band, and _run_band_chunks with ``chunks`` > 1
     C_out chunks); ``bw``: its W band (default all W); ``store_ci``: the channels of its store when not the
-    C_in tile's (packed regions: one region's)."""
+    C_in tile's (packed regions: one region's); ``clip``: the live taps only (``dx_dy_clip``)."""
     ds = g.dtype_bytes
     bw = bw if bw is not None else axis_bands(g.axes[2], W)[0]
     wn = bw.i1 - bw.i0
-    work = dx_phase_work(g, (bd, bh, bw), with_blocks=False)
+    work = live_phase_work(g, (bd, bh, bw))[1] if clip else dx_phase_work(g, (bd, bh, bw), with_blocks=False)
     zero = [w for w in work if not w.taps]
     for ci in ci_tiles:
         for w in zero:

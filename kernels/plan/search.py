@@ -41,6 +41,7 @@ def _label(p: Plan) -> str:
                         and p.dx_toeplitz_pair >= 0 else "")
                      + (f", W band {p.dx_w_band}" if p.dx_w_band else "")
                      + (f", co chunk {p.dx_co_chunk}" if p.dx_co_chunk else "")
+                     + (", dy clipped" if p.dx_dy_clip else "")
                      + (", ci split" if p.dx_ci_split else "")
                      + (", early band" if p.dx_band_early else "")
                      + (", filters first" if p.filters_first else "") + "]")
@@ -58,6 +59,7 @@ def _label(p: Plan) -> str:
         band += f"{p.dw_split} split, " if (p.lnc == 2 and p.dw_split != "positions") else ""
         rng = f", ci-range {p.dw_ci_range}" if p.dw_ci_range < p.x_shape[1] else ""
         rng += f", taps/pass {p.dw_tap_range}" if p.dw_tap_range else ""
+        rng += f", co-tiles/pass {p.dw_co_pass}" if p.dw_co_pass else ""
         xs = "x-stationary, " if p.dw_x_stationary else ""
         band += "fine taps, " if p.dw_tap_fine else ""
         rng += ", xT dma" if p.dw_xt_dma else ""
@@ -112,7 +114,7 @@ def _smallest_note(g: ConvGeom, base: dict, usable: int) -> str:
     if sbuf <= usable:
         return f"; the smallest tiling fits ({sbuf} B per partition): a missing plan, please report it"
     return (f"; even the smallest tiling (one-row bands, one W column, one C_in channel, C_out tile or tap at a "
-            f"time) needs {sbuf} B per partition, {sbuf - usable} B over the {usable} B usable (largest: {name} {size} B)")
+            f"time, dx's dy rows only where taps read dy) needs {sbuf} B per partition, {sbuf - usable} B over the {usable} B usable (largest: {name} {size} B)")
 
 
 @dataclass

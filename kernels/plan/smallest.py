@@ -1,10 +1,12 @@
 """The smallest tiling of a problem: the per-partition working set below which no plan can go.
 
 Per gradient, one-row bands over D and H, one W column per band (W bands), gather dx with C_in tiles of
-one channel loaded one at a time and one C_out tile at a time (C_out chunks), box-mode dw one tap per matmul, one tap per pass, the smallest C_in
-range the planner offers, db in its own pass. When even this does not fit SBUF the geometry has no plan
-on the target, and the no-plan message names the buffer that does not fit and by how much; when it
-fits, the planner must find a plan (the random sweep counts a missing one as a failure).
+one channel loaded one at a time, one C_out tile at a time (C_out chunks) and its dy bands holding only the
+rows live taps read (clipped), box-mode dw with one tap per matmul, one tap and one C_out tile per pass
+(C_out passes), the smallest C_in range the planner offers, db in its own pass. When even this does not fit
+SBUF the geometry has no plan on the target, and the no-plan message names the buffer that does not fit
+and by how much; when it fits, the planner must find a plan (the random sweep counts a missing one as a
+failure).
 """
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ def smallest_plan(g: ConvGeom, base: dict) -> Plan:
                 dx_ci_tile=1, dx_ci_outer=True, dw_ci_tile=dw_ci, dw_tap_group=1, dw_co_chunk=1,
                 dw_ci_range=dw_ci, dy_bufs=2, dw_tap_range=1 if g.taps > 1 else 0,
                 dx_w_band=1 if cdx and g.axes[2].n > 1 else 0, dw_w_band=1 if cdw and g.axes[2].o > 1 else 0,
-                dx_co_chunk=1 if cdx and n_tiles(g.c_out, PMAX) > 1 else 0)
+                dx_co_chunk=1 if cdx and n_tiles(g.c_out, PMAX) > 1 else 0,
+                dw_co_pass=1 if cdw and n_tiles(g.c_out, PMAX) > 1 else 0, dx_dy_clip=cdx)
 
 
 def smallest_working_set(g: ConvGeom, base: dict) -> tuple[int, tuple[str, int]]:

@@ -126,13 +126,17 @@ def _dw_dx_merged(g: ConvGeom, p: Plan) -> bool:
 
 def dw_interleave_ok(g: ConvGeom, p: Plan) -> bool:
     """``Plan.dw_interleave``: per gradient, dw streaming its own dy (row or box mode) with dx:toeplitz or the
-    gather (with D-phase pairs or without; not dx^T or dx inside / between dw, which run their own loops)."""
+    gather (with D-phase pairs or without; not dx^T or dx inside / between dw, which run their own loops).
+    Not with dx's C_out chunks (their own band loop, without dw's boxes between), clipped dy bands
+    (``dx_dy_clip``, legal only without dw-interleaving) or dw's C_out passes (``dw_co_pass``: whole dw
+    passes, not one box stream)."""
     gather = (p.dx_method in (DxMethod.GATHER_S1, DxMethod.PHASE_GATHER, DxMethod.GEMM) and not dx_t_active(p)
               and not p.dx_inside_dw and not p.dx_between_bundles
               and not p.dx_band_early and not p.dx_ci_split and p.dx_regions == 1
-              and not p.dx_co_chunk)   # (C_out chunks run their own band loop, without dw's boxes between)
+              and not p.dx_co_chunk and not p.dx_dy_clip)
     return bool(p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
-                and (p.dx_method is DxMethod.TOEPLITZ or gather) and p.dw_method in STREAMING_DW)
+                and (p.dx_method is DxMethod.TOEPLITZ or gather) and p.dw_method in STREAMING_DW
+                and not p.dw_co_pass)
 
 
 def filters_after_first_chunk(g: ConvGeom, p: Plan) -> bool:

@@ -1,6 +1,7 @@
 """dw's options: when each applies, the LNC2 splits (taps, columns, positions), tap passes and buffers."""
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 from ..geometry import ConvGeom, ceil_div
@@ -131,11 +132,11 @@ def dw_db_program(g: ConvGeom, p: Plan) -> int:
 def dw_defer_finish(g: ConvGeom, p: Plan) -> bool:
     """LNC2 positions split, per gradient, with dx: dw's exchange is issued right after its
     accumulation and the adds, casts, transposes and stores run after dx, so the rendezvous overlaps
-    dx instead of stalling the in-order PE between the sections. One pass and one C_in range only
+    dx instead of stalling the in-order PE between the sections. One pass and one C_in and C_out range only
     (the accumulators and received halves stay live through dx)."""
     return (p.lnc == 2 and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
             and p.dw_method is not DwMethod.DMA_GEMM and dw_own_taps(g, p, 0) is None
-            and p.dw_ci_range >= g.c_in and len(dw_tap_passes(g, p, 0)) == 1
+            and p.dw_ci_range >= g.c_in and len(dw_tap_passes(g, p, 0)) == 1 and not p.dw_co_pass
             # x-stationary exchanges its own accumulator (_finish_xs): deferred with the columns split
             # (its adds and casts on VectorE/GpSimd would otherwise hold dx's first band placement)
             and (not p.dw_x_stationary or dw_columns_on(g, p)))
@@ -181,6 +182,25 @@ def dw_w_band_legal(g: ConvGeom, p: Plan) -> bool:
     return bool(p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dw_method in W_BAND_METHODS
                 and 0 < p.dw_w_band < g.axes[2].o and not p.dw_dyt_dma and not p.dw_interleave
                 and not p.dx_inside_dw and not p.dx_between_bundles and not p.dx_prefetch)
+
+
+def dw_co_pass_legal(g: ConvGeom, p: Plan) -> bool:
+    """``Plan.dw_co_pass``: box-mode dw streaming its own dy (per gradient) may run C_out in passes of whole
+    C_out tiles, outermost: each pass holds the dy^T columns, fp32 accumulators and output staging of its
+    tiles only, streams its dy boxes and rebuilds x^T, and stores its own C_out columns of dw. For a C_out
+    whose dy^T (every C_out column per position tile) or dw staging does not fit SBUF. Not with db folded
+    on dw's dy^T (db would be summed per pass), x-stationary (all of C_out on the moving axis) or what
+    ``dw_w_band`` excludes (dy^T by DMA, the compositions that pace dx by dw's boxes)."""
+    return bool(p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dw_method in W_BAND_METHODS
+                and 0 < p.dw_co_pass < n_tiles(g.c_out, PMAX) and not p.dw_x_stationary
+                and not (p.compute_db and p.db_method is DbMethod.FOLD) and not p.dw_dyt_dma
+                and not p.dw_interleave and not p.dx_inside_dw and not p.dx_between_bundles and not p.dx_prefetch)
+
+
+def dw_co_passes(g: ConvGeom, p: Plan) -> tuple[tuple[int, int], ...]:
+    """The C_out channel ranges [co0, co1) of dw's passes: ``dw_co_pass`` tiles each, else all of C_out."""
+    step = p.dw_co_pass * PMAX if p.dw_co_pass else g.c_out
+    return tuple((c0, min(g.c_out, c0 + step)) for c0 in range(0, g.c_out, step))
 
 
 def dw_w_bands(g: ConvGeom, p: Plan) -> tuple[tuple[int, int], ...]:
@@ -263,3 +283,8 @@ def xt_copy_legal(g: ConvGeom, p: Plan) -> bool:
     (a few columns each) would make the copies' runs a few elements long."""
     return (p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma
             and not p.dw_head_split)
+
+
+def dw_co_pass_geoms(g: ConvGeom, p: Plan) -> tuple[ConvGeom, ...]:
+    """The geometry of each of dw's C_out passes (``dw_co_passes``): ``g`` with that pass's C_out."""
+    return tuple(replace(g, c_out=c1 - c0) for c0, c1 in dw_co_passes(g, p))

@@ -105,6 +105,19 @@ def dx_co_chunk_legal(g: ConvGeom, p: Plan) -> bool:
                          or p.dx_band_early))
 
 
+def dx_dy_clip_legal(g: ConvGeom, p: Plan) -> bool:
+    """``Plan.dx_dy_clip``: the gather (``nki_dx.run_dx``) may hold in each dy band buffer only the rows its live
+    taps read (``schedule.live_phase_work``: a tap whose window misses dy is skipped) and the rows the band
+    owns, for a band whose virtual rows (the kernel's whole reach, zeros beyond dy) do not fit SBUF. No other
+    section reads dx's band (no dw or db on its loads, no prefetch or early band, dw-interleaving), and one
+    band per plane."""
+    return bool(p.dx_dy_clip and p.compute_dx and p.dx_method in W_BAND_METHODS and p.dx_regions == 1
+                and not p.dx_transposed and not p.dx_dphase_pairs and p.strategy is Strategy.PER_GRADIENT
+                and not (p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw)
+                and not (p.dx_prefetch or p.dx_inside_dw or p.dx_between_bundles or p.dw_interleave
+                         or p.dx_band_early))
+
+
 def dx_co_chunks(g: ConvGeom, p: Plan) -> list[tuple[int, int]]:
     """[t0, t1) ranges of C_out tiles that gather dx accumulates in PSUM together: chunks of ``dx_co_chunk``
     tiles where legal (the last one a remainder), else one over every tile."""

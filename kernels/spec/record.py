@@ -143,6 +143,8 @@ class Plan:
     dw_w_band: int = 0                # box-mode per-gradient dw: W output columns per box (0: whole rows)
     dx_w_band: int = 0                # gather dx: W input columns per band (0: whole rows)
     dx_co_chunk: int = 0              # gather dx: C_out tiles per chunk, chunks outside the tap loops (0: all)
+    dx_dy_clip: bool = False          # gather dx: dy band buffers hold only the rows live taps read (dead taps skipped)
+    dw_co_pass: int = 0               # box-mode per-gradient dw: C_out tiles per pass (dy, x^T streamed per pass; 0: all)
     # what it costs
     sbuf_bytes: int = 0
     psum_banks: int = 0
@@ -189,7 +191,8 @@ class Plan:
                 "dx_between_bundles": self.dx_between_bundles,
                 "db_ones": self.db_ones, "dw_dyt_dma": self.dw_dyt_dma,
                 "dw_head_split": self.dw_head_split, "s2d_group": self.s2d_group,
-                "dw_w_band": self.dw_w_band, "dx_w_band": self.dx_w_band, "dx_co_chunk": self.dx_co_chunk}
+                "dw_w_band": self.dw_w_band, "dx_w_band": self.dx_w_band, "dx_co_chunk": self.dx_co_chunk,
+                "dw_co_pass": self.dw_co_pass, "dx_dy_clip": self.dx_dy_clip}
 
     def to_dict(self) -> dict:
         """JSON-ready: strategy, methods, tiles, estimated_us, candidates."""

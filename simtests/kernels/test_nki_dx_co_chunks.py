@@ -13,13 +13,11 @@ import pytest
 from conv3d_bwd import nkisim
 from conv3d_bwd.kernels import conv3d_bwd, nki_dx
 from conv3d_bwd.kernels.costs import TARGET_FIGURES
-from conv3d_bwd.kernels.errors import Conv3dBwdPlanError
-from conv3d_bwd.kernels.geometry import validate
 from conv3d_bwd.kernels.plan import DxMethod, Strategy, forced_plan, plan_conv3d_bwd
 from conv3d_bwd.kernels.plan.budget import _check
 from conv3d_bwd.kernels.plan.problem import _base
 from conv3d_bwd.kernels.plan.search import _label
-from conv3d_bwd.kernels.plan.smallest import smallest_plan, smallest_working_set
+from conv3d_bwd.kernels.plan.smallest import smallest_plan
 from conv3d_bwd.kernels.spec.dx_options import dx_co_chunk_legal, dx_co_chunks
 
 from .support import GRADS, conv_shapes, plan_geom, run_and_compare, spy
@@ -138,20 +136,3 @@ def test_geometry_without_a_plan_of_every_c_out_tile_gets_a_chunked_plan_within_
         res = nkisim.run(conv3d_bwd, *(nkisim.TensorSpec(s, "bfloat16") for s in shapes), **kw, trace_only=True)
     assert 0 < res.peak_sbuf_bytes_per_partition <= plan.sbuf_bytes <= TARGET_FIGURES["trn2"].sbuf_usable
     assert res.peak_psum_banks <= plan.psum_banks
-
-
-def test_dx_whose_one_c_out_tile_band_does_not_fit_names_the_dy_band():
-    """Dilation 40: one C_out tile of a one-row, one-column dy band spans the kernel's reach, 81 x 81 x 81 rows
-    (the rows beyond dy as zeros), in each of its two buffers."""
-    pad, dil = (40,) * 6, (40, 40, 40)
-    shapes = conv_shapes(1, 1, 256, (2, 2, 2), (3, 3, 3), padding=pad, dilation=dil)
-    flags = {"compute_dx": True, "compute_dw": False, "compute_db": False}
-    with pytest.raises(Conv3dBwdPlanError) as err:
-        plan_conv3d_bwd(*shapes, padding=pad, dilation=dil, dtype="bf16", **flags)
-    g = validate(*shapes, (1, 1, 1), pad, dil, "bf16", **flags)
-    need, (name, size) = smallest_working_set(g, _base(g, *shapes, (1, 1, 1), pad, dil, "trn2", 1, *flags.values()))
-    assert name == "dx dy band" and size == 2 * 81 ** 3 * 2   # two buffers of one C_out tile, bf16
-    usable = TARGET_FIGURES["trn2"].sbuf_usable
-    msg = str(err.value)
-    assert "even the smallest tiling" in msg and f"{need - usable} B over the {usable} B usable" in msg
-    assert f"largest: dx dy band {size} B" in msg

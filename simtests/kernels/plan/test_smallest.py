@@ -25,7 +25,8 @@ def _problem(batch, c_in, c_out, size, kernel, stride=(1, 1, 1), padding=(0,) * 
     return g, base, shapes, {**kw, **flags}
 
 
-# geometries whose whole-row bands do not fit (W bands, column-chunked filter staging, C_out chunks): each has a plan
+# geometries whose whole-row bands do not fit (W bands, column-chunked filter staging, dx C_out chunks, clipped dy
+# bands, dw C_out passes): each has a plan
 FITTING = [
     pytest.param({"batch": 1, "c_in": 1, "c_out": 1, "size": (16, 4, 132), "kernel": (7, 7, 1), "padding": (0, 3, 0, 3, 0, 3),
                       "dilation": (3, 1, 1), "dtype": "fp32", "grads": ("dw",)}, id="dw-x-row-too-wide"),
@@ -33,8 +34,12 @@ FITTING = [
                       "grads": ("dx",)}, id="dx-all-c-out-band"),
     pytest.param({"batch": 1, "c_in": 1, "c_out": 100_000, "size": (1, 1, 1), "kernel": (1, 1, 1), "dtype": "fp32",
                       "grads": ("dx",)}, id="dx-c-out-100000"),
+    pytest.param({"batch": 1, "c_in": 1, "c_out": 100_000, "size": (1, 1, 1), "kernel": (1, 1, 1), "dtype": "fp32",
+                  "target": "trn1"}, id="all-c-out-100000-trn1"),
     pytest.param({"batch": 1, "c_in": 1, "c_out": 2048, "size": (20, 20, 20), "kernel": (3, 3, 3), "padding": (8,) * 6,
                   "dilation": (8, 8, 8), "grads": ("dx",)}, id="dx-c-out-chunks"),
+    pytest.param({"batch": 1, "c_in": 1, "c_out": 256, "size": (2, 2, 2), "kernel": (3, 3, 3), "padding": (40,) * 6,
+                  "dilation": (40, 40, 40), "grads": ("dx",)}, id="dx-reach-beyond-dy"),
     pytest.param({"batch": 1, "c_in": 3, "c_out": 5, "size": (2, 3, 9000), "kernel": (1, 3, 5), "padding": (0, 0, 1, 1, 2, 2),
                       "grads": ("dx", "dw", "db")}, id="w-9000"),
 ]
@@ -58,13 +63,14 @@ def test_the_smallest_plan_breaks_no_rule_but_capacity():
 
 
 def test_a_geometry_whose_smallest_tiling_does_not_fit_names_the_buffer_and_overshoot():
-    """dw's dy^T holds every C_out column of a position: C_out 100,000 in fp32 cannot fit trn1."""
-    g, base, shapes, kw = _problem(1, 1, 100_000, (1, 1, 1), (1, 1, 1), dtype="fp32", target="trn1")
+    """A one-position dw box of a 40 x 40 x 40 kernel reads 40 x 40 x 40 x positions: its x band (two buffers,
+    fp32) cannot fit trn1."""
+    g, base, shapes, kw = _problem(1, 1, 1, (40, 40, 40), (40, 40, 40), dtype="fp32", target="trn1", grads=("dw",))
     need, (name, size) = smallest_working_set(g, base)
     usable = TARGET_FIGURES["trn1"].sbuf_usable
-    assert need > usable and name == "dw dyT" and size == 100_000 * 4
+    assert need > usable and name == "dw x band" and size == 2 * 40 ** 3 * 4
     with pytest.raises(Conv3dBwdPlanError) as err:
         plan_conv3d_bwd(*shapes, **kw)
     msg = str(err.value)
     assert "even the smallest tiling" in msg and f"{need - usable} B over the {usable} B usable" in msg
-    assert f"largest: dw dyT {size} B" in msg
+    assert f"largest: dw x band {size} B" in msg
