@@ -1,4 +1,6 @@
 """`conv3d-bwd bench` end to end on the smoke set: the command, its table and its JSON (not timings)."""
+import contextlib
+import io
 import json
 import re
 
@@ -14,19 +16,22 @@ REQUIRED_FIELDS = {"name", "geometry", "plan", "modelled_us", "roofline_us", "ef
 
 @pytest.fixture(scope="module")
 def bench_run(tmp_path_factory):
+    """One smoke bench for the tests that read its exit code, JSON, plot or printed table."""
     out = tmp_path_factory.mktemp("bench") / "bench.json"
-    code = main(["bench", "--set", "smoke", "--target", "trn2", "--json", str(out)])
-    return code, out
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = main(["bench", "--set", "smoke", "--target", "trn2", "--json", str(out)])
+    return code, out, printed.getvalue()
 
 
 def test_bench_exits_zero_and_writes_json_and_plot(bench_run):
-    code, out = bench_run
+    code, out, _ = bench_run
     assert code == 0
     assert out.exists() and out.with_suffix(".png").stat().st_size > 0
 
 
 def test_bench_records_carry_the_required_fields(bench_run):
-    _, out = bench_run
+    _, out, _ = bench_run
     records = json.loads(out.read_text())
     assert [r["name"] for r in records] == [s.name for s in SMOKE_SHAPES]
     for r in records:
@@ -45,7 +50,7 @@ def test_bench_records_carry_the_required_fields(bench_run):
 
 
 def test_bench_pick_is_among_feasible_candidates(bench_run):
-    _, out = bench_run
+    _, out, _ = bench_run
     for r in json.loads(out.read_text()):
         timed = [c for c in r["candidates"] if c.get("modelled_us")]
         assert len(timed) >= 1
@@ -55,9 +60,8 @@ def test_bench_pick_is_among_feasible_candidates(bench_run):
         assert r["best_candidate_us"] == pytest.approx(min(c["modelled_us"] for c in timed))
 
 
-def test_bench_prints_a_table(capsys, tmp_path):
-    assert main(["bench", "--set", "smoke", "--json", str(tmp_path / "b.json")]) == 0
-    out = capsys.readouterr().out
+def test_bench_prints_a_table(bench_run):
+    out = bench_run[2]
     for shape in SMOKE_SHAPES:
         assert shape.name in out
     assert re.search(r"pick: modelled [\d.]+ us \[[\d.]+ \.\. [\d.]+\], efficiency [\d.]+ \(pessimistic", out)
@@ -65,7 +69,7 @@ def test_bench_prints_a_table(capsys, tmp_path):
 
 
 def test_the_smoke_set_models_the_pick_and_its_best_estimated_rival_only(bench_run):
-    _, out = bench_run
+    _, out, _ = bench_run
     for r in json.loads(out.read_text()):
         assert len(r["candidates"]) == 1 + SMOKE_TOP < r["feasible_candidates"]
         assert r["candidates"][0]["is_pick"]
