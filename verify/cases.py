@@ -235,6 +235,7 @@ def _paddings() -> list[Case]:
     cases.append(_c("pad_dil", "paddings", 1, 8, 8, (6, 8, 8), K3, p=(4, 0, 3, 1, 0, 4), d=(2, 2, 2)))
     cases.append(_c("pad_stride", "paddings", 1, 8, 8, (6, 8, 8), K3, s=(2, 2, 2),
                     p=(0, 2, 2, 1, 1, 0)))
+    cases.append(_c("pad_k1", "paddings", 1, 64, 64, (5, 6, 6), (1, 1, 1), p=(1,) * 6))   # dw:tap_gemm
     return cases
 
 
@@ -289,6 +290,7 @@ def _dtypes() -> list[Case]:
         cases += [
             _c("dtype_k1", "dtypes", 1, 4, 8, (8, 8, 8), (1, 1, 1), dtype=dt),             # *:gemm
             _c("dtype_k1_s2", "dtypes", 1, 8, 8, (5, 6, 6), (1, 1, 1), s=(2, 2, 2), dtype=dt),
+            _c("dtype_pad_k1", "dtypes", 1, 64, 64, (5, 6, 6), (1, 1, 1), p=(1,) * 6, dtype=dt),  # dw:tap_gemm
         ]
     cases += [
         _c("dtype_k113", "dtypes", 1, 4, 8, (8, 8, 8), (1, 1, 3), p=(0, 0, 0, 0, 1, 1), dtype="fp16"),

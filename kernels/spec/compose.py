@@ -145,7 +145,8 @@ def filters_after_first_chunk(g: ConvGeom, p: Plan) -> bool:
     (the first dw matmuls wait for those loads, not for filters that dx needs much later)."""
     return (p.filters_first and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
             and p.dw_method is not DwMethod.DMA_GEMM and filters_by_dma(g, p) and p.dx_regions == 1
-            and p.dx_method is not DxMethod.TOEPLITZ)
+            and p.dx_method is not DxMethod.TOEPLITZ
+            and not (p.dw_interleave and dw_interleave_ok(g, p)))   # (interleaved: dx and its filters lead)
 
 
 # the dw methods that stream dy and x through ``DwState`` (the others run their own schedule, without hooks)

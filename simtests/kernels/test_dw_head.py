@@ -86,8 +86,9 @@ def test_filters_follow_the_first_chunk_and_dy_loads_are_split():
     plan = plan_conv3d_bwd(*shapes, **kw, dtype="bf16")
     # (not dx:toeplitz: its tap grids take the filters another way, nor region packing: its block-diagonal
     # filters come by copies; spec.compose.filters_after_first_chunk)
-    plan = _row_xt(where=lambda a: a.dx_method is not DxMethod.TOEPLITZ and a.dx_regions == 1 and a.filters_first,
-                   dw_band=(8, 32))(plan)
+    # (nor dw-interleaved: dx's bands and their filters lead, dw's boxes run between them)
+    plan = _row_xt(where=lambda a: a.dx_method is not DxMethod.TOEPLITZ and a.dx_regions == 1 and a.filters_first
+                   and not a.dw_interleave, dw_band=(8, 32))(plan)
     assert plan.filters_first and filters_after_first_chunk(plan.geometry(), plan), plan.label
     trace = _trace(plan, shapes, kw)
     w_storage = trace_storage_of_input(trace, 2)
