@@ -299,6 +299,27 @@ def _check(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
     return memo[key]
 
 
+_GATHER = "the per-gradient gather (gemm / gather_s1 / phase_gather, one band per plane, no dx^T or D-phase pairs)"
+_BOX_DW = "per-gradient box-mode dw (gemm / tap_gemm / tap_pack)"
+# The tiling options offered only where nothing else fits: the plan field, its legality, the rule it breaks.
+_OPTION_RULES = (
+    ("dx_co_chunk", dx_co_chunk_legal,
+     (f"{_GATHER} with fewer C_out tiles per chunk than C_out has, db not folded on dx, filters loaded in dx "
+     "(not first), no dx inside / between dw, dw-interleaving, prefetch or early band")),
+    ("dx_dy_clip", dx_dy_clip_legal,
+     f"{_GATHER}, db not folded on dx, no dx inside / between dw, dw-interleaving, prefetch or early band"),
+    ("dx_w_band", dx_w_band_legal,
+     (f"{_GATHER} with fewer columns than W, db not folded on dx, no dx inside / between dw, dw-interleaving, "
+     "prefetch or early band")),
+    ("dw_co_pass", dw_co_pass_legal,
+     (f"{_BOX_DW} with fewer C_out tiles per pass than C_out has, not x-stationary, db not folded on dw, without "
+     "dyT dma, dw-interleaving, dx inside / between dw or dx^T's band prefetch")),
+    ("dw_w_band", dw_w_band_legal,
+     (f"{_BOX_DW} with fewer columns than W_out, without dyT dma, dw-interleaving, dx inside / between dw or "
+     "dx^T's band prefetch")),
+)
+
+
 def _check_plan(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
     if p.s2d_group:   # the method's own pools (kernels/methods/s2d_gemm)
         why, sbuf, psum, parts = s2d_estimate.check(g, s2d_spec.S2dOptions(p.s2d_group), p.lnc,
@@ -320,26 +341,9 @@ def _check_plan(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
     if p.dw_method is not None and p.dw_tap_group * p.dw_ci_tile > MOVING_MAX:
         return (f"dw moving free {p.dw_tap_group}x{p.dw_ci_tile} = {p.dw_tap_group * p.dw_ci_tile} "
                 f"exceeds {MOVING_MAX}"), b
-    if p.dx_co_chunk and not dx_co_chunk_legal(g, p):
-        return ("dx_co_chunk needs the per-gradient gather (gemm / gather_s1 / phase_gather, one band per plane, "
-                "no dx^T or D-phase pairs) with fewer C_out tiles per chunk than C_out has, db not folded on dx, "
-                "filters loaded in dx (not first), no dx inside / between dw, dw-interleaving, prefetch or "
-                "early band"), b
-    if p.dx_dy_clip and not dx_dy_clip_legal(g, p):
-        return ("dx_dy_clip needs the per-gradient gather (gemm / gather_s1 / phase_gather, one band per plane, no "
-                "dx^T or D-phase pairs), db not folded on dx, no dx inside / between dw, dw-interleaving, prefetch "
-                "or early band"), b
-    if p.dx_w_band and not dx_w_band_legal(g, p):
-        return ("dx_w_band needs the per-gradient gather (gemm / gather_s1 / phase_gather, one band per plane, "
-                "no dx^T or D-phase pairs) with fewer columns than W, db not folded on dx, no dx inside / "
-                "between dw, dw-interleaving, prefetch or early band"), b
-    if p.dw_co_pass and not dw_co_pass_legal(g, p):
-        return ("dw_co_pass needs per-gradient box-mode dw (gemm / tap_gemm / tap_pack) with fewer C_out tiles per "
-                "pass than C_out has, not x-stationary, db not folded on dw, without dyT dma, dw-interleaving, dx "
-                "inside / between dw or dx^T's band prefetch"), b
-    if p.dw_w_band and not dw_w_band_legal(g, p):
-        return ("dw_w_band needs per-gradient box-mode dw (gemm / tap_gemm / tap_pack) with fewer columns than "
-                "W_out, without dyT dma, dw-interleaving, dx inside / between dw or dx^T's band prefetch"), b
+    for on, legal, rule in _OPTION_RULES:
+        if getattr(p, on) and not legal(g, p):
+            return f"{on} needs {rule}", b
     if p.dw_xt_dma and not xt_dma_legal(g, p):
         return (f"dw_xt_dma needs dw:row_pack, a 2-byte dtype and trn2/trn3 (dma_transpose), got "
                 f"{p.dw_method.value if p.dw_method else None}, {g.dtype}, {p.target}"), b

@@ -58,7 +58,7 @@ def boxes(monkeypatch):
 
 @pytest.mark.parametrize("geom, dtype, band", [
     (STRIDE1, "bf16", (1, 6)), (STRIDE1, "fp32", (2, 6)), (STRIDE2, "bf16", (2, 6)), (STRIDE2, "fp16", (1, 6)),
-], ids=["s1-bf16", "s1-fp32", "s2-bf16", "s2-fp16"])
+], ids=["stride1-bf16", "stride1-fp32", "stride2-bf16", "stride2-fp16"])
 def test_gather_with_dw_interleaved_is_exact(boxes, geom, dtype, band):
     run_and_compare(**geom, dtype=dtype, plan_edit=_gather_interleaved(dx_band=band))
     assert len(boxes) >= 2 and sum(boxes) >= 1, boxes   # dx's bands ran dw's boxes between them
