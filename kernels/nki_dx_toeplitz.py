@@ -5,6 +5,8 @@ bands are the gather method's zero-padded bands (``DyBands``); the filters are f
 to ``W^T [co, tap, ci]`` (``load_filters_t``) and then laid out, per (d, h) phase pair and kw tap,
 on zero-padded tap grids ``Z[co, pair*K_w + kw, z_d, z_h, ci]`` so that every stationary is a window.
 """
+from dataclasses import dataclass
+
 import nki.isa as nisa
 import nki.language as nl
 
@@ -218,88 +220,133 @@ def _load(bands, g, u, merge, pair_axis, item, split=0, quad=False):
 
 def run_dx_toeplitz(ctx, items, on_band=None, first_filters=None, between=None):
     """dx for the (batch, D band, H band) ``items`` of this program (``on_band`` sees each dy band once)."""
-    g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
-    ax = g.axes
-    W = ax[2].n
-    u, merge = plan.dx_toeplitz, plan.dx_toeplitz_merge
-    co_tiles = tiles(g.c_out, PMAX)
-    bands = DyBands(g, ctx.dy, plan, dtype)
-    pg = plane_groups(g, plan.dx_band, u, merge)
-    plane_pool = Pool(2, (PMAX, pg[0], pg[1], W), dtype, nl.sbuf, "dx_tplane")
-    acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dxt")
-    z = first_filters.pop() if first_filters else None
+    g, plan = ctx.g, ctx.plan
+    tp = _ToeplitzPass(ctx, first_filters)
     # the dy band of the next item loads (DMA, and its placement on VectorE, an in-order engine)
     # before this item's evictions: the PE does not wait for it at the item boundary. The first band
     # is issued before the filters, whose many small DMAs would otherwise queue ahead of it.
     ahead = plan.dy_bufs >= 2
-    pk, quad = plan.dx_toeplitz_pair, plan.dx_toeplitz_quad
-    if quad and not quad_legal(g, u, merge, pk, plan.dx_toeplitz_w):
-        raise ValueError(f"dx:toeplitz K quads (U={u}, K pairs axis {pk}, U_w={plan.dx_toeplitz_w}): need K pairs "
-                         f"along d (axis 0), no W on M, 4 C_out <= {PMAX} (C_out {g.c_out}) and an h offset pair")
-    pending = _load(bands, g, u, merge, pk, items[0], first_band_split(g, plan), quad) if (ahead and items) else None
-    if z is None:
-        z = load_toeplitz_filters(ctx)
+    pending = tp.load(items[0], first_band_split(g, plan)) if (ahead and items) else None
+    if tp.z is None:
+        tp.z = load_toeplitz_filters(ctx)
     for idx, (b, bd, bh) in enumerate(items):
         if between is not None:   # another section's step (dw_interleave), ahead of this item's matmuls
             between(idx)
-        bufs, both = pending if ahead else _load(bands, g, u, merge, pk, (b, bd, bh), quad=quad)
+        bufs, both = pending if ahead else tp.load((b, bd, bh))
         if on_band is not None:
-            on_band(b, bd, bh, bands.band_w, bufs)
+            on_band(b, bd, bh, tp.bands.band_w, bufs)
         if ahead and idx + 1 < len(items):   # after dw's share of this band (shared-dy), before dx's
-            pending = _load(bands, g, u, merge, pk, items[idx + 1], quad=quad)
-        bw = bands.band_w
-        work = toeplitz_work(g, (bd, bh, bw), u, merge)
+            pending = tp.load(items[idx + 1])
+        tp.item(idx, b, _Band(bufs, both, bd, bh, tp.bands.band_w))
+
+
+@dataclass(frozen=True)
+class _Band:
+    """One item's loaded dy band: the tiles per C_out tile, the stacked copies (``both``: pairs / quads
+    on the contraction) and the D / H / W bands."""
+
+    bufs: list
+    both: object
+    bd: object
+    bh: object
+    bw: object
+
+
+class _ToeplitzPass:
+    """The dy band ring, plane and PSUM pools (allocated here, in this order), the Toeplitz filters
+    ``z`` and the per-item work of one program's dx."""
+
+    def __init__(self, ctx, first_filters):
+        g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
+        self.ctx, self.g, self.plan = ctx, g, plan
+        self.u, self.merge = plan.dx_toeplitz, plan.dx_toeplitz_merge
+        self.co_tiles = tiles(g.c_out, PMAX)
+        self.bands = DyBands(g, ctx.dy, plan, dtype)
+        pg = plane_groups(g, plan.dx_band, self.u, self.merge)
+        self.plane_pool = Pool(2, (PMAX, pg[0], pg[1], g.axes[2].n), dtype, nl.sbuf, "dx_tplane")
+        self.acc_pool = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_dxt")
+        self.z = first_filters.pop() if first_filters else None
+        self.pk, self.quad = plan.dx_toeplitz_pair, plan.dx_toeplitz_quad
+        if self.quad and not quad_legal(g, self.u, self.merge, self.pk, plan.dx_toeplitz_w):
+            raise ValueError(f"dx:toeplitz K quads (U={self.u}, K pairs axis {self.pk}, U_w={plan.dx_toeplitz_w}): "
+                             f"need K pairs along d (axis 0), no W on M, 4 C_out <= {PMAX} (C_out {g.c_out}) "
+                             f"and an h offset pair")
+
+    def load(self, item, split=0):
+        """One item's dy band and its stacked copies (``_load``)."""
+        return _load(self.bands, self.g, self.u, self.merge, self.pk, item, split, self.quad)
+
+    def item(self, idx, b, band):
+        """The track pairs of one item: each into a plane, stored."""
+        g, plan, u = self.g, self.plan, self.u
+        work = toeplitz_work(g, (band.bd, band.bh, band.bw), u, self.merge)
         first_pair = work[0] if work else None
         for pair in work:
-            plane = plane_pool.take()
+            plane = self.plane_pool.take()
             if plan.dx_toeplitz_w:
-                expand = first_block_expansion(g, plan.target, u, merge, plan.dx_toeplitz_w, pk, bands.ext, bd, bh)[0] \
+                expand = first_block_expansion(g, plan.target, u, self.merge, plan.dx_toeplitz_w, self.pk,
+                                               self.bands.ext, band.bd, band.bh)[0] \
                     if idx == 0 and pair is first_pair else 0
-                _pair_w_mode(ctx, pair, plane, z, bufs, both, bd, bh, bw, acc_pool, expand)
-                _store_pair(ctx, g, u, b, pair, plane)
+                _pair_w_mode(self.ctx, pair, plane, self.z, band.bufs, band.both, band.bd, band.bh, band.bw,
+                             self.acc_pool, expand)
+            else:
+                self._pair_h_mode(pair, plane, band)
+            _store_pair(self.ctx, g, u, b, pair, plane)
+
+    def _pair_h_mode(self, pair, plane, band):
+        """One track pair, positions on the moving side: per sub-box and W phase, its blocks (zeros where
+        no offset or tap reaches)."""
+        g, ax = self.g, self.g.axes
+        W = ax[2].n
+        for sub in pair.subs:
+            m = sub.m(g.c_in)
+            (g0d, g0h), (gd, gh), _u = sub.g0, sub.groups, sub.u
+            region = (slice(g0d, g0d + gd), slice(g0h, g0h + gh))
+            offs = sub_offsets(pair, sub, self.pk, self.quad)
+            if not offs:
+                nisa.memset(plane[:m, region[0], region[1], :W], 0.0, engine=nisa.engine.gpsimd)
                 continue
-            td, th = pair.tracks
-            for sub in pair.subs:
-                m = sub.m(g.c_in)
-                (g0d, g0h), (gd, gh), (ud, uh) = sub.g0, sub.groups, sub.u
-                region = (slice(g0d, g0d + gd), slice(g0h, g0h + gh))
-                offs = sub_offsets(pair, sub, pk, quad)
-                if not offs:
-                    nisa.memset(plane[:m, region[0], region[1], :W], 0.0, engine=nisa.engine.gpsimd)
+            for wp in pair.wphases:
+                iw0 = ax[2].i_of_j(wp.j0, wp.pw)
+                if not wp.taps:
+                    nisa.memset(plane[:m, region[0], region[1], band_slices(iw0, wp.j1 - wp.j0, ax[2].s)], 0.0,
+                                engine=nisa.engine.gpsimd)
                     continue
-                ld, lh = pair.lines
-                cmaj = ci_major(g, sub)
-                for wp in pair.wphases:
-                    iw0 = ax[2].i_of_j(wp.j0, wp.pw)
-                    if not wp.taps:
-                        nisa.memset(plane[:m, region[0], region[1], band_slices(iw0, wp.j1 - wp.j0, ax[2].s)], 0.0,
-                                    engine=nisa.engine.gpsimd)
-                        continue
-                    pair_z = pair.z_line(g, merge)
-                    for (md, mh, jw), (nd, nh, nw) in box_blocks((0, 0, wp.j0), (gd, gh, wp.j1), BANK_FP32):
-                        n = nd * nh * nw
-                        ps = acc_pool.take()
-                        # single offsets first, then pairs, then quads: each waits for fewer band copies
-                        steps = [(dd, dh, cp, kw, c) for dd, dh, cp in sorted(offs, key=lambda o: o[-1])
-                                 for kw in wp.taps for c in range(len(co_tiles))]
-                        for si, (dd, dh, cp, kw, c) in enumerate(steps):
-                            # a pair (quad): two (four) band copies and grid copies, K = 2 (4) C_out
-                            k = cp * g.c_out if cp > 1 else co_tiles[c][1]
-                            mov = both if cp > 1 else bufs[c]
-                            zd, zh = z_start(ld, u[0], dd), z_start(lh, u[1], dh)
-                            qd = td.q0 + td.q_step(u[0]) * (g0d + md) + dd - bd.q0
-                            qh = th.q0 + th.q_step(u[1]) * (g0h + mh) + dh - bh.q0
-                            qw = jw - ax[2].tap_shift(kw, wp.pw) - bw.q0
-                            nisa.nc_matmul(ps[:m, :n],
-                                           stationary=z[c][:k, pair_z + kw, zd:zd + ud, zh:zh + uh, :]
-                                           .permute((0, 3, 1, 2) if cmaj else (0, 1, 2, 3)),
-                                           moving=mov[:k, band_slices(qd, nd, td.q_step(u[0])),
-                                                      band_slices(qh, nh, th.q_step(u[1])),
-                                                      qw:qw + nw],
-                                           accumulate=si > 0)
-                        ctx.evict.copy(plane[:m, g0d + md:g0d + md + nd, g0h + mh:g0h + mh + nh,
-                                             band_slices(ax[2].i_of_j(jw, wp.pw), nw, ax[2].s)], ps[:m, :n])
-            _store_pair(ctx, g, u, b, pair, plane)
+                for start, size in box_blocks((0, 0, wp.j0), (gd, gh, wp.j1), BANK_FP32):
+                    self._h_block(pair, sub, wp, offs, (start, size), plane, band)
+
+    def _h_block(self, pair, sub, wp, offs, block, plane, band):
+        """One block of a sub-box's W phase: every (offset, tap, C_out tile) matmul into a PSUM bank,
+        evicted into the plane."""
+        g, ax, u = self.g, self.g.axes, self.u
+        (md, mh, jw), (nd, nh, nw) = block
+        m, n = sub.m(g.c_in), nd * nh * nw
+        (g0d, g0h), _groups, (ud, uh) = sub.g0, sub.groups, sub.u
+        td, th = pair.tracks
+        ld, lh = pair.lines
+        cmaj = ci_major(g, sub)
+        pair_z = pair.z_line(g, self.merge)
+        ps = self.acc_pool.take()
+        # single offsets first, then pairs, then quads: each waits for fewer band copies
+        steps = [(dd, dh, cp, kw, c) for dd, dh, cp in sorted(offs, key=lambda o: o[-1])
+                 for kw in wp.taps for c in range(len(self.co_tiles))]
+        for si, (dd, dh, cp, kw, c) in enumerate(steps):
+            # a pair (quad): two (four) band copies and grid copies, K = 2 (4) C_out
+            k = cp * g.c_out if cp > 1 else self.co_tiles[c][1]
+            mov = band.both if cp > 1 else band.bufs[c]
+            zd, zh = z_start(ld, u[0], dd), z_start(lh, u[1], dh)
+            qd = td.q0 + td.q_step(u[0]) * (g0d + md) + dd - band.bd.q0
+            qh = th.q0 + th.q_step(u[1]) * (g0h + mh) + dh - band.bh.q0
+            qw = jw - ax[2].tap_shift(kw, wp.pw) - band.bw.q0
+            nisa.nc_matmul(ps[:m, :n],
+                           stationary=self.z[c][:k, pair_z + kw, zd:zd + ud, zh:zh + uh, :]
+                           .permute((0, 3, 1, 2) if cmaj else (0, 1, 2, 3)),
+                           moving=mov[:k, band_slices(qd, nd, td.q_step(u[0])),
+                                      band_slices(qh, nh, th.q_step(u[1])),
+                                      qw:qw + nw],
+                           accumulate=si > 0)
+        self.ctx.evict.copy(plane[:m, g0d + md:g0d + md + nd, g0h + mh:g0h + mh + nh,
+                                  band_slices(ax[2].i_of_j(jw, wp.pw), nw, ax[2].s)], ps[:m, :n])
 
 
 def _store_pair(ctx, g, u, b, pair, plane):
