@@ -26,92 +26,124 @@ _P = spec.PMAX
 def run_s2d_gemm(g, opts, dy, x, filters, dx, dw, db, dtype, target, pid, lnc):
     """Program ``pid``'s share (its planes of dx and dw; db on program 0) of the three gradients."""
     p0, p1 = spec.program_planes(g, lnc, pid)
-    has_kc = p1 > p0
-    want_db = db is not None and pid == 0
-    if not has_kc and not want_db:
+    if not p1 > p0 and not (db is not None and pid == 0):
         return
-    do_dx, do_dw = dx is not None and has_kc, dw is not None and has_kc
-    kh, W = g.axes[1].k, g.axes[2].n
-    ow = g.axes[2].o
-    cot = spec.co_tiles(g)
-    n_co = len(cot)
-    kq = (p1 - p0) * spec.plane_size(g)
-    grps = spec.groups(g, opts)
-    gbufs = 1 if len(grps) == 1 else 2
-    gt = min(opts.group_tiles, len(spec.row_tiles(g)))
-    rows_max = max(t.rows for t in spec.row_tiles(g))
-    evict = Evictor(target)
-    bank_t = spec.transpose_bank(g)
-    banks = spec.psum_budget(g, dx is not None, dw is not None)
-    pt_pool = Pool(spec.T_PSUM_BUFS, (_P, bank_t), dtype, nl.psum, "s2d_pt") if (do_dx or do_dw) else None
-    dy_bufs = [nl.ndarray((_P, gt, n_co, rows_max * ow), dtype, buffer=nl.sbuf, name=f"s2d_dy{i}")
-               for i in range(gbufs)]
-    xl_bufs = [nl.ndarray((_P, gt, p1 - p0, kh, W), dtype, buffer=nl.sbuf, name=f"s2d_x{i}")
-               for i in range(gbufs)] if do_dw else None
-    dyt_bufs = [nl.ndarray((_P, gt, ow, g.c_out), dtype, buffer=nl.sbuf, name=f"s2d_dyt{i}")
-                for i in range(gbufs)] if do_dw else None
+    run = _S2dPass(g, opts, (dy, x, filters, dx, dw, db), dtype, target, pid, lnc)
+    rows_t = run.load_filter_rows() if run.do_dx else None
+    run.load_group(0)
+    if run.do_dx:
+        run.transpose_filters(rows_t)
+    run.alloc_accumulators()
+    for k, grp in enumerate(run.grps):
+        run.group(k, grp)
+    if run.want_db:
+        for c, (c0, cs) in enumerate(run.cot):
+            nisa.dma_copy(dst=db[c0:c0 + cs], src=run.db_acc[:cs, c:c + 1])
 
-    def load_group(k):
+
+class _S2dPass:
+    """One program's sizes, buffers and filters; the group buffers are allocated here, the filters' and
+    the accumulators' by the calls ``run_s2d_gemm`` makes in order."""
+
+    def __init__(self, g, opts, tensors, dtype, target, pid, lnc):
+        self.g, self.dtype, self.pid, self.lnc = g, dtype, pid, lnc
+        self.dy, self.x, self.filters, self.dx, self.dw, self.db = tensors
+        self.p0, self.p1 = p0, p1 = spec.program_planes(g, lnc, pid)
+        has_kc = p1 > p0
+        self.want_db = self.db is not None and pid == 0
+        self.do_dx, self.do_dw = self.dx is not None and has_kc, self.dw is not None and has_kc
+        self.kh, self.W, self.ow = g.axes[1].k, g.axes[2].n, g.axes[2].o
+        self.cot = spec.co_tiles(g)
+        self.grps = spec.groups(g, opts)
+        self.gbufs = 1 if len(self.grps) == 1 else 2
+        gt = min(opts.group_tiles, len(spec.row_tiles(g)))
+        rows_max = max(t.rows for t in spec.row_tiles(g))
+        self.evict = Evictor(target)
+        self.bank_t = spec.transpose_bank(g)
+        self.banks = spec.psum_budget(g, self.dx is not None, self.dw is not None)
+        self.pt_pool = Pool(spec.T_PSUM_BUFS, (_P, self.bank_t), dtype, nl.psum, "s2d_pt") \
+            if (self.do_dx or self.do_dw) else None
+        self.dy_bufs = [nl.ndarray((_P, gt, len(self.cot), rows_max * self.ow), dtype, buffer=nl.sbuf,
+                                   name=f"s2d_dy{i}") for i in range(self.gbufs)]
+        self.xl_bufs = [nl.ndarray((_P, gt, p1 - p0, self.kh, self.W), dtype, buffer=nl.sbuf, name=f"s2d_x{i}")
+                        for i in range(self.gbufs)] if self.do_dw else None
+        self.dyt_bufs = [nl.ndarray((_P, gt, self.ow, g.c_out), dtype, buffer=nl.sbuf, name=f"s2d_dyt{i}")
+                         for i in range(self.gbufs)] if self.do_dw else None
+        self.chunks = self.wt = None
+        self.db_acc = self.db_part = self.px_pool = self.dxp_pool = self.dw_state = None
+
+    def load_group(self, k):
         """DMA the dy rows (and x lines) of group ``k`` into its buffer."""
-        for slot, t in enumerate(grps[k]):
-            buf = dy_bufs[k % gbufs]
-            for c, (c0, cs) in enumerate(cot):
-                nisa.dma_copy(dst=buf[:cs, slot, c, :t.rows * ow], src=_dy_rows(dy, g, t, c0, cs))
-            if do_dw:
-                for p in range(p0, p1):
-                    nisa.dma_copy(dst=xl_bufs[k % gbufs][:t.rows, slot, p - p0, :, :], src=_lines(x, g, t, p))
+        g, p0 = self.g, self.p0
+        for slot, t in enumerate(self.grps[k]):
+            buf = self.dy_bufs[k % self.gbufs]
+            for c, (c0, cs) in enumerate(self.cot):
+                nisa.dma_copy(dst=buf[:cs, slot, c, :t.rows * self.ow], src=_dy_rows(self.dy, g, t, c0, cs))
+            if self.do_dw:
+                for p in range(p0, self.p1):
+                    nisa.dma_copy(dst=self.xl_bufs[k % self.gbufs][:t.rows, slot, p - p0, :, :],
+                                  src=_lines(self.x, g, t, p))
 
-    wt = None
-    if do_dx:   # filters: natural rows [kc, co] by DMA, then W^T [co, kc] by PE transposes (resident)
-        chunks = spec.dw_chunks(g, lnc, pid)
-        rows_t = nl.ndarray((_P, len(chunks), g.c_out), dtype, buffer=nl.sbuf, name="s2d_wrows")
-        for k, c in enumerate(chunks):
-            nisa.dma_copy(dst=rows_t[:spec.chunk_size(g, c), k, :], src=_filter_rows(filters, g, c))
-    load_group(0)
-    if do_dx:
-        wt = nl.ndarray((_P, n_co, kq), dtype, buffer=nl.sbuf, name="s2d_wt")
-        widths = [spec.chunk_size(g, c) for c in chunks]
-        for pack in spec.bank_packs(widths, bank_t):   # pack-outer: each pack as soon as its rows land
+    def load_filter_rows(self):
+        """The filters' natural rows [kc, co] by DMA (transposed once the first group's loads are issued)."""
+        g = self.g
+        self.chunks = spec.dw_chunks(g, self.lnc, self.pid)
+        rows_t = nl.ndarray((_P, len(self.chunks), g.c_out), self.dtype, buffer=nl.sbuf, name="s2d_wrows")
+        for k, c in enumerate(self.chunks):
+            nisa.dma_copy(dst=rows_t[:spec.chunk_size(g, c), k, :], src=_filter_rows(self.filters, g, c))
+        return rows_t
+
+    def transpose_filters(self, rows_t):
+        """W^T [co, kc] by PE transposes of the rows (resident), pack-outer: each pack as soon as its rows land."""
+        g, cot = self.g, self.cot
+        self.wt = nl.ndarray((_P, len(cot), (self.p1 - self.p0) * spec.plane_size(g)), self.dtype,
+                             buffer=nl.sbuf, name="s2d_wt")
+        widths = [spec.chunk_size(g, c) for c in self.chunks]
+        for pack in spec.bank_packs(widths, self.bank_t):
             for ci_, (c0, cs) in enumerate(cot):
-                pt = pt_pool.take()
+                pt = self.pt_pool.take()
                 off = 0
                 for k in pack:
                     nisa.nc_transpose(dst=pt[:cs, off:off + widths[k]], data=rows_t[:widths[k], k, c0:c0 + cs])
                     off += widths[k]
-                first = spec.chunk_offset(g, chunks[pack[0]], p0)
-                evict.copy(wt[:cs, ci_, first:first + off], pt[:cs, :off])
-    db_acc = db_part = None
-    if want_db:
-        db_acc = nl.ndarray((_P, n_co), nl.float32, buffer=nl.sbuf, name="s2d_db")
-        db_part = Pool(2, (_P, 1), nl.float32, nl.sbuf, "s2d_dbp")
-        nisa.memset(db_acc, 0.0, engine=nisa.engine.vector)
-    px_pool = dxp_pool = None
-    if do_dx:
-        px_pool = Pool(spec.DX_PSUM_BUFS, (_P, spec.MOVING_MAX), nl.float32, nl.psum, "s2d_px")
-        unit_planes = max(u[0].np for u in spec.dx_units(g, 1, 0))
-        dxp_pool = Pool(spec.DXP_BUFS, (_P, unit_planes, kh, W), dtype, nl.sbuf, "s2d_dxp")
-    dw_state = _DwAcc(g, lnc, pid, dtype, banks["dw"], len(grps), evict) if do_dw else None
-    for k, grp in enumerate(grps):
-        if k + 1 < len(grps):   # the next group's loads go ahead of this group's work (double buffer)
-            load_group(k + 1)
-        dy_t = dy_bufs[k % gbufs]
+                first = spec.chunk_offset(g, self.chunks[pack[0]], self.p0)
+                self.evict.copy(self.wt[:cs, ci_, first:first + off], pt[:cs, :off])
+
+    def alloc_accumulators(self):
+        """db's fp32 sum, dx's PSUM and line pools, dw's accumulators."""
+        g, n_co = self.g, len(self.cot)
+        if self.want_db:
+            self.db_acc = nl.ndarray((_P, n_co), nl.float32, buffer=nl.sbuf, name="s2d_db")
+            self.db_part = Pool(2, (_P, 1), nl.float32, nl.sbuf, "s2d_dbp")
+            nisa.memset(self.db_acc, 0.0, engine=nisa.engine.vector)
+        if self.do_dx:
+            self.px_pool = Pool(spec.DX_PSUM_BUFS, (_P, spec.MOVING_MAX), nl.float32, nl.psum, "s2d_px")
+            unit_planes = max(u[0].np for u in spec.dx_units(g, 1, 0))
+            self.dxp_pool = Pool(spec.DXP_BUFS, (_P, unit_planes, self.kh, self.W), self.dtype, nl.sbuf, "s2d_dxp")
+        if self.do_dw:
+            self.dw_state = _DwAcc(g, self.lnc, self.pid, self.dtype, self.banks["dw"], len(self.grps), self.evict)
+
+    def group(self, k, grp):
+        """Group ``k``: the next group's loads, then per row tile dy^T, dx and db; then the group's dw."""
+        g, cot, slot_buf = self.g, self.cot, k % self.gbufs
+        if k + 1 < len(self.grps):   # the next group's loads go ahead of this group's work (double buffer)
+            self.load_group(k + 1)
+        dy_t = self.dy_bufs[slot_buf]
         for slot, t in enumerate(grp):
-            npos = t.rows * ow
-            if do_dw:   # first: C_out tile by tile as dy lands (dx needs all of it)
-                _dy_transposes(g, t, dy_t, slot, dyt_bufs[k % gbufs], cot, pt_pool, bank_t, evict)
-            if do_dx:
-                _dx_tile(g, t, dy_t, slot, wt, cot, px_pool, dxp_pool, evict, dx, lnc, pid, p0)
-            if want_db:   # after the tile's evictions on VectorE: the PE never waits behind these reductions
+            if self.do_dw:   # first: C_out tile by C_out tile as dy lands (dx needs all of it)
+                _dy_transposes(g, t, dy_t, slot, self.dyt_bufs[slot_buf], cot, self.pt_pool, self.bank_t, self.evict)
+            if self.do_dx:
+                _dx_tile(g, t, dy_t, slot, self.wt, cot, self.px_pool, self.dxp_pool, self.evict, self.dx, self.lnc,
+                         self.pid, self.p0)
+            if self.want_db:   # after the tile's evictions on VectorE: the PE never waits behind these reductions
                 for c, (_c0, cs) in enumerate(cot):
-                    part = db_part.take()
-                    nisa.tensor_reduce(dst=part[:cs, :], op=nl.add, data=dy_t[:cs, slot, c, :npos], axis=(1,))
-                    nisa.tensor_tensor(dst=db_acc[:cs, c:c + 1], data1=db_acc[:cs, c:c + 1], data2=part[:cs, :],
-                                       op=nl.add, engine=nisa.engine.vector)
-        if do_dw:
-            dw_state.group(k, grp, xl_bufs[k % gbufs], dyt_bufs[k % gbufs], dw)
-    if want_db:
-        for c, (c0, cs) in enumerate(cot):
-            nisa.dma_copy(dst=db[c0:c0 + cs], src=db_acc[:cs, c:c + 1])
+                    part = self.db_part.take()
+                    nisa.tensor_reduce(dst=part[:cs, :], op=nl.add, data=dy_t[:cs, slot, c, :t.rows * self.ow],
+                                       axis=(1,))
+                    nisa.tensor_tensor(dst=self.db_acc[:cs, c:c + 1], data1=self.db_acc[:cs, c:c + 1],
+                                       data2=part[:cs, :], op=nl.add, engine=nisa.engine.vector)
+        if self.do_dw:
+            self.dw_state.group(k, grp, self.xl_bufs[slot_buf], self.dyt_bufs[slot_buf], self.dw)
 
 
 def _lines(t_hbm, g, t, p):
