@@ -285,90 +285,137 @@ def options(g: ConvGeom, lnc: int, flags: tuple[bool, bool, bool], usable: int) 
 # ------------------------------------------------------------------------------------------- work
 
 
+class _WorkCounts:
+    """Instructions merged by kind (op, engine, operand figures), kinds in the order of their first add."""
+
+    def __init__(self) -> None:
+        self.counts: dict[tuple, int] = {}
+
+    def add(self, op: str, engine: str, dims: tuple, n: int = 1) -> None:
+        key = (op, engine, tuple(dims))
+        self.counts[key] = self.counts.get(key, 0) + n
+
+    def works(self) -> list[Work]:
+        return [Work(op, eng, dims, n) for (op, eng, dims), n in self.counts.items()]
+
+
+@dataclass(frozen=True)
+class _Share:
+    """One program's share: its planes [p0, p1) and which gradients it computes."""
+
+    g: ConvGeom
+    lnc: int
+    pid: int
+    p0: int
+    p1: int
+    dx: bool
+    dw: bool
+    db: bool
+
+
 def work_list(g: ConvGeom, opts: S2dOptions, lnc: int, pid: int, compute_dx: bool, compute_dw: bool,
               compute_db: bool) -> list[Work]:
     """Program ``pid``'s instructions, merged by kind (op, engine, operand figures), in the order the
     body first issues them. Walks the same lists as the body (``nki_body.run_s2d_gemm``)."""
-    ds = g.dtype_bytes
-    kh = g.axes[1].k
-    w, ow = g.axes[2].n, g.axes[2].o
     p0, p1 = program_planes(g, lnc, pid)
-    cot = co_tiles(g)
-    counts: dict[tuple, int] = {}
-
-    def add(op, engine, dims, n=1):
-        key = (op, engine, tuple(dims))
-        counts[key] = counts.get(key, 0) + n
-
     if p1 <= p0 and not (compute_db and pid == 0):
         return []
-    bank_t = transpose_bank(g)
-    if compute_dx and p1 > p0:   # filters: natural rows by DMA, PE-transposed to [co, kc], resident
-        chunks = dw_chunks(g, lnc, pid)
-        for c in chunks:
-            m = chunk_size(g, c)
-            add("dma_copy", "dma", (m * g.c_out * ds, g.c_out * ds))
-        for pack in bank_packs([chunk_size(g, c) for c in chunks], bank_t):
-            for _c0, co_sz in cot:
-                for i in pack:   # data [m kc, co] -> [co, m]: (K, M, N) = (m, co, m)
-                    m = chunk_size(g, chunks[i])
-                    add("nc_transpose", "tensor", (m, co_sz, m))
-                add("tensor_copy", "evict", (co_sz, sum(chunk_size(g, chunks[i]) for i in pack), True, True))
-    if compute_db and pid == 0:
-        add("memset", "vector", (PMAX, len(cot)))
+    sh = _Share(g, lnc, pid, p0, p1, compute_dx and p1 > p0, compute_dw and p1 > p0, compute_db and pid == 0)
+    work = _WorkCounts()
+    if sh.dx:
+        _filter_work(work, sh)
+    if sh.db:
+        work.add("memset", "vector", (PMAX, len(co_tiles(g))))
     banks = psum_budget(g, compute_dx, compute_dw)["dw"]
-    n_groups = len(groups(g, opts))
-    for gi, grp in enumerate(groups(g, opts)):
+    grps = groups(g, opts)
+    for gi, grp in enumerate(grps):
         for t in grp:
-            npos = t.rows * ow
-            for _c0, co_sz in cot:
-                add("dma_copy", "dma", (co_sz * npos * ds, npos * ds))
-            if compute_dw and p1 > p0:
-                for _p in range(p0, p1):
-                    add("dma_copy", "dma", (t.rows * kh * w * ds, kh * w * ds))
+            _tile_load_work(work, sh, t)
         for t in grp:
-            npos = t.rows * ow
-            if compute_dw and p1 > p0:   # dy^T, C_out tile by C_out tile
-                for _c0, co_sz in cot:
-                    for pack in bank_packs([co_sz] * ow, bank_t):
-                        for _i in pack:   # data [co, rows] -> [rows, co]: (K, M, N) = (co, rows, co)
-                            add("nc_transpose", "tensor", (co_sz, t.rows, co_sz))
-                        add("tensor_copy", "evict", (t.rows, co_sz * len(pack), True, len(cot) == 1))
-            if compute_dx and p1 > p0:
-                for unit in dx_units(g, lnc, pid):
-                    for c in unit:
-                        n = chunk_size(g, c)
-                        for _w in range(ow):
-                            for _c0, co_sz in cot:
-                                add("nc_matmul", "tensor", (co_sz, t.rows, n))
-                            add("tensor_copy", "evict", (t.rows, n, True, False))
-                    for _p in range(unit[0].np):
-                        add("dma_copy", "dma", (t.rows * kh * w * ds, kh * w * ds))
-            if compute_db and pid == 0:
-                for _c0, co_sz in cot:
-                    add("tensor_reduce", "vector", (co_sz, npos))
-                    add("tensor_tensor", "vector", (co_sz, 1))
-        if compute_dw and p1 > p0:
-            chunks = dw_chunks(g, lnc, pid)
-            blocks = co_blocks(g)
-            for aset in acc_sets(g, lnc, pid, banks):
-                for t in grp:
-                    for _w in range(ow):
-                        for k, j in aset:
-                            add("nc_matmul", "tensor", (t.rows, chunk_size(g, chunks[k]), blocks[j][1]))
-                for k, j in aset:
-                    m, n = chunk_size(g, chunks[k]), blocks[j][1]
-                    if n_groups == 1:
-                        add("tensor_copy", "evict", (m, n, True, True))
-                    elif gi == 0:
-                        add("tensor_copy", "vector", (m, n, True, True))
-                    else:
-                        add("tensor_tensor", "vector", (m, n, True, True))
-                    if n_groups > 1 and gi == n_groups - 1:
-                        add("tensor_copy", "evict_sbuf", (m, n, False, True))
-                    if j == len(blocks) - 1 and gi == n_groups - 1:
-                        add("dma_copy", "dma", (m * g.c_out * ds, g.c_out * ds))
-    if compute_db and pid == 0:
+            _tile_work(work, sh, t)
+        if sh.dw:
+            _dw_group_work(work, sh, grp, banks, (gi, len(grps)))
+    if sh.db:
+        for _c0, co_sz in co_tiles(g):
+            work.add("dma_copy", "dma", (co_sz * g.dtype_bytes, g.dtype_bytes))
+    return work.works()
+
+
+def _filter_work(work: _WorkCounts, sh: _Share) -> None:
+    """The filters: natural rows by DMA, PE-transposed to [co, kc], resident."""
+    g, ds = sh.g, sh.g.dtype_bytes
+    chunks = dw_chunks(g, sh.lnc, sh.pid)
+    for c in chunks:
+        m = chunk_size(g, c)
+        work.add("dma_copy", "dma", (m * g.c_out * ds, g.c_out * ds))
+    for pack in bank_packs([chunk_size(g, c) for c in chunks], transpose_bank(g)):
+        for _c0, co_sz in co_tiles(g):
+            for i in pack:   # data [m kc, co] -> [co, m]: (K, M, N) = (m, co, m)
+                m = chunk_size(g, chunks[i])
+                work.add("nc_transpose", "tensor", (m, co_sz, m))
+            work.add("tensor_copy", "evict", (co_sz, sum(chunk_size(g, chunks[i]) for i in pack), True, True))
+
+
+def _tile_load_work(work: _WorkCounts, sh: _Share, t: RowTile) -> None:
+    """A row tile's loads: dy rows per C_out tile, (dw) x lines per plane."""
+    g, ds = sh.g, sh.g.dtype_bytes
+    kh, w = g.axes[1].k, g.axes[2].n
+    npos = t.rows * g.axes[2].o
+    for _c0, co_sz in co_tiles(g):
+        work.add("dma_copy", "dma", (co_sz * npos * ds, npos * ds))
+    if sh.dw:
+        for _p in range(sh.p0, sh.p1):
+            work.add("dma_copy", "dma", (t.rows * kh * w * ds, kh * w * ds))
+
+
+def _tile_work(work: _WorkCounts, sh: _Share, t: RowTile) -> None:
+    """A row tile's dy^T (C_out tile by C_out tile), dx and db."""
+    g, ds = sh.g, sh.g.dtype_bytes
+    kh, w, ow = g.axes[1].k, g.axes[2].n, g.axes[2].o
+    cot = co_tiles(g)
+    if sh.dw:
         for _c0, co_sz in cot:
-            add("dma_copy", "dma", (co_sz * ds, ds))
-    return [Work(op, eng, dims, n) for (op, eng, dims), n in counts.items()]
+            for pack in bank_packs([co_sz] * ow, transpose_bank(g)):
+                for _i in pack:   # data [co, rows] -> [rows, co]: (K, M, N) = (co, rows, co)
+                    work.add("nc_transpose", "tensor", (co_sz, t.rows, co_sz))
+                work.add("tensor_copy", "evict", (t.rows, co_sz * len(pack), True, len(cot) == 1))
+    if sh.dx:
+        for unit in dx_units(g, sh.lnc, sh.pid):
+            for c in unit:
+                n = chunk_size(g, c)
+                for _w in range(ow):
+                    for _c0, co_sz in cot:
+                        work.add("nc_matmul", "tensor", (co_sz, t.rows, n))
+                    work.add("tensor_copy", "evict", (t.rows, n, True, False))
+            for _p in range(unit[0].np):
+                work.add("dma_copy", "dma", (t.rows * kh * w * ds, kh * w * ds))
+    if sh.db:
+        for _c0, co_sz in cot:
+            work.add("tensor_reduce", "vector", (co_sz, t.rows * ow))
+            work.add("tensor_tensor", "vector", (co_sz, 1))
+
+
+def _dw_group_work(work: _WorkCounts, sh: _Share, grp, banks: int, group: tuple[int, int]) -> None:
+    """A group's dw: per accumulator set its matmuls over the group's rows and columns, then per
+    accumulator the eviction (one group), or the fp32 sum and (last group) its cast; the stores."""
+    g = sh.g
+    gi, n_groups = group
+    chunks = dw_chunks(g, sh.lnc, sh.pid)
+    blocks = co_blocks(g)
+    for aset in acc_sets(g, sh.lnc, sh.pid, banks):
+        for t in grp:
+            for _w in range(g.axes[2].o):
+                for k, j in aset:
+                    work.add("nc_matmul", "tensor", (t.rows, chunk_size(g, chunks[k]), blocks[j][1]))
+        for k, j in aset:
+            m, n = chunk_size(g, chunks[k]), blocks[j][1]
+            if n_groups == 1:
+                work.add("tensor_copy", "evict", (m, n, True, True))
+            elif gi == 0:
+                work.add("tensor_copy", "vector", (m, n, True, True))
+            else:
+                work.add("tensor_tensor", "vector", (m, n, True, True))
+            if n_groups > 1 and gi == n_groups - 1:
+                work.add("tensor_copy", "evict_sbuf", (m, n, False, True))
+            if j == len(blocks) - 1 and gi == n_groups - 1:
+                work.add("dma_copy", "dma", (m * g.c_out * g.dtype_bytes, g.c_out * g.dtype_bytes))
