@@ -96,161 +96,231 @@ def conv3d_bwd(dy, x_in, filters, stride=(1, 1, 1), padding=(0, 0, 0, 0, 0, 0), 
     pid = nl.program_id(axis=0)
     target = _target()
     flags = (bool(compute_dx), bool(compute_dw), bool(compute_db))
-    plan = current_forced_plan()
-    if plan is None:
-        plan = plan_conv3d_bwd(dy.shape, x_in.shape, filters.shape, stride, padding, dilation, g.dtype,
-                               target, lnc, *flags)
-    elif not _same_problem(plan, g, (dy.shape, x_in.shape, filters.shape, stride, padding, dilation, flags)) \
-            or plan.lnc != lnc:
-        raise Conv3dBwdInputError(f"forced plan {plan.label!r}: its problem (shapes, stride, padding, "
-                                  f"dilation, dtype, gradients, lnc={plan.lnc}) must equal the call's (lnc={lnc})")
+    plan = _kernel_plan(g, (dy.shape, x_in.shape, filters.shape, stride, padding, dilation, flags), target, lnc)
     dtype = dy.dtype
     dx = nl.ndarray(tuple(x_in.shape), dtype, buffer=nl.shared_hbm, name="dx") if compute_dx else None
     dw = nl.ndarray(tuple(filters.shape), dtype, buffer=nl.shared_hbm, name="dw") if compute_dw else None
     db = nl.ndarray((g.c_out,), dtype, buffer=nl.shared_hbm, name="db") if compute_db else None
     if plan.s2d_group:   # stride == kernel: one GEMM over the patches (kernels/methods/s2d_gemm)
         run_s2d_gemm(g, S2dOptions(plan.s2d_group), dy, x_in, filters, dx, dw, db, dy.dtype, target, pid, lnc)
-        outs = tuple(t for t in (dx, dw, db) if t is not None)
-        return outs[0] if len(outs) == 1 else outs
-    ctx = _Ctx(g, plan, dy, x_in, filters, dx, dw, db, dtype, target)
-    fold = compute_db and plan.db_method is DbMethod.FOLD
-    # few positions: dw (and a folded db) by its own method (kernels/methods/dw_small_extent)
-    small = compute_dw and plan.dw_method is DwMethod.SMALL_EXTENT
-    db_state = DbState(ctx) if compute_db and not (small and fold) else None
-    shared = plan.strategy is Strategy.SHARED_DY
+    else:
+        _Sections(_Ctx(g, plan, dy, x_in, filters, dx, dw, db, dtype, target), pid, lnc, flags, target).run()
+    outs = tuple(t for t in (dx, dw, db) if t is not None)
+    return outs[0] if len(outs) == 1 else outs
 
-    kd_moving = plan.dw_method is DwMethod.KD_MOVING   # dw alone first (kernels/methods/dw_kd_moving)
-    db_in_dx = fold and (not compute_dw or kd_moving)   # with dw, db folds on dw's dy^T tiles (PE)
-    db_in_dw = db_state if (fold and compute_dw and not (small or kd_moving)) else None
-    first_filters = None
-    toeplitz = plan.dx_method is DxMethod.TOEPLITZ
-    after_first = None
-    if compute_dx and compute_dw and not shared and plan.filters_first:
-        # issued before dw's stores: the DMA queues load them while dw computes (no head-of-line wait later)
-        # (in a list that run_dx empties: no reference may keep them live past their group)
-        first_group = dx_program_groups(g, plan, pid, lnc)[0]
-        if filters_after_first_chunk(g, plan):   # by DMA alone: behind dw's first row chunk's loads
-            first_filters = []
 
-            def after_first():
-                first_filters.append(load_dx_filters(ctx, first_group))
-        else:
-            first_filters = [load_toeplitz_filters(ctx) if toeplitz else load_dx_filters(ctx, first_group)]
-    dw_deferred = None   # LNC2: dw's exchange overlaps dx, its finish runs after it
-    dx_runs = []         # dx inside dw (``plan.dx_inside_dw``): dw ran it before its last matmul pass
-    dx_between = None    # D-phase-pairs dx between dw's x^T bundles (``plan.dx_between_bundles``)
-    dw_steps = None      # dw_interleave: dw's boxes issued between dx's items
-    mine = dx_program_items(g, plan, pid) if compute_dx else []
-    # dx^T's first band loads during dw's last row chunk (dw calls it)
-    prefetch = DxTPrefetch(ctx, mine) if dx_prefetched(plan) else None
-    # LNC2, gather: dx's first dy band loads before dw's last finish (ahead of its stores in the DMA queues)
-    early = [] if compute_dx and compute_dw and not shared and dx_band_early_on(g, plan) else None
-    inside = None   # dx inside dw: what dw calls in its (last, or with dx_inside_boxes each) row pass
-    dx_gen = None
-    if compute_dx and compute_dw and not shared and dx_inside_dw_on(g, plan):
+def _kernel_plan(g, args, target, lnc):
+    """The forced plan (its problem must be the call's), else the planner's."""
+    dy_shape, x_shape, w_shape, stride, padding, dilation, flags = args
+    plan = current_forced_plan()
+    if plan is None:
+        return plan_conv3d_bwd(dy_shape, x_shape, w_shape, stride, padding, dilation, g.dtype, target, lnc, *flags)
+    if not _same_problem(plan, g, args) or plan.lnc != lnc:
+        raise Conv3dBwdInputError(f"forced plan {plan.label!r}: its problem (shapes, stride, padding, "
+                                  f"dilation, dtype, gradients, lnc={plan.lnc}) must equal the call's (lnc={lnc})")
+    return plan
+
+
+class _Sections:
+    """One program's dx / dw / db sections in order, and what they hand one another: dx's filters loaded
+    during dw, dx run inside or between dw's passes, dw's boxes paced by dx's items, dw's deferred finish."""
+
+    def __init__(self, ctx, pid, lnc, flags, target):
+        g, plan = ctx.g, ctx.plan
+        self.ctx, self.g, self.plan, self.pid, self.lnc, self.target = ctx, g, plan, pid, lnc, target
+        compute_dx, compute_dw, compute_db = flags
+        self.compute_dx, self.compute_dw = compute_dx, compute_dw
+        self.fold = compute_db and plan.db_method is DbMethod.FOLD
+        # few positions: dw (and a folded db) by its own method (kernels/methods/dw_small_extent)
+        self.small = compute_dw and plan.dw_method is DwMethod.SMALL_EXTENT
+        self.db_state = DbState(ctx) if compute_db and not (self.small and self.fold) else None
+        self.shared = plan.strategy is Strategy.SHARED_DY
+        self.kd_moving = plan.dw_method is DwMethod.KD_MOVING   # dw alone first (kernels/methods/dw_kd_moving)
+        self.db_in_dx = self.fold and (not compute_dw or self.kd_moving)   # with dw, db folds on dw's dy^T tiles (PE)
+        self.db_in_dw = self.db_state if (self.fold and compute_dw and not (self.small or self.kd_moving)) else None
+        self.toeplitz = plan.dx_method is DxMethod.TOEPLITZ
+        self.first_filters, self.after_first = self._first_filters()
+        self.dw_deferred = None   # LNC2: dw's exchange overlaps dx, its finish runs after it
+        self.dx_runs = []         # dx inside dw (``plan.dx_inside_dw``): dw ran it before its last matmul pass
+        self.dx_between = None    # D-phase-pairs dx between dw's x^T bundles (``plan.dx_between_bundles``)
+        self.dw_steps = None      # dw_interleave: dw's boxes issued between dx's items
+        self.mine = dx_program_items(g, plan, pid) if compute_dx else []
+        # dx^T's first band loads during dw's last row chunk (dw calls it)
+        self.prefetch = DxTPrefetch(ctx, self.mine) if dx_prefetched(plan) else None
+        # LNC2, gather: dx's first dy band loads before dw's last finish (ahead of its stores in the DMA queues)
+        self.early = [] if compute_dx and compute_dw and not self.shared and dx_band_early_on(g, plan) else None
+        # dx inside dw: what dw calls in its (last, or with dx_inside_boxes each) row pass
+        self.inside, self.dx_gen = self._dx_inside_dw()
+
+    def _first_filters(self):
+        """dx's filters issued before dw's stores: the DMA queues load them while dw computes (no head-of-line
+        wait later), in a list that run_dx empties (no reference may keep them live past their group); with
+        ``filters_after_first_chunk`` by DMA alone, behind dw's first row chunk's loads (dw calls the loader)."""
+        g, plan = self.g, self.plan
+        if not (self.compute_dx and self.compute_dw and not self.shared and plan.filters_first):
+            return None, None
+        first_group = dx_program_groups(g, plan, self.pid, self.lnc)[0]
+        if filters_after_first_chunk(g, plan):
+            self._first_group = first_group
+            return [], self._load_first_filters
+        return [load_toeplitz_filters(self.ctx) if self.toeplitz else load_dx_filters(self.ctx, first_group)], None
+
+    def _load_first_filters(self):
+        self.first_filters.append(load_dx_filters(self.ctx, self._first_group))
+
+    def _dx_inside_dw(self):
+        """(what dw calls inside its row passes, the dx item generator those calls advance) or Nones."""
+        g, plan = self.g, self.plan
+        if not (self.compute_dx and self.compute_dw and not self.shared and dx_inside_dw_on(g, plan)):
+            return None, None
         if plan.dx_inside_boxes:   # one dx item per call (each of dw's row passes)
-            dx_gen = dx_item_steps(ctx, mine, first_filters, prefetch)
-            dx_runs.append(True)
-            per_box = iter(dx_box_items(g, plan, pid))
-            box_items = [0]
+            gen = dx_item_steps(self.ctx, self.mine, self.first_filters, self.prefetch)
+            self.dx_runs.append(True)
+            return _BoxItems(gen, dx_box_items(g, plan, self.pid)), gen
+        return self._gather_inside, None
 
-            def inside(before=False):
-                """dw calls this twice per box: ``before`` its pass's x^T bundles (the box's first item's start:
-                the next item's band, ahead of them in the DMA queues), then after them (the items' matmuls)."""
-                if before:
-                    box_items[0] = next(per_box, 0)
-                    if box_items[0]:
-                        next(dx_gen, None)
-                    return
-                for k in range(box_items[0]):   # (the generator yields after each item's start and body)
-                    if k:
-                        next(dx_gen, None)
-                    next(dx_gen, None)
-        else:
-            def inside():
-                dx_runs.append(_run_gather_dx(ctx, mine, None, first_filters, prefetch, pid, lnc, early))
-    if compute_dw and (small or not shared):
-        # dw first: its PE work hides the start of dx (the filter loads and the first dy band)
-        # (dw:small_extent always runs alone: under a forced shared-dy plan dx then runs without dw)
-        if small:
-            run_dw_small_extent(g, dy, x_in, dw, db if fold else None, dtype, target, pid, lnc, after_first)
-        elif kd_moving:
-            run_dw_kd_moving(g, dy, x_in, dw, dtype, ctx.evict, pid, lnc)
+    def _gather_inside(self):
+        self.dx_runs.append(_run_gather_dx(self.ctx, self.mine, None, self.first_filters, self.prefetch, self.pid,
+                                           self.lnc, self.early))
+
+    def _load_early_band(self):
+        self.early.append(load_first_band(self.ctx, self.mine))
+
+    def run(self):
+        """dw first (its PE work hides the start of dx), then dx (or the shared-dy GEMM), then the finishes."""
+        g, plan, pid, lnc = self.g, self.plan, self.pid, self.lnc
+        if self.compute_dw and (self.small or not self.shared):
+            self._dw_first()
+        if self.db_in_dw is not None and self.dw_steps is None and db_taps_local(g, plan):
+            self.db_state.finish(pid, lnc)   # the taps split's db is whole on one program: stored now, under dx
+        if self.dx_gen is not None:   # the items dw's passes did not take
+            for _ in self.dx_gen:
+                pass
+        if self.shared and plan.dw_method is DwMethod.DMA_GEMM:   # 1x1x1: dx, dw and db from one dy load
+            run_pw_shared(self.ctx, pid, lnc, self.db_in_dw)
+        elif self.compute_dx:
+            self._dx()
+        self._finish()
+
+    def _dw_first(self):
+        """dw by the plan's method (dw:small_extent always runs alone: under a forced shared-dy plan dx then
+        runs without dw)."""
+        ctx, g, plan, pid, lnc = self.ctx, self.g, self.plan, self.pid, self.lnc
+        if self.small:
+            run_dw_small_extent(g, ctx.dy, ctx.x, ctx.dw, ctx.db if self.fold else None, ctx.dtype, self.target,
+                                pid, lnc, self.after_first)
+        elif self.kd_moving:
+            run_dw_kd_moving(g, ctx.dy, ctx.x, ctx.dw, ctx.dtype, ctx.evict, pid, lnc)
         elif plan.dw_method is DwMethod.DMA_GEMM:
-            run_dw_gemm_dma(ctx, pid, lnc, db_in_dw)
-        elif plan.dw_interleave and compute_dx and dw_interleave_ok(g, plan):
-            dw_steps = _Steps(dw_streaming_steps(ctx, pid, lnc, db_in_dw))
+            run_dw_gemm_dma(ctx, pid, lnc, self.db_in_dw)
+        elif plan.dw_interleave and self.compute_dx and dw_interleave_ok(g, plan):
+            self.dw_steps = _Steps(dw_streaming_steps(ctx, pid, lnc, self.db_in_dw))
         else:
-            if compute_dx and dx_between_on(g, plan):   # D-phase-pairs dx steps between dw's x^T bundles
-                bands = DyBands(g, ctx.dy, plan, dtype)
-                if first_filters == [] and prefetch is None:   # filters_after_first_chunk: behind dw's dy loads
-                    late = LateFilters(ctx, dx_program_groups(g, plan, pid, lnc)[0])
-                    after_first, prefetch = None, late.load
-                    steps = late.steps(mine, bands)
-                else:
-                    after_first = None   # (the filters load here, once)
-                    pair_t = first_filters.pop() if first_filters else load_dx_filters(
-                        ctx, dx_program_groups(g, plan, pid, lnc)[0])
-                    steps = dx_dpairs_steps(ctx, mine, bands, pair_t, None)
-                dx_between = DxSteps(steps, dpairs_step_count(g, plan, mine), bands.resident)
-            dw_deferred = run_dw_streaming(ctx, pid, lnc, db_in_dw, prefetch, after_first,
-                                           (lambda: early.append(load_first_band(ctx, mine)))
-                                           if early is not None else None, inside,
-                                           **({"between": dx_between} if dx_between is not None else {}))
-            if dx_between is not None:
-                dx_between.drain()
-                dx_runs.append(True)
-    if db_in_dw is not None and dw_steps is None and db_taps_local(g, plan):
-        db_state.finish(pid, lnc)   # the taps split's db is whole on one program: stored now, under dx
-    if dx_gen is not None:   # the items dw's passes did not take
-        for _ in dx_gen:
-            pass
-    if shared and plan.dw_method is DwMethod.DMA_GEMM:   # 1x1x1: dx, dw and db from one dy load
-        run_pw_shared(ctx, pid, lnc, db_in_dw)
-    elif compute_dx:
+            self._dw_streaming()
+
+    def _dw_streaming(self):
+        """dw's streaming passes, with what dx runs before, inside or between them."""
+        after_first = self.after_first
+        if self.compute_dx and dx_between_on(self.g, self.plan):   # D-phase-pairs dx steps between dw's x^T bundles
+            self._dx_between_dw()
+            after_first = None   # (the filters load there, or by dw's prefetch hook)
+        self.dw_deferred = run_dw_streaming(self.ctx, self.pid, self.lnc, self.db_in_dw, self.prefetch, after_first,
+                                            self._load_early_band if self.early is not None else None, self.inside,
+                                            **({"between": self.dx_between} if self.dx_between is not None else {}))
+        if self.dx_between is not None:
+            self.dx_between.drain()
+            self.dx_runs.append(True)
+
+    def _dx_between_dw(self):
+        """The D-phase-pairs dx steps dw runs between its x^T bundles (``plan.dx_between_bundles``)."""
+        ctx, g, plan = self.ctx, self.g, self.plan
+        bands = DyBands(g, ctx.dy, plan, ctx.dtype)
+        if self.first_filters == [] and self.prefetch is None:   # filters_after_first_chunk: behind dw's dy loads
+            late = LateFilters(ctx, dx_program_groups(g, plan, self.pid, self.lnc)[0])
+            self.prefetch = late.load
+            steps = late.steps(self.mine, bands)
+        else:   # (the filters load here, once)
+            pair_t = self.first_filters.pop() if self.first_filters else load_dx_filters(
+                ctx, dx_program_groups(g, plan, self.pid, self.lnc)[0])
+            steps = dx_dpairs_steps(ctx, self.mine, bands, pair_t, None)
+        self.dx_between = DxSteps(steps, dpairs_step_count(g, plan, self.mine), bands.resident)
+
+    def _dx(self):
+        """dx by the Toeplitz pass or the gather (unless dw ran it), with dw's boxes (shared dy) and a folded db
+        on its dy bands."""
+        ctx, g, plan, pid, lnc = self.ctx, self.g, self.plan, self.pid, self.lnc
         dw_state = None
-        if compute_dw and shared and not small:
+        if self.compute_dw and self.shared and not self.small:
             rows = [max((bb.own1 - bb.own0 for bb in _bands(g, plan, a)), default=0) for a in range(2)]
-            dw_state = DwState(ctx, rows, direct=dw_direct(g, plan), db_state=db_in_dw)
-
-        boxes = [(b, (bd.own0, bd.own1), (bh.own0, bh.own1)) for b, bd, bh in mine]
-        next_box = dict(pairwise(boxes))
-
-        def on_band(b, bd, bh, bw, bufs):
-            if bufs is None:
-                return
-            views = [DyBands.own_view(buf, bd, bh, bw, co_sz)
-                     for buf, (_c0, co_sz) in zip(bufs, _co_tiles(g))]
-            if db_in_dx and bd.own1 > bd.own0 and bh.own1 > bh.own0:
-                for c, v in enumerate(views):
-                    db_state.add(c, v)
-            if dw_state is not None:
-                box = (b, (bd.own0, bd.own1), (bh.own0, bh.own1))
-                if box in next_box:   # (the bands come in item order: the next item's box follows)
-                    dw_state.expect(*next_box[box])
-                dw_state.add_box(*box, views)
-
-        hook = on_band if (db_in_dx or dw_state) else None
-        if toeplitz:
-            run_dx_toeplitz(ctx, mine, hook, first_filters, dw_steps.between(len(mine)) if dw_steps else None)
-        elif not dx_runs:   # under the LNC2 C_in split: every item, this program's C_in groups
-            _run_gather_dx(ctx, mine, hook, first_filters, prefetch, pid, lnc, early,
+            dw_state = DwState(ctx, rows, direct=dw_direct(g, plan), db_state=self.db_in_dw)
+        hook = _BandHook(g, self.mine, self.db_in_dx, self.db_state, dw_state) \
+            if (self.db_in_dx or dw_state) else None
+        dw_steps = self.dw_steps
+        if self.toeplitz:
+            run_dx_toeplitz(ctx, self.mine, hook, self.first_filters, dw_steps.between(len(self.mine)) if dw_steps else None)
+        elif not self.dx_runs:   # under the LNC2 C_in split: every item, this program's C_in groups
+            _run_gather_dx(ctx, self.mine, hook, self.first_filters, self.prefetch, pid, lnc, self.early,
                            dw_steps.between_bands() if dw_steps else None)
         if dw_state is not None:
             dw_state.finish(pid, lnc)
-    if dw_steps is not None:   # the boxes dx's items did not take, then dw's finish
-        dw_deferred = dw_steps.drain()
-        if dw_deferred is not None:
-            dw_deferred.finish(pid, lnc)
-    elif dw_deferred is not None:
-        dw_deferred.finish(pid, lnc)
-    if db_state is not None:
-        if not fold:
-            per = -(-g.batch // lnc)
-            db_state.standalone(range(min(g.batch, pid * per), min(g.batch, (pid + 1) * per)), db_chunk(g))
-        db_state.finish(pid, lnc)
-    outs = tuple(t for t in (dx, dw, db) if t is not None)
-    return outs[0] if len(outs) == 1 else outs
+
+    def _finish(self):
+        """dw's boxes dx's items did not take and its deferred finish; db's standalone sums and finish."""
+        g, pid, lnc = self.g, self.pid, self.lnc
+        if self.dw_steps is not None:   # the boxes dx's items did not take, then dw's finish
+            self.dw_deferred = self.dw_steps.drain()
+            if self.dw_deferred is not None:
+                self.dw_deferred.finish(pid, lnc)
+        elif self.dw_deferred is not None:
+            self.dw_deferred.finish(pid, lnc)
+        if self.db_state is not None:
+            if not self.fold:
+                per = -(-g.batch // lnc)
+                self.db_state.standalone(range(min(g.batch, pid * per), min(g.batch, (pid + 1) * per)), db_chunk(g))
+            self.db_state.finish(pid, lnc)
+
+
+class _BoxItems:
+    """dx inside dw, one item per call (``Plan.dx_inside_boxes``): dw calls this twice per box, ``before``
+    its pass's x^T bundles (the box's first item's start: the next item's band, ahead of them in the DMA
+    queues), then after them (the items' matmuls)."""
+
+    def __init__(self, gen, per_box):
+        self.gen, self.per_box = gen, iter(per_box)
+        self.items = 0   # the current box's dx items
+
+    def __call__(self, before=False):
+        if before:
+            self.items = next(self.per_box, 0)
+            if self.items:
+                next(self.gen, None)
+            return
+        for k in range(self.items):   # (the generator yields after each item's start and body)
+            if k:
+                next(self.gen, None)
+            next(self.gen, None)
+
+
+class _BandHook:
+    """What dx calls on each of its dy bands: db folded on the band's own rows, and (shared dy) dw's box."""
+
+    def __init__(self, g, mine, db_in_dx, db_state, dw_state):
+        self.g, self.db_in_dx, self.db_state, self.dw_state = g, db_in_dx, db_state, dw_state
+        boxes = [(b, (bd.own0, bd.own1), (bh.own0, bh.own1)) for b, bd, bh in mine]
+        self.next_box = dict(pairwise(boxes))
+
+    def __call__(self, b, bd, bh, bw, bufs):
+        if bufs is None:
+            return
+        views = [DyBands.own_view(buf, bd, bh, bw, co_sz) for buf, (_c0, co_sz) in zip(bufs, _co_tiles(self.g))]
+        if self.db_in_dx and bd.own1 > bd.own0 and bh.own1 > bh.own0:
+            for c, v in enumerate(views):
+                self.db_state.add(c, v)
+        if self.dw_state is not None:
+            box = (b, (bd.own0, bd.own1), (bh.own0, bh.own1))
+            if box in self.next_box:   # (the bands come in item order: the next item's box follows)
+                self.dw_state.expect(*self.next_box[box])
+            self.dw_state.add_box(*box, views)
 
 
 class LateFilters:
