@@ -390,16 +390,11 @@ class _PwShared:
         i, off, n, _ny = self.steps[j]
         if not n:
             return
-        ci_tiles = self.ci_tiles
         if i not in self.planes:
-            self.planes[i] = [self.plane_pool.take() for _ in ci_tiles]
-        groups = [list(range(a, min(a + 2, len(ci_tiles)))) for a in range(0, len(ci_tiles), 2)] if co_outer \
-            else [[k] for k in range(len(ci_tiles))]
+            self.planes[i] = [self.plane_pool.take() for _ in self.ci_tiles]
+        groups, mm = self._dx_order(co_outer)
         for grp in groups:
             pss = {k: self.dx_ps.take() for k in grp}
-            mm = [(kd, c) for kd in range(self.taps) for c in range(len(self.co_tiles))]
-            if co_outer:
-                mm = [(kd, c) for c in range(len(self.co_tiles)) for kd in self.first_taps]
             split = last and len(grp) == 1 and n >= 2 * PMAX
             pieces = [(a, min(n, a + PMAX)) for a in range(0, n, PMAX)] if split else [(0, n)]
             for a0, a1 in pieces:
@@ -408,6 +403,15 @@ class _PwShared:
                     self._dx_evict_piece(i, off, grp[-1], pss, (a0, a1), evict)
             for k in grp:
                 self.dx_out(i, k, off, n, pss[k], None if split else evict, evicted=split)
+
+    def _dx_order(self, co_outer):
+        """dx's C_in tile groups (pairs when ``co_outer``, else single tiles) and its (tap, C_out tile) order
+        (``co_outer``: C_out tile outer, the first step's taps in the order their dy lands)."""
+        n_ci, n_co = len(self.ci_tiles), len(self.co_tiles)
+        if co_outer:
+            return ([list(range(a, min(a + 2, n_ci))) for a in range(0, n_ci, 2)],
+                    [(kd, c) for c in range(n_co) for kd in self.first_taps])
+        return [[k] for k in range(n_ci)], [(kd, c) for kd in range(self.taps) for c in range(n_co)]
 
     def _dx_matmuls(self, i, off, grp, pss, mm, piece, after_co):
         """The matmuls of positions ``piece`` of C_in tiles ``grp``, in the (tap, C_out tile) order ``mm``;
