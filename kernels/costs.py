@@ -5,8 +5,8 @@ values; ``nkisim.targets.TARGETS`` for SBUF sizes), so the planner and the emula
 hardware; the formulas restate ``docs/nkisim-cost-model.md`` so the planner can estimate a plan without
 running it: TensorE ``max(min(64, M), N)`` cycles (x4 fp32) plus the issue overhead; Vector/Scalar/GpSimd
 ``max(64, N*streams/speedup)`` plus the engine's fixed overhead; DMA bytes over the core's bandwidth at the
-descriptor efficiency ``run / (run + C0)``, at least one queue issue time per instruction, plus the start
-latency.
+descriptor efficiency ``run / (run + C0)``, at least each queue's descriptor generation (one issue time per
+instruction on the queue nkisim routes it to; the queues run side by side), plus the start latency.
 """
 from __future__ import annotations
 
@@ -244,6 +244,21 @@ class CostSheet:
             out.setdefault(k, dict.fromkeys(ENGINES, 0.0))["dma"] += ns
         return out
 
+    def merged_dma_ns(self, names: Sequence[str]) -> float:
+        """The DMA time of sections ``names`` run as one body (dw's boxes between dx's items): their bandwidth
+        time summed, at least the longest queue's descriptor generation summed over them (less their ahead
+        loads), plus their exposed waits. Not the sum of each one's floor: their loads on different queues
+        generate descriptors side by side (slowfast_fuse LNC2: dw's x^T fills on the hardware-DGE queues run
+        under dx's stores on the software DGE)."""
+        self._close()
+        queues: dict[str, float] = {}
+        for k in names:
+            ahead = self.section_ahead.get(k, {})
+            for q, ns in self.section_queues.get(k, {}).items():
+                queues[q] = queues.get(q, 0.0) + ns - ahead.get(q, 0.0)
+        bandwidth = sum(self.sections.get(k, {}).get("dma", 0.0) for k in names)
+        return max(bandwidth, self.queue_floor_ns(queues)) + sum(self.waits.get(k, 0.0) for k in names)
+
     def ring_units(self, n: int) -> None:
         """The open section streams ``n`` more units through its load ring (dw's boxes): a queue it loads
         from, taken by other work, stalls it beyond about one unit's time (``compose_ns``)."""
@@ -331,9 +346,10 @@ class CostSheet:
         if serial:
             self.serial_ns += count * self.hw.lone_dma_ns(nbytes, run_bytes, serial)
         run = max(1.0, min(run_bytes, nbytes))
-        issue = self._issue("dma_copy", count)
-        # at least the queue's issue time per instruction (descriptor generation is serial per queue)
-        per = max(nbytes / (self.hw.dma_bytes_per_ns * self.hw.descriptor_efficiency(run)), issue)
+        # the descriptor generation holds the queue, not the bandwidth (nkisim): its floor is the queue's
+        # (``queue_floor_ns``), which copies on other queues run beside
+        self._issue("dma_copy", count)
+        per = nbytes / (self.hw.dma_bytes_per_ns * self.hw.descriptor_efficiency(run))
         self.busy["dma"] += count * per
         self.dma_op_ns["dma_copy"] = self.dma_op_ns.get("dma_copy", 0.0) + count * per
         self.count("dma_copy", count)

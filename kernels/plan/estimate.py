@@ -708,4 +708,5 @@ def _sections(c: CostSheet, g: ConvGeom, p: Plan) -> dict[str, dict[str, float]]
     if _dw_dx_merged(g, p) and inside in secs and "dx" in secs:
         dw = secs.pop(inside)
         secs["dx"] = {e: secs["dx"][e] + dw[e] for e in dw}
+        secs["dx"]["dma"] = c.merged_dma_ns(("dx", inside))
     return secs

@@ -94,7 +94,6 @@ def test_transpose_blocks_not_bytes():
 @pytest.mark.parametrize("name", sorted(TARGETS))
 def test_sheet_books_copies_on_nkisims_queue(name):
     """dma_copy with the compiler's DGE mode goes where nkisim sends it (software DGE, with its GpSimd time)."""
-    hw = TARGETS[name]
     load = Instr("dma_copy", "dma", (acc("dst", "sbuf", 6, "bfloat16", (128, 64), write=True),
                                      acc("src", "hbm", 7, "bfloat16", (128, 64))))
     timing = instr_timing(load, name)
@@ -102,8 +101,11 @@ def test_sheet_books_copies_on_nkisims_queue(name):
     sheet.dma(128 * 128, 128, count=5)
     assert sheet.queue_issue == {timing.queue: pytest.approx(5 * timing.issue_ns)}
     assert sheet.dge_gpsimd_ns == pytest.approx(5 * timing.gpsimd_ns)
-    # a small copy is issue-bound on its queue: the sheet charges the issue time
-    assert sheet.busy["dma"] == pytest.approx(5 * max(timing.occupancy_ns, hw.swdge_issue_ns))
+    # the bandwidth takes the bytes only, as nkisim's does; a small copy is issue-bound on its queue: the
+    # queue's descriptor generation is the sheet's DMA time
+    assert sheet.busy["dma"] == pytest.approx(5 * timing.occupancy_ns)
+    assert timing.occupancy_ns < timing.issue_ns
+    assert sheet.dma_ns() == pytest.approx(5 * timing.issue_ns)
 
 
 def test_section_dma_takes_its_queue_floor():
@@ -119,6 +121,27 @@ def test_section_dma_takes_its_queue_floor():
     hw = TARGETS["trn2"]
     assert secs["a"]["dma"] == pytest.approx(10 * hw.static_issue_ns)
     assert secs["b"]["dma"] == pytest.approx(sheet.busy["dma"] - sheet.sections["a"]["dma"])
+
+
+def test_merged_sections_take_each_queue_once():
+    """Two sections run as one body (dw's boxes between dx's items): their bandwidth adds up, and each queue's
+    descriptor generation is a floor of the whole, not of each part (copies on the software DGE and
+    transposes on the static queue generate descriptors side by side)."""
+    sheet = CostSheet(TARGET_FIGURES["trn2"])
+    sheet.section("dx")
+    sheet.dma(128 * 64, 64, count=10)   # issue-bound copies (software DGE)
+    sheet.section("dw")
+    sheet.dma_transpose((128, 16), 2, count=10, src_shape=(128, 128))   # issue-bound transposes (static queue)
+    secs = sheet.section_busy()
+    merged = sheet.merged_dma_ns(("dx", "dw"))
+    floors = sheet.queue_times()
+    longest = max(ns for per in floors.values() for ns in per.values())
+    assert merged == pytest.approx(max(sheet.busy["dma"], longest))
+    assert merged < secs["dx"]["dma"] + secs["dw"]["dma"]
+    sheet.section("dx")   # the same queue in both: its issue adds up
+    sheet.dma(128 * 64, 64, count=10)
+    sheet.section_busy()
+    assert sheet.merged_dma_ns(("dx", "dw")) == pytest.approx(sheet.queue_times()["dx"]["swdge"])
 
 
 def _store(storage: int, parts: int, elems: int, hbm_span: tuple[int, int]) -> Instr:

@@ -7,7 +7,7 @@ import pytest
 from conv3d_bwd.kernels.costs import ENGINES, TARGET_FIGURES, CostSheet
 from conv3d_bwd.kernels.geometry import validate
 from conv3d_bwd.kernels.plan import Strategy, plan_conv3d_bwd
-from conv3d_bwd.kernels.plan.estimate import _estimate_sheet, _sections
+from conv3d_bwd.kernels.plan.estimate import _estimate_sheet
 from conv3d_bwd.kernels.plan.estimate_dw import _estimate_xs_finish, _shared_stacked_xs, _xs_stores
 from conv3d_bwd.kernels.spec.dw_options import dw_tap_passes
 from conv3d_bwd.kernels.spec.dw_xs import dw_xs_chunks
@@ -39,15 +39,15 @@ def test_down_s2_lnc1_charges_only_the_last_store_run_as_the_trail():
     plan = min((p for p in (pick, *pick.feasible_candidates()) if _shared_stacked_xs(p)),
                key=lambda p: p.estimated_us)
     c, _fill = _estimate_sheet(g, plan, TRN2)
-    secs = _sections(c, g, plan)
+    c.section_busy()   # (closes the open section: ``c.sections`` holds each section's bandwidth time)
     span = dw_tap_passes(g, plan, 0)[0]
     whole = CostSheet(TRN2)
     _estimate_xs_finish(whole, g, plan, TRN2, g.c_in, span)
     runs = sum(n for _t, n in _xs_stores(g, plan, dw_xs_chunks(g, plan, span)))
     assert runs > 1
-    assert secs["dw_finish"]["dma"] == pytest.approx(whole.busy["dma"] / runs)
+    assert c.sections["dw_finish"]["dma"] == pytest.approx(whole.busy["dma"] / runs)
     # the rest is in the body: the sheet's total is unchanged
-    assert sum(s_["dma"] for s_ in secs.values()) == pytest.approx(c.busy["dma"])
+    assert sum(s_["dma"] for s_ in c.sections.values()) == pytest.approx(c.busy["dma"])
 
 
 def test_other_strategies_keep_the_whole_finish_a_trail():
