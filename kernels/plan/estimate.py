@@ -20,9 +20,7 @@ from ..schedule import (
     MOVING_MAX,
     PMAX,
     axis_live,
-    box_block_sizes,
     dw_x_extent,
-    dw_x_fill,
     dx_packs,
     filter_stage_cols,
     n_tiles,
@@ -54,9 +52,8 @@ from ..spec.dw_options import (
     dw_program_items,
     dw_row_chunk_rows,
     dw_tap_passes,
-    dw_w_bands,
 )
-from ..spec.dw_xs import db_ones_chunk, dw_xs_bundle, dw_xs_bundles
+from ..spec.dw_xs import db_ones_chunk, dw_xs_bundle
 from ..spec.dx_options import (
     _filter_group,
     dx_ci_split_on,
@@ -73,13 +70,17 @@ from ..spec.record import DbMethod, DwMethod, DxMethod, Plan, Strategy, replace
 from ..xt_rows import xt_dma_bufs, xt_dma_setup_cost
 from .budget import _dx_dy_extent, _gemm_dma_chunks
 from .estimate_dw import (
+    DwPass,
     _cost_fill,
-    _estimate_dw_item,
     _estimate_xs_finish,
     _estimate_xs_finish_shared,
+    _item_roles,
     _shared_stacked_xs,
+    charge_dw_item,
+    dw_pass_record,
+    replay,
 )
-from .estimate_dx import _dx_band_sheet, _estimate_dpairs, _estimate_dx_band, _estimate_dx_t, _run_cached
+from .estimate_dx import _dx_band_sheet, _estimate_dpairs, _estimate_dx_t, _run_cached, estimate_dx_bands
 from .estimate_waits import (
     _dw_exchange_ns,
     _dw_first_x_wait_ns,
@@ -380,16 +381,9 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
                                       p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band), tzm, p.dx_toeplitz_quad))
         elif p.dx_dphase_pairs:
             _estimate_dpairs(c, g, p, hw, items, memo)
-        elif p.dx_regions == 1 and dx_ci_split_on(g, p):
-            for _b, bd, bh in items:
-                for bw in dx_w_bands(g, p):
-                    _estimate_dx_band(c, g, None, bd, bh, ci_tiles, n_co, fp32, two, W, bw, len(chunks),
-                                      clip=dx_dy_clip_legal(g, p))
-        elif p.dx_regions == 1:
-            for _b, bd, bh in items:
-                for bw in dx_w_bands(g, p):
-                    c.add(_run_cached(memo, _dx_band_sheet, g, hw.name, p.dx_ci_tile, bd, bh, False, bw, len(chunks),
-                                      dx_dy_clip_legal(g, p)))
+        elif p.dx_regions == 1:   # (the C_in split: this program's C_in tiles)
+            estimate_dx_bands(c, g, p, hw, items, ci_tiles, dx_w_bands(g, p), len(chunks), dx_dy_clip_legal(g, p),
+                              dx_ci_split_on(g, p), memo)
         else:   # one band's compute per pack; its store once per region
             for pack in dx_packs(g, items, p.dx_regions):
                 _b, bd, bh = pack[0]
@@ -486,12 +480,19 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
             # a box's cost depends on its rows, its x fill, the C_in tiles and the number of taps in the pass
             # (not on which taps): shared by every C_in range and tap pass of the same shape
             cache: dict = {}
+            pass_records: dict = {}   # per pass class (dw_pass_record): its items' charges
+            # row stacking: each item's chunk roles (a "lower" chunk's matmuls run with the next chunk's)
+            chunk_rows = dw_row_chunk_rows(gd, p, items) if p.dw_method is DwMethod.ROW_PACK else []
+            roles = row_stack_roles([n for r in chunk_rows for n in r]) if p.dw_row_stack else None
+            roles_of = _item_roles(roles, chunk_rows, len(items))
+            box_items = dx_box_items(gd, p, pid) if p.dx_inside_boxes and dx_inside_dw_on(gd, p) else []
             last_sheet = None   # the last item's dw work (shared_dy row stacking: flushed after dx's last band)
             for r0 in range(0, gd.c_in, p.dw_ci_range):
                 width = min(p.dw_ci_range, gd.c_in - r0)
                 ci_tiles = tile_sizes(width, p.dw_ci_tile)
                 for pi, span in enumerate(dw_tap_passes(gd, p, pid)):
-                    c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dw")
+                    sec = "dx+dw" if p.strategy is Strategy.SHARED_DY else "dw"
+                    c.section(sec)
                     if p.dw_xt_dma:
                         xt_dma_setup_cost(c, gd, p.dw_ci_tile, dw_xs_bundle(gd, p) if p.dw_x_stationary else 1)
                     # db_ones: the chunk whose stationary takes the ones slot (the db program's first pass)
@@ -505,67 +506,20 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
                                            xt_dma_bufs(p) if p.dw_xt_dma else 2, op="memset")
                         c.add(ones_sheet)
                         fill += ones_sheet.busy["gpsimd"]
-                    # row stacking: each item's chunk roles (a "lower" chunk's matmuls run with the next chunk's)
-                    chunk_rows = dw_row_chunk_rows(gd, p, items) if p.dw_method is DwMethod.ROW_PACK else []
-                    roles = row_stack_roles([n for r in chunk_rows for n in r]) if p.dw_row_stack else None
-                    role_at = 0
-                    box_items = dx_box_items(gd, p, pid) if p.dx_inside_boxes and dx_inside_dw_on(gd, p) else []
-                    for it, (_b, (d0, d1), (h0, h1)) in enumerate(items):
-                        if it < len(box_items) and box_items[it]:   # the boxes that run dx items: one body with dx
-                            c.section("dw_in")
-                        item_roles = ()
-                        if roles is not None:
-                            item_roles = tuple(roles[role_at:role_at + len(chunk_rows[it])])
-                            role_at += len(chunk_rows[it])
-                        rows = (d1 - d0, h1 - h0)
-                        if rows[0] <= 0 or rows[1] <= 0:
-                            continue
-                        # a DwState per (C_in range, tap pass), one in all under shared dy: its first box copies
-                        first = it == 0 and (p.strategy is not Strategy.SHARED_DY or (r0 == 0 and pi == 0))
-                        # box mode: one box per W band (dw_w_band), each with its own x band; row mode: wcols
-                        boxes_w = (wcols,) if p.dw_method is DwMethod.ROW_PACK else dw_w_bands(gd, p)
-                        for wi, ow in enumerate(boxes_w):
-                            _x0, xext, xlo, xhi = dw_x_fill(gd, (d0, d1), (h0, h1),
-                                                            None if p.dw_method is DwMethod.ROW_PACK else ow)
-                            first_box = first and wi == 0
-                            # (box mode: a band's cost depends on its width and x fill, not on where it lies)
-                            key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0,
-                                   span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles,
-                                   ow if p.dw_method is DwMethod.ROW_PACK else ow[1] - ow[0], ones, first_box)
-                            if key not in cache:
-                                # (the first box of this shape computes it: from the planning memo when a
-                                # candidate with the same dw fields computed that very box before; the pass's
-                                # geometry in the key, as C_out passes of different widths cost differently)
-                                mkey = (dw_key, gd, key, d0, d1, h0, h1, ow, span) if dw_key is not None else None
-                                cache[key] = item_memo.get(mkey) if mkey is not None else None
-                                if cache[key] is None:
-                                    cache[key] = CostSheet(hw)
-                                    _estimate_dw_item(cache[key], gd, p, (d0, d1), (h0, h1), ci_tiles, chunk,
-                                                      n_chunks, xpad, bank, span, item_roles, ow, ones, first_box)
-                                    if mkey is not None:
-                                        item_memo[mkey] = cache[key]
-                            c.add(cache[key])
-                            c.ring_units(1)
-                            last_sheet = cache[key]
-                        if p.dw_method is DwMethod.ROW_PACK and p.strategy is not Strategy.SHARED_DY:
-                            # the x^T tiles its row passes stream (a stacked pair is one pass): section_ns's steps
-                            tiles = (len(dw_xs_bundles(gd, p, span)) if p.dw_x_stationary
-                                     else max(1, (span[1] - span[0]) // gd.kernel[2]))
-                            c.pipeline_steps((len(chunk_rows[it]) - item_roles.count("lower")) * len(ci_tiles) * tiles)
-                            c.pipeline_head(dw_head)
-                        if p.strategy is not Strategy.SHARED_DY and not p.dw_dyt_dma:
-                            for w0, w1 in dw_w_bands(gd, p):   # (W bands: one strided dy box each, runs of a row's band)
-                                wn = w1 - w0
-                                c.dma(co_tp * rows[0] * rows[1] * wn * ds,
-                                      (rows[1] * wn if (rows[1] == gd.axes[1].o and wn == Wo) else wn) * ds, n_cp)
-                        if db_on_dw(p) and r0 == 0 and pi == 0 and (own0 is None or dw_db_program(gd, p) == pid):
-                            # ones-vector matmuls per dy^T column, one add per tile (tap split: one program)
-                            cols = ((len(chunk_rows[it]) - item_roles.count("lower")) * (wcols[1] - wcols[0])
-                                    if p.dw_method is DwMethod.ROW_PACK
-                                    else sum(cnt for w0, w1 in dw_w_bands(gd, p)
-                                             for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], w1 - w0), PMAX)))
-                            c.matmul(co_tp, 1, fp32, cols * n_cp)
-                            c.compute("vector", 1, 2, 1.0, n_cp, op="tensor_tensor")
+                    first_pass = r0 == 0 and pi == 0
+                    ps = DwPass(gd, p, hw, items, span, tuple(ci_tiles), ones, first_pass, wcols, own0, pid, chunk,
+                                n_chunks, xpad, bank, dw_head, chunk_rows, roles_of, box_items, cache, item_memo, dw_key)
+                    if any(box_items):   # dx runs inside some boxes (a section of their own): item by item
+                        for it in range(len(items)):
+                            last_sheet = charge_dw_item(c, ps, it) or last_sheet
+                    else:   # identical items charged once per class, and identical passes once per C_out pass
+                        pkey = (first_pass, span if (p.dw_xt_dma or p.dw_x_stationary) else span[1] - span[0],
+                                tuple(ci_tiles))
+                        if pkey not in pass_records:
+                            pass_records[pkey] = dw_pass_record(ps, sec)
+                        rec, rec_last = pass_records[pkey]
+                        replay(c, rec)
+                        last_sheet = rec_last or last_sheet
                     c.section("dw_finish")
                     if p.strategy is Strategy.SHARED_DY and p.dw_row_stack and last_sheet is not None:
                         # the waiting chunk's pass is flushed in finish, after dx's last band: dx's last store
