@@ -3,6 +3,7 @@ how they compose into a modelled time.
 """
 from __future__ import annotations
 
+from collections import Counter
 from itertools import pairwise
 
 from .. import dx_toeplitz as toeplitz
@@ -585,38 +586,44 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
 def _dx_loads(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_bands: list, db_fold: bool,
               held: set, clip: bool = False) -> tuple[list, CostSheet]:
     """One pass of dx's dy band loads (a load per item and W band): each load's (lo, hi, ext, valid) fill
-    (None: no dy rows) and their cost; ``db_fold``: db folds on these loads; ``clip``: the clipped bands'
+    (None: no dy rows) and their cost, each kind of load (its fill, db fold) costed once and charged as many
+    times as there are loads of it; ``db_fold``: db folds on these loads; ``clip``: the clipped bands'
     buffers (``dx_dy_clip``). Reads of ``p``: its
     ``dx_regions`` (packs sharing a fill) and ``pw_db_scalar`` (db's engine), which the caller's memo key holds."""
     n_co, co_t, Wo = n_tiles(g.c_out, PMAX), min(PMAX, g.c_out), g.axes[2].o
     loads = CostSheet(hw)
     fills = []
+    folds: Counter = Counter()   # db's folds by owned positions
     fill_items = [it for it in items for _bw in w_bands]
+    o = g.out_size
     for (_b, bd, bh), bw in ((it, bw) for it in items for bw in w_bands):
         bands3 = tuple(axis_live(g.axes[a], b_)[0] for a, b_ in enumerate((bd, bh, bw))) if clip else (bd, bh, bw)
         ext = [b_.extent for b_ in bands3]
         if min(ext) <= 0:
             fills.append(None)
             continue
-        o = g.out_size
         valid = [(max(b_.q0, 0), min(b_.q1, o[a])) for a, b_ in enumerate(bands3)]
         lo = [max(v0 - b_.q0, 0) for (v0, _v), b_ in zip(valid, bands3)]
         hi = [max(lo[a], valid[a][1] - bands3[a].q0) for a in range(3)]
         fills.append((lo, hi, ext, valid))
         if db_fold:
-            own = (bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo
-            if p.pw_db_scalar:   # ScalarE activations accumulating into db's column
-                per = max(1, ceil_div(own, DB_SCALAR_CHUNK))
-                loads.compute("scalar", own / per, 1, 1.0, n_co * per, op="activation")
-            else:
-                loads.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
-                loads.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
+            folds[(bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo] += 1
+    for own, n in folds.items():
+        if p.pw_db_scalar:   # ScalarE activations accumulating into db's column
+            per = max(1, ceil_div(own, DB_SCALAR_CHUNK))
+            loads.compute("scalar", own / per, 1, 1.0, n * n_co * per, op="activation")
+        else:
+            loads.compute("vector", own, 1, 1.0, n * n_co, op="tensor_reduce")
+            loads.compute("vector", 1, 1, 1.0, n * n_co, op="tensor_tensor")
     shared = _shared_region_fills(g, p, fill_items, fills)
+    kinds: Counter = Counter()   # (a fill's cost reads its lo, hi and extents, not where its rows lie)
     for i, f in enumerate(fills):
         if f is not None:
             # a shared pack fill: its first region pays the memsets and placement
-            _cost_fill(loads, g, n_co, co_t, *f, fill_work=shared.get(i, True),
-                       held=(fill_items[i][0], tuple(f[3])) in held)
+            kinds[(tuple(f[0]), tuple(f[1]), tuple(f[2]), shared.get(i, True),
+                   (fill_items[i][0], tuple(f[3])) in held)] += 1
+    for (lo, hi, ext, fill_work, is_held), n in kinds.items():
+        _cost_fill(loads, g, n_co * n, co_t, list(lo), list(hi), list(ext), [], fill_work=fill_work, held=is_held)
     return fills, loads
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from ..costs import CostSheet, TargetFigures
 from ..geometry import ConvGeom, ceil_div
@@ -436,10 +437,17 @@ def dw_item_class(ps: DwPass, it: int) -> tuple:
     """All item ``it``'s charge (``charge_dw_item``) reads of where it lies (its pass's and W bands' parts
     are the same for every item): its rows, whether it is the first item or starts an axis, its x band's
     fill on D and H, its row chunks and their roles. Items of one class charge the same work."""
-    _b, (d0, d1), (h0, h1) = ps.items[it]
-    _x0, ext, lo, hi = dw_x_fill(ps.g, (d0, d1), (h0, h1))
-    return (it == 0, d1 - d0, h1 - h0, d0 == 0, h0 == 0, tuple(ext[:2]), tuple(lo[:2]), tuple(hi[:2]),
-            ps.roles_of[it], tuple(ps.chunk_rows[it]) if ps.chunk_rows else ())
+    _b, od, oh = ps.items[it]
+    return (it == 0, od[1] - od[0], oh[1] - oh[0], od[0] == 0, oh[0] == 0, _x_fill_axis(ps.g, 0, od),
+            _x_fill_axis(ps.g, 1, oh), ps.roles_of[it], tuple(ps.chunk_rows[it]) if ps.chunk_rows else ())
+
+
+@lru_cache(maxsize=65536)
+def _x_fill_axis(g: ConvGeom, a: int, rows: tuple[int, int]) -> tuple[int, int, int]:
+    """(extent, valid lo, valid hi) of axis ``a`` (D or H) of the x band ``dw_x_fill`` gives output rows
+    ``rows`` on it (its axes are independent)."""
+    _x0, ext, lo, hi = dw_x_fill(g, rows if a == 0 else (0, 1), rows if a == 1 else (0, 1))
+    return ext[a], lo[a], hi[a]
 
 
 def dw_pass_record(ps: DwPass, section: str) -> tuple[CostSheet, CostSheet | None]:
