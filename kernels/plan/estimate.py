@@ -77,9 +77,7 @@ from .estimate_dw import (
     _estimate_xs_finish_shared,
     _item_roles,
     _shared_stacked_xs,
-    charge_dw_item,
-    dw_pass_record,
-    replay,
+    charge_dw_pass,
 )
 from .estimate_dx import _dx_band_sheet, _estimate_dpairs, _estimate_dx_t, _run_cached, estimate_dx_bands
 from .estimate_waits import (
@@ -510,17 +508,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
                     first_pass = r0 == 0 and pi == 0
                     ps = DwPass(gd, p, hw, items, span, tuple(ci_tiles), ones, first_pass, wcols, own0, pid, chunk,
                                 n_chunks, xpad, bank, dw_head, chunk_rows, roles_of, box_items, cache, item_memo, dw_key)
-                    if any(box_items):   # dx runs inside some boxes (a section of their own): item by item
-                        for it in range(len(items)):
-                            last_sheet = charge_dw_item(c, ps, it) or last_sheet
-                    else:   # identical items charged once per class, and identical passes once per C_out pass
-                        pkey = (first_pass, span if (p.dw_xt_dma or p.dw_x_stationary) else span[1] - span[0],
-                                tuple(ci_tiles))
-                        if pkey not in pass_records:
-                            pass_records[pkey] = dw_pass_record(ps, sec)
-                        rec, rec_last = pass_records[pkey]
-                        replay(c, rec)
-                        last_sheet = rec_last or last_sheet
+                    last_sheet = charge_dw_pass(c, ps, sec, pass_records) or last_sheet
                     c.section("dw_finish")
                     if p.strategy is Strategy.SHARED_DY and p.dw_row_stack and last_sheet is not None:
                         # the waiting chunk's pass is flushed in finish, after dx's last band: dx's last store

@@ -470,3 +470,22 @@ def dw_pass_record(ps: DwPass, section: str) -> tuple[CostSheet, CostSheet | Non
         replay(rec, one, n)
     last = next((lasts[k] for k in reversed(keys) if lasts[k] is not None), None)
     return rec, last
+
+
+def charge_dw_pass(c: CostSheet, ps: DwPass, section: str, records: dict) -> CostSheet | None:
+    """One tap pass's items charged to ``c`` (open in ``section``); returns the last non-empty item's box
+    sheet. The passes of one C_out pass alike in what their items read (the first pass or not, the taps --
+    their count where only that matters -- and the C_in tiles) charge the same: ``records`` keeps each
+    kind's ``dw_pass_record``. Boxes that run dx items open a section of their own: item by item."""
+    if any(ps.box_items):
+        last = None
+        for it in range(len(ps.items)):
+            last = charge_dw_item(c, ps, it) or last
+        return last
+    p, span = ps.p, ps.span
+    key = (ps.first_pass, span if (p.dw_xt_dma or p.dw_x_stationary) else span[1] - span[0], ps.ci_tiles)
+    if key not in records:
+        records[key] = dw_pass_record(ps, section)
+    rec, last = records[key]
+    replay(c, rec)
+    return last
