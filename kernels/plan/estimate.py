@@ -4,13 +4,14 @@ how they compose into a modelled time.
 from __future__ import annotations
 
 from collections import Counter
+from functools import lru_cache
 from itertools import pairwise
 
 from .. import dx_toeplitz as toeplitz
 from .. import pw_shared as pw
 from ..costs import CostSheet, TargetFigures, compose_ns, flow_shop_ns
 from ..dx_dpairs import dpair_slot_map, slot_runs
-from ..geometry import ConvGeom, ceil_div
+from ..geometry import Axis, ConvGeom, ceil_div
 from ..methods.dw_kd_moving import estimate as kdm_estimate
 from ..methods.dw_small_extent import estimate as dws_estimate
 from ..methods.s2d_gemm import estimate as s2d_estimate
@@ -20,6 +21,7 @@ from ..schedule import (
     FILTER_RUN_ROWS,
     MOVING_MAX,
     PMAX,
+    AxisBand,
     axis_live,
     dw_x_extent,
     dx_packs,
@@ -317,12 +319,12 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
             db_fold = p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw
             w_bands = dx_w_bands(g, p)
             clip = dx_dy_clip_legal(g, p)   # (dx_dy_clip: the clipped buffers' fills)
-            fills, loads = _memoized(memo, ("dx_loads", tuple(items), tuple(w_bands), db_fold, p.pw_db_scalar,
+            first_fill, loads = _memoized(memo, ("dx_loads", tuple(items), tuple(w_bands), db_fold, p.pw_db_scalar,
                                             p.dx_regions, frozenset(held), clip),
                                      lambda: _dx_loads(g, p, hw, items, w_bands, db_fold, held, clip))
-            if fills and fills[0] is not None and (p.strategy is Strategy.SHARED_DY or not p.compute_dw) \
+            if first_fill is not None and (p.strategy is Strategy.SHARED_DY or not p.compute_dw) \
                     and not pw_shared_on(p):   # (shared-dy pointwise: its first step, below)
-                head = _dx_head_ns(g, hw, *fills[0])   # dx runs first: its first dy band
+                head = _dx_head_ns(g, hw, *first_fill)   # dx runs first: its first dy band
                 if p.dx_dphase_pairs and filters_by_dma(g, p):
                     # the slot tiles come by a few 3-D transposes (``slot_runs``) issued with the first band:
                     # both are in flight from the start and the first group needs only its slots' runs, so
@@ -334,7 +336,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
                     # wait for it beyond those, as per gradient (down_s2: a 1 MB x band on 64 partitions)
                     head += _dw_first_x_wait_ns(g, p, hw, pid)
                 fill += head
-            first_place = _first_band_placement(g, hw, fills)
+            first_place = _first_band_placement(g, hw, [first_fill])
             if first_place and dx_band_early_legal(g, p):
                 if p.dx_band_early:   # GpSimd places the first band (once), not VectorE
                     c.busy["vector"] -= n_co * first_place[0]
@@ -572,30 +574,42 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
 
 
 def _dx_loads(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_bands: list, db_fold: bool,
-              held: set, clip: bool = False) -> tuple[list, CostSheet]:
-    """One pass of dx's dy band loads (a load per item and W band): each load's (lo, hi, ext, valid) fill
-    (None: no dy rows) and their cost, each kind of load (its fill, db fold) costed once and charged as many
-    times as there are loads of it; ``db_fold``: db folds on these loads; ``clip``: the clipped bands'
-    buffers (``dx_dy_clip``). Reads of ``p``: its
-    ``dx_regions`` (packs sharing a fill) and ``pw_db_scalar`` (db's engine), which the caller's memo key holds."""
-    n_co, co_t, Wo = n_tiles(g.c_out, PMAX), min(PMAX, g.c_out), g.axes[2].o
-    loads = CostSheet(hw)
-    fills = []
-    folds: Counter = Counter()   # db's folds by owned positions
-    fill_items = [it for it in items for _bw in w_bands]
-    o = g.out_size
-    for (_b, bd, bh), bw in ((it, bw) for it in items for bw in w_bands):
-        bands3 = tuple(axis_live(g.axes[a], b_)[0] for a, b_ in enumerate((bd, bh, bw))) if clip else (bd, bh, bw)
-        ext = [b_.extent for b_ in bands3]
-        if min(ext) <= 0:
-            fills.append(None)
-            continue
-        valid = [(max(b_.q0, 0), min(b_.q1, o[a])) for a, b_ in enumerate(bands3)]
-        lo = [max(v0 - b_.q0, 0) for (v0, _v), b_ in zip(valid, bands3)]
-        hi = [max(lo[a], valid[a][1] - bands3[a].q0) for a in range(3)]
-        fills.append((lo, hi, ext, valid))
-        if db_fold:
-            folds[(bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo] += 1
+              held: set, clip: bool = False) -> tuple[tuple | None, CostSheet]:
+    """One pass of dx's dy band loads (a load per item and W band): the first load's (lo, hi, ext, valid) fill
+    (None: no dy rows) and their cost, each kind of load costed once and charged as many times as there are
+    loads of it (``_dx_loads_by_axis``; band by band where packs share fills or bands are held: ``_dx_loads_by_band``);
+    ``db_fold``: db folds on these loads; ``clip``: the clipped bands' buffers (``dx_dy_clip``). Reads of ``p``:
+    its ``dx_regions`` (packs sharing a fill) and ``pw_db_scalar`` (db's engine), which the caller's memo key
+    holds."""
+    first = _band_fill(g, items[0], w_bands[0], clip) if items and w_bands else None
+    if p.dx_regions > 1 or held:
+        return first, _dx_loads_by_band(g, p, hw, items, w_bands, db_fold, held, clip)[1]
+    return first, _dx_loads_by_axis(g, p, hw, items, w_bands, db_fold, clip)
+
+
+@lru_cache(maxsize=65536)
+def _axis_fill(ax: Axis, b: AxisBand, clip: bool) -> tuple[int, int, int, tuple[int, int]] | None:
+    """One axis of a dy band buffer's fill: (valid lo, valid hi, extent, the dy rows it holds); None: an empty
+    buffer (``clip``: the band clipped to its live taps' rows)."""
+    bb = axis_live(ax, b)[0] if clip else b
+    if bb.extent <= 0:
+        return None
+    v0, v1 = max(bb.q0, 0), min(bb.q1, ax.o)
+    lo = max(v0 - bb.q0, 0)
+    return lo, max(lo, v1 - bb.q0), bb.extent, (v0, v1)
+
+
+def _band_fill(g: ConvGeom, item: tuple, bw: AxisBand, clip: bool) -> tuple | None:
+    """The (lo, hi, ext, valid) fill of one load (an item's D and H bands, W band ``bw``); None: no dy rows."""
+    _b, bd, bh = item
+    axes = [_axis_fill(g.axes[a], b_, clip) for a, b_ in enumerate((bd, bh, bw))]
+    if any(f is None for f in axes):
+        return None
+    return [f[0] for f in axes], [f[1] for f in axes], [f[2] for f in axes], [f[3] for f in axes]
+
+
+def _charge_folds(loads: CostSheet, p: Plan, n_co: int, folds: Counter) -> None:
+    """db folded on the loads: ``folds`` counts the loads by their owned positions."""
     for own, n in folds.items():
         if p.pw_db_scalar:   # ScalarE activations accumulating into db's column
             per = max(1, ceil_div(own, DB_SCALAR_CHUNK))
@@ -603,6 +617,47 @@ def _dx_loads(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_bands: lis
         else:
             loads.compute("vector", own, 1, 1.0, n * n_co, op="tensor_reduce")
             loads.compute("vector", 1, 1, 1.0, n * n_co, op="tensor_tensor")
+
+
+def _dx_loads_by_axis(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_bands: list, db_fold: bool,
+                      clip: bool) -> CostSheet:
+    """The loads' cost from their fills per axis: a load's fill is its D, H and W bands' (``_axis_fill``), every
+    item has the same W bands, so the loads of one kind are (items of a D, H fill) x (W bands of a W fill)."""
+    n_co, co_t, Wo = n_tiles(g.c_out, PMAX), min(PMAX, g.c_out), g.axes[2].o
+    loads = CostSheet(hw)
+    w_fills = Counter(_axis_fill(g.axes[2], bw, clip) for bw in w_bands)
+    w_live = sum(n for f, n in w_fills.items() if f is not None)
+    dh: Counter = Counter()
+    folds: Counter = Counter()   # db's folds by owned positions
+    for _b, bd, bh in items:
+        fd, fh = _axis_fill(g.axes[0], bd, clip), _axis_fill(g.axes[1], bh, clip)
+        if fd is not None and fh is not None and w_live:
+            dh[(fd, fh)] += 1
+            if db_fold:
+                folds[(bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo] += w_live
+    _charge_folds(loads, p, n_co, folds)
+    for (fd, fh), n in dh.items():
+        for fw, m in w_fills.items():
+            if fw is not None:
+                f = (fd, fh, fw)
+                _cost_fill(loads, g, n_co * n * m, co_t, [x[0] for x in f], [x[1] for x in f], [x[2] for x in f], [])
+    return loads
+
+
+def _dx_loads_by_band(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_bands: list, db_fold: bool,
+                      held: set, clip: bool = False) -> tuple[list, CostSheet]:
+    """The loads one by one: each load's fill (``_band_fill``) and their cost, each kind of fill (its extents,
+    shared or held) costed once, times its loads."""
+    n_co, co_t, Wo = n_tiles(g.c_out, PMAX), min(PMAX, g.c_out), g.axes[2].o
+    loads = CostSheet(hw)
+    fills = []
+    folds: Counter = Counter()   # db's folds by owned positions
+    fill_items = [it for it in items for _bw in w_bands]
+    for it, bw in ((it, bw) for it in items for bw in w_bands):
+        fills.append(_band_fill(g, it, bw, clip))
+        if db_fold and fills[-1] is not None:
+            folds[(it[1].own1 - it[1].own0) * (it[2].own1 - it[2].own0) * Wo] += 1
+    _charge_folds(loads, p, n_co, folds)
     shared = _shared_region_fills(g, p, fill_items, fills)
     kinds: Counter = Counter()   # (a fill's cost reads its lo, hi and extents, not where its rows lie)
     for i, f in enumerate(fills):

@@ -105,13 +105,14 @@ def test_band_classes_charge_what_every_band_charges(case, dtype, monkeypatch):
 @pytest.mark.parametrize("case", ["stride1-w-bands", "strided-dy-clip", "dilated-dy-clip-w-bands"])
 @pytest.mark.parametrize("db_fold", [False, True], ids=["no-db", "db-fold"])
 def test_dy_band_loads_charge_what_every_load_charges(case, db_fold):
-    """``_dx_loads`` charges each kind of fill once, times its loads: as a fill per band (and db's fold on
-    each band's owned rows) would."""
+    """``_dx_loads`` charges each kind of load once from the fills per axis, times its loads: as a fill per
+    band (and db's fold on each band's owned rows) would, and its first fill is the first band's."""
     geom, edit, _lnc = CASES[case]
     g, p = _banded(geom, edit, 1)
     items, w_bands, clip = dx_program_items(g, p, 0), dx_w_bands(g, p), dx_dy_clip_legal(g, p)
-    fills, loads = est._dx_loads(g, p, TRN2, items, w_bands, db_fold, set(), clip)
-    assert len(fills) == len(items) * len(w_bands)
+    first, loads = est._dx_loads(g, p, TRN2, items, w_bands, db_fold, set(), clip)
+    fills, _ = est._dx_loads_by_band(g, p, TRN2, items, w_bands, db_fold, set(), clip)
+    assert first == fills[0] and len(fills) == len(items) * len(w_bands)
     n_co, co_t = n_tiles(g.c_out, PMAX), min(PMAX, g.c_out)
     ref = CostSheet(TRN2)
     for ((_b, bd, bh), _bw), f in zip(((it, bw) for it in items for bw in w_bands), fills):
