@@ -625,14 +625,15 @@ def _dx_loads_by_axis(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_ba
     item has the same W bands, so the loads of one kind are (items of a D, H fill) x (W bands of a W fill)."""
     n_co, co_t, Wo = n_tiles(g.c_out, PMAX), min(PMAX, g.c_out), g.axes[2].o
     loads = CostSheet(hw)
-    w_fills = Counter(_axis_fill(g.axes[2], bw, clip) for bw in w_bands)
+    # (a fill's cost reads its lo, hi and extent per axis, not which dy rows it holds)
+    w_fills = Counter(f[:3] if f else None for f in (_axis_fill(g.axes[2], bw, clip) for bw in w_bands))
     w_live = sum(n for f, n in w_fills.items() if f is not None)
     dh: Counter = Counter()
     folds: Counter = Counter()   # db's folds by owned positions
     for _b, bd, bh in items:
         fd, fh = _axis_fill(g.axes[0], bd, clip), _axis_fill(g.axes[1], bh, clip)
         if fd is not None and fh is not None and w_live:
-            dh[(fd, fh)] += 1
+            dh[(fd[:3], fh[:3])] += 1
             if db_fold:
                 folds[(bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo] += w_live
     _charge_folds(loads, p, n_co, folds)

@@ -68,16 +68,21 @@ def band_class(ax: Axis, b: AxisBand, clip: bool) -> tuple:
 
 def dx_band_classes(g: ConvGeom, items: list, w_bands: tuple, clip: bool) -> list[tuple[tuple, int]]:
     """The (D, H, W) bands of ``items`` x ``w_bands`` as one representative per class (``band_class``)
-    with the number of bands in it, in first-seen order."""
-    reps: dict[tuple, tuple] = {}
-    counts: Counter = Counter()
+    with the number of bands in it: every item has the same W bands, so a class is (items of a D, H class)
+    x (W bands of a W class)."""
+    w_reps: dict[tuple, AxisBand] = {}
+    w_counts: Counter = Counter()
+    for bw in w_bands:
+        k = band_class(g.axes[2], bw, clip)
+        w_reps.setdefault(k, bw)
+        w_counts[k] += 1
+    dh_reps: dict[tuple, tuple] = {}
+    dh_counts: Counter = Counter()
     for _b, bd, bh in items:
-        kdh = (band_class(g.axes[0], bd, clip), band_class(g.axes[1], bh, clip))
-        for bw in w_bands:
-            key = (kdh, band_class(g.axes[2], bw, clip))
-            reps.setdefault(key, (bd, bh, bw))
-            counts[key] += 1
-    return [(reps[k], counts[k]) for k in reps]
+        k = (band_class(g.axes[0], bd, clip), band_class(g.axes[1], bh, clip))
+        dh_reps.setdefault(k, (bd, bh))
+        dh_counts[k] += 1
+    return [((*dh_reps[kdh], w_reps[kw]), dh_counts[kdh] * w_counts[kw]) for kdh in dh_reps for kw in w_reps]
 
 
 def estimate_dx_bands(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items: list, ci_tiles: list[int],
