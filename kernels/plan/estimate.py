@@ -482,6 +482,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
             # (not on which taps): shared by every C_in range and tap pass of the same shape
             cache: dict = {}
             pass_records: dict = {}   # per pass class (dw_pass_record): its items' charges
+            item_groups: dict = {}    # the items' classes (dw_item_classes)
             # row stacking: each item's chunk roles (a "lower" chunk's matmuls run with the next chunk's)
             chunk_rows = dw_row_chunk_rows(gd, p, items) if p.dw_method is DwMethod.ROW_PACK else []
             roles = row_stack_roles([n for r in chunk_rows for n in r]) if p.dw_row_stack else None
@@ -509,7 +510,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
                         fill += ones_sheet.busy["gpsimd"]
                     first_pass = r0 == 0 and pi == 0
                     ps = DwPass(gd, p, hw, items, span, tuple(ci_tiles), ones, first_pass, wcols, own0, pid, chunk,
-                                n_chunks, xpad, bank, dw_head, chunk_rows, roles_of, box_items, cache, item_memo, dw_key)
+                                n_chunks, xpad, bank, dw_head, chunk_rows, roles_of, box_items, cache, item_memo, dw_key,
+                                item_groups)
                     last_sheet = charge_dw_pass(c, ps, sec, pass_records) or last_sheet
                     c.section("dw_finish")
                     if p.strategy is Strategy.SHARED_DY and p.dw_row_stack and last_sheet is not None:

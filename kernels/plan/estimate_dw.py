@@ -362,6 +362,7 @@ class DwPass:
     cache: dict             # box sheets by shape (every pass of the C_out pass)
     item_memo: dict         # box sheets by dw fields and box (the planning run)
     dw_key: tuple | None
+    groups: dict            # the items' classes (``dw_item_classes``), once per C_out pass
 
 
 def _box_sheet(ps: DwPass, od: tuple[int, int], oh: tuple[int, int], ow: tuple[int, int], item_roles: tuple,
@@ -433,13 +434,32 @@ def charge_dw_item(sheet: CostSheet, ps: DwPass, it: int) -> CostSheet | None:
     return box
 
 
-def dw_item_class(ps: DwPass, it: int) -> tuple:
-    """All item ``it``'s charge (``charge_dw_item``) reads of where it lies (its pass's and W bands' parts
-    are the same for every item): its rows, whether it is the first item or starts an axis, its x band's
-    fill on D and H, its row chunks and their roles. Items of one class charge the same work."""
-    _b, od, oh = ps.items[it]
-    return (it == 0, od[1] - od[0], oh[1] - oh[0], od[0] == 0, oh[0] == 0, _x_fill_axis(ps.g, 0, od),
-            _x_fill_axis(ps.g, 1, oh), ps.roles_of[it], tuple(ps.chunk_rows[it]) if ps.chunk_rows else ())
+def dw_item_classes(ps: DwPass) -> tuple[list[tuple[int, int]], list[int]]:
+    """The items in classes of identical charges (``charge_dw_item``; the pass's and W bands' parts are the
+    same for every item): their rows, whether each is the first item or starts an axis, its x band's fill
+    on D and H, its row chunks and their roles. Returns (representative item, class size) per class and
+    the class of each item, kept in ``ps.groups`` (the items are those of every pass of the C_out pass)."""
+    if "classes" not in ps.groups:
+        axis_parts: dict = {}   # (axis, rows) -> its part of the class (a few per axis)
+
+        def part(a: int, rows: tuple[int, int]) -> tuple:
+            if (a, rows) not in axis_parts:
+                axis_parts[(a, rows)] = (rows[1] - rows[0], rows[0] == 0, _x_fill_axis(ps.g, a, rows))
+            return axis_parts[(a, rows)]
+
+        index: dict[tuple, int] = {}
+        reps: list[list[int]] = []
+        of = []
+        for it, (_b, od, oh) in enumerate(ps.items):
+            k = (it == 0, part(0, od), part(1, oh), ps.roles_of[it],
+                 tuple(ps.chunk_rows[it]) if ps.chunk_rows else ())
+            if k not in index:
+                index[k] = len(reps)
+                reps.append([it, 0])
+            reps[index[k]][1] += 1
+            of.append(index[k])
+        ps.groups["classes"] = ([(it, n) for it, n in reps], of)
+    return ps.groups["classes"]
 
 
 @lru_cache(maxsize=65536)
@@ -452,23 +472,18 @@ def _x_fill_axis(g: ConvGeom, a: int, rows: tuple[int, int]) -> tuple[int, int, 
 
 def dw_pass_record(ps: DwPass, section: str) -> tuple[CostSheet, CostSheet | None]:
     """One tap pass's items charged (``charge_dw_item``) once per class of identical items
-    (``dw_item_class``) and times its size, in ``section``: the record (``replay``) and the last non-empty
+    (``dw_item_classes``) and times its size, in ``section``: the record (``replay``) and the last non-empty
     item's box sheet."""
-    classes: dict[tuple, list[int]] = {}
-    keys = []
-    for it in range(len(ps.items)):
-        k = dw_item_class(ps, it)
-        keys.append(k)
-        classes.setdefault(k, [it, 0])[1] += 1
+    classes, of = dw_item_classes(ps)
     rec = CostSheet(ps.hw)
     rec.section(section)
-    lasts = {}
-    for k, (it, n) in classes.items():
+    lasts = []
+    for it, n in classes:
         one = CostSheet(ps.hw)
         one.section(section)
-        lasts[k] = charge_dw_item(one, ps, it)
+        lasts.append(charge_dw_item(one, ps, it))
         replay(rec, one, n)
-    last = next((lasts[k] for k in reversed(keys) if lasts[k] is not None), None)
+    last = next((lasts[k] for k in reversed(of) if lasts[k] is not None), None)
     return rec, last
 
 

@@ -17,7 +17,7 @@ from conv3d_bwd.kernels.plan.estimate_dw import (
     _shared_stacked_xs,
     _xs_stores,
     charge_dw_item,
-    dw_item_class,
+    dw_item_classes,
     dw_pass_record,
 )
 from conv3d_bwd.kernels.spec.dw_options import (
@@ -146,8 +146,8 @@ def test_a_pass_record_groups_items_by_class(monkeypatch):
     monkeypatch.setattr(est, "charge_dw_pass", lambda c, ps, sec, rec: seen.append(ps) or _item_by_item(c, ps, sec, rec))
     _estimate_sheet(g, p, TRN2)
     ps = seen[0]
-    classes = {dw_item_class(ps, it) for it in range(len(ps.items))}
-    assert 1 < len(classes) < len(ps.items)
+    classes, of = dw_item_classes(ps)
+    assert 1 < len(classes) < len(ps.items) and sum(n for _it, n in classes) == len(of) == len(ps.items)
     rec, last = dw_pass_record(ps, "dw")
     assert last is not None and rec.units["dw"] == len(ps.items) * len(dw_w_bands(g, p))
 
