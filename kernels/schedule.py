@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from itertools import product
 
 from .geometry import Axis, ConvGeom, ceil_div
 
@@ -252,17 +253,28 @@ def dx_band_fill(g: ConvGeom, bd: AxisBand, bh: AxisBand, bw: AxisBand | None = 
     return n, padded, _needs_stage(lo, hi, ext)
 
 
+def _axis_fills(ax: Axis, band: int) -> set[tuple[int, int, int]]:
+    """The distinct (valid lo, valid hi, extent) of the dy buffers of ``ax``'s bands of ``band`` rows that
+    hold some dy (as ``dx_band_fill`` computes them per axis)."""
+    out = set()
+    for b in axis_bands(ax, band):
+        v0, v1 = max(b.q0, 0), min(b.q1, ax.o)
+        if v1 > v0 and b.extent > 0:
+            out.add((v0 - b.q0, v1 - b.q0, b.extent))
+    return out
+
+
 @lru_cache(maxsize=1024)
 def dx_stage_elems(g: ConvGeom, band: tuple[int, int], w_band: int = 0) -> int:
     """Elements per partition of the dy staging tile (0 when every band loads contiguously); ``w_band``:
-    W input columns per band (0: whole rows)."""
+    W input columns per band (0: whole rows). A band's fill is its axes' fills combined, so the distinct
+    fills per axis give every band's (a huge plane's bands are a few kinds)."""
     best = 0
-    for bd in axis_bands(g.axes[0], band[0]):
-        for bh in axis_bands(g.axes[1], band[1]):
-            for bw in axis_bands(g.axes[2], w_band or g.axes[2].n):
-                n, _padded, staged = dx_band_fill(g, bd, bh, bw)
-                if staged:
-                    best = max(best, n)
+    per_axis = [_axis_fills(g.axes[a], n) for a, n in enumerate((band[0], band[1], w_band or g.axes[2].n))]
+    for fd, fh, fw in product(*per_axis):
+        lo, hi, ext = [f[0] for f in (fd, fh, fw)], [f[1] for f in (fd, fh, fw)], [f[2] for f in (fd, fh, fw)]
+        if _needs_stage(lo, hi, ext):
+            best = max(best, (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]))
     return best
 
 

@@ -3,13 +3,15 @@ how they compose into a modelled time.
 """
 from __future__ import annotations
 
+from collections import Counter
+from functools import lru_cache
 from itertools import pairwise
 
 from .. import dx_toeplitz as toeplitz
 from .. import pw_shared as pw
 from ..costs import CostSheet, TargetFigures, compose_ns, flow_shop_ns
 from ..dx_dpairs import dpair_slot_map, slot_runs
-from ..geometry import ConvGeom, ceil_div
+from ..geometry import Axis, ConvGeom, ceil_div
 from ..methods.dw_kd_moving import estimate as kdm_estimate
 from ..methods.dw_small_extent import estimate as dws_estimate
 from ..methods.s2d_gemm import estimate as s2d_estimate
@@ -19,10 +21,9 @@ from ..schedule import (
     FILTER_RUN_ROWS,
     MOVING_MAX,
     PMAX,
+    AxisBand,
     axis_live,
-    box_block_sizes,
     dw_x_extent,
-    dw_x_fill,
     dx_packs,
     filter_stage_cols,
     n_tiles,
@@ -54,9 +55,8 @@ from ..spec.dw_options import (
     dw_program_items,
     dw_row_chunk_rows,
     dw_tap_passes,
-    dw_w_bands,
 )
-from ..spec.dw_xs import db_ones_chunk, dw_xs_bundle, dw_xs_bundles
+from ..spec.dw_xs import db_ones_chunk, dw_xs_bundle
 from ..spec.dx_options import (
     _filter_group,
     dx_ci_split_on,
@@ -73,13 +73,15 @@ from ..spec.record import DbMethod, DwMethod, DxMethod, Plan, Strategy, replace
 from ..xt_rows import xt_dma_bufs, xt_dma_setup_cost
 from .budget import _dx_dy_extent, _gemm_dma_chunks
 from .estimate_dw import (
+    DwPass,
     _cost_fill,
-    _estimate_dw_item,
     _estimate_xs_finish,
     _estimate_xs_finish_shared,
+    _item_roles,
     _shared_stacked_xs,
+    charge_dw_pass,
 )
-from .estimate_dx import _dx_band_sheet, _estimate_dpairs, _estimate_dx_band, _estimate_dx_t, _run_cached
+from .estimate_dx import _dx_band_sheet, _estimate_dpairs, _estimate_dx_t, _run_cached, estimate_dx_bands
 from .estimate_waits import (
     _dw_exchange_ns,
     _dw_first_x_wait_ns,
@@ -317,12 +319,12 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
             db_fold = p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw
             w_bands = dx_w_bands(g, p)
             clip = dx_dy_clip_legal(g, p)   # (dx_dy_clip: the clipped buffers' fills)
-            fills, loads = _memoized(memo, ("dx_loads", tuple(items), tuple(w_bands), db_fold, p.pw_db_scalar,
+            first_fill, loads = _memoized(memo, ("dx_loads", tuple(items), tuple(w_bands), db_fold, p.pw_db_scalar,
                                             p.dx_regions, frozenset(held), clip),
                                      lambda: _dx_loads(g, p, hw, items, w_bands, db_fold, held, clip))
-            if fills and fills[0] is not None and (p.strategy is Strategy.SHARED_DY or not p.compute_dw) \
+            if first_fill is not None and (p.strategy is Strategy.SHARED_DY or not p.compute_dw) \
                     and not pw_shared_on(p):   # (shared-dy pointwise: its first step, below)
-                head = _dx_head_ns(g, hw, *fills[0])   # dx runs first: its first dy band
+                head = _dx_head_ns(g, hw, *first_fill)   # dx runs first: its first dy band
                 if p.dx_dphase_pairs and filters_by_dma(g, p):
                     # the slot tiles come by a few 3-D transposes (``slot_runs``) issued with the first band:
                     # both are in flight from the start and the first group needs only its slots' runs, so
@@ -334,7 +336,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
                     # wait for it beyond those, as per gradient (down_s2: a 1 MB x band on 64 partitions)
                     head += _dw_first_x_wait_ns(g, p, hw, pid)
                 fill += head
-            first_place = _first_band_placement(g, hw, fills)
+            first_place = _first_band_placement(g, hw, [first_fill])
             if first_place and dx_band_early_legal(g, p):
                 if p.dx_band_early:   # GpSimd places the first band (once), not VectorE
                     c.busy["vector"] -= n_co * first_place[0]
@@ -380,16 +382,9 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
                                       p.dx_toeplitz_pair, _dx_dy_extent(g, p.dx_band), tzm, p.dx_toeplitz_quad))
         elif p.dx_dphase_pairs:
             _estimate_dpairs(c, g, p, hw, items, memo)
-        elif p.dx_regions == 1 and dx_ci_split_on(g, p):
-            for _b, bd, bh in items:
-                for bw in dx_w_bands(g, p):
-                    _estimate_dx_band(c, g, None, bd, bh, ci_tiles, n_co, fp32, two, W, bw, len(chunks),
-                                      clip=dx_dy_clip_legal(g, p))
-        elif p.dx_regions == 1:
-            for _b, bd, bh in items:
-                for bw in dx_w_bands(g, p):
-                    c.add(_run_cached(memo, _dx_band_sheet, g, hw.name, p.dx_ci_tile, bd, bh, False, bw, len(chunks),
-                                      dx_dy_clip_legal(g, p)))
+        elif p.dx_regions == 1:   # (the C_in split: this program's C_in tiles)
+            estimate_dx_bands(c, g, p, hw, items, ci_tiles, dx_w_bands(g, p), len(chunks), dx_dy_clip_legal(g, p),
+                              dx_ci_split_on(g, p), memo)
         else:   # one band's compute per pack; its store once per region
             for pack in dx_packs(g, items, p.dx_regions):
                 _b, bd, bh = pack[0]
@@ -486,12 +481,20 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
             # a box's cost depends on its rows, its x fill, the C_in tiles and the number of taps in the pass
             # (not on which taps): shared by every C_in range and tap pass of the same shape
             cache: dict = {}
+            pass_records: dict = {}   # per pass class (dw_pass_record): its items' charges
+            item_groups: dict = {}    # the items' classes (dw_item_classes)
+            # row stacking: each item's chunk roles (a "lower" chunk's matmuls run with the next chunk's)
+            chunk_rows = dw_row_chunk_rows(gd, p, items) if p.dw_method is DwMethod.ROW_PACK else []
+            roles = row_stack_roles([n for r in chunk_rows for n in r]) if p.dw_row_stack else None
+            roles_of = _item_roles(roles, chunk_rows, len(items))
+            box_items = dx_box_items(gd, p, pid) if p.dx_inside_boxes and dx_inside_dw_on(gd, p) else []
             last_sheet = None   # the last item's dw work (shared_dy row stacking: flushed after dx's last band)
             for r0 in range(0, gd.c_in, p.dw_ci_range):
                 width = min(p.dw_ci_range, gd.c_in - r0)
                 ci_tiles = tile_sizes(width, p.dw_ci_tile)
                 for pi, span in enumerate(dw_tap_passes(gd, p, pid)):
-                    c.section("dx+dw" if p.strategy is Strategy.SHARED_DY else "dw")
+                    sec = "dx+dw" if p.strategy is Strategy.SHARED_DY else "dw"
+                    c.section(sec)
                     if p.dw_xt_dma:
                         xt_dma_setup_cost(c, gd, p.dw_ci_tile, dw_xs_bundle(gd, p) if p.dw_x_stationary else 1)
                     # db_ones: the chunk whose stationary takes the ones slot (the db program's first pass)
@@ -505,67 +508,11 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
                                            xt_dma_bufs(p) if p.dw_xt_dma else 2, op="memset")
                         c.add(ones_sheet)
                         fill += ones_sheet.busy["gpsimd"]
-                    # row stacking: each item's chunk roles (a "lower" chunk's matmuls run with the next chunk's)
-                    chunk_rows = dw_row_chunk_rows(gd, p, items) if p.dw_method is DwMethod.ROW_PACK else []
-                    roles = row_stack_roles([n for r in chunk_rows for n in r]) if p.dw_row_stack else None
-                    role_at = 0
-                    box_items = dx_box_items(gd, p, pid) if p.dx_inside_boxes and dx_inside_dw_on(gd, p) else []
-                    for it, (_b, (d0, d1), (h0, h1)) in enumerate(items):
-                        if it < len(box_items) and box_items[it]:   # the boxes that run dx items: one body with dx
-                            c.section("dw_in")
-                        item_roles = ()
-                        if roles is not None:
-                            item_roles = tuple(roles[role_at:role_at + len(chunk_rows[it])])
-                            role_at += len(chunk_rows[it])
-                        rows = (d1 - d0, h1 - h0)
-                        if rows[0] <= 0 or rows[1] <= 0:
-                            continue
-                        # a DwState per (C_in range, tap pass), one in all under shared dy: its first box copies
-                        first = it == 0 and (p.strategy is not Strategy.SHARED_DY or (r0 == 0 and pi == 0))
-                        # box mode: one box per W band (dw_w_band), each with its own x band; row mode: wcols
-                        boxes_w = (wcols,) if p.dw_method is DwMethod.ROW_PACK else dw_w_bands(gd, p)
-                        for wi, ow in enumerate(boxes_w):
-                            _x0, xext, xlo, xhi = dw_x_fill(gd, (d0, d1), (h0, h1),
-                                                            None if p.dw_method is DwMethod.ROW_PACK else ow)
-                            first_box = first and wi == 0
-                            # (box mode: a band's cost depends on its width and x fill, not on where it lies)
-                            key = (rows, tuple(xlo), tuple(xhi), tuple(xext), d0 == 0, h0 == 0,
-                                   span if p.dw_xt_dma else span[1] - span[0], tuple(ci_tiles), item_roles,
-                                   ow if p.dw_method is DwMethod.ROW_PACK else ow[1] - ow[0], ones, first_box)
-                            if key not in cache:
-                                # (the first box of this shape computes it: from the planning memo when a
-                                # candidate with the same dw fields computed that very box before; the pass's
-                                # geometry in the key, as C_out passes of different widths cost differently)
-                                mkey = (dw_key, gd, key, d0, d1, h0, h1, ow, span) if dw_key is not None else None
-                                cache[key] = item_memo.get(mkey) if mkey is not None else None
-                                if cache[key] is None:
-                                    cache[key] = CostSheet(hw)
-                                    _estimate_dw_item(cache[key], gd, p, (d0, d1), (h0, h1), ci_tiles, chunk,
-                                                      n_chunks, xpad, bank, span, item_roles, ow, ones, first_box)
-                                    if mkey is not None:
-                                        item_memo[mkey] = cache[key]
-                            c.add(cache[key])
-                            c.ring_units(1)
-                            last_sheet = cache[key]
-                        if p.dw_method is DwMethod.ROW_PACK and p.strategy is not Strategy.SHARED_DY:
-                            # the x^T tiles its row passes stream (a stacked pair is one pass): section_ns's steps
-                            tiles = (len(dw_xs_bundles(gd, p, span)) if p.dw_x_stationary
-                                     else max(1, (span[1] - span[0]) // gd.kernel[2]))
-                            c.pipeline_steps((len(chunk_rows[it]) - item_roles.count("lower")) * len(ci_tiles) * tiles)
-                            c.pipeline_head(dw_head)
-                        if p.strategy is not Strategy.SHARED_DY and not p.dw_dyt_dma:
-                            for w0, w1 in dw_w_bands(gd, p):   # (W bands: one strided dy box each, runs of a row's band)
-                                wn = w1 - w0
-                                c.dma(co_tp * rows[0] * rows[1] * wn * ds,
-                                      (rows[1] * wn if (rows[1] == gd.axes[1].o and wn == Wo) else wn) * ds, n_cp)
-                        if db_on_dw(p) and r0 == 0 and pi == 0 and (own0 is None or dw_db_program(gd, p) == pid):
-                            # ones-vector matmuls per dy^T column, one add per tile (tap split: one program)
-                            cols = ((len(chunk_rows[it]) - item_roles.count("lower")) * (wcols[1] - wcols[0])
-                                    if p.dw_method is DwMethod.ROW_PACK
-                                    else sum(cnt for w0, w1 in dw_w_bands(gd, p)
-                                             for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], w1 - w0), PMAX)))
-                            c.matmul(co_tp, 1, fp32, cols * n_cp)
-                            c.compute("vector", 1, 2, 1.0, n_cp, op="tensor_tensor")
+                    first_pass = r0 == 0 and pi == 0
+                    ps = DwPass(gd, p, hw, items, span, tuple(ci_tiles), ones, first_pass, wcols, own0, pid, chunk,
+                                n_chunks, xpad, bank, dw_head, chunk_rows, roles_of, box_items, cache, item_memo, dw_key,
+                                item_groups)
+                    last_sheet = charge_dw_pass(c, ps, sec, pass_records) or last_sheet
                     c.section("dw_finish")
                     if p.strategy is Strategy.SHARED_DY and p.dw_row_stack and last_sheet is not None:
                         # the waiting chunk's pass is flushed in finish, after dx's last band: dx's last store
@@ -629,40 +576,100 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
 
 
 def _dx_loads(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_bands: list, db_fold: bool,
-              held: set, clip: bool = False) -> tuple[list, CostSheet]:
-    """One pass of dx's dy band loads (a load per item and W band): each load's (lo, hi, ext, valid) fill
-    (None: no dy rows) and their cost; ``db_fold``: db folds on these loads; ``clip``: the clipped bands'
-    buffers (``dx_dy_clip``). Reads of ``p``: its
-    ``dx_regions`` (packs sharing a fill) and ``pw_db_scalar`` (db's engine), which the caller's memo key holds."""
+              held: set, clip: bool = False) -> tuple[tuple | None, CostSheet]:
+    """One pass of dx's dy band loads (a load per item and W band): the first load's (lo, hi, ext, valid) fill
+    (None: no dy rows) and their cost, each kind of load costed once and charged as many times as there are
+    loads of it (``_dx_loads_by_axis``; band by band where packs share fills or bands are held: ``_dx_loads_by_band``);
+    ``db_fold``: db folds on these loads; ``clip``: the clipped bands' buffers (``dx_dy_clip``). Reads of ``p``:
+    its ``dx_regions`` (packs sharing a fill) and ``pw_db_scalar`` (db's engine), which the caller's memo key
+    holds."""
+    first = _band_fill(g, items[0], w_bands[0], clip) if items and w_bands else None
+    if p.dx_regions > 1 or held:
+        return first, _dx_loads_by_band(g, p, hw, items, w_bands, db_fold, held, clip)[1]
+    return first, _dx_loads_by_axis(g, p, hw, items, w_bands, db_fold, clip)
+
+
+@lru_cache(maxsize=65536)
+def _axis_fill(ax: Axis, b: AxisBand, clip: bool) -> tuple[int, int, int, tuple[int, int]] | None:
+    """One axis of a dy band buffer's fill: (valid lo, valid hi, extent, the dy rows it holds); None: an empty
+    buffer (``clip``: the band clipped to its live taps' rows)."""
+    bb = axis_live(ax, b)[0] if clip else b
+    if bb.extent <= 0:
+        return None
+    v0, v1 = max(bb.q0, 0), min(bb.q1, ax.o)
+    lo = max(v0 - bb.q0, 0)
+    return lo, max(lo, v1 - bb.q0), bb.extent, (v0, v1)
+
+
+def _band_fill(g: ConvGeom, item: tuple, bw: AxisBand, clip: bool) -> tuple | None:
+    """The (lo, hi, ext, valid) fill of one load (an item's D and H bands, W band ``bw``); None: no dy rows."""
+    _b, bd, bh = item
+    axes = [_axis_fill(g.axes[a], b_, clip) for a, b_ in enumerate((bd, bh, bw))]
+    if any(f is None for f in axes):
+        return None
+    return [f[0] for f in axes], [f[1] for f in axes], [f[2] for f in axes], [f[3] for f in axes]
+
+
+def _charge_folds(loads: CostSheet, p: Plan, n_co: int, folds: Counter) -> None:
+    """db folded on the loads: ``folds`` counts the loads by their owned positions."""
+    for own, n in folds.items():
+        if p.pw_db_scalar:   # ScalarE activations accumulating into db's column
+            per = max(1, ceil_div(own, DB_SCALAR_CHUNK))
+            loads.compute("scalar", own / per, 1, 1.0, n * n_co * per, op="activation")
+        else:
+            loads.compute("vector", own, 1, 1.0, n * n_co, op="tensor_reduce")
+            loads.compute("vector", 1, 1, 1.0, n * n_co, op="tensor_tensor")
+
+
+def _dx_loads_by_axis(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_bands: list, db_fold: bool,
+                      clip: bool) -> CostSheet:
+    """The loads' cost from their fills per axis: a load's fill is its D, H and W bands' (``_axis_fill``), every
+    item has the same W bands, so the loads of one kind are (items of a D, H fill) x (W bands of a W fill)."""
+    n_co, co_t, Wo = n_tiles(g.c_out, PMAX), min(PMAX, g.c_out), g.axes[2].o
+    loads = CostSheet(hw)
+    # (a fill's cost reads its lo, hi and extent per axis, not which dy rows it holds)
+    w_fills = Counter(f[:3] if f else None for f in (_axis_fill(g.axes[2], bw, clip) for bw in w_bands))
+    w_live = sum(n for f, n in w_fills.items() if f is not None)
+    dh: Counter = Counter()
+    folds: Counter = Counter()   # db's folds by owned positions
+    for _b, bd, bh in items:
+        fd, fh = _axis_fill(g.axes[0], bd, clip), _axis_fill(g.axes[1], bh, clip)
+        if fd is not None and fh is not None and w_live:
+            dh[(fd[:3], fh[:3])] += 1
+            if db_fold:
+                folds[(bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo] += w_live
+    _charge_folds(loads, p, n_co, folds)
+    for (fd, fh), n in dh.items():
+        for fw, m in w_fills.items():
+            if fw is not None:
+                f = (fd, fh, fw)
+                _cost_fill(loads, g, n_co * n * m, co_t, [x[0] for x in f], [x[1] for x in f], [x[2] for x in f], [])
+    return loads
+
+
+def _dx_loads_by_band(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_bands: list, db_fold: bool,
+                      held: set, clip: bool = False) -> tuple[list, CostSheet]:
+    """The loads one by one: each load's fill (``_band_fill``) and their cost, each kind of fill (its extents,
+    shared or held) costed once, times its loads."""
     n_co, co_t, Wo = n_tiles(g.c_out, PMAX), min(PMAX, g.c_out), g.axes[2].o
     loads = CostSheet(hw)
     fills = []
+    folds: Counter = Counter()   # db's folds by owned positions
     fill_items = [it for it in items for _bw in w_bands]
-    for (_b, bd, bh), bw in ((it, bw) for it in items for bw in w_bands):
-        bands3 = tuple(axis_live(g.axes[a], b_)[0] for a, b_ in enumerate((bd, bh, bw))) if clip else (bd, bh, bw)
-        ext = [b_.extent for b_ in bands3]
-        if min(ext) <= 0:
-            fills.append(None)
-            continue
-        o = g.out_size
-        valid = [(max(b_.q0, 0), min(b_.q1, o[a])) for a, b_ in enumerate(bands3)]
-        lo = [max(v0 - b_.q0, 0) for (v0, _v), b_ in zip(valid, bands3)]
-        hi = [max(lo[a], valid[a][1] - bands3[a].q0) for a in range(3)]
-        fills.append((lo, hi, ext, valid))
-        if db_fold:
-            own = (bd.own1 - bd.own0) * (bh.own1 - bh.own0) * Wo
-            if p.pw_db_scalar:   # ScalarE activations accumulating into db's column
-                per = max(1, ceil_div(own, DB_SCALAR_CHUNK))
-                loads.compute("scalar", own / per, 1, 1.0, n_co * per, op="activation")
-            else:
-                loads.compute("vector", own, 1, 1.0, n_co, op="tensor_reduce")
-                loads.compute("vector", 1, 1, 1.0, n_co, op="tensor_tensor")
+    for it, bw in ((it, bw) for it in items for bw in w_bands):
+        fills.append(_band_fill(g, it, bw, clip))
+        if db_fold and fills[-1] is not None:
+            folds[(it[1].own1 - it[1].own0) * (it[2].own1 - it[2].own0) * Wo] += 1
+    _charge_folds(loads, p, n_co, folds)
     shared = _shared_region_fills(g, p, fill_items, fills)
+    kinds: Counter = Counter()   # (a fill's cost reads its lo, hi and extents, not where its rows lie)
     for i, f in enumerate(fills):
         if f is not None:
             # a shared pack fill: its first region pays the memsets and placement
-            _cost_fill(loads, g, n_co, co_t, *f, fill_work=shared.get(i, True),
-                       held=(fill_items[i][0], tuple(f[3])) in held)
+            kinds[(tuple(f[0]), tuple(f[1]), tuple(f[2]), shared.get(i, True),
+                   (fill_items[i][0], tuple(f[3])) in held)] += 1
+    for (lo, hi, ext, fill_work, is_held), n in kinds.items():
+        _cost_fill(loads, g, n_co * n, co_t, list(lo), list(hi), list(ext), [], fill_work=fill_work, held=is_held)
     return fills, loads
 
 

@@ -1,6 +1,9 @@
 """The estimate of dw's work: per output box (rows or tap groups), its folds, finishes and stores."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+from functools import lru_cache
+
 from ..costs import CostSheet, TargetFigures
 from ..geometry import ConvGeom, ceil_div
 from ..schedule import (
@@ -14,8 +17,15 @@ from ..schedule import (
     needs_stage,
     tile_sizes,
 )
-from ..spec.compose import dx_between_on
-from ..spec.dw_options import dw_defer_finish, dw_direct, dw_own_taps, dw_tap_fine_on
+from ..spec.compose import db_on_dw, dx_between_on
+from ..spec.dw_options import (
+    dw_db_program,
+    dw_defer_finish,
+    dw_direct,
+    dw_own_taps,
+    dw_tap_fine_on,
+    dw_w_bands,
+)
 from ..spec.dw_xs import (
     XS_MAX_BANKS,
     dw_xs_bundles,
@@ -299,3 +309,198 @@ def _xs_row_batches(g: ConvGeom, row: list[tuple[int, int, int]]) -> list[list[t
     """The chunks of one x^T bundle in batches whose accumulators fit ``XS_MAX_BANKS`` banks."""
     per = dw_xs_per_bank(g) * XS_MAX_BANKS
     return [row[i:i + per] for i in range(0, len(row), per)]
+
+
+def replay(c: CostSheet, rec: CostSheet, times: int = 1) -> None:
+    """Charge ``rec`` (work recorded in one section, ``dw_pass_record``) to ``c``'s open section ``times``
+    times: its busy time and counts, its load-ring units and pipelined steps, its first step's head."""
+    c.add(rec, times=times)
+    for name, n in rec.units.items():
+        c.units[name] = c.units.get(name, 0) + n * times
+    for name, n in rec.steps.items():
+        c.steps[name] = c.steps.get(name, 0) + n * times
+    for name, ns in rec.steps_head.items():
+        c.steps_head[name] = max(c.steps_head.get(name, 0.0), ns)
+
+
+def _item_roles(roles: list[str] | None, chunk_rows: list, n_items: int) -> list[tuple[str, ...]]:
+    """Each item's row chunk roles under ``dw_row_stack`` (``roles``: every chunk's, in item order), else ()."""
+    if roles is None:
+        return [()] * n_items
+    out, at = [], 0
+    for rows in chunk_rows:
+        out.append(tuple(roles[at:at + len(rows)]))
+        at += len(rows)
+    return out
+
+
+
+@dataclass(frozen=True, eq=False)
+class DwPass:
+    """What charging one tap pass's dw items reads (``charge_dw_item``): the C_out pass's geometry ``g``, the
+    pass's taps and C_in tiles, its flags, the row chunks and roles per item and the box caches."""
+
+    g: ConvGeom
+    p: Plan
+    hw: TargetFigures
+    items: list
+    span: tuple[int, int]
+    ci_tiles: tuple[int, ...]
+    ones: tuple[int, int, int] | None
+    first_pass: bool        # the first C_in range's first tap pass (db's matmuls, the db_ones slot)
+    wcols: tuple[int, int]
+    own0: tuple[int, int] | None
+    pid: int
+    chunk: int
+    n_chunks: int
+    xpad: bool
+    bank: int
+    dw_head: float
+    chunk_rows: list
+    roles_of: list
+    box_items: list
+    cache: dict             # box sheets by shape (every pass of the C_out pass)
+    item_memo: dict         # box sheets by dw fields and box (the planning run)
+    dw_key: tuple | None
+    groups: dict            # the items' classes (``dw_item_classes``), once per C_out pass
+
+
+def _box_sheet(ps: DwPass, od: tuple[int, int], oh: tuple[int, int], ow: tuple[int, int], item_roles: tuple,
+               first_box: bool) -> CostSheet:
+    """The cost of one dw box (``_estimate_dw_item``), from the pass's cache or the planning memo."""
+    g, p, span = ps.g, ps.p, ps.span
+    row = p.dw_method is DwMethod.ROW_PACK
+    _x0, xext, xlo, xhi = dw_x_fill(g, od, oh, None if row else ow)
+    # (box mode: a band's cost depends on its width and x fill, not on where it lies)
+    key = ((od[1] - od[0], oh[1] - oh[0]), tuple(xlo), tuple(xhi), tuple(xext), od[0] == 0, oh[0] == 0,
+           span if p.dw_xt_dma else span[1] - span[0], ps.ci_tiles, item_roles, ow if row else ow[1] - ow[0],
+           ps.ones, first_box)
+    if key not in ps.cache:
+        # (the first box of this shape computes it: from the planning memo when a candidate with the same dw
+        # fields computed that very box before; the pass's geometry in the key, as C_out passes of different
+        # widths cost differently)
+        mkey = (ps.dw_key, g, key, *od, *oh, ow, span) if ps.dw_key is not None else None
+        ps.cache[key] = ps.item_memo.get(mkey) if mkey is not None else None
+        if ps.cache[key] is None:
+            ps.cache[key] = CostSheet(ps.hw)
+            _estimate_dw_item(ps.cache[key], g, p, od, oh, list(ps.ci_tiles), ps.chunk, ps.n_chunks, ps.xpad,
+                              ps.bank, span, item_roles, ow, ps.ones, first_box)
+            if mkey is not None:
+                ps.item_memo[mkey] = ps.cache[key]
+    return ps.cache[key]
+
+
+def charge_dw_item(sheet: CostSheet, ps: DwPass, it: int) -> CostSheet | None:
+    """Item ``it``'s dw (a box per W band, its dy loads, db's matmuls) charged to ``sheet``; returns its last
+    box's sheet (None: an empty item)."""
+    g, p = ps.g, ps.p
+    _b, od, oh = ps.items[it]
+    if it < len(ps.box_items) and ps.box_items[it]:   # the boxes that run dx items: one body with dx
+        sheet.section("dw_in")
+    item_roles = ps.roles_of[it]
+    rows = (od[1] - od[0], oh[1] - oh[0])
+    if rows[0] <= 0 or rows[1] <= 0:
+        return None
+    row = p.dw_method is DwMethod.ROW_PACK
+    ds, Wo = g.dtype_bytes, g.axes[2].o
+    n_cp, co_tp = n_tiles(g.c_out, PMAX), min(PMAX, g.c_out)
+    # a DwState per (C_in range, tap pass), one in all under shared dy: its first box copies
+    first = it == 0 and (p.strategy is not Strategy.SHARED_DY or ps.first_pass)
+    # box mode: one box per W band (dw_w_band), each with its own x band; row mode: wcols
+    box = None
+    for wi, ow in enumerate((ps.wcols,) if row else dw_w_bands(g, p)):
+        box = _box_sheet(ps, od, oh, ow, item_roles, first and wi == 0)
+        sheet.add(box)
+        sheet.ring_units(1)
+    lower = item_roles.count("lower")
+    if row and p.strategy is not Strategy.SHARED_DY:
+        # the x^T tiles its row passes stream (a stacked pair is one pass): section_ns's steps
+        tiles = (len(dw_xs_bundles(g, p, ps.span)) if p.dw_x_stationary
+                 else max(1, (ps.span[1] - ps.span[0]) // g.kernel[2]))
+        sheet.pipeline_steps((len(ps.chunk_rows[it]) - lower) * len(ps.ci_tiles) * tiles)
+        sheet.pipeline_head(ps.dw_head)
+    if p.strategy is not Strategy.SHARED_DY and not p.dw_dyt_dma:
+        for w0, w1 in dw_w_bands(g, p):   # (W bands: one strided dy box each, runs of a row's band)
+            wn = w1 - w0
+            sheet.dma(co_tp * rows[0] * rows[1] * wn * ds,
+                      (rows[1] * wn if (rows[1] == g.axes[1].o and wn == Wo) else wn) * ds, n_cp)
+    if db_on_dw(p) and ps.first_pass and (ps.own0 is None or dw_db_program(g, p) == ps.pid):
+        # ones-vector matmuls per dy^T column, one add per tile (tap split: one program)
+        cols = ((len(ps.chunk_rows[it]) - lower) * (ps.wcols[1] - ps.wcols[0]) if row
+                else sum(cnt for w0, w1 in dw_w_bands(g, p)
+                         for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], w1 - w0), PMAX)))
+        sheet.matmul(co_tp, 1, g.dtype == "fp32", cols * n_cp)
+        sheet.compute("vector", 1, 2, 1.0, n_cp, op="tensor_tensor")
+    return box
+
+
+def dw_item_classes(ps: DwPass) -> tuple[list[tuple[int, int]], list[int]]:
+    """The items in classes of identical charges (``charge_dw_item``; the pass's and W bands' parts are the
+    same for every item): their rows, whether each is the first item or starts an axis, its x band's fill
+    on D and H, its row chunks and their roles. Returns (representative item, class size) per class and
+    the class of each item, kept in ``ps.groups`` (the items are those of every pass of the C_out pass)."""
+    if "classes" not in ps.groups:
+        axis_parts: dict = {}   # (axis, rows) -> its part of the class (a few per axis)
+
+        def part(a: int, rows: tuple[int, int]) -> tuple:
+            if (a, rows) not in axis_parts:
+                axis_parts[(a, rows)] = (rows[1] - rows[0], rows[0] == 0, _x_fill_axis(ps.g, a, rows))
+            return axis_parts[(a, rows)]
+
+        index: dict[tuple, int] = {}
+        reps: list[list[int]] = []
+        of = []
+        for it, (_b, od, oh) in enumerate(ps.items):
+            k = (it == 0, part(0, od), part(1, oh), ps.roles_of[it],
+                 tuple(ps.chunk_rows[it]) if ps.chunk_rows else ())
+            if k not in index:
+                index[k] = len(reps)
+                reps.append([it, 0])
+            reps[index[k]][1] += 1
+            of.append(index[k])
+        ps.groups["classes"] = ([(it, n) for it, n in reps], of)
+    return ps.groups["classes"]
+
+
+@lru_cache(maxsize=65536)
+def _x_fill_axis(g: ConvGeom, a: int, rows: tuple[int, int]) -> tuple[int, int, int]:
+    """(extent, valid lo, valid hi) of axis ``a`` (D or H) of the x band ``dw_x_fill`` gives output rows
+    ``rows`` on it (its axes are independent)."""
+    _x0, ext, lo, hi = dw_x_fill(g, rows if a == 0 else (0, 1), rows if a == 1 else (0, 1))
+    return ext[a], lo[a], hi[a]
+
+
+def dw_pass_record(ps: DwPass, section: str) -> tuple[CostSheet, CostSheet | None]:
+    """One tap pass's items charged (``charge_dw_item``) once per class of identical items
+    (``dw_item_classes``) and times its size, in ``section``: the record (``replay``) and the last non-empty
+    item's box sheet."""
+    classes, of = dw_item_classes(ps)
+    rec = CostSheet(ps.hw)
+    rec.section(section)
+    lasts = []
+    for it, n in classes:
+        one = CostSheet(ps.hw)
+        one.section(section)
+        lasts.append(charge_dw_item(one, ps, it))
+        replay(rec, one, n)
+    last = next((lasts[k] for k in reversed(of) if lasts[k] is not None), None)
+    return rec, last
+
+
+def charge_dw_pass(c: CostSheet, ps: DwPass, section: str, records: dict) -> CostSheet | None:
+    """One tap pass's items charged to ``c`` (open in ``section``); returns the last non-empty item's box
+    sheet. The passes of one C_out pass alike in what their items read (the first pass or not, the taps --
+    their count where only that matters -- and the C_in tiles) charge the same: ``records`` keeps each
+    kind's ``dw_pass_record``. Boxes that run dx items open a section of their own: item by item."""
+    if any(ps.box_items):
+        last = None
+        for it in range(len(ps.items)):
+            last = charge_dw_item(c, ps, it) or last
+        return last
+    p, span = ps.p, ps.span
+    key = (ps.first_pass, span if (p.dw_xt_dma or p.dw_x_stationary) else span[1] - span[0], ps.ci_tiles)
+    if key not in records:
+        records[key] = dw_pass_record(ps, section)
+    rec, last = records[key]
+    replay(c, rec)
+    return last

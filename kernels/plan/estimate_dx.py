@@ -1,17 +1,19 @@
 """The estimate of dx's work per band: gather, D-phase pairs and dx^T."""
 from __future__ import annotations
 
+from collections import Counter
 from functools import lru_cache
 
 from .. import dx_dpairs as dpairs
 from ..costs import TARGET_FIGURES, CostSheet, TargetFigures
 from ..dx_pairs import BANK_FP32, block_groups, ci_tile_t, copies_made, copy_shift, phase_tap_sets, tap_steps
-from ..geometry import ConvGeom, ceil_div
+from ..geometry import Axis, ConvGeom, ceil_div
 from ..schedule import (
     MOVING_MAX,
     PMAX,
     AxisBand,
     axis_bands,
+    axis_live,
     box_block_sizes,
     dx_phase_work,
     live_phase_work,
@@ -48,6 +50,54 @@ def _dx_band_sheet(g: ConvGeom, target: str, ci_tile: int, bd: AxisBand, bh: Axi
     _estimate_dx_band(c, g, None, bd, bh, ci_tiles, 1 if packed else n_tiles(g.c_out, PMAX),
                       g.dtype == "fp32", g.dtype_bytes == 2, g.axes[2].n, bw, chunks, g.c_in if packed else 0, clip)
     return c
+
+
+@lru_cache(maxsize=65536)
+def band_class(ax: Axis, b: AxisBand, clip: bool) -> tuple:
+    """All a dx band's cost (``_estimate_dx_band``) reads of one axis band: its input rows and, per stride
+    phase it reaches, the positions and (``clip``) the live taps -- not where the band lies. Bands whose
+    classes agree on every axis cost the same: the interior bands of a huge plane are a few classes."""
+    live = axis_live(ax, b)[1] if clip else ()
+    phases = []
+    for ph in range(ax.s):
+        j0, j1 = ax.phase_j_range(ph, b.i0, b.i1)
+        if j1 > j0:
+            phases.append((ph, j1 - j0, live[ph] if clip else None))
+    return b.i1 - b.i0, tuple(phases)
+
+
+def dx_band_classes(g: ConvGeom, items: list, w_bands: tuple, clip: bool) -> list[tuple[tuple, int]]:
+    """The (D, H, W) bands of ``items`` x ``w_bands`` as one representative per class (``band_class``)
+    with the number of bands in it: every item has the same W bands, so a class is (items of a D, H class)
+    x (W bands of a W class)."""
+    w_reps: dict[tuple, AxisBand] = {}
+    w_counts: Counter = Counter()
+    for bw in w_bands:
+        k = band_class(g.axes[2], bw, clip)
+        w_reps.setdefault(k, bw)
+        w_counts[k] += 1
+    dh_reps: dict[tuple, tuple] = {}
+    dh_counts: Counter = Counter()
+    for _b, bd, bh in items:
+        k = (band_class(g.axes[0], bd, clip), band_class(g.axes[1], bh, clip))
+        dh_reps.setdefault(k, (bd, bh))
+        dh_counts[k] += 1
+    return [((*dh_reps[kdh], w_reps[kw]), dh_counts[kdh] * w_counts[kw]) for kdh in dh_reps for kw in w_reps]
+
+
+def estimate_dx_bands(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items: list, ci_tiles: list[int],
+                      w_bands: tuple, chunks: int, clip: bool, split: bool, memo: dict | None = None) -> None:
+    """The gather's band work (``_estimate_dx_band``) of ``items`` x ``w_bands``: each class of identical
+    bands (``dx_band_classes``) costed once and charged as many times as it has bands; ``split``: the LNC2
+    C_in split (this program's ``ci_tiles``)."""
+    for (bd, bh, bw), n in dx_band_classes(g, items, w_bands, clip):
+        if split:
+            sheet = CostSheet(hw)
+            _estimate_dx_band(sheet, g, None, bd, bh, ci_tiles, n_tiles(g.c_out, PMAX), g.dtype == "fp32",
+                              g.dtype_bytes == 2, g.axes[2].n, bw, chunks, clip=clip)
+        else:
+            sheet = _run_cached(memo, _dx_band_sheet, g, hw.name, p.dx_ci_tile, bd, bh, False, bw, chunks, clip)
+        c.add(sheet, times=n)
 
 
 def _estimate_dx_band(c: CostSheet, g: ConvGeom, p: Plan | None, bd: AxisBand, bh: AxisBand, ci_tiles: list[int],
