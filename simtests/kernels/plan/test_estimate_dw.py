@@ -11,7 +11,7 @@ from conv3d_bwd.kernels.costs import ENGINES, TARGET_FIGURES, CostSheet
 from conv3d_bwd.kernels.geometry import validate
 from conv3d_bwd.kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
 from conv3d_bwd.kernels.plan import estimate as est
-from conv3d_bwd.kernels.plan.estimate import _estimate_sheet, _sections
+from conv3d_bwd.kernels.plan.estimate import _estimate_sheet
 from conv3d_bwd.kernels.plan.estimate_dw import (
     _estimate_xs_finish,
     _shared_stacked_xs,
