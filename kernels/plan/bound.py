@@ -100,8 +100,10 @@ def _sections_ns(secs: dict[str, dict[str, float]], flows: frozenset) -> float:
     return ns
 
 
-def lower_bound_us(g: ConvGeom, p: Plan, hw: TargetFigures, memo: dict) -> float:
-    """A lower bound on ``estimate._estimate(g, p, hw)[0]`` (see the module docstring); 0 when unbounded."""
+def lower_bound_us(g: ConvGeom, p: Plan, hw: TargetFigures, memo: dict, dw: bool = True) -> float:
+    """A lower bound on ``estimate._estimate(g, p, hw)[0]`` (see the module docstring); 0 when unbounded.
+    ``dw=False``: dx's part alone, a lower bound too (dw's sections only add busy time), and cheaper: a
+    problem has fewer dx choices than dw choices."""
     if not bounded(p):
         return 0.0
     secs: dict[str, dict[str, float]] = {}
@@ -109,7 +111,7 @@ def lower_bound_us(g: ConvGeom, p: Plan, hw: TargetFigures, memo: dict) -> float
     if p.dw_interleave:   # dx's body is then a DMA -> PE flow shop (estimate._interleaved_flow)
         flows.add("dx")
     parts = [dx_part(p)] if p.compute_dx else []
-    if (p.compute_dw or p.compute_db) and p.dw_method is not DwMethod.KD_MOVING \
+    if dw and (p.compute_dw or p.compute_db) and p.dw_method is not DwMethod.KD_MOVING \
             and p.strategy is Strategy.PER_GRADIENT:
         parts.append(dw_part(p))
     for q in parts:

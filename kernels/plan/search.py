@@ -1,6 +1,7 @@
 """Plan a problem: enumerate, check, estimate, pick the cheapest (cached per problem)."""
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
@@ -157,13 +158,12 @@ BOUND_SLACK = 1e-9
 
 @dataclass(frozen=True)
 class _Checked:
-    """A feasible candidate before its estimate: the plan, its label, its budget and its bound."""
+    """A feasible candidate before its estimate: the plan, its label and its budget."""
 
     plan: Plan
     label: str
     sbuf: int
     psum: int
-    bound_us: float
 
 
 @dataclass
@@ -188,8 +188,7 @@ def _rank(p: Plan) -> tuple[float, str]:
     return (round(p.estimated_us, 6), p.label)
 
 
-def _checked(g: ConvGeom, base: dict, hw, memo: dict, prune: bool,
-             records: list) -> list[_Checked]:
+def _checked(g: ConvGeom, base: dict, hw, records: list) -> list[_Checked]:
     """Enumerate and check; the rejections go to ``records``, a feasible candidate's place is held by its
     index in the list returned (its line is written once its fate is known)."""
     seen: set[str] = set()
@@ -208,35 +207,48 @@ def _checked(g: ConvGeom, base: dict, hw, memo: dict, prune: bool,
             records.append(Candidate(lab, False, reason, None, b.sbuf, b.psum))
             continue
         records.append(len(out))
-        out.append(_Checked(p, lab, b.sbuf, b.psum, lower_bound_us(g, p, hw, memo) if prune else 0.0))
+        out.append(_Checked(p, lab, b.sbuf, b.psum))
     return out
 
 
-def _estimated(g: ConvGeom, c: _Checked, hw, memo: dict) -> Plan:
-    """The candidate with its budget, estimate and label filled in."""
+def _estimated(g: ConvGeom, c: _Checked, hw, memo: dict, bound_us: float = 0.0) -> Plan:
+    """The candidate with its budget, estimate and label filled in (``bound_us``: its bound, checked)."""
     est, eng = _estimate(g, c.plan, hw, memo)
-    if est < c.bound_us * (1.0 - BOUND_SLACK):
+    if est < bound_us * (1.0 - BOUND_SLACK):
         BOUND_MISSES[0] += 1
     return replace(c.plan, sbuf_bytes=c.sbuf, psum_banks=c.psum, estimated_us=est,
                    engine_us=tuple(eng.items()), label=c.label)
 
 
-def _estimate_bounded(g: ConvGeom, checked: list[_Checked], hw, memo: dict) -> dict[int, Plan]:
-    """Estimate in order of increasing bound until the next bound is above the best estimate so far (it
-    can neither win nor tie); every candidate when an estimate comes in under its bound."""
-    order = sorted(range(len(checked)), key=lambda i: (checked[i].bound_us, checked[i].label))
+def _estimate_bounded(g: ConvGeom, checked: list[_Checked], hw, memo: dict,
+                      prune: bool) -> tuple[dict[int, Plan], dict[int, float]]:
+    """Estimate in order of increasing bound until the next bound is above the best estimate so far (that
+    candidate and those after it can neither win nor tie). A candidate's bound is refined as it comes up:
+    first dx's part alone, then dx's and dw's, then the estimate. Every candidate is estimated without
+    ``prune`` or once an estimate comes in under its bound. Returns the estimates and the last bounds."""
+    heap = [(0.0, c.label, 0, i) for i, c in enumerate(checked)]   # (bound, label, stage, index)
+    heapq.heapify(heap)
     done: dict[int, Plan] = {}
+    bounds: dict[int, float] = {}
     best: tuple[float, str] | None = None
     misses = BOUND_MISSES[0]
     PROGRESS.stage, PROGRESS.done, PROGRESS.total = "estimating", 0, len(checked)
-    for i in order:
-        bound = round(checked[i].bound_us * (1.0 - BOUND_SLACK), 6)
-        if best is not None and bound > best[0] and BOUND_MISSES[0] == misses:
+    while heap:
+        bound, label, stage, i = heapq.heappop(heap)
+        pruning = prune and BOUND_MISSES[0] == misses
+        if pruning and best is not None and round(bound * (1.0 - BOUND_SLACK), 6) > best[0]:
+            heapq.heappush(heap, (bound, label, stage, i))
             break
+        if pruning and stage < 2:   # refine: dx's part, then dx's and dw's
+            bounds[i] = lower_bound_us(g, checked[i].plan, hw, memo, dw=stage == 1)
+            heapq.heappush(heap, (max(bound, bounds[i]), label, stage + 1, i))
+            continue
         PROGRESS.done += 1
-        done[i] = _estimated(g, checked[i], hw, memo)
+        done[i] = _estimated(g, checked[i], hw, memo, bounds.get(i, 0.0))
         best = min(best, _rank(done[i])) if best is not None else _rank(done[i])
-    return done
+    for bound, _label, _stage, i in heap:
+        bounds[i] = bound
+    return done, bounds
 
 
 def _search(g: ConvGeom, base: dict, prune: bool = True) -> Plan:
@@ -247,13 +259,13 @@ def _search(g: ConvGeom, base: dict, prune: bool = True) -> Plan:
     if base["compute_dx"] and (why := toeplitz.toeplitz_domain(g)):   # the method's domain, named once
         records.append(Candidate("dx:toeplitz (any tiling)", False, why, None, 0, 0))
     memo: dict = {}   # the work candidates share (estimate.py, bound.py)
-    checked = _checked(g, base, hw, memo, prune, records)
+    checked = _checked(g, base, hw, records)
     if not checked:
         raise Conv3dBwdPlanError(no_plan_message(target, records, hw.sbuf_usable, hw.psum_banks)
                                  + _smallest_note(g, base, hw.sbuf_usable))
-    done = _estimate_bounded(g, checked, hw, memo)
+    done, bounds = _estimate_bounded(g, checked, hw, memo, prune)
     pick = min(done.values(), key=_rank)
-    lines = [_record_line(r, checked, done, pick) for r in records]
+    lines = [_record_line(r, checked, done, bounds, pick) for r in records]
     records_t = tuple(lines)
     estimated = sorted(done.values(), key=_rank)
     if len(done) == len(checked):
@@ -267,14 +279,15 @@ def _search(g: ConvGeom, base: dict, prune: bool = True) -> Plan:
     return replace(pick, candidates=records_t, alternatives=(), alternatives_lazy=True)
 
 
-def _record_line(r, checked: list[_Checked], done: dict[int, Plan], pick: Plan) -> Candidate:
+def _record_line(r, checked: list[_Checked], done: dict[int, Plan], bounds: dict[int, float],
+                 pick: Plan) -> Candidate:
     """A rejection as it is; a feasible candidate with its estimate, or why it was not estimated."""
     if isinstance(r, Candidate):
         return r
     c = checked[r]
     if r in done:
         return Candidate(c.label, True, "", done[r].estimated_us, c.sbuf, c.psum)
-    return Candidate(c.label, True, f"not estimated: its bound {c.bound_us:.2f} us is above the pick's "
+    return Candidate(c.label, True, f"not estimated: its bound {bounds[r]:.2f} us is above the pick's "
                      f"{pick.estimated_us:.2f} us", None, c.sbuf, c.psum)
 
 
