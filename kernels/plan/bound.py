@@ -88,14 +88,16 @@ def _part(g: ConvGeom, q: Plan, hw: TargetFigures, memo: dict) -> tuple[dict[str
     return memo[key]
 
 
-def _sections_ns(secs: dict[str, dict[str, float]], flows: frozenset) -> float:
+def _sections_ns(secs: dict[str, dict[str, float]], flows: frozenset, pe_only: frozenset = frozenset()) -> float:
     """The least ``compose_ns`` charges the sections: a lead its busiest compute engine, a body its busiest
-    engine (compute only where a flow-shop makespan stands for its DMA's hold); trails nothing."""
+    engine (compute only where a flow-shop makespan stands for its DMA's hold; ``pe_only``: the PE's);
+    trails nothing."""
     ns = 0.0
     for name, busy in secs.items():
         if name in TRAIL_SECTIONS:
             continue
-        engines = COMPUTE if name in LEAD_SECTIONS or name in flows else busy.keys()
+        engines = (("tensor",) if name in pe_only else COMPUTE if name in LEAD_SECTIONS or name in flows
+                   else busy.keys())
         ns += max([0.0, *(busy.get(e, 0.0) for e in engines)])
     return ns
 
@@ -110,7 +112,10 @@ def lower_bound_us(g: ConvGeom, p: Plan, hw: TargetFigures, memo: dict, dw: bool
     flows: set[str] = set()
     if p.dw_interleave:   # dx's body is then a DMA -> PE flow shop (estimate._interleaved_flow)
         flows.add("dx")
-    parts = [dx_part(p)] if p.compute_dx else []
+    # (dx's LNC2 C_in split needs dw beside it: without, the programs split dx's items instead, another
+    # share of the work; dx:early band moves the first band's placement from VectorE to GpSimd: PE only)
+    parts = [dx_part(p)] if p.compute_dx and not p.dx_ci_split else []
+    pe_only = {"dx"} if p.dx_band_early else set()
     if dw and (p.compute_dw or p.compute_db) and p.dw_method is not DwMethod.KD_MOVING \
             and p.strategy is Strategy.PER_GRADIENT:
         parts.append(dw_part(p))
@@ -129,4 +134,4 @@ def lower_bound_us(g: ConvGeom, p: Plan, hw: TargetFigures, memo: dict, dw: bool
         for inside in ("dw", "dw_in"):
             for e, v in secs.pop(inside, {}).items():
                 secs["dx"][e] = secs["dx"].get(e, 0.0) + v
-    return _sections_ns(secs, frozenset(flows)) / 1000.0
+    return _sections_ns(secs, frozenset(flows), frozenset(pe_only)) / 1000.0
