@@ -100,9 +100,9 @@ def plan_conv3d_bwd(dy_shape, x_shape, w_shape, stride=(1, 1, 1), padding=(0,) *
 @lru_cache(maxsize=16)
 def _plan_cached(g: ConvGeom, base_items: tuple) -> Plan:
     """The pick for a validated problem. Cached: the kernel (once per LNC program), the harness and the
-    bench ask for the same problem's plan again and again, and planning costs and checks thousands of
-    candidates (0.3-1.5 s). Plans are frozen, so sharing one is safe. A plan holds its alternatives
-    (0.6-9 MiB for the bench shapes), hence the small bound: the repeats come back to back."""
+    bench ask for the same problem's plan again and again, and planning checks thousands of candidates.
+    Plans are frozen, so sharing one is safe. A plan may hold its alternatives (0.6-9 MiB for the bench
+    shapes, once asked for), hence the small bound: the repeats come back to back."""
     return _plan(g, dict(base_items))
 
 
