@@ -11,9 +11,10 @@ from conv3d_bwd.verify.cases import CASE_SETS
 
 from .support import exhaustive_plan
 
-# every default case on trn2 at LNC1 and LNC2, trn1 at LNC1 and trn3 at the case's LNC (the fast ones in the
-# suite, the others in the nightly env: every candidate is estimated)
-MATRIX = [pytest.param(c, t, n, id=f"{c.id}-{t}-lnc{n}", marks=() if c.fast else pytest.mark.nightly)
+# every default case on trn2 at LNC1 and LNC2, trn1 at LNC1 and trn3 at the case's LNC: on trn2 the fast ones
+# in the suite (the pick tests of test_search.py share their plans), the others in the nightly env (every
+# candidate is estimated)
+MATRIX = [pytest.param(c, t, n, id=f"{c.id}-{t}-lnc{n}", marks=() if c.fast and t == "trn2" else pytest.mark.nightly)
           for c in CASE_SETS["default"]
           for t, n in (("trn2", 1), ("trn2", 2), ("trn1", 1), ("trn3", c.lnc))]
 
