@@ -107,8 +107,10 @@ def _plan_cached(g: ConvGeom, base_items: tuple) -> Plan:
 
 
 def clear_plan_cache() -> None:
-    """Forget every cached plan (for code that patches the planner's functions, e.g. tests)."""
+    """Forget every cached plan and pruned search's leftovers (for code that patches the planner's
+    functions, e.g. tests)."""
     _plan_cached.cache_clear()
+    _UNESTIMATED.clear()
 
 
 def _smallest_note(g: ConvGeom, base: dict, usable: int) -> str:

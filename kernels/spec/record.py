@@ -176,7 +176,7 @@ class Plan:
         """Every feasible alternative (the pick included), each a full Plan, estimated, cheapest first (ties
         by label). A pruned pick's are estimated on the first call and kept (``plan/search.every_alternative``)."""
         if self.alternatives_lazy and not self.alternatives:
-            from ..plan.search import every_alternative   # (the planner imports this module)
+            from ..plan.search import every_alternative  # (the planner imports this module)
             object.__setattr__(self, "alternatives", every_alternative(self))
         return self.alternatives or (self,)
 
