@@ -306,6 +306,9 @@ def every_alternative(pick: Plan) -> tuple[Plan, ...]:
     hw = TARGET_FIGURES[pick.target]
     memo: dict = {}
     with memoized_checks():
-        rest = [_estimated(left.g, c, hw, memo) for c in left.pending]
-    every = sorted(left.estimated + rest, key=_rank)
-    return tuple(replace(q, candidates=left.records) for q in every)
+        rest = {q.label: q for q in (_estimated(left.g, c, hw, memo) for c in left.pending)}
+    every = sorted(left.estimated + list(rest.values()), key=_rank)
+    # the candidate table with every estimate (as the exhaustive search writes it)
+    records = tuple(replace(r, reason="", estimated_us=rest[r.label].estimated_us)
+                    if r.feasible and r.label in rest else r for r in left.records)
+    return tuple(replace(q, candidates=records) for q in every)

@@ -174,10 +174,13 @@ class Plan:
 
     def feasible_candidates(self) -> tuple[Plan, ...]:
         """Every feasible alternative (the pick included), each a full Plan, estimated, cheapest first (ties
-        by label). A pruned pick's are estimated on the first call and kept (``plan/search.every_alternative``)."""
+        by label). A pruned pick's are estimated on the first call and kept, their estimates written into its
+        candidate table (``plan/search.every_alternative``)."""
         if self.alternatives_lazy and not self.alternatives:
             from ..plan.search import every_alternative  # (the planner imports this module)
             object.__setattr__(self, "alternatives", every_alternative(self))
+            # (the candidate table gains the estimates just made)
+            object.__setattr__(self, "candidates", self.alternatives[0].candidates)
         return self.alternatives or (self,)
 
     def tiles(self) -> dict:

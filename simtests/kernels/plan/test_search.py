@@ -269,6 +269,8 @@ def test_a_pruned_pick_lists_every_alternative():
     assert len([c for c in pick.candidates if c.feasible]) == len(every)
     assert "not estimated: its bound" in pick.explain()
     assert [(a.label, a.estimated_us) for a in pick.feasible_candidates()] == every
+    table = {c.label: c.estimated_us for c in pick.candidates if c.feasible}   # now with every estimate
+    assert table == dict(every)
     clear_plan_cache()
     again = plan_conv3d_bwd(**case_kwargs(case))
     search._UNESTIMATED.clear()   # (as in another process)
