@@ -74,7 +74,7 @@ def shape_row(shape, lnc: int, modelled: dict[str, float]) -> dict:
     g = shape.geometry
     plan = plan_conv3d_bwd(g.dy_shape, g.x_shape, g.w_shape, stride=shape.stride, padding=shape.padding,
                            dilation=shape.dilation, dtype=shape.dtype, target="trn2", lnc=lnc)
-    est = {q.label: q.estimated_us for q in plan.alternatives}
+    est = {q.label: q.estimated_us for q in plan.feasible_candidates()}
     labels = [lab for lab in est if lab in modelled]
     e = [est[lab] for lab in labels]
     m = [modelled[lab] for lab in labels]

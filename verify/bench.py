@@ -199,11 +199,11 @@ def bench_shape(shape: BenchShape, target: str = "trn2", lnc: int = 1,
         record.update(dict.fromkeys(PICK_FIELDS))
         record["feasible_candidates"] = 0
         return record
-    record["plan"] = plan.to_dict()
     record["planner_estimate_us"] = _plan_estimate_us(plan)
     plans = {_plan_key(plan): plan}   # the pick first, then every other feasible candidate once
     for cand in plan.feasible_candidates():
         plans.setdefault(_plan_key(cand), cand)
+    record["plan"] = plan.to_dict()   # (after feasible_candidates: its table holds every estimate)
     record["feasible_candidates"] = len(plans)
     chosen = list(plans.values())
     if top is not None:   # the pick, then the others by estimate (label order breaks ties)

@@ -1,6 +1,8 @@
 """Plan a problem: enumerate, check, estimate, pick the cheapest (cached per problem)."""
 from __future__ import annotations
 
+import heapq
+from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -9,6 +11,7 @@ from ..costs import TARGET_FIGURES
 from ..errors import Conv3dBwdInputError, Conv3dBwdPlanError
 from ..geometry import ConvGeom, validate
 from ..spec.record import Candidate, DwMethod, DxMethod, Plan, Strategy, replace
+from .bound import lower_bound_us
 from .budget import _check, memoized_checks
 from .candidates import _enumerate
 from .estimate import _estimate
@@ -97,15 +100,17 @@ def plan_conv3d_bwd(dy_shape, x_shape, w_shape, stride=(1, 1, 1), padding=(0,) *
 @lru_cache(maxsize=16)
 def _plan_cached(g: ConvGeom, base_items: tuple) -> Plan:
     """The pick for a validated problem. Cached: the kernel (once per LNC program), the harness and the
-    bench ask for the same problem's plan again and again, and planning costs and checks thousands of
-    candidates (0.3-1.5 s). Plans are frozen, so sharing one is safe. A plan holds its alternatives
-    (0.6-9 MiB for the bench shapes), hence the small bound: the repeats come back to back."""
+    bench ask for the same problem's plan again and again, and planning checks thousands of candidates.
+    Plans are frozen, so sharing one is safe. A plan may hold its alternatives (0.6-9 MiB for the bench
+    shapes, once asked for), hence the small bound: the repeats come back to back."""
     return _plan(g, dict(base_items))
 
 
 def clear_plan_cache() -> None:
-    """Forget every cached plan (for code that patches the planner's functions, e.g. tests)."""
+    """Forget every cached plan and pruned search's leftovers (for code that patches the planner's
+    functions, e.g. tests)."""
     _plan_cached.cache_clear()
+    _UNESTIMATED.clear()
 
 
 def _smallest_note(g: ConvGeom, base: dict, usable: int) -> str:
@@ -126,36 +131,73 @@ class PlanningProgress:
     total: int = 0
 
     def describe(self) -> str:
+        if self.stage == "checking":
+            return f"{self.done}/{self.total} candidates checked"
         if self.stage == "estimating":
-            return f"{self.done}/{self.total} candidates checked and estimated"
+            return f"{self.done}/{self.total} feasible candidates estimated (the rest bounded above the best)"
         return self.stage
 
 
 PROGRESS = PlanningProgress()
 
 
-def _plan(g: ConvGeom, base: dict) -> Plan:
+def _plan(g: ConvGeom, base: dict, prune: bool = True) -> Plan:
     """``_search`` with the run's checks memoized, its progress cleared after."""
     try:
         with memoized_checks():
-            return _search(g, base)
+            return _search(g, base, prune)
     finally:
         PROGRESS.stage, PROGRESS.done, PROGRESS.total = "", 0, 0
 
 
-def _search(g: ConvGeom, base: dict) -> Plan:
-    """Enumerate, check, cost and pick."""
-    target = base["target"]
-    hw = TARGET_FIGURES[target]
-    records: list[Candidate] = []
-    if base["compute_dx"] and (why := toeplitz.toeplitz_domain(g)):   # the method's domain, named once
-        records.append(Candidate("dx:toeplitz (any tiling)", False, why, None, 0, 0))
-    feasible: list[Plan] = []
-    seen = set()
-    memo: dict = {}   # the work candidates share (estimate.py)
+# the fields of a plan that name its problem (``problem._base``)
+PROBLEM_FIELDS = ("dy_shape", "x_shape", "w_shape", "stride", "padding", "dilation", "dtype", "target", "lnc",
+                  "compute_dx", "compute_dw", "compute_db")
+# how far below its bound an estimate may round (the bound and the estimate sum the same busy times in
+# different orders)
+BOUND_SLACK = 1e-9
+
+
+@dataclass(frozen=True)
+class _Checked:
+    """A feasible candidate before its estimate: the plan, its label and its budget."""
+
+    plan: Plan
+    label: str
+    sbuf: int
+    psum: int
+
+
+@dataclass
+class _Unestimated:
+    """What a pruned search left: enough to estimate the rest when every alternative is asked for."""
+
+    g: ConvGeom
+    estimated: list[Plan]
+    pending: list[_Checked]
+    records: tuple[Candidate, ...]
+
+
+# per problem (``PROBLEM_FIELDS``), the last pruned searches' leftovers (as many as the plan cache holds)
+_UNESTIMATED: OrderedDict[tuple, _Unestimated] = OrderedDict()
+# estimated candidates that came in under their bound (each makes its search estimate every candidate):
+# none is expected (``bound.py``); the tests check it stays 0
+BOUND_MISSES = [0]
+
+
+def _rank(p: Plan) -> tuple[float, str]:
+    """The pick's order: the lowest estimate, ties broken by label."""
+    return (round(p.estimated_us, 6), p.label)
+
+
+def _checked(g: ConvGeom, base: dict, hw, records: list) -> list[_Checked]:
+    """Enumerate and check; the rejections go to ``records``, a feasible candidate's place is held by its
+    index in the list returned (its line is written once its fate is known)."""
+    seen: set[str] = set()
+    out: list[_Checked] = []
     PROGRESS.stage = "enumerating the candidates"
     candidates = _enumerate(g, base, hw)
-    PROGRESS.stage, PROGRESS.done, PROGRESS.total = "estimating", 0, len(candidates)
+    PROGRESS.stage, PROGRESS.done, PROGRESS.total = "checking", 0, len(candidates)
     for p in candidates:
         PROGRESS.done += 1
         lab = _label(p)
@@ -166,16 +208,107 @@ def _search(g: ConvGeom, base: dict) -> Plan:
         if reason:
             records.append(Candidate(lab, False, reason, None, b.sbuf, b.psum))
             continue
-        est, eng = _estimate(g, p, hw, memo)
-        p = replace(p, sbuf_bytes=b.sbuf, psum_banks=b.psum, estimated_us=est,
-                    engine_us=tuple(eng.items()), label=lab)
-        records.append(Candidate(lab, True, "", est, b.sbuf, b.psum))
-        feasible.append(p)
-    if not feasible:
+        records.append(len(out))
+        out.append(_Checked(p, lab, b.sbuf, b.psum))
+    return out
+
+
+def _estimated(g: ConvGeom, c: _Checked, hw, memo: dict, bound_us: float = 0.0) -> Plan:
+    """The candidate with its budget, estimate and label filled in (``bound_us``: its bound, checked)."""
+    est, eng = _estimate(g, c.plan, hw, memo)
+    if est < bound_us * (1.0 - BOUND_SLACK):
+        BOUND_MISSES[0] += 1
+    return replace(c.plan, sbuf_bytes=c.sbuf, psum_banks=c.psum, estimated_us=est,
+                   engine_us=tuple(eng.items()), label=c.label)
+
+
+def _estimate_bounded(g: ConvGeom, checked: list[_Checked], hw, memo: dict,
+                      prune: bool) -> tuple[dict[int, Plan], dict[int, float]]:
+    """Estimate in order of increasing bound until the next bound is above the best estimate so far (that
+    candidate and those after it can neither win nor tie). A candidate's bound is refined as it comes up:
+    first dx's part alone, then dx's and dw's, then the estimate. Every candidate is estimated without
+    ``prune`` or once an estimate comes in under its bound. Returns the estimates and the last bounds."""
+    heap = [(0.0, c.label, 0, i) for i, c in enumerate(checked)]   # (bound, label, stage, index)
+    heapq.heapify(heap)
+    done: dict[int, Plan] = {}
+    bounds: dict[int, float] = {}
+    best: tuple[float, str] | None = None
+    misses = BOUND_MISSES[0]
+    PROGRESS.stage, PROGRESS.done, PROGRESS.total = "estimating", 0, len(checked)
+    while heap:
+        bound, label, stage, i = heapq.heappop(heap)
+        pruning = prune and BOUND_MISSES[0] == misses
+        if pruning and best is not None and round(bound * (1.0 - BOUND_SLACK), 6) > best[0]:
+            heapq.heappush(heap, (bound, label, stage, i))
+            break
+        if pruning and stage < 2:   # refine: dx's part, then dx's and dw's
+            bounds[i] = lower_bound_us(g, checked[i].plan, hw, memo, dw=stage == 1)
+            heapq.heappush(heap, (max(bound, bounds[i]), label, stage + 1, i))
+            continue
+        PROGRESS.done += 1
+        done[i] = _estimated(g, checked[i], hw, memo, bounds.get(i, 0.0))
+        best = min(best, _rank(done[i])) if best is not None else _rank(done[i])
+    for bound, _label, _stage, i in heap:
+        bounds[i] = bound
+    return done, bounds
+
+
+def _search(g: ConvGeom, base: dict, prune: bool = True) -> Plan:
+    """Enumerate, check, bound, estimate (``prune``: only what may win) and pick."""
+    target = base["target"]
+    hw = TARGET_FIGURES[target]
+    records: list = []
+    if base["compute_dx"] and (why := toeplitz.toeplitz_domain(g)):   # the method's domain, named once
+        records.append(Candidate("dx:toeplitz (any tiling)", False, why, None, 0, 0))
+    memo: dict = {}   # the work candidates share (estimate.py, bound.py)
+    checked = _checked(g, base, hw, records)
+    if not checked:
         raise Conv3dBwdPlanError(no_plan_message(target, records, hw.sbuf_usable, hw.psum_banks)
                                  + _smallest_note(g, base, hw.sbuf_usable))
-    feasible.sort(key=lambda q: (round(q.estimated_us, 6), q.label))
-    records_t = tuple(records)
-    alts = tuple(replace(q, candidates=records_t) for q in feasible)
-    best = alts[0]
-    return replace(best, candidates=records_t, alternatives=alts)
+    done, bounds = _estimate_bounded(g, checked, hw, memo, prune)
+    pick = min(done.values(), key=_rank)
+    lines = [_record_line(r, checked, done, bounds, pick) for r in records]
+    records_t = tuple(lines)
+    estimated = sorted(done.values(), key=_rank)
+    if len(done) == len(checked):
+        alts = tuple(replace(q, candidates=records_t) for q in estimated)
+        return replace(alts[0], candidates=records_t, alternatives=alts)
+    key = tuple(base[k] for k in PROBLEM_FIELDS)
+    _UNESTIMATED[key] = _Unestimated(g, estimated, [c for i, c in enumerate(checked) if i not in done], records_t)
+    _UNESTIMATED.move_to_end(key)
+    while len(_UNESTIMATED) > _plan_cached.cache_info().maxsize:
+        _UNESTIMATED.popitem(last=False)
+    return replace(pick, candidates=records_t, alternatives=(), alternatives_lazy=True)
+
+
+def _record_line(r, checked: list[_Checked], done: dict[int, Plan], bounds: dict[int, float],
+                 pick: Plan) -> Candidate:
+    """A rejection as it is; a feasible candidate with its estimate, or why it was not estimated."""
+    if isinstance(r, Candidate):
+        return r
+    c = checked[r]
+    if r in done:
+        return Candidate(c.label, True, "", done[r].estimated_us, c.sbuf, c.psum)
+    return Candidate(c.label, True, f"not estimated: its bound {bounds[r]:.2f} us is above the pick's "
+                     f"{pick.estimated_us:.2f} us", None, c.sbuf, c.psum)
+
+
+def every_alternative(pick: Plan) -> tuple[Plan, ...]:
+    """Every feasible alternative of a pruned pick's problem, estimated, cheapest first (``Plan.
+    feasible_candidates``): the pruned search's estimates and the rest's; planned again exhaustively when
+    that search's leftovers are gone (another process, or many problems planned since)."""
+    key = tuple(getattr(pick, k) for k in PROBLEM_FIELDS)
+    left = _UNESTIMATED.get(key)
+    if left is None:
+        g = pick.geometry()
+        base = {k: getattr(pick, k) for k in PROBLEM_FIELDS}
+        return _plan(g, base, prune=False).alternatives
+    hw = TARGET_FIGURES[pick.target]
+    memo: dict = {}
+    with memoized_checks():
+        rest = {q.label: q for q in (_estimated(left.g, c, hw, memo) for c in left.pending)}
+    every = sorted(left.estimated + list(rest.values()), key=_rank)
+    # the candidate table with every estimate (as the exhaustive search writes it)
+    records = tuple(replace(r, reason="", estimated_us=rest[r.label].estimated_us)
+                    if r.feasible and r.label in rest else r for r in left.records)
+    return tuple(replace(q, candidates=records) for q in every)

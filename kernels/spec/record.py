@@ -153,6 +153,9 @@ class Plan:
     label: str = ""
     candidates: tuple[Candidate, ...] = field(default=(), compare=False, repr=False)
     alternatives: tuple[Plan, ...] = field(default=(), compare=False, repr=False)
+    # the planner's pick when its search estimated only the candidates that could win (``plan/bound.py``):
+    # ``feasible_candidates`` estimates the others on first call
+    alternatives_lazy: bool = field(default=False, compare=False, repr=False)
 
     # --- derived ---------------------------------------------------------------------------
     def geometry(self) -> ConvGeom:
@@ -170,7 +173,14 @@ class Plan:
         return out
 
     def feasible_candidates(self) -> tuple[Plan, ...]:
-        """Every feasible alternative (the pick included), each a full Plan, cheapest first."""
+        """Every feasible alternative (the pick included), each a full Plan, estimated, cheapest first (ties
+        by label). A pruned pick's are estimated on the first call and kept, their estimates written into its
+        candidate table (``plan/search.every_alternative``)."""
+        if self.alternatives_lazy and not self.alternatives:
+            from ..plan.search import every_alternative  # (the planner imports this module)
+            object.__setattr__(self, "alternatives", every_alternative(self))
+            # (the candidate table gains the estimates just made)
+            object.__setattr__(self, "candidates", self.alternatives[0].candidates)
         return self.alternatives or (self,)
 
     def tiles(self) -> dict:
@@ -227,7 +237,7 @@ class Plan:
         lines = [head, f"{'candidate':<{lw + 1}} {'est us':>10} {'SBUF B':>8} {'banks':>5}  status"]
         for c in self.candidates:
             est = f"{c.estimated_us:10.2f}" if c.estimated_us is not None else f"{'-':>10}"
-            status = "ok" if c.feasible else f"rejected: {c.reason}"
+            status = (c.reason or "ok") if c.feasible else f"rejected: {c.reason}"
             mark = "*" if c.label == self.label else " "
             lines.append(f"{mark}{c.label:<{lw}} {est} {c.sbuf_bytes:8d} {c.psum_banks:5d}  {status}")
         lines.append(f"pick: {self.label}  ({self.estimated_us:.2f} us estimated; "

@@ -18,8 +18,11 @@ from conv3d_bwd.kernels.plan import (
     forced_plan,
     plan_conv3d_bwd,
 )
+from conv3d_bwd.verify.cases import CASE_SETS
+from conv3d_bwd.verify.sweep import draw_case
 
 from ..support import out_size
+from .support import case_kwargs, exhaustive_plan
 
 TARGET_SBUF = {"trn1": 180_224, "trn2": 212_984, "trn3": 245_752}
 
@@ -208,7 +211,67 @@ def test_planning_progress_counts_the_candidates(monkeypatch):
     plan = plan_conv3d_bwd(*VAE, padding=(1,) * 6)
     clear_plan_cache()
     stages, done, totals = zip(*seen)
-    assert set(stages) == {"estimating"} and len(set(totals)) == 1   # (one check per distinct label)
+    assert set(stages) == {"checking"} and len(set(totals)) == 1   # (one check per distinct label)
     assert len(seen) == sum(c.label != "dx:toeplitz (any tiling)" for c in plan.candidates) <= totals[0]
     assert list(done) == sorted(set(done)) and done[-1] <= totals[0]
     assert search.PROGRESS.describe() == "" and search.PROGRESS.total == 0
+
+
+# the pruned search against the exhaustive one: every default case at LNC1 and LNC2 (the fast ones in the
+# suite, the others in the nightly env: an exhaustive search estimates every candidate), random sweep geometries
+PRUNE_CASES = [pytest.param(c, n, id=f"{c.id}-lnc{n}", marks=() if c.fast else pytest.mark.nightly)
+               for c in CASE_SETS["default"] for n in (1, 2)]
+SWEEP_CASES = [draw_case(3, "small", i) for i in range(4)] + [draw_case(3, "large", 0)]
+
+
+def _assert_same_pick(pruned, full) -> None:
+    assert (pruned.label, pruned.estimated_us) == (full.label, full.estimated_us)
+    assert pruned == full
+
+
+@pytest.mark.parametrize("case, lnc", PRUNE_CASES)
+def test_pruned_pick_is_the_exhaustive_pick(case, lnc):
+    from conv3d_bwd.kernels.plan import search
+
+    misses = search.BOUND_MISSES[0]
+    full = exhaustive_plan(case, "trn2", lnc)
+    if full is None:
+        pytest.skip("no candidate fits (the planner's error is tested elsewhere)")
+    clear_plan_cache()
+    _assert_same_pick(plan_conv3d_bwd(**case_kwargs(case, "trn2", lnc)), full)
+    assert search.BOUND_MISSES[0] == misses   # no estimate under its bound
+
+
+@pytest.mark.parametrize("drawn", SWEEP_CASES, ids=[c.id for c, _t in SWEEP_CASES])
+def test_pruned_pick_is_the_exhaustive_pick_on_sweep_geometries(drawn):
+    case, target = drawn
+    full = exhaustive_plan(case, target)
+    if full is None:
+        pytest.skip("no candidate fits (the planner's error is tested elsewhere)")
+    clear_plan_cache()
+    _assert_same_pick(plan_conv3d_bwd(**case_kwargs(case, target)), full)
+
+
+def test_a_pruned_pick_lists_every_alternative():
+    """``feasible_candidates`` of a pruned pick: every feasible candidate estimated, as the exhaustive search
+    lists them, whether the search's leftovers are at hand or planned again; the candidate table names the
+    candidates not estimated with their bound."""
+    from conv3d_bwd.kernels.plan import search
+
+    case = next(c for c in CASE_SETS["default"] if c.grads == ("dx", "dw", "db") and c.lnc == 1)
+    full = exhaustive_plan(case)
+    every = [(a.label, a.estimated_us) for a in full.feasible_candidates()]
+    clear_plan_cache()
+    pick = plan_conv3d_bwd(**case_kwargs(case))
+    assert pick.alternatives_lazy and not pick.alternatives   # (the search pruned: else nothing to test)
+    unestimated = [c for c in pick.candidates if c.feasible and c.estimated_us is None]
+    assert unestimated and all(c.reason.startswith("not estimated: its bound") for c in unestimated)
+    assert len([c for c in pick.candidates if c.feasible]) == len(every)
+    assert "not estimated: its bound" in pick.explain()
+    assert [(a.label, a.estimated_us) for a in pick.feasible_candidates()] == every
+    table = {c.label: c.estimated_us for c in pick.candidates if c.feasible}   # now with every estimate
+    assert table == dict(every)
+    clear_plan_cache()
+    again = plan_conv3d_bwd(**case_kwargs(case))
+    search._UNESTIMATED.clear()   # (as in another process)
+    assert [(a.label, a.estimated_us) for a in again.feasible_candidates()] == every
