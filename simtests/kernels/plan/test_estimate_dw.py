@@ -70,10 +70,10 @@ def test_down_s2_lnc1_charges_only_the_last_store_run_as_the_trail():
 
 def test_other_strategies_keep_the_whole_finish_a_trail():
     _g, plan = _down_s2(2)
-    lnc2 = [p for p in plan.alternatives if p.dw_x_stationary and p.strategy is Strategy.SHARED_DY]
+    lnc2 = [p for p in plan.feasible_candidates() if p.dw_x_stationary and p.strategy is Strategy.SHARED_DY]
     assert lnc2 and not any(_shared_stacked_xs(p) for p in lnc2)   # LNC2: the exchange, charged as before
     _g1, plan1 = _down_s2(1)
-    others = [p for p in plan1.alternatives if p.dw_x_stationary and not p.dw_row_stack]
+    others = [p for p in plan1.feasible_candidates() if p.dw_x_stationary and not p.dw_row_stack]
     assert others and not any(_shared_stacked_xs(p) for p in others)
 
 
