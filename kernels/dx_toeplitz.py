@@ -27,7 +27,7 @@ from math import gcd
 
 from .costs import TARGET_FIGURES, CostSheet, TargetFigures
 from .geometry import Axis, ConvGeom, ceil_div
-from .schedule import MOVING_MAX, PMAX, AxisBand, axis_bands, box_block_sizes, n_tiles
+from .schedule import ENGINE_FREE_MAX, MOVING_MAX, PMAX, AxisBand, axis_bands, box_block_sizes, n_tiles
 
 MAX_OPTIONS = 1   # (U_d, U_h) choices the planner estimates per base plan (best by the PE-cycle proxy)
 
@@ -474,7 +474,6 @@ def sbuf_bytes(g: ConvGeom, band: tuple[int, int], u: tuple[int, int], merge: Me
     return grids, 2 * pg[0] * pg[1] * g.axes[2].n * g.dtype_bytes
 
 
-ENGINE_FREE_MAX = 65536   # elements per partition of one Vector/Scalar/GpSimd SBUF access
 
 
 def pair_copy_on_vector(g: ConvGeom, n: int) -> bool:

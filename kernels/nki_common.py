@@ -2,6 +2,8 @@
 import nki.isa as nisa
 import nki.language as nl
 
+from .schedule import free_pieces
+
 PMAX = 128
 BANK_BYTES = 2048
 BANK_FP32 = 512
@@ -14,13 +16,19 @@ class Pool:
         self.items = [nl.ndarray(shape, dtype, buffer=buffer, name=f"{name}{i}") for i in range(count)]
         if zero:   # partitions no load ever writes must hold finite values (they meet zero weights)
             for t in self.items:
-                nisa.memset(t, 0.0, engine=nisa.engine.gpsimd)
+                memset_pieces(t, 0.0, nisa.engine.gpsimd)
         self.next = 0
 
     def take(self):
         t = self.items[self.next]
         self.next = (self.next + 1) % len(self.items)
         return t
+
+
+def memset_pieces(t, value, engine):
+    """``nisa.memset`` of a whole tile in pieces an engine can access at once (``schedule.free_pieces``)."""
+    for piece in free_pieces(tuple(t.shape[1:])):
+        nisa.memset(t[(slice(0, t.shape[0]),) + piece], value, engine=engine)
 
 
 class Evictor:
@@ -83,7 +91,7 @@ def stage_padded(buf, ext, lo, hi, src, stage_pool, p0=0, engine=None, pieces=1)
     buf = buf[p0:p0 + p]     # a partition region (regions start at 0/32/64/96)
     view = buf[:p, :ext[0], :ext[1], :ext[2]]
     if src is None or any(h <= l for l, h in zip(lo, hi)):
-        nisa.memset(view, 0.0, engine=nisa.engine.gpsimd)
+        memset_pieces(view, 0.0, nisa.engine.gpsimd)
         return view, _nothing
     _zero_border(buf, p, ext, lo, hi)
     interior = buf[:p, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]]

@@ -8,11 +8,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import product
+from math import prod
 
 from .geometry import Axis, ConvGeom, ceil_div
 
 PMAX = 128          # partitions
 MOVING_MAX = 512    # matmul moving free size (NC-v2/v3) == fp32 elements of one PSUM bank
+ENGINE_FREE_MAX = 65536   # elements per partition of one Vector/Scalar/GpSimd SBUF access (nkisim's rule)
 FILTER_RUN_CI_MAX = 32   # C_in up to which the filters come by runs of taps (one DMA per run; nki_filters)
 FILTER_RUN_ROWS = 512    # (tap, ci) rows per such DMA
 FILTER_STAGE_BYTES = 8192   # a filter staging tile's C_out columns per partition (nki_filters.load_filters_t)
@@ -387,3 +389,21 @@ def row_stack_roles(rows: list[int]) -> list[str]:
     if pending:
         roles[-1] = "alone"
     return roles
+
+
+def free_pieces(free: tuple[int, ...], limit: int = ENGINE_FREE_MAX) -> list[tuple[slice, ...]]:
+    """Index slices over a tile's free axes that cover it in pieces of at most ``limit`` elements per
+    partition (one engine access each): whole trailing axes, the first axis that still fits cut in runs,
+    one index at a time on the axes before it. A tile within the limit is one piece."""
+    split = next(i for i in range(len(free) + 1) if prod(free[i:]) <= limit)
+    if split == 0:
+        return [tuple(slice(0, n) for n in free)]
+    axis, inner = split - 1, prod(free[split:])
+    run = max(1, limit // inner)
+    pieces = []
+    for outer in product(*(range(n) for n in free[:axis])):
+        for a0 in range(0, free[axis], run):
+            pieces.append(tuple(slice(i, i + 1) for i in outer) + (slice(a0, min(free[axis], a0 + run)),)
+                          + tuple(slice(0, n) for n in free[split:]))
+    return pieces
+

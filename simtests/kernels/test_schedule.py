@@ -1,11 +1,15 @@
-"""The dy staging tile's bound (``schedule.dx_stage_elems``), taken from the distinct fills per axis: the
-largest staged fill of any band, as every band's own fill (``dx_band_fill``) gives it."""
+"""``kernels/schedule.py``: the dy staging tile's bound (``dx_stage_elems``), taken from the distinct fills per
+axis: the largest staged fill of any band, as every band's own fill (``dx_band_fill``) gives it; a tile's
+pieces of one engine access (``free_pieces``)."""
 from __future__ import annotations
+
+from itertools import product
+from math import prod
 
 import pytest
 
 from conv3d_bwd.kernels.geometry import validate
-from conv3d_bwd.kernels.schedule import axis_bands, dx_band_fill, dx_stage_elems
+from conv3d_bwd.kernels.schedule import axis_bands, dx_band_fill, dx_stage_elems, free_pieces
 
 from .support import geom_kw, geom_shapes
 
@@ -40,3 +44,18 @@ def test_the_staging_bound_is_the_largest_staged_band_fill(name):
             assert dx_stage_elems(g, band, w_band) == want, (band, w_band)
             staged += want > 0
     assert staged   # (some tiling stages its bands)
+
+
+@pytest.mark.parametrize("free, limit", [((3, 4, 5), 60), ((3, 4, 5), 59), ((3, 4, 5), 20), ((3, 4, 5), 7),
+                                         ((3, 4, 5), 4), ((2, 25, 28, 52), 65536), ((1,), 1), ((6, 1, 9), 10)],
+                         ids=lambda v: "x".join(map(str, v)) if isinstance(v, tuple) else f"limit{v}")
+def test_free_pieces_cover_the_tile_once_within_the_limit(free, limit):
+    seen = []
+    pieces = free_pieces(free, limit)
+    for piece in pieces:
+        assert len(piece) == len(free)
+        assert prod(s.stop - s.start for s in piece) <= limit
+        seen += list(product(*(range(s.start, s.stop) for s in piece)))
+    assert sorted(seen) == list(product(*(range(n) for n in free)))   # every element once
+    assert (len(pieces) == 1) == (prod(free) <= limit)
+

@@ -14,7 +14,7 @@ eviction helpers), so the same code runs on nkisim and on a NeuronCore. Loops an
 import nki.isa as nisa
 import nki.language as nl
 
-from ...nki_common import Evictor, Pool
+from ...nki_common import Evictor, Pool, memset_pieces
 from . import spec
 
 _P = spec.PMAX
@@ -83,7 +83,7 @@ def _load_x(g, x, dtype):
     n_ci = -(-g.c_in // _P)
     xp = nl.ndarray((_P, n_ci, g.batch, e[0], e[1], e[2]), dtype, buffer=nl.sbuf, name="dws_x")
     if spec.x_needs_zeros(g):   # the padding: zeroed once, the loads overwrite the interior
-        nisa.memset(xp, 0.0, engine=nisa.engine.gpsimd)
+        memset_pieces(xp, 0.0, nisa.engine.gpsimd)
     if min(n) == 0:
         return xp
     staged = spec.x_staged(g)

@@ -18,8 +18,10 @@ a contiguous block of dw's ``[K_d, K_h, K_w, C_in, C_out]`` layout.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import prod
 
 from ...geometry import ConvGeom, ceil_div
+from ...schedule import free_pieces
 from ..common import bank_packs
 
 PMAX = 128               # partitions; TensorE contraction and stationary free size
@@ -377,7 +379,8 @@ def _head_work(k: _Counter, g: ConvGeom, has_dw: bool, db_here: bool) -> None:
     sizes = [t.size(ow) for t in pos_tiles(g)]
     e, xl = x_extent(g), x_loaded(g)
     if has_dw and x_needs_zeros(g):
-        k.add("memset", "gpsimd", (PMAX, ceil_div(g.c_in, PMAX) * g.batch * e[0] * e[1] * e[2]))
+        for piece in free_pieces((ceil_div(g.c_in, PMAX), g.batch, *e)):   # the box, per engine access
+            k.add("memset", "gpsimd", (PMAX, prod(s.stop - s.start for s in piece)))
     if has_dw and min(xl) > 0:
         for c0 in range(0, g.c_in, PMAX):
             cw = min(PMAX, g.c_in - c0)

@@ -56,6 +56,15 @@ def test_trn1_evicts_on_vector_only(dtype):
     run_exact(GEOMS["tiny"], dtype=dtype, target="trn1")
 
 
+def test_a_box_over_one_engine_access_is_zeroed_in_pieces():
+    """Two samples' padded boxes of 25 x 28 x 52 (72,800 elements per partition, over the 65,536 one
+    GpSimd access may touch): zeroed one sample at a time, still exact."""
+    geom = small(2, 8, 8, (18, 13, 52), kernel=(7, 7, 1), stride=(3, 3, 1), padding=(0, 7, 2, 14, 0, 0),
+                 dilation=(3, 3, 1))
+    res = run_exact(geom, grads=("dw", "db"))
+    assert res.summary.instr_counts["memset"] == 2 + 1   # the box in two pieces, the ones row
+
+
 def test_lnc2_dw_alone():
     run_exact(GEOMS["c_in-64"], lnc=2, grads=("dw",))
 
