@@ -283,6 +283,7 @@ def _dtypes() -> list[Case]:
     cases += [_c("dtype_stride", "dtypes", 1, 8, 8, (7, 9, 9), K3, s=(2, 2, 2), p=P1, dtype=dt)
               for dt in ("fp16", "fp32")]
     cases.append(_c("dtype_chan", "dtypes", 1, 129, 65, (2, 4, 4), K3, p=P1, dtype="fp32"))
+    cases.append(_c("dtype_stride", "dtypes", 2, 8, 8, (7, 9, 9), K3, s=(2, 2, 2), p=P1, dtype="fp32"))  # dw:tap_pack
     # The planner's choice depends on the dtype: these make it pick, in fp16 and fp32 too, every
     # method some default geometry would get in that dtype (simtests/verify/test_cases.py checks
     # it), so the fp32 accumulation of each method is measured, not only its bf16 rounding.

@@ -12,6 +12,7 @@ DEFAULT_TOP = 10
 
 def _ranked(plan) -> tuple[list, list]:
     """(feasible candidates by estimate, rejected candidates) of the plan's table."""
+    plan.feasible_candidates()   # (a pruned pick estimates the rest: the table ranks every candidate)
     feasible = [c for c in plan.candidates if c.feasible and c.estimated_us is not None]
     feasible.sort(key=lambda c: (c.estimated_us, c.label))
     chosen = {id(c) for c in feasible}

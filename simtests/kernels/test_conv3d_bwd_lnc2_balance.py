@@ -122,7 +122,7 @@ def _ci_split(ci_tile):
     """Edit: the first per-gradient candidate (dx and dw) made C_in-outer with ``ci_tile``, split by C_in."""
     def pick(p):
         alts = [a for a in p.feasible_candidates() if a.strategy is Strategy.PER_GRADIENT and a.dx_regions == 1
-                and not a.dx_transposed and a.dx_method.value != "toeplitz"]
+                and not a.dx_transposed and a.dx_method.value != "toeplitz" and not a.dw_interleave]
         assert alts, p.explain()
         q = dataclasses.replace(alts[0], dx_ci_outer=True, dx_ci_tile=ci_tile, dx_ci_split=True)
         assert dx_ci_split_on(q.geometry(), q)
