@@ -10,12 +10,13 @@ from conv3d_bwd.verify.cases import CASE_SETS
 
 from .support import exhaustive_plan
 
-
 # every default case on trn2 at LNC1 and LNC2, trn1 at LNC1 and trn3 at the case's LNC; in the suite the fast
-# ones on trn2 at their own LNC plus LNC2 for the LNC2 and layer cases (every candidate is estimated: the
-# rest runs in the nightly env)
+# ones of a few groups on trn2 at their own LNC plus LNC2 for the LNC2 and layer cases (every candidate is
+# estimated: the rest runs in the nightly env)
+SUITE_GROUPS = ("basic", "strides", "lnc2", "layers", "grads")
 def _in_suite(case, target: str, lnc: int) -> bool:
-    return case.fast and target == "trn2" and (lnc == case.lnc or case.group in ("lnc2", "layers"))
+    return (case.fast and target == "trn2" and case.group in SUITE_GROUPS
+            and (lnc == case.lnc or case.group in ("lnc2", "layers")))
 
 
 MATRIX = [pytest.param(c, t, n, id=f"{c.id}-{t}-lnc{n}", marks=() if _in_suite(c, t, n) else pytest.mark.nightly)

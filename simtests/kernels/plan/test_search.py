@@ -218,10 +218,11 @@ def test_planning_progress_counts_the_candidates(monkeypatch):
 
 
 # the pruned search against the exhaustive one: every default case at LNC1 and LNC2 (in the suite the fast ones
-# at their own LNC, LNC2 too for the LNC2 and layer cases; the rest in the nightly env: an exhaustive search
+# of a few groups at their own LNC, LNC2 too for the LNC2 and layer cases; the rest in the nightly env: an exhaustive search
 # estimates every candidate), random sweep geometries
 PRUNE_CASES = [pytest.param(c, n, id=f"{c.id}-lnc{n}",
-                            marks=() if c.fast and (n == c.lnc or c.group in ("lnc2", "layers")) else pytest.mark.nightly)
+                            marks=() if c.fast and c.group in ("basic", "strides", "lnc2", "layers", "grads")
+                            and (n == c.lnc or c.group in ("lnc2", "layers")) else pytest.mark.nightly)
                for c in CASE_SETS["default"] for n in (1, 2)]
 SWEEP_CASES = [draw_case(3, "small", i) for i in range(4)] + [draw_case(3, "large", 0)]
 
