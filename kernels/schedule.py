@@ -255,15 +255,16 @@ def dx_band_fill(g: ConvGeom, bd: AxisBand, bh: AxisBand, bw: AxisBand | None = 
     return n, padded, _needs_stage(lo, hi, ext)
 
 
-def _axis_fills(ax: Axis, band: int) -> set[tuple[int, int, int]]:
-    """The distinct (valid lo, valid hi, extent) of the dy buffers of ``ax``'s bands of ``band`` rows that
-    hold some dy (as ``dx_band_fill`` computes them per axis)."""
-    out = set()
-    for b in axis_bands(ax, band):
-        v0, v1 = max(b.q0, 0), min(b.q1, ax.o)
-        if v1 > v0 and b.extent > 0:
-            out.add((v0 - b.q0, v1 - b.q0, b.extent))
-    return out
+@lru_cache(maxsize=65536)
+def axis_fill(ax: Axis, b: AxisBand, clip: bool = False) -> tuple[int, int, int, tuple[int, int]] | None:
+    """One axis of a dy band buffer's fill: (valid lo, valid hi, extent, the dy rows it holds); None: an empty
+    buffer (``clip``: the band clipped to its live taps' rows, ``axis_live``)."""
+    bb = axis_live(ax, b)[0] if clip else b
+    if bb.extent <= 0:
+        return None
+    v0, v1 = max(bb.q0, 0), min(bb.q1, ax.o)
+    lo = max(v0 - bb.q0, 0)
+    return lo, max(lo, v1 - bb.q0), bb.extent, (v0, v1)
 
 
 @lru_cache(maxsize=1024)
@@ -272,11 +273,12 @@ def dx_stage_elems(g: ConvGeom, band: tuple[int, int], w_band: int = 0) -> int:
     W input columns per band (0: whole rows). A band's fill is its axes' fills combined, so the distinct
     fills per axis give every band's (a huge plane's bands are a few kinds)."""
     best = 0
-    per_axis = [_axis_fills(g.axes[a], n) for a, n in enumerate((band[0], band[1], w_band or g.axes[2].n))]
-    for fd, fh, fw in product(*per_axis):
-        lo, hi, ext = [f[0] for f in (fd, fh, fw)], [f[1] for f in (fd, fh, fw)], [f[2] for f in (fd, fh, fw)]
-        if _needs_stage(lo, hi, ext):
-            best = max(best, (hi[0] - lo[0]) * (hi[1] - lo[1]) * (hi[2] - lo[2]))
+    per_axis = [{f[:3] for b in axis_bands(g.axes[a], n) if (f := axis_fill(g.axes[a], b)) and f[3][1] > f[3][0]}
+                for a, n in enumerate((band[0], band[1], w_band or g.axes[2].n))]   # (those holding some dy)
+    for fills in product(*per_axis):
+        lo, hi, ext = zip(*fills)
+        if _needs_stage(list(lo), list(hi), list(ext)):
+            best = max(best, prod(h - l for l, h in zip(lo, hi)))
     return best
 
 

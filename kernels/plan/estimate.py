@@ -4,14 +4,13 @@ how they compose into a modelled time.
 from __future__ import annotations
 
 from collections import Counter
-from functools import lru_cache
 from itertools import pairwise
 
 from .. import dx_toeplitz as toeplitz
 from .. import pw_shared as pw
 from ..costs import CostSheet, TargetFigures, compose_ns, flow_shop_ns
 from ..dx_dpairs import dpair_slot_map, slot_runs
-from ..geometry import Axis, ConvGeom, ceil_div
+from ..geometry import ConvGeom, ceil_div
 from ..methods.dw_kd_moving import estimate as kdm_estimate
 from ..methods.dw_small_extent import estimate as dws_estimate
 from ..methods.s2d_gemm import estimate as s2d_estimate
@@ -22,7 +21,7 @@ from ..schedule import (
     MOVING_MAX,
     PMAX,
     AxisBand,
-    axis_live,
+    axis_fill,
     dw_x_extent,
     dx_packs,
     filter_stage_cols,
@@ -589,25 +588,13 @@ def _dx_loads(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_bands: lis
     return first, _dx_loads_by_axis(g, p, hw, items, w_bands, db_fold, clip)
 
 
-@lru_cache(maxsize=65536)
-def _axis_fill(ax: Axis, b: AxisBand, clip: bool) -> tuple[int, int, int, tuple[int, int]] | None:
-    """One axis of a dy band buffer's fill: (valid lo, valid hi, extent, the dy rows it holds); None: an empty
-    buffer (``clip``: the band clipped to its live taps' rows)."""
-    bb = axis_live(ax, b)[0] if clip else b
-    if bb.extent <= 0:
-        return None
-    v0, v1 = max(bb.q0, 0), min(bb.q1, ax.o)
-    lo = max(v0 - bb.q0, 0)
-    return lo, max(lo, v1 - bb.q0), bb.extent, (v0, v1)
-
-
 def _band_fill(g: ConvGeom, item: tuple, bw: AxisBand, clip: bool) -> tuple | None:
     """The (lo, hi, ext, valid) fill of one load (an item's D and H bands, W band ``bw``); None: no dy rows."""
     _b, bd, bh = item
-    axes = [_axis_fill(g.axes[a], b_, clip) for a, b_ in enumerate((bd, bh, bw))]
+    axes = [axis_fill(g.axes[a], b_, clip) for a, b_ in enumerate((bd, bh, bw))]
     if any(f is None for f in axes):
         return None
-    return [f[0] for f in axes], [f[1] for f in axes], [f[2] for f in axes], [f[3] for f in axes]
+    return tuple(list(v) for v in zip(*axes))
 
 
 def _charge_folds(loads: CostSheet, p: Plan, n_co: int, folds: Counter) -> None:
@@ -623,17 +610,18 @@ def _charge_folds(loads: CostSheet, p: Plan, n_co: int, folds: Counter) -> None:
 
 def _dx_loads_by_axis(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_bands: list, db_fold: bool,
                       clip: bool) -> CostSheet:
-    """The loads' cost from their fills per axis: a load's fill is its D, H and W bands' (``_axis_fill``), every
-    item has the same W bands, so the loads of one kind are (items of a D, H fill) x (W bands of a W fill)."""
+    """The loads' cost from their fills per axis: a load's fill is its D, H and W bands'
+    (``schedule.axis_fill``), every item has the same W bands, so the loads of one kind are (items of a D, H
+    fill) x (W bands of a W fill)."""
     n_co, co_t, Wo = n_tiles(g.c_out, PMAX), min(PMAX, g.c_out), g.axes[2].o
     loads = CostSheet(hw)
     # (a fill's cost reads its lo, hi and extent per axis, not which dy rows it holds)
-    w_fills = Counter(f[:3] if f else None for f in (_axis_fill(g.axes[2], bw, clip) for bw in w_bands))
+    w_fills = Counter(f[:3] if f else None for f in (axis_fill(g.axes[2], bw, clip) for bw in w_bands))
     w_live = sum(n for f, n in w_fills.items() if f is not None)
     dh: Counter = Counter()
     folds: Counter = Counter()   # db's folds by owned positions
     for _b, bd, bh in items:
-        fd, fh = _axis_fill(g.axes[0], bd, clip), _axis_fill(g.axes[1], bh, clip)
+        fd, fh = axis_fill(g.axes[0], bd, clip), axis_fill(g.axes[1], bh, clip)
         if fd is not None and fh is not None and w_live:
             dh[(fd[:3], fh[:3])] += 1
             if db_fold:
@@ -642,8 +630,8 @@ def _dx_loads_by_axis(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_ba
     for (fd, fh), n in dh.items():
         for fw, m in w_fills.items():
             if fw is not None:
-                f = (fd, fh, fw)
-                _cost_fill(loads, g, n_co * n * m, co_t, [x[0] for x in f], [x[1] for x in f], [x[2] for x in f], [])
+                lo, hi, ext = zip(fd, fh, fw)
+                _cost_fill(loads, g, n_co * n * m, co_t, list(lo), list(hi), list(ext), [])
     return loads
 
 

@@ -334,7 +334,6 @@ def _item_roles(roles: list[str] | None, chunk_rows: list, n_items: int) -> list
     return out
 
 
-
 @dataclass(frozen=True, eq=False)
 class DwPass:
     """What charging one tap pass's dw items reads (``charge_dw_item``): the C_out pass's geometry ``g``, the

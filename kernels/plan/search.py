@@ -176,6 +176,7 @@ class _Unestimated:
     estimated: list[Plan]
     pending: list[_Checked]
     records: tuple[Candidate, ...]
+    memo: dict   # the search's shared work (``estimate.py``): the rest's estimates reuse it
 
 
 # per problem (``PROBLEM_FIELDS``), the last pruned searches' leftovers (as many as the plan cache holds)
@@ -274,7 +275,8 @@ def _search(g: ConvGeom, base: dict, prune: bool = True) -> Plan:
         alts = tuple(replace(q, candidates=records_t) for q in estimated)
         return replace(alts[0], candidates=records_t, alternatives=alts)
     key = tuple(base[k] for k in PROBLEM_FIELDS)
-    _UNESTIMATED[key] = _Unestimated(g, estimated, [c for i, c in enumerate(checked) if i not in done], records_t)
+    _UNESTIMATED[key] = _Unestimated(g, estimated, [c for i, c in enumerate(checked) if i not in done], records_t,
+                                      memo)
     _UNESTIMATED.move_to_end(key)
     while len(_UNESTIMATED) > _plan_cached.cache_info().maxsize:
         _UNESTIMATED.popitem(last=False)
@@ -304,9 +306,8 @@ def every_alternative(pick: Plan) -> tuple[Plan, ...]:
         base = {k: getattr(pick, k) for k in PROBLEM_FIELDS}
         return _plan(g, base, prune=False).alternatives
     hw = TARGET_FIGURES[pick.target]
-    memo: dict = {}
     with memoized_checks():
-        rest = {q.label: q for q in (_estimated(left.g, c, hw, memo) for c in left.pending)}
+        rest = {q.label: q for q in (_estimated(left.g, c, hw, left.memo) for c in left.pending)}
     every = sorted(left.estimated + list(rest.values()), key=_rank)
     # the candidate table with every estimate (as the exhaustive search writes it)
     records = tuple(replace(r, reason="", estimated_us=rest[r.label].estimated_us)
