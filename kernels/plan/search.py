@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from .. import dx_toeplitz as toeplitz
@@ -97,12 +98,18 @@ def plan_conv3d_bwd(dy_shape, x_shape, w_shape, stride=(1, 1, 1), padding=(0,) *
     return _plan_cached(g, tuple(base.items()))
 
 
-@lru_cache(maxsize=16)
+# plans kept (a network's distinct layers, stepped through again every training step) and pruned searches'
+# leftovers kept (each holds its search's memo, several MiB: asked for right after their search, if at all)
+PLANS_CACHED = 64
+LEFTOVERS_KEPT = 16
+
+
+@lru_cache(maxsize=PLANS_CACHED)
 def _plan_cached(g: ConvGeom, base_items: tuple) -> Plan:
     """The pick for a validated problem. Cached: the kernel (once per LNC program), the harness and the
     bench ask for the same problem's plan again and again, and planning checks thousands of candidates.
     Plans are frozen, so sharing one is safe. A plan may hold its alternatives (0.6-9 MiB for the bench
-    shapes, once asked for), hence the small bound: the repeats come back to back."""
+    shapes, once asked for)."""
     return _plan(g, dict(base_items))
 
 
@@ -177,9 +184,10 @@ class _Unestimated:
     pending: list[_Checked]
     records: tuple[Candidate, ...]
     memo: dict   # the search's shared work (``estimate.py``): the rest's estimates reuse it
+    late: dict[str, Plan] = field(default_factory=dict)   # estimated since, by label
 
 
-# per problem (``PROBLEM_FIELDS``), the last pruned searches' leftovers (as many as the plan cache holds)
+# per problem (``PROBLEM_FIELDS``), the last pruned searches' leftovers (``LEFTOVERS_KEPT``)
 _UNESTIMATED: OrderedDict[tuple, _Unestimated] = OrderedDict()
 # estimated candidates that came in under their bound (each makes its search estimate every candidate):
 # none is expected (``bound.py``); the tests check it stays 0
@@ -278,7 +286,7 @@ def _search(g: ConvGeom, base: dict, prune: bool = True) -> Plan:
     _UNESTIMATED[key] = _Unestimated(g, estimated, [c for i, c in enumerate(checked) if i not in done], records_t,
                                       memo)
     _UNESTIMATED.move_to_end(key)
-    while len(_UNESTIMATED) > _plan_cached.cache_info().maxsize:
+    while len(_UNESTIMATED) > LEFTOVERS_KEPT:
         _UNESTIMATED.popitem(last=False)
     return replace(pick, candidates=records_t, alternatives=(), alternatives_lazy=True)
 
@@ -295,21 +303,35 @@ def _record_line(r, checked: list[_Checked], done: dict[int, Plan], bounds: dict
                      f"{pick.estimated_us:.2f} us", None, c.sbuf, c.psum)
 
 
-def every_alternative(pick: Plan) -> tuple[Plan, ...]:
+def every_alternative(pick: Plan, where: Callable[[Plan], bool] | None = None) -> tuple[Plan, ...]:
     """Every feasible alternative of a pruned pick's problem, estimated, cheapest first (``Plan.
     feasible_candidates``): the pruned search's estimates and the rest's; planned again exhaustively when
-    that search's leftovers are gone (another process, or many problems planned since)."""
+    that search's leftovers are gone (another process, or many problems planned since). ``where``: only the
+    alternatives it holds for, and only those estimated (a candidate's fields and label are known before
+    its estimate)."""
     key = tuple(getattr(pick, k) for k in PROBLEM_FIELDS)
     left = _UNESTIMATED.get(key)
     if left is None:
         g = pick.geometry()
         base = {k: getattr(pick, k) for k in PROBLEM_FIELDS}
-        return _plan(g, base, prune=False).alternatives
+        every = _plan(g, base, prune=False).alternatives
+        return every if where is None else tuple(q for q in every if where(q))
     hw = TARGET_FIGURES[pick.target]
+    wanted = [c for c in left.pending if where is None or where(_unestimated_plan(c))]
     with memoized_checks():
-        rest = {q.label: q for q in (_estimated(left.g, c, hw, left.memo) for c in left.pending)}
-    every = sorted(left.estimated + list(rest.values()), key=_rank)
+        for c in wanted:
+            left.late[c.label] = _estimated(left.g, c, hw, left.memo)
+    taken = {c.label for c in wanted}
+    left.pending = [c for c in left.pending if c.label not in taken]
+    every = sorted(left.estimated + list(left.late.values()), key=_rank)
+    if where is not None:
+        return tuple(q for q in every if where(q))
     # the candidate table with every estimate (as the exhaustive search writes it)
-    records = tuple(replace(r, reason="", estimated_us=rest[r.label].estimated_us)
-                    if r.feasible and r.label in rest else r for r in left.records)
+    records = tuple(replace(r, reason="", estimated_us=left.late[r.label].estimated_us)
+                    if r.feasible and r.label in left.late else r for r in left.records)
     return tuple(replace(q, candidates=records) for q in every)
+
+
+def _unestimated_plan(c: _Checked) -> Plan:
+    """A checked candidate as its Plan will read, but for the estimate."""
+    return replace(c.plan, sbuf_bytes=c.sbuf, psum_banks=c.psum, label=c.label)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -172,16 +173,21 @@ class Plan:
             out.add(f"db:{self.db_method.value}")
         return out
 
-    def feasible_candidates(self) -> tuple[Plan, ...]:
+    def feasible_candidates(self, where: Callable[[Plan], bool] | None = None) -> tuple[Plan, ...]:
         """Every feasible alternative (the pick included), each a full Plan, estimated, cheapest first (ties
         by label). A pruned pick's are estimated on the first call and kept, their estimates written into its
-        candidate table (``plan/search.every_alternative``)."""
+        candidate table (``plan/search.every_alternative``). ``where``: only the alternatives it holds for; a
+        pruned pick estimates only those (the predicate reads a candidate's fields and label, not its
+        estimate)."""
         if self.alternatives_lazy and not self.alternatives:
             from ..plan.search import every_alternative  # (the planner imports this module)
+            if where is not None:
+                return every_alternative(self, where)
             object.__setattr__(self, "alternatives", every_alternative(self))
             # (the candidate table gains the estimates just made)
             object.__setattr__(self, "candidates", self.alternatives[0].candidates)
-        return self.alternatives or (self,)
+        every = self.alternatives or (self,)
+        return every if where is None else tuple(a for a in every if where(a))
 
     def tiles(self) -> dict:
         return {"dx_band": list(self.dx_band), "dw_band": list(self.dw_band), "dx_ci_tile": self.dx_ci_tile,

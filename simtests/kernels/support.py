@@ -145,7 +145,7 @@ def assert_candidates_within_budget(shapes, where=lambda a: True, most=None, dty
     if sweep not in ("all", "pairs"):
         raise ValueError(f"sweep: {sweep!r} is not 'all' or 'pairs'")
     plan = plan_conv3d_bwd(*shapes, dtype=dtype, lnc=lnc, **kw)
-    alts = [a for a in plan.feasible_candidates() if where(a)][:most]
+    alts = plan.feasible_candidates(where=lambda a: where(a))[:most]
     assert alts, plan.explain()
     if sweep == "pairs":
         alts = pairwise_cover(alts)
@@ -211,8 +211,8 @@ def inside_dw_edit(split=None):
     none, ``forced_inside`` with its dx band one item per program."""
     def pick(p):
         g = plan_geom(p)
-        alts = [a for a in p.feasible_candidates() if a.dx_inside_dw and not a.dx_inside_boxes
-                and (split is None or a.dw_split == split)]
+        alts = p.feasible_candidates(where=lambda a: a.dx_inside_dw and (not a.dx_inside_boxes)
+                                     and (split is None or a.dw_split == split))
         q = min(alts, key=lambda a: a.estimated_us) if alts else \
             forced_inside(p, split, dx_band=(-(-g.axes[0].n // p.lnc), g.axes[1].n))
         assert dx_inside_dw_on(g, q) and "dx inside dw" in q.label

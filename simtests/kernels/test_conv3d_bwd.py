@@ -225,8 +225,8 @@ def test_pointwise_dma_gemm_dw_is_exact(batch, c_in, c_out, size, lnc, split, gr
 
     def pick(p):
         # (per gradient: the shared-dy variant has its own tests, test_pw_shared.py)
-        alts = [a for a in p.feasible_candidates() if a.dw_method is DwMethod.DMA_GEMM and a.dw_split == split
-                and a.strategy.value == "per_gradient"]
+        alts = p.feasible_candidates(where=lambda a: a.dw_method is DwMethod.DMA_GEMM and a.dw_split == split
+                                     and (a.strategy.value == 'per_gradient'))
         assert alts, p.explain()
         return alts[0]
 
@@ -242,7 +242,7 @@ def test_pointwise_dma_gemm_dw_is_exact(batch, c_in, c_out, size, lnc, split, gr
 ])
 def test_lnc2_tap_split_is_exact(method, geom):
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.dw_split == "taps" and a.dw_method.value == method]
+        alts = p.feasible_candidates(where=lambda a: a.dw_split == 'taps' and a.dw_method.value == method)
         assert alts, p.explain()
         return alts[0]
 

@@ -25,8 +25,8 @@ def _positions(method, strategy=Strategy.PER_GRADIENT, xs=None):
     """Edit: the first candidate with ``method`` whose dw is split by positions (partials exchanged);
     ``xs``: only x-stationary (True) or only not (False) ones."""
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.dw_method is method and a.dw_split == "positions"
-                and a.strategy is strategy and (xs is None or a.dw_x_stationary is xs)]
+        alts = p.feasible_candidates(where=lambda a: a.dw_method is method and a.dw_split == 'positions'
+                                     and (a.strategy is strategy) and (xs is None or a.dw_x_stationary is xs))
         assert alts, p.explain()
         return alts[0]
     return pick
@@ -64,7 +64,8 @@ def test_positions_split_reduce_scatter_is_exact(geom, method):
 def test_fused_exchange_only_up_to_two_co_tiles(c_out, fused):
     shapes = conv_shapes(1, 4, c_out, (3, 4, 5), (3, 3, 3), padding=(1,) * 6)
     p = plan_conv3d_bwd(*shapes, padding=(1,) * 6, lnc=2)
-    alts = [a for a in p.feasible_candidates() if a.dw_split == "positions" and a.dw_method is not DwMethod.DMA_GEMM]
+    alts = p.feasible_candidates(where=lambda a: a.dw_split == 'positions'
+                                 and a.dw_method is not DwMethod.DMA_GEMM)
     # x-stationary exchanges its own accumulator (_finish_xs): never the fused dw^T exchange
     assert all(not dw_fused_exchange(a.geometry(), a) for a in alts if a.dw_x_stationary)
     alts = [a for a in alts if not a.dw_x_stationary]
@@ -103,9 +104,9 @@ PACK_GEOMS = [
 
 
 def _packed_variant(p):
-    alts = [a for a in p.feasible_candidates() if a.dx_regions > 1 and a.strategy is Strategy.PER_GRADIENT
-            and len(_split(dx_items(a.geometry(), a), 2, 0)) >= a.dx_regions
-            and a.dx_band[0] < a.geometry().axes[0].n]
+    alts = p.feasible_candidates(where=lambda a: a.dx_regions > 1 and a.strategy is Strategy.PER_GRADIENT
+                                 and (len(_split(dx_items(a.geometry(), a), 2, 0)) >= a.dx_regions)
+                                 and (a.dx_band[0] < a.geometry().axes[0].n))
     assert alts, p.explain()
     return alts[0]
 
@@ -139,8 +140,8 @@ def test_first_x_band_wait_is_charged_where_it_is_long(monkeypatch):
     """down_s2: one dw box spans all of x (64 partitions: half the DMA engines, then a staged
     placement); vae3d's row-mode chunk lands while its dy^T is transposed."""
     down = plan_conv3d_bwd(*conv_shapes(2, 64, 128, (8, 32, 32), (3, 3, 3), **DOWN_S2), **DOWN_S2, lnc=2)
-    per_grad = [a for a in down.feasible_candidates() if a.strategy is Strategy.PER_GRADIENT
-                and a.dw_method is DwMethod.TAP_PACK]
+    per_grad = down.feasible_candidates(where=lambda a: a.strategy is Strategy.PER_GRADIENT
+                                        and a.dw_method is DwMethod.TAP_PACK)
     g = down.geometry()
     waits = [_dw_first_x_wait_ns(g, a, TRN2) for a in per_grad]
     assert min(waits) > 3000.0
@@ -153,8 +154,8 @@ def test_first_x_band_wait_is_charged_where_it_is_long(monkeypatch):
     monkeypatch.undo()
     assert est - est0 == pytest.approx(waits[0] / 1000.0)
     vae = plan_conv3d_bwd(*conv_shapes(1, 128, 128, (4, 32, 32), (3, 3, 3), padding=(1,) * 6), padding=(1,) * 6)
-    rows = [a for a in vae.feasible_candidates() if a.strategy is Strategy.PER_GRADIENT
-            and a.dw_method is DwMethod.ROW_PACK]
+    rows = vae.feasible_candidates(where=lambda a: a.strategy is Strategy.PER_GRADIENT
+                                   and a.dw_method is DwMethod.ROW_PACK)
     assert rows and all(_dw_first_x_wait_ns(vae.geometry(), a, TRN2) == 0.0 for a in rows)
 
 
@@ -188,8 +189,9 @@ def test_lnc2_budget_bounds_the_measured_peak():
 @pytest.mark.parametrize("grads", [GRADS, ("dw",), ("dw", "db")], ids=lambda g: "+".join(g))
 def test_dma_gemm_column_halves_are_exact(batch, c_in, c_out, size, grads):
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.dw_method is DwMethod.DMA_GEMM and a.dw_split == "positions"
-                and a.strategy.value == "per_gradient"]   # (shared dy: test_pw_shared.py)
+        alts = p.feasible_candidates(where=lambda a: a.dw_method is DwMethod.DMA_GEMM
+                                     and a.dw_split == 'positions'
+                                     and (a.strategy.value == 'per_gradient'))   # (shared dy: test_pw_shared.py)
         assert alts, p.explain()
         return alts[0]
 
@@ -203,8 +205,8 @@ def test_dma_gemm_column_halves_are_exact(batch, c_in, c_out, size, grads):
 # ---------------------------------------------------------------- dw finish deferred past dx
 
 def _deferred(p, one_box=False):
-    alts = [a for a in p.feasible_candidates() if dw_defer_finish(a.geometry(), a)
-            and (not one_box or len(dw_items(a.geometry(), a)) == 1)]
+    alts = p.feasible_candidates(where=lambda a: dw_defer_finish(a.geometry(), a)
+                                 and (not one_box or len(dw_items(a.geometry(), a)) == 1))
     assert alts, p.explain()
     return alts[0]
 

@@ -26,9 +26,9 @@ TRN2 = TARGET_FIGURES["trn2"]
 def _fine(method, x_stationary=None):
     """Edit: the first per-gradient taps-split candidate with ``method``, split at single taps."""
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.dw_split == "taps" and a.dw_method is method
-                and a.strategy is Strategy.PER_GRADIENT
-                and (x_stationary is None or a.dw_x_stationary == x_stationary)]
+        alts = p.feasible_candidates(where=lambda a: a.dw_split == 'taps' and a.dw_method is method
+                                     and (a.strategy is Strategy.PER_GRADIENT)
+                                     and (x_stationary is None or a.dw_x_stationary == x_stationary))
         assert alts, p.explain()
         return dataclasses.replace(alts[0], dw_tap_fine=True)
     return pick
@@ -67,9 +67,9 @@ def _fine_rows(xt_dma):
     stationary chunk), split at single taps (a (kd, kh) pair may be cut between the programs)."""
     def pick(p):
         # (not db_ones: C_in tiles of 128 leave its ones slot no room, planner.db_ones_chunk)
-        alts = [a for a in p.feasible_candidates() if a.dw_split == "taps" and a.dw_method is DwMethod.ROW_PACK
-                and a.dw_x_stationary and a.strategy is Strategy.PER_GRADIENT and a.dw_xt_dma == xt_dma
-                and not a.db_ones]
+        alts = p.feasible_candidates(where=lambda a: a.dw_split == 'taps' and a.dw_method is DwMethod.ROW_PACK
+                                     and a.dw_x_stationary and (a.strategy is Strategy.PER_GRADIENT)
+                                     and (a.dw_xt_dma == xt_dma) and (not a.db_ones))
         assert alts, p.explain()
         q = dataclasses.replace(alts[0], dw_tap_fine=True, dw_ci_tile=128)
         g = q.geometry()
@@ -106,14 +106,14 @@ def test_fine_row_split_gradient_subsets(grads):
 def test_fine_split_gives_each_program_half_the_taps():
     shapes = conv_shapes(1, 128, 128, (2, 8, 8), (3, 3, 3), padding=(1,) * 6)
     p = plan_conv3d_bwd(*shapes, padding=(1,) * 6, lnc=2)
-    fine = [a for a in p.feasible_candidates() if a.dw_tap_fine]
+    fine = p.feasible_candidates(where=lambda a: a.dw_tap_fine)
     assert fine, "box-mode taps-split candidates with C_in tiles of 128 get a fine twin"
     for a in fine:
         g = a.geometry()
         assert dw_tap_fine_helps(g, a)
         assert [dw_own_taps(g, a, q) for q in (0, 1)] == [(0, 14), (14, 27)]
     lnc1 = plan_conv3d_bwd(*shapes, padding=(1,) * 6, lnc=1)
-    assert not [a for a in lnc1.feasible_candidates() if a.dw_tap_fine or a.dx_ci_split]
+    assert not lnc1.feasible_candidates(where=lambda a: a.dw_tap_fine or a.dx_ci_split)
 
 
 # ---------------------------------------------------------------- dx split by C_in groups
@@ -121,8 +121,9 @@ def test_fine_split_gives_each_program_half_the_taps():
 def _ci_split(ci_tile):
     """Edit: the first per-gradient candidate (dx and dw) made C_in-outer with ``ci_tile``, split by C_in."""
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.strategy is Strategy.PER_GRADIENT and a.dx_regions == 1
-                and not a.dx_transposed and a.dx_method.value != "toeplitz" and not a.dw_interleave]
+        alts = p.feasible_candidates(where=lambda a: a.strategy is Strategy.PER_GRADIENT and a.dx_regions == 1
+                                     and (not a.dx_transposed) and (a.dx_method.value != 'toeplitz')
+                                     and (not a.dw_interleave))
         assert alts, p.explain()
         q = dataclasses.replace(alts[0], dx_ci_outer=True, dx_ci_tile=ci_tile, dx_ci_split=True)
         assert dx_ci_split_on(q.geometry(), q)
@@ -164,7 +165,7 @@ def test_dx_ci_split_programs_share_every_item_and_split_the_groups():
     geom = {"padding": (1,) * 6}
     shapes = conv_shapes(1, 512, 512, (2, 16, 16), (3, 3, 3), **geom)
     p = plan_conv3d_bwd(*shapes, **geom, lnc=2)
-    split = [a for a in p.feasible_candidates() if a.dx_ci_split]
+    split = p.feasible_candidates(where=lambda a: a.dx_ci_split)
     assert split
     for a in split:
         g = a.geometry()
@@ -201,10 +202,9 @@ def test_new_variants_stay_within_the_planned_budget(c, size):
 def _early(**extra):
     """Edit: the first per-gradient gather candidate (dx and dw), its dx first band loaded early."""
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.strategy is Strategy.PER_GRADIENT and a.dx_regions == 1
-                and not a.dx_transposed and a.dx_method.value != "toeplitz"
-                and all(getattr(a, k) == v for k, v in extra.items()
-                        if k in ("dw_split", "dw_x_stationary", "dw_method", "dw_xt_dma"))]
+        alts = p.feasible_candidates(where=lambda a: a.strategy is Strategy.PER_GRADIENT and a.dx_regions == 1
+                                     and (not a.dx_transposed) and (a.dx_method.value != 'toeplitz')
+                                     and all((getattr(a, k) == v for k, v in extra.items() if k in ('dw_split', 'dw_x_stationary', 'dw_method', 'dw_xt_dma'))))
         assert alts, p.explain()
         edit = {"filters_first": False, **{k: v for k, v in extra.items()
                                             if k not in ("dw_split", "dw_x_stationary", "dw_method", "dw_xt_dma")}}
@@ -268,7 +268,7 @@ def _dx_t_lnc2(copies, **edit):
     """Edit: the first feasible dx^T candidate with ``copies`` shifted copies, edited (stride 1 here)."""
     def pick(plan):
         n = min(copies, len(pair_axes(plan.geometry()))) if copies else 0
-        alts = [q for q in plan.feasible_candidates() if q.dx_transposed and q.dx_pair_copies == n]
+        alts = plan.feasible_candidates(where=lambda q: q.dx_transposed and q.dx_pair_copies == n)
         assert alts, plan.explain()
         return dataclasses.replace(alts[0], **edit)
     return pick

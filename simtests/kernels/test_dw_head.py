@@ -40,11 +40,9 @@ def memsets(monkeypatch):
 
 def _row_xt(xs=True, where=lambda a: True, **edit):
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.dw_method is DwMethod.ROW_PACK and a.dw_xt_dma
-                and a.dw_x_stationary is xs and a.strategy is Strategy.PER_GRADIENT
-                and not a.dw_dyt_dma   # (these tests look at dw's dy box loads: none with dyT dma)
-                and not a.dx_inside_dw   # (nor dx's items inside dw's boxes, which load dx's band first)
-                and where(a)]
+        alts = p.feasible_candidates(where=lambda a: a.dw_method is DwMethod.ROW_PACK and a.dw_xt_dma
+                                     and (a.dw_x_stationary is xs) and (a.strategy is Strategy.PER_GRADIENT)
+                                     and (not a.dw_dyt_dma) and (not a.dx_inside_dw) and where(a))
         assert alts, p.explain()
         return dataclasses.replace(alts[0], **edit)
     return pick
@@ -121,7 +119,7 @@ def trace_storage_of_input(trace, k):
 @pytest.mark.parametrize("lnc", [1, 2])
 def test_filters_after_first_chunk_exact(geom, grads, lnc):
     def edit(p):
-        alts = [a for a in p.feasible_candidates() if filters_after_first_chunk(p.geometry(), a)]
+        alts = p.feasible_candidates(where=lambda a: filters_after_first_chunk(p.geometry(), a))
         assert alts, [a.label for a in p.feasible_candidates()]
         return alts[0]
     run_and_compare(**geom, grads=grads, lnc=lnc, plan_edit=edit)

@@ -45,9 +45,10 @@ def _head(edit=None, split=None, fine=None):
     """The first feasible x-stationary ``xT dma`` + ``dyT dma`` candidate (LNC2 split), edited, with the head
     split on."""
     def pick(p):
-        alts = [a for a in p.feasible_candidates()
-                if a.dw_dyt_dma and a.dw_x_stationary and a.dw_xt_dma and not a.db_ones and not a.dw_row_stack
-                and (split is None or a.dw_split == split) and (fine is None or a.dw_tap_fine == fine)]
+        alts = p.feasible_candidates(where=lambda a: a.dw_dyt_dma and a.dw_x_stationary and a.dw_xt_dma
+                                     and (not a.db_ones) and (not a.dw_row_stack)
+                                     and (split is None or a.dw_split == split)
+                                     and (fine is None or a.dw_tap_fine == fine))
         assert alts, p.explain()
         q = dataclasses.replace(alts[0], dw_head_split=True, **(edit or {}))
         assert dw_head_split_legal(q.geometry(), q), q.label
@@ -102,7 +103,7 @@ def test_budget_bounds_the_measured_peak():
     for lnc in (1, 2):
         shapes = geom_shapes(VAE)
         p = plan_conv3d_bwd(*shapes, padding=VAE["padding"], lnc=lnc)
-        alts = [a for a in p.feasible_candidates() if a.dw_head_split]
+        alts = p.feasible_candidates(where=lambda a: a.dw_head_split)
         assert alts, p.explain()
         for alt in alts[:3]:
             assert_budget_bounds_peak(alt, shapes, padding=VAE["padding"], lnc=lnc)
@@ -142,7 +143,7 @@ def test_planner_lists_estimates_and_labels_it():
     for lnc in (1, 2):
         shapes = ((1, 128, 4, 32, 32), (1, 128, 4, 32, 32), (3, 3, 3, 128, 128))
         p = plan_conv3d_bwd(*shapes, padding=(1,) * 6, lnc=lnc)
-        on = [a for a in p.feasible_candidates() if a.dw_head_split]
+        on = p.feasible_candidates(where=lambda a: a.dw_head_split)
         assert on and all("head split" in a.label for a in on)
         twins = {dataclasses.replace(a, dw_head_split=False, estimated_us=0.0, label="", sbuf_bytes=0,
                                      psum_banks=0, engine_us=()): a for a in on}
@@ -164,4 +165,4 @@ def test_legality():
         assert not dw_head_split_legal(g, dataclasses.replace(base, **edit)), edit
     # C_in 64: two pairs per x^T bundle; the stem's tiny C_in: zero rows by one memset per tile
     p64 = plan_conv3d_bwd((1, 64, 4, 32, 32), (1, 64, 4, 32, 32), (3, 3, 3, 64, 64), padding=(1,) * 6)
-    assert not any(a.dw_head_split for a in p64.feasible_candidates())
+    assert not p64.feasible_candidates(where=lambda a: a.dw_head_split)

@@ -26,10 +26,10 @@ def _gather_interleaved(ci_outer=None, dx_band=None):
     """The best-estimated per-gradient gather candidate (no dx^T, no D-phase pairs) with a streaming dw,
     forced dw-interleaved (in bands of ``dx_band`` when given: several bands, so boxes run between them)."""
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.strategy is Strategy.PER_GRADIENT
-                and a.dx_method in (DxMethod.GATHER_S1, DxMethod.PHASE_GATHER)
-                and (ci_outer is None or a.dx_ci_outer is ci_outer)
-                and dw_interleave_ok(plan_geom(a), dataclasses.replace(a, dw_interleave=True))]
+        alts = p.feasible_candidates(where=lambda a: a.strategy is Strategy.PER_GRADIENT
+                                     and a.dx_method in (DxMethod.GATHER_S1, DxMethod.PHASE_GATHER)
+                                     and (ci_outer is None or a.dx_ci_outer is ci_outer)
+                                     and dw_interleave_ok(plan_geom(a), dataclasses.replace(a, dw_interleave=True)))
         assert alts, p.explain()
         q = dataclasses.replace(alts[0], dw_interleave=True)
         return dataclasses.replace(q, dx_band=dx_band) if dx_band else q
@@ -108,7 +108,7 @@ def test_boxes_over_128_rows_interleave_by_their_row_chunks(monkeypatch, boxes):
 def test_dphase_pairs_with_dw_interleaved_is_exact(boxes):
     """D-phase pairs (both D stride phases on M) run dw's boxes between their bands too."""
     def edit(p):
-        alts = [a for a in p.feasible_candidates() if a.dw_interleave and a.dx_dphase_pairs]
+        alts = p.feasible_candidates(where=lambda a: a.dw_interleave and a.dx_dphase_pairs)
         assert alts, p.explain()
         return dataclasses.replace(alts[0], dx_band=(2, plan_geom(alts[0]).axes[1].n))
     run_and_compare(**STRIDE2, plan_edit=edit)

@@ -19,8 +19,8 @@ from .support import geom_shapes, run_and_compare
 def _paired(strategy=None, edit=None):
     """Edit: the first feasible candidate with dx_dphase_pairs (of ``strategy``), edited."""
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.dx_dphase_pairs
-                and (strategy is None or a.strategy is strategy)]
+        alts = p.feasible_candidates(where=lambda a: a.dx_dphase_pairs
+                                     and (strategy is None or a.strategy is strategy))
         assert alts, p.explain()
         q = dataclasses.replace(alts[0], **(edit or {}))
         assert q.dx_dphase_pairs and q.dx_method is DxMethod.PHASE_GATHER
@@ -83,4 +83,4 @@ def test_dphase_groups_pair_the_d_windows():
 def test_dphase_pairs_are_offered_only_where_they_run():
     for geom, ok in ((DOWN, True), (dict(DOWN, stride=(1, 2, 2)), False), (dict(DOWN, c_in=65), False)):
         plan = plan_conv3d_bwd(*geom_shapes(geom), stride=geom["stride"], padding=geom["padding"])
-        assert any(a.dx_dphase_pairs for a in plan.feasible_candidates()) is ok
+        assert bool(plan.feasible_candidates(where=lambda a: a.dx_dphase_pairs)) is ok

@@ -36,7 +36,7 @@ def test_dphase_pairs_last_band_by_rows_is_exact(lnc, band_d, rows, strategy):
     shapes = conv_shapes(GEOM["batch"], GEOM["c_in"], GEOM["c_out"], GEOM["size"], GEOM["kernel"], **kw)
     g = validate(*shapes, **kw)
     plan = plan_conv3d_bwd(*shapes, **kw, lnc=lnc)
-    alts = [a for a in plan.feasible_candidates() if a.dx_dphase_pairs and a.strategy is strategy]
+    alts = plan.feasible_candidates(where=lambda a: a.dx_dphase_pairs and a.strategy is strategy)
     assert alts, plan.explain()
     a = dataclasses.replace(min(alts, key=lambda a: a.estimated_us), dx_band=(band_d, alts[0].dx_band[1]))
     # one D row per phase: one store as before; 2 or 4: the last band's rows one by one
@@ -47,7 +47,7 @@ def test_dphase_pairs_last_band_by_rows_is_exact(lnc, band_d, rows, strategy):
 def test_dphase_pairs_last_rows_gradient_subsets():
     for grads, dtype in ((("dx",), "bf16"), (("dx", "db"), "fp16"), (("dx", "dw", "db"), "fp16")):
         def edit(p):
-            alts = [a for a in p.feasible_candidates() if a.dx_dphase_pairs]
+            alts = p.feasible_candidates(where=lambda a: a.dx_dphase_pairs)
             assert alts, p.explain()
             return dataclasses.replace(min(alts, key=lambda a: a.estimated_us), dx_band=(4, alts[0].dx_band[1]))
         run_and_compare(**GEOM, lnc=2, grads=grads, dtype=dtype, plan_edit=edit)

@@ -18,7 +18,7 @@ from .support import conv_shapes, run_and_compare
 def _paired_band(band):
     """Edit: the best-estimated D-phase-pairs candidate with the dx band forced to ``band``."""
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.dx_dphase_pairs]
+        alts = p.feasible_candidates(where=lambda a: a.dx_dphase_pairs)
         assert alts, p.explain()
         return dataclasses.replace(min(alts, key=lambda a: a.estimated_us), dx_band=band)
     return pick
@@ -36,7 +36,7 @@ def test_dphase_pairs_lnc2_items_alternate_batches():
     shapes = conv_shapes(2, 64, 128, (8, 32, 32), (3, 3, 3), **kw)
     g = validate(*shapes, **kw)
     plan = plan_conv3d_bwd(*shapes, **kw, lnc=2)
-    alts = [a for a in plan.feasible_candidates() if a.dx_dphase_pairs and a.dx_band[0] == 4]
+    alts = plan.feasible_candidates(where=lambda a: a.dx_dphase_pairs and a.dx_band[0] == 4)
     assert alts
     a = alts[0]
     mine = [dx_program_items(g, a, pid) for pid in (0, 1)]

@@ -294,7 +294,7 @@ def test_planner_offers_merged_toeplitz_for_one_tap_phases():
     g = plan.geometry()
     assert not toeplitz_domain(g)
     assert toeplitz_w_options(g, (13, 5))
-    tz = [a for a in plan.feasible_candidates() if a.dx_method is DxMethod.TOEPLITZ]
+    tz = plan.feasible_candidates(where=lambda a: a.dx_method is DxMethod.TOEPLITZ)
     assert tz and all(a.dx_toeplitz_merge[0] for a in tz if not a.dx_toeplitz_w)
     w_mode_plans = [a for a in tz if a.dx_toeplitz_w]   # (U_d = 1: the d phases one at a time)
     assert w_mode_plans
@@ -360,10 +360,10 @@ def test_quad_offsets_cover_every_position_tap_pair_once():
 
 def test_planner_offers_quads_for_c_out_32():
     plan = plan_conv3d_bwd(*geom_shapes(QUAD_GEOM), **geom_kw(QUAD_GEOM))
-    assert any(a.dx_toeplitz_quad and "K quads dh" in a.label for a in plan.feasible_candidates())
+    assert bool(plan.feasible_candidates(where=lambda a: a.dx_toeplitz_quad and 'K quads dh' in a.label))
     wide = dict(QUAD_GEOM, c_out=33)
     p2 = plan_conv3d_bwd(*geom_shapes(wide), **geom_kw(wide))
-    assert not any(a.dx_toeplitz_quad for a in p2.feasible_candidates())
+    assert not p2.feasible_candidates(where=lambda a: a.dx_toeplitz_quad)
 
 
 @pytest.mark.parametrize("c_out, engines", [(32, {64: "dma", 96: "dma"}), (16, {32: "dma", 48: "dma"})],

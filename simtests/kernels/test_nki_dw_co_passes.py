@@ -26,9 +26,11 @@ def _force_co_pass(method, tiles_per_pass, split="positions", **edit):
     """Edit: the first per-gradient candidate with dw ``method`` (not x-stationary, db not folded on dw; dw
     ``split`` at LNC2) forced into C_out passes of ``tiles_per_pass`` tiles, with the other fields ``edit``."""
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.strategy is Strategy.PER_GRADIENT and a.dw_method is method
-                and not a.dw_x_stationary and a.db_method is not DbMethod.FOLD and (a.lnc == 1 or a.dw_split == split)
-                and not (a.dw_interleave or a.dx_inside_dw or a.dx_between_bundles or a.dx_prefetch)]
+        alts = p.feasible_candidates(where=lambda a: a.strategy is Strategy.PER_GRADIENT
+                                     and a.dw_method is method and (not a.dw_x_stationary)
+                                     and (a.db_method is not DbMethod.FOLD)
+                                     and (a.lnc == 1 or a.dw_split == split)
+                                     and (not (a.dw_interleave or a.dx_inside_dw or a.dx_between_bundles or a.dx_prefetch)))
         assert alts, p.explain()
         q = dataclasses.replace(alts[0], dw_co_pass=tiles_per_pass, dw_dyt_dma=False, **edit)
         g = plan_geom(q)
@@ -109,7 +111,7 @@ def test_co_passes_are_offered_only_where_nothing_else_fits():
     shapes = conv_shapes(**BOX)
     kw = {k: BOX[k] for k in ("stride", "padding", "dilation")}
     plan = plan_conv3d_bwd(*shapes, **kw, dtype="bf16")
-    assert not any(c.dw_co_pass for c in plan.feasible_candidates())
+    assert not plan.feasible_candidates(where=lambda c: c.dw_co_pass)
 
 
 def test_one_to_100000_channels_plans_with_co_passes():

@@ -28,8 +28,8 @@ def _columns(stack=None):
     stacks (no 64-row chunks), a positions-split x-stationary ``xT dma`` candidate forced to split columns
     (the kernel runs it; the planner does not offer it)."""
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.dw_split == "columns"
-                and (stack is None or a.dw_row_stack == stack)]
+        alts = p.feasible_candidates(where=lambda a: a.dw_split == 'columns'
+                                     and (stack is None or a.dw_row_stack == stack))
         if not alts and not stack:
             # (not db_ones: its ones row is not legal under the columns split, planner.db_ones_legal)
             alts = [dataclasses.replace(a, dw_split="columns") for a in p.feasible_candidates()
@@ -78,7 +78,7 @@ def test_columns_split_down_s2_like_stacks_and_defers():
     shapes = conv_shapes(2, 64, 128, (8, 32, 32), (3, 3, 3), **kw)
     plan = plan_conv3d_bwd(*shapes, **kw, dtype="bf16", lnc=2)
     g = validate(*shapes, **kw, dtype="bf16")
-    alts = [a for a in plan.feasible_candidates() if a.dw_split == "columns" and a.dw_row_stack]
+    alts = plan.feasible_candidates(where=lambda a: a.dw_split == 'columns' and a.dw_row_stack)
     assert alts
     a = alts[0]
     assert dw_columns_legal(g, a) and dw_columns_on(g, a) and dw_defer_finish(g, a)

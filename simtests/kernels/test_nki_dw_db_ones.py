@@ -34,7 +34,7 @@ def _ones(strategy=None, split=None, edit=None, stack=None, xt_dma=None):
         def ok(a):
             return ((strategy is None or a.strategy is strategy) and (split is None or a.dw_split == split)
                     and (stack is None or a.dw_row_stack == stack) and (xt_dma is None or a.dw_xt_dma == xt_dma))
-        alts = [a for a in p.feasible_candidates() if a.db_ones and ok(a)]
+        alts = p.feasible_candidates(where=lambda a: a.db_ones and ok(a))
         if not alts:
             alts = [dataclasses.replace(a, db_ones=True) for a in p.feasible_candidates()
                     if a.dw_x_stationary and a.db_method is DbMethod.FOLD and ok(a)
@@ -120,8 +120,8 @@ def test_no_room_no_variant():
     geom = {"batch": 1, "c_in": 128, "c_out": 32, "size": (4, 6, 6), "kernel": (3, 3, 3), "padding": (1,) * 6}
     dy, x, w = geom_shapes(geom)
     p = plan_conv3d_bwd(dy, x, w, padding=geom["padding"])
-    assert not any(a.db_ones for a in p.feasible_candidates())
-    assert any(a.dw_x_stationary and a.db_method is DbMethod.FOLD for a in p.feasible_candidates())
+    assert not p.feasible_candidates(where=lambda a: a.db_ones)
+    assert bool(p.feasible_candidates(where=lambda a: a.dw_x_stationary and a.db_method is DbMethod.FOLD))
 
 
 @pytest.mark.parametrize("lnc", [1, 2])

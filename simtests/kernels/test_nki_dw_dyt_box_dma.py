@@ -32,9 +32,10 @@ def transfers(monkeypatch):
 
 def _box(xs=None, split=None, edit=None):
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.dw_dyt_dma and a.dw_method in (DwMethod.TAP_PACK,
-                                                                                       DwMethod.TAP_GEMM)
-                and (xs is None or a.dw_x_stationary == xs) and (split is None or a.dw_split == split)]
+        alts = p.feasible_candidates(where=lambda a: a.dw_dyt_dma
+                                     and a.dw_method in (DwMethod.TAP_PACK, DwMethod.TAP_GEMM)
+                                     and (xs is None or a.dw_x_stationary == xs)
+                                     and (split is None or a.dw_split == split))
         assert alts, p.explain()
         q = dataclasses.replace(alts[0], **(edit or {}))
         assert dyt_box_dma_legal(q.geometry(), q), q.label
@@ -78,7 +79,7 @@ def test_legality_estimate_and_budget():
     geom = GEOMS[0].values[0]
     shapes = geom_shapes(geom)
     p = plan_conv3d_bwd(*shapes, padding=geom["padding"])
-    on = [a for a in p.feasible_candidates() if a.dw_dyt_dma and a.dw_method is DwMethod.TAP_PACK]
+    on = p.feasible_candidates(where=lambda a: a.dw_dyt_dma and a.dw_method is DwMethod.TAP_PACK)
     assert on and all("dyT dma" in a.label for a in on)
     by_label = {a.label: a for a in p.feasible_candidates()}
     for a in on[:2]:
@@ -89,7 +90,8 @@ def test_legality_estimate_and_budget():
         assert dict(a.engine_us)["dma"] > 0
     # fp32 (dma_transpose here is for 2-byte data) and W_out > 128 (a position tile is not whole W rows)
     p32 = plan_conv3d_bwd(*shapes, padding=geom["padding"], dtype="fp32")
-    assert not any(a.dw_dyt_dma for a in p32.feasible_candidates())
+    assert not p32.feasible_candidates(where=lambda a: a.dw_dyt_dma)
     wide = plan_conv3d_bwd((1, 4, 1, 2, 130), (1, 4, 1, 2, 130), (1, 1, 3, 4, 4), padding=(0, 0, 0, 0, 1, 1))
-    assert any(a.dw_method is DwMethod.TAP_PACK for a in wide.feasible_candidates())
-    assert not any(a.dw_dyt_dma and a.dw_method is not DwMethod.ROW_PACK for a in wide.feasible_candidates())
+    assert bool(wide.feasible_candidates(where=lambda a: a.dw_method is DwMethod.TAP_PACK))
+    assert not wide.feasible_candidates(where=lambda a: a.dw_dyt_dma
+                                         and a.dw_method is not DwMethod.ROW_PACK)

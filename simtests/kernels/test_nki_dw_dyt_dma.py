@@ -27,9 +27,10 @@ def _dyt(edit=None, xs=None, split=None, db_ones=None):
     """The first feasible candidate with dw_dyt_dma (x-stationary or not, LNC2 split, db_ones), edited."""
     def pick(p):
         # (row mode: box mode's dy^T by DMA is test_dw_dyt_box_dma.py's)
-        alts = [a for a in p.feasible_candidates() if a.dw_dyt_dma and a.dw_method is DwMethod.ROW_PACK
-                and (xs is None or a.dw_x_stationary == xs)
-                and (split is None or a.dw_split == split) and (db_ones is None or a.db_ones == db_ones)]
+        alts = p.feasible_candidates(where=lambda a: a.dw_dyt_dma and a.dw_method is DwMethod.ROW_PACK
+                                     and (xs is None or a.dw_x_stationary == xs)
+                                     and (split is None or a.dw_split == split)
+                                     and (db_ones is None or a.db_ones == db_ones))
         assert alts, p.explain()
         q = dataclasses.replace(alts[0], **(edit or {}))
         assert q.dw_dyt_dma and dyt_dma_legal(q.geometry(), q), q.label
@@ -97,10 +98,10 @@ def test_not_for_fp32_or_shared_dy():
     shapes = geom_shapes(STEM_SMALL)
     kw = {"stride": STEM_SMALL["stride"], "padding": STEM_SMALL["padding"]}
     p32 = plan_conv3d_bwd(*shapes, **kw, dtype="fp32")
-    assert not any(a.dw_dyt_dma for a in p32.feasible_candidates())
+    assert not p32.feasible_candidates(where=lambda a: a.dw_dyt_dma)
     p = plan_conv3d_bwd(*shapes, **kw)
-    assert not any(a.dw_dyt_dma and a.strategy is Strategy.SHARED_DY for a in p.feasible_candidates())
-    assert any(a.dw_dyt_dma for a in p.feasible_candidates())
+    assert not p.feasible_candidates(where=lambda a: a.dw_dyt_dma and a.strategy is Strategy.SHARED_DY)
+    assert bool(p.feasible_candidates(where=lambda a: a.dw_dyt_dma))
 
 
 @pytest.mark.parametrize("lnc", [1, 2])

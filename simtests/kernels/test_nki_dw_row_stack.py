@@ -26,9 +26,9 @@ def _stacked(strategy=None, split=None, edit=None):
     """Edit: the first feasible candidate with dw_row_stack (of ``strategy`` / LNC2 ``split``); with
     ``edit``: the first x-stationary ``xT dma`` one, edited."""
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if (a.dw_row_stack if edit is None else
-                                                        a.dw_x_stationary and a.dw_xt_dma)
-                and (strategy is None or a.strategy is strategy) and (split is None or a.dw_split == split)]
+        alts = p.feasible_candidates(where=lambda a: (a.dw_row_stack if edit is None else a.dw_x_stationary
+                                     and a.dw_xt_dma) and (strategy is None or a.strategy is strategy)
+                                     and (split is None or a.dw_split == split))
         assert alts, p.explain()
         q = alts[0] if edit is None else dataclasses.replace(alts[0], **edit)
         assert q.dw_row_stack and q.dw_x_stationary and q.dw_xt_dma and q.dw_method is DwMethod.ROW_PACK
@@ -89,10 +89,10 @@ def test_row_stack_is_never_offered_where_it_cannot_run():
     for geom, dtype in ((S1, "fp32"), (dict(S1, size=(4, 8, 5)), "bf16")):
         shapes = geom_shapes(geom)
         plan = plan_conv3d_bwd(*shapes, stride=(1, 1, 1), padding=geom["padding"], dtype=dtype)
-        assert not any(a.dw_row_stack for a in plan.feasible_candidates())
+        assert not plan.feasible_candidates(where=lambda a: a.dw_row_stack)
     shapes = geom_shapes(S1)
     plan = plan_conv3d_bwd(*shapes, stride=(1, 1, 1), padding=S1["padding"])
-    assert any(a.dw_row_stack for a in plan.feasible_candidates())
+    assert bool(plan.feasible_candidates(where=lambda a: a.dw_row_stack))
 
 
 def test_row_stack_roles():
@@ -111,7 +111,7 @@ def test_row_stack_halves_the_dw_matmuls_in_the_estimate():
     plan = min((a for a in (pick, *pick.feasible_candidates()) if a.dw_row_stack and not a.dw_xt_copy
                 and not a.dw_interleave),
                key=lambda a: a.estimated_us)
-    twin = [a for a in pick.feasible_candidates() if a.label == plan.label.replace(", rows stacked", "")]
+    twin = pick.feasible_candidates(where=lambda a: a.label == plan.label.replace(', rows stacked', ''))
     assert len(twin) == 1 and twin[0].estimated_us > plan.estimated_us
     # the estimate's PE time: the stacked pass does the two chunks' matmuls in one (K = 128)
     assert dict(twin[0].engine_us)["tensor"] > dict(plan.engine_us)["tensor"] + 5

@@ -18,8 +18,8 @@ from .support import GRADS, conv_shapes, run_and_compare
 def _force_passes(method, taps, split="positions", ci_range=None):
     """Edit: the first per-gradient candidate with ``method`` (and ``split``), forced into tap passes."""
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.strategy is Strategy.PER_GRADIENT
-                and a.dw_method is method and (a.lnc == 1 or a.dw_split == split)]
+        alts = p.feasible_candidates(where=lambda a: a.strategy is Strategy.PER_GRADIENT
+                                     and a.dw_method is method and (a.lnc == 1 or a.dw_split == split))
         assert alts, p.explain()
         edit = {"dw_tap_range": taps}
         if ci_range is not None:
@@ -108,7 +108,7 @@ def test_lnc2_tap_passes_trace_only_within_capacity():
     geom = dict(QA_LAYERS[1].values[0])
     shapes = conv_shapes(**geom)
     plan = plan_conv3d_bwd(*shapes, dtype="fp32", lnc=2)
-    for alt in [plan] + [a for a in plan.feasible_candidates() if a.dw_split != plan.dw_split][:1]:
+    for alt in [plan] + plan.feasible_candidates(where=lambda a: a.dw_split != plan.dw_split)[:1]:
         with forced_plan(alt):
             res = nkisim.run(conv3d_bwd, *(nkisim.TensorSpec(s, "float32") for s in shapes), lnc=2,
                              trace_only=True)
@@ -123,7 +123,7 @@ def test_filters_first_with_ci_outer_groups_stays_within_budget():
     shapes = conv_shapes(**geom)
     kw = {k: geom[k] for k in ("padding", "dilation")}
     plan = plan_conv3d_bwd(*shapes, **kw, dtype="fp32", target="trn1", compute_db=False)
-    alts = [a for a in plan.feasible_candidates() if a.filters_first and a.dx_ci_outer][:2]
+    alts = plan.feasible_candidates(where=lambda a: a.filters_first and a.dx_ci_outer)[:2]
     assert alts, plan.explain()
     for alt in alts:
         with forced_plan(alt):

@@ -25,9 +25,10 @@ def _force_w_band(method, width, xs=None, split="positions"):
     """Edit: the first per-gradient candidate with dw ``method`` (x-stationary ``xs`` when given, dw
     ``split`` at LNC2) forced into W bands of ``width`` output columns (dyT dma off: whole W rows)."""
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.strategy is Strategy.PER_GRADIENT and a.dw_method is method
-                and (xs is None or a.dw_x_stationary is xs) and (a.lnc == 1 or a.dw_split == split)
-                and not (a.dw_interleave or a.dx_inside_dw or a.dx_between_bundles or a.dx_prefetch)]
+        alts = p.feasible_candidates(where=lambda a: a.strategy is Strategy.PER_GRADIENT
+                                     and a.dw_method is method and (xs is None or a.dw_x_stationary is xs)
+                                     and (a.lnc == 1 or a.dw_split == split)
+                                     and (not (a.dw_interleave or a.dx_inside_dw or a.dx_between_bundles or a.dx_prefetch)))
         assert alts, p.explain()
         q = dataclasses.replace(alts[0], dw_w_band=width, dw_dyt_dma=False)
         g = plan_geom(q)

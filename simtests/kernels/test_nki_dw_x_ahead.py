@@ -29,9 +29,10 @@ def _fits(q):
 
 def _box_mode_streaming(p):
     """A per-gradient box-mode dw (dy-stationary tap_pack) in boxes of one output D row."""
-    alts = [a for a in p.feasible_candidates() if a.strategy is Strategy.PER_GRADIENT
-            and a.dw_method is DwMethod.TAP_PACK and not a.dw_x_stationary and not a.dw_w_band
-            and not (a.dw_interleave or a.dx_inside_dw or a.dx_between_bundles or a.dx_prefetch)]
+    alts = p.feasible_candidates(where=lambda a: a.strategy is Strategy.PER_GRADIENT
+                                 and a.dw_method is DwMethod.TAP_PACK and (not a.dw_x_stationary)
+                                 and (not a.dw_w_band)
+                                 and (not (a.dw_interleave or a.dx_inside_dw or a.dx_between_bundles or a.dx_prefetch)))
     assert alts, p.explain()
     g = plan_geom(alts[0])
     return _fits(dataclasses.replace(alts[0], dw_band=(1, g.out_size[1]), dw_dyt_dma=False))
@@ -39,8 +40,9 @@ def _box_mode_streaming(p):
 
 def _shared_dphase_pairs(p):
     """shared dy: D-phase-pairs dx in bands of one D row pair, box-mode dw on each band."""
-    alts = [a for a in p.feasible_candidates() if a.strategy is Strategy.SHARED_DY and a.dx_dphase_pairs
-            and a.dw_method in (DwMethod.TAP_PACK, DwMethod.TAP_GEMM) and a.dy_bufs >= 2]
+    alts = p.feasible_candidates(where=lambda a: a.strategy is Strategy.SHARED_DY and a.dx_dphase_pairs
+                                 and (a.dw_method in (DwMethod.TAP_PACK, DwMethod.TAP_GEMM))
+                                 and (a.dy_bufs >= 2))
     assert alts, p.explain()
     return _fits(dataclasses.replace(alts[0], dx_band=(2, plan_geom(alts[0]).axes[1].n)))
 

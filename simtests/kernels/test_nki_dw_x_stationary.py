@@ -26,8 +26,8 @@ BOX, ROW = (DwMethod.TAP_GEMM, DwMethod.TAP_PACK), (DwMethod.ROW_PACK,)
 def _force(methods, strategy=Strategy.PER_GRADIENT, split="positions", edit=None):
     """Edit: the first feasible x-stationary candidate with one of ``methods`` (and strategy, LNC2 split)."""
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.dw_x_stationary and a.dw_method in methods
-                and a.strategy is strategy and (a.lnc == 1 or a.dw_split == split)]
+        alts = p.feasible_candidates(where=lambda a: a.dw_x_stationary and a.dw_method in methods
+                                     and (a.strategy is strategy) and (a.lnc == 1 or a.dw_split == split))
         assert alts, p.explain()
         q = alts[0] if edit is None else dataclasses.replace(alts[0], **edit(alts[0]))
         assert q.dw_x_stationary
@@ -130,6 +130,6 @@ def test_x_stationary_stacks_whole_kw_rows_for_tiny_c_in():
 
 def test_x_stationary_is_not_offered_beyond_one_bank_of_c_out():
     p = plan_conv3d_bwd((1, 600, 3, 3, 3), (1, 8, 5, 5, 5), (3, 3, 3, 8, 600))
-    assert not any(a.dw_x_stationary for a in p.feasible_candidates())
+    assert not p.feasible_candidates(where=lambda a: a.dw_x_stationary)
     assert any("x-stationary" in c.label for c in plan_conv3d_bwd(
         (1, 8, 3, 3, 3), (1, 8, 5, 5, 5), (3, 3, 3, 8, 8)).candidates)

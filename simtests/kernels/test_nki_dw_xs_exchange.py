@@ -29,8 +29,8 @@ def _xs_row(split, n_odd=None, chosen=None):
     forced onto an ``xT dma`` positions-split one where none is listed); ``n_odd``: require an odd
     (True) or even (False) number of chunks."""
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.dw_x_stationary and a.strategy is Strategy.PER_GRADIENT
-                and a.dw_split == split and a.dw_method.name == "ROW_PACK"]
+        alts = p.feasible_candidates(where=lambda a: a.dw_x_stationary and a.strategy is Strategy.PER_GRADIENT
+                                     and (a.dw_split == split) and (a.dw_method.name == 'ROW_PACK'))
         if not alts and split == "columns":
             alts = [dataclasses.replace(a, dw_split="columns") for a in p.feasible_candidates()
                     if a.dw_x_stationary and a.dw_xt_dma and a.dw_split == "positions"

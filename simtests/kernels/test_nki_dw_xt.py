@@ -28,9 +28,10 @@ def _row_plan(xt_dma, strategy=Strategy.PER_GRADIENT, split=None, edit=None, xs=
     """Edit: the cheapest row-mode candidate with (or without) DMA x^T, of ``strategy`` (and LNC2 split;
     x-stationary or not when ``xs`` is given)."""
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.dw_method is DwMethod.ROW_PACK and a.dw_xt_dma is xt_dma
-                and a.strategy is strategy and (split is None or a.dw_split == split)
-                and (xs is None or a.dw_x_stationary is xs)]
+        alts = p.feasible_candidates(where=lambda a: a.dw_method is DwMethod.ROW_PACK
+                                     and a.dw_xt_dma is xt_dma and (a.strategy is strategy)
+                                     and (split is None or a.dw_split == split)
+                                     and (xs is None or a.dw_x_stationary is xs))
         assert alts, p.explain()
         return dataclasses.replace(alts[0], **(edit or {}))
     return pick
@@ -137,8 +138,9 @@ def test_x_stationary_with_dma_xt(geom, edit, fills):
     used = []
 
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.dw_x_stationary and a.dw_xt_dma
-                and a.strategy is Strategy.PER_GRADIENT and a.dw_split == edit.get("dw_split", a.dw_split)]
+        alts = p.feasible_candidates(where=lambda a: a.dw_x_stationary and a.dw_xt_dma
+                                     and (a.strategy is Strategy.PER_GRADIENT)
+                                     and (a.dw_split == edit.get('dw_split', a.dw_split)))
         assert alts, p.explain()
         used.append(dataclasses.replace(alts[0], **{k: v for k, v in edit.items() if k != "dw_split"}))
         return used[-1]
@@ -152,8 +154,8 @@ def test_fp32_and_trn1_never_use_dma_xt(dtype, target):
     shapes = geom_shapes({"batch": 1, "c_in": 64, "c_out": 64, "size": (4, 16, 16), "kernel": (3, 3, 3),
                           "padding": (1,) * 6})
     plan = plan_conv3d_bwd(*shapes, padding=(1,) * 6, dtype=dtype, target=target)
-    assert any(a.dw_method is DwMethod.ROW_PACK for a in plan.feasible_candidates())
-    assert not any(a.dw_xt_dma for a in plan.feasible_candidates())
+    assert bool(plan.feasible_candidates(where=lambda a: a.dw_method is DwMethod.ROW_PACK))
+    assert not plan.feasible_candidates(where=lambda a: a.dw_xt_dma)
     assert not any("xT dma" in c.label for c in plan.candidates)
 
 
@@ -162,7 +164,7 @@ def test_both_variants_are_candidates_where_legal(dtype, target):
     shapes = geom_shapes({"batch": 1, "c_in": 64, "c_out": 64, "size": (4, 16, 16), "kernel": (3, 3, 3),
                           "padding": (1,) * 6})
     plan = plan_conv3d_bwd(*shapes, padding=(1,) * 6, dtype=dtype, target=target)
-    rows = [a for a in plan.feasible_candidates() if a.dw_method is DwMethod.ROW_PACK]
+    rows = plan.feasible_candidates(where=lambda a: a.dw_method is DwMethod.ROW_PACK)
     assert {a.dw_xt_dma for a in rows} == {True, False}
     # with either dw orientation
     assert {(a.dw_x_stationary, a.dw_xt_dma) for a in rows} == {(False, False), (False, True), (True, False),

@@ -24,9 +24,9 @@ def _copy(strategy=None, **want):
     asked for, forced on where the planner lists none), forced to ``xT copy``: the form itself runs,
     whatever the planner would pick."""
     def pick(p):
-        base = [a for a in p.feasible_candidates() if a.dw_x_stationary and a.dw_xt_dma
-                and (strategy is None or a.strategy is strategy)
-                and a.dw_head_split == want.get("dw_head_split", False)]
+        base = p.feasible_candidates(where=lambda a: a.dw_x_stationary and a.dw_xt_dma
+                                     and (strategy is None or a.strategy is strategy)
+                                     and (a.dw_head_split == want.get('dw_head_split', False)))
         alts = [a for a in base if all(getattr(a, k) == v for k, v in want.items())]
         if not alts:   # a switch the planner lists only elsewhere (xT merged: the columns split): forced
             alts = [dataclasses.replace(a, **want) for a in base if not a.db_ones and not a.dw_tap_fine]
@@ -90,8 +90,8 @@ def test_head_split_is_not_offered_and_ignored_if_forced(fills):
     geom = {"batch": 1, "c_in": 128, "c_out": 32, "size": (4, 6, 9), "kernel": (3, 3, 3), "padding": (1,) * 6}
     dy, x, w = conv_shapes(**geom)
     p = plan_conv3d_bwd(dy, x, w, dtype="bf16", **geom_kw(geom))
-    assert any(a.dw_head_split for a in p.feasible_candidates())
-    assert not any(a.dw_head_split and a.dw_xt_copy for a in p.feasible_candidates())
+    assert bool(p.feasible_candidates(where=lambda a: a.dw_head_split))
+    assert not p.feasible_candidates(where=lambda a: a.dw_head_split and a.dw_xt_copy)
     run_and_compare(**geom, plan_edit=_copy(dw_head_split=True))
     assert fills and not any(f.copy for f in fills)
 
@@ -143,4 +143,4 @@ def test_only_x_stationary_xt_dma_plans_are_legal():
     for a in p.feasible_candidates():
         assert xt_copy_legal(g, a) == bool(a.dw_x_stationary and a.dw_xt_dma and a.dw_method is not None
                                            and a.dw_method.value == "row_pack")
-    assert any(a.strategy is Strategy.PER_GRADIENT for a in p.feasible_candidates())
+    assert bool(p.feasible_candidates(where=lambda a: a.strategy is Strategy.PER_GRADIENT))

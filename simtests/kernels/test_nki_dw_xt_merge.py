@@ -29,7 +29,7 @@ def _merged(strategy=None, stacked=None):
         def ok(a):
             return ((strategy is None or a.strategy is strategy)
                     and (stacked is None or a.dw_row_stack == stacked))
-        alts = [a for a in p.feasible_candidates() if a.dw_xt_merge and ok(a)]
+        alts = p.feasible_candidates(where=lambda a: a.dw_xt_merge and ok(a))
         if not alts:
             alts = [dataclasses.replace(a, dw_xt_merge=True) for a in p.feasible_candidates()
                     if ok(a) and a.dw_x_stationary and a.dw_xt_dma and not a.db_ones and not a.dw_tap_fine]
@@ -126,7 +126,7 @@ def test_xt_merge_planner_view_down_s2():
     shapes, kw = DOWN_S2
     plan = plan_conv3d_bwd(*shapes, **kw, dtype="bf16", lnc=2)
     g = plan.geometry()
-    merged = [a for a in plan.feasible_candidates() if a.dw_xt_merge]
+    merged = plan.feasible_candidates(where=lambda a: a.dw_xt_merge)
     assert merged and all("xT merged" in a.label for a in merged)
     # (the transposes are the subject: the twins filled by plain copies, ``xT copy``, have none)
     m = min((a for a in merged if not a.dw_xt_copy), key=lambda a: a.estimated_us)
@@ -156,7 +156,7 @@ def test_xt_merge_not_listed_where_nothing_merges():
         shapes = conv_shapes(2, c_in, 64, (8, 32, 16), (3, 3, 3), **kw)
         plan = plan_conv3d_bwd(*shapes, **kw, dtype="bf16", lnc=lnc)
         assert plan.feasible_candidates()
-        assert not any(a.dw_xt_merge for a in plan.feasible_candidates())
+        assert not plan.feasible_candidates(where=lambda a: a.dw_xt_merge)
         assert not any(xt_merge_legal(plan.geometry(), dataclasses.replace(a, dw_xt_merge=True))
                        for a in plan.feasible_candidates())
 
@@ -189,7 +189,7 @@ def _between(p):
     """Edit: the best-estimated `dx between bundles` candidate (listed with `xT merged` under the LNC2 columns
     split where 64-row chunks stack); elsewhere the best D-phase-pairs x-stationary `xT dma` candidate forced
     to the columns split, merged bundles and dx between them (the kernel runs it; legality holds)."""
-    alts = [a for a in p.feasible_candidates() if a.dx_between_bundles]
+    alts = p.feasible_candidates(where=lambda a: a.dx_between_bundles)
     if not alts:
         g = p.geometry()
         alts = [q for a in p.feasible_candidates()
@@ -264,7 +264,7 @@ def test_dx_between_bundles_planner_down_s2():
     shapes, kw = DOWN_S2
     plan = plan_conv3d_bwd(*shapes, **kw, dtype="bf16", lnc=2)
     g = plan.geometry()
-    alts = [a for a in plan.feasible_candidates() if a.dx_between_bundles]
+    alts = plan.feasible_candidates(where=lambda a: a.dx_between_bundles)
     assert alts and all("dx between bundles" in a.label and a.dw_xt_merge for a in alts)
     b = min(alts, key=lambda a: a.estimated_us)
     assert dx_between_legal(g, b)
@@ -273,7 +273,7 @@ def test_dx_between_bundles_planner_down_s2():
     assert_budget_bounds_peak(b, shapes, **kw, lnc=2)
     # LNC1 (no deferred finish): never listed
     plan1 = plan_conv3d_bwd(*shapes, **kw, dtype="bf16", lnc=1)
-    assert not any(a.dx_between_bundles for a in plan1.feasible_candidates())
+    assert not plan1.feasible_candidates(where=lambda a: a.dx_between_bundles)
 
 
 @pytest.mark.parametrize("geom, grads", [

@@ -27,12 +27,12 @@ def _force_co_chunk(chunk, w_band=0, ci_outer=None):
     """Edit: the first per-gradient gather candidate (C_in-outer ``ci_outer`` when given) forced into C_out
     chunks of ``chunk`` tiles (and W bands of ``w_band`` columns when given)."""
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.strategy is Strategy.PER_GRADIENT and a.dx_regions == 1
-                and a.dx_method in (DxMethod.GEMM, DxMethod.GATHER_S1, DxMethod.PHASE_GATHER)
-                and not (a.dx_transposed or a.dx_dphase_pairs or a.dx_prefetch or a.dx_inside_dw
-                         or a.dx_between_bundles or a.dw_interleave or a.dx_band_early)
-                and (ci_outer is None or a.dx_ci_outer is ci_outer)
-                and not (a.compute_db and not a.compute_dw and a.db_method.value == "fold")]
+        alts = p.feasible_candidates(where=lambda a: a.strategy is Strategy.PER_GRADIENT and a.dx_regions == 1
+                                     and (a.dx_method in (DxMethod.GEMM, DxMethod.GATHER_S1, DxMethod.PHASE_GATHER))
+                                     and (not (a.dx_transposed or a.dx_dphase_pairs or a.dx_prefetch or a.dx_inside_dw or a.dx_between_bundles or a.dw_interleave or a.dx_band_early))
+                                     and (ci_outer is None or a.dx_ci_outer is ci_outer)
+                                     and (not (a.compute_db and (not a.compute_dw)
+                                     and (a.db_method.value == 'fold'))))
         assert alts, p.explain()
         q = dataclasses.replace(alts[0], dx_co_chunk=chunk, filters_first=False, dx_w_band=w_band or alts[0].dx_w_band)
         g = plan_geom(q)
@@ -109,7 +109,7 @@ def test_co_chunks_are_offered_only_where_no_tiling_of_every_c_out_tile_fits():
     shapes = conv_shapes(**STRIDED)
     kw = {k: STRIDED[k] for k in ("stride", "padding", "dilation")}
     plan = plan_conv3d_bwd(*shapes, **kw, dtype="bf16")
-    assert not any(c.dx_co_chunk for c in plan.feasible_candidates())
+    assert not plan.feasible_candidates(where=lambda c: c.dx_co_chunk)
 
 
 # 1 -> 2048 channels, 3x3x3 dilated 8: one dy row band of one W column spans 17 x 17 x 17 dy positions for every

@@ -25,11 +25,11 @@ from .support import GRADS, assert_budget_bounds_peak, conv_shapes, plan_geom, r
 def _force_clip(**edit):
     """Edit: the first per-gradient gather candidate forced to clip its dy bands (with the fields ``edit``)."""
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.strategy is Strategy.PER_GRADIENT and a.dx_regions == 1
-                and a.dx_method in (DxMethod.GEMM, DxMethod.GATHER_S1, DxMethod.PHASE_GATHER)
-                and not (a.dx_transposed or a.dx_dphase_pairs or a.dx_prefetch or a.dx_inside_dw
-                         or a.dx_between_bundles or a.dw_interleave or a.dx_band_early)
-                and not (a.compute_db and not a.compute_dw and a.db_method.value == "fold")]
+        alts = p.feasible_candidates(where=lambda a: a.strategy is Strategy.PER_GRADIENT and a.dx_regions == 1
+                                     and (a.dx_method in (DxMethod.GEMM, DxMethod.GATHER_S1, DxMethod.PHASE_GATHER))
+                                     and (not (a.dx_transposed or a.dx_dphase_pairs or a.dx_prefetch or a.dx_inside_dw or a.dx_between_bundles or a.dw_interleave or a.dx_band_early))
+                                     and (not (a.compute_db and (not a.compute_dw)
+                                     and (a.db_method.value == 'fold'))))
         assert alts, p.explain()
         q = dataclasses.replace(alts[0], dx_dy_clip=True, **edit)
         g = plan_geom(q)
@@ -112,7 +112,7 @@ def test_clip_illegal_forms_are_rejected_by_name():
 def test_clipping_is_offered_only_where_nothing_else_fits():
     shapes = conv_shapes(**DEAD)
     plan = plan_conv3d_bwd(*shapes, padding=DEAD["padding"], dilation=DEAD["dilation"], dtype="bf16")
-    assert not any(c.dx_dy_clip for c in plan.feasible_candidates())
+    assert not plan.feasible_candidates(where=lambda c: c.dx_dy_clip)
 
 
 def test_dilation_40_over_a_tiny_input_plans_with_clipped_bands_within_budget():

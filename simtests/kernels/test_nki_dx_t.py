@@ -16,7 +16,7 @@ def _dx_t(copies, **edit):
     as the geometry has pair axes), edited."""
     def pick(plan):
         n = min(copies, len(pair_axes(plan.geometry()))) if copies else 0
-        alts = [q for q in plan.feasible_candidates() if q.dx_transposed and q.dx_pair_copies == n]
+        alts = plan.feasible_candidates(where=lambda q: q.dx_transposed and q.dx_pair_copies == n)
         assert alts, f"no feasible dx^T x{copies} candidate: {[q.label for q in plan.feasible_candidates()]}"
         return dataclasses.replace(alts[0], **edit)
     return pick

@@ -19,8 +19,10 @@ def _prefetch(on=True, copies=None, **edit):
     """Plan edit: the planner's first feasible per-gradient dx^T candidate (with ``copies`` shifted copies
     when given), with the prefetch forced on or off, edited."""
     def pick(plan):
-        alts = [q for q in plan.feasible_candidates() if q.dx_transposed and q.strategy is Strategy.PER_GRADIENT
-                and q.dw_method in STREAMING_DW and (copies is None or q.dx_pair_copies == copies)]
+        alts = plan.feasible_candidates(where=lambda q: q.dx_transposed
+                                        and q.strategy is Strategy.PER_GRADIENT
+                                        and (q.dw_method in STREAMING_DW)
+                                        and (copies is None or q.dx_pair_copies == copies))
         assert alts, [q.label for q in plan.feasible_candidates()]
         q = dataclasses.replace(alts[0], dx_prefetch=on, **edit)
         assert dx_prefetched(q) == on, q.label

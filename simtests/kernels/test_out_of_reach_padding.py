@@ -68,7 +68,7 @@ def test_reproducer_pick_is_exact(case, target):
 def test_out_of_order_windows_shared_candidates():
     """Every eighth shared-dy candidate (each crashed or missed the row; every one nightly in MANY)."""
     case, target = REPRODUCERS[3].values[:2]
-    plans = [p for p in _pick(case, target).feasible_candidates() if p.strategy.value == "shared_dy"][::8]
+    plans = _pick(case, target).feasible_candidates(where=lambda p: p.strategy.value == 'shared_dy')[::8]
     assert len(plans) > 3
     outcomes = run_candidates(case, target=target, plans=plans)
     assert not _failures(outcomes), "\n".join(_failures(outcomes))

@@ -16,8 +16,9 @@ from .support import GRADS, assert_candidates_within_budget, run_and_compare
 
 def _pw(db_scalar=None, band=None, every=0, late=False):
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if pw_shared_on(a) and a.pw_dyt_dma == every
-                and a.pw_dyt_late == late and (db_scalar is None or a.pw_db_scalar == db_scalar)]
+        alts = p.feasible_candidates(where=lambda a: pw_shared_on(a) and a.pw_dyt_dma == every
+                                     and (a.pw_dyt_late == late)
+                                     and (db_scalar is None or a.pw_db_scalar == db_scalar))
         assert alts, p.explain()
         alt = alts[0]
         return dataclasses.replace(alt, dx_band=band) if band is not None else alt
@@ -61,7 +62,7 @@ def test_pw_shared_without_db_and_fp16(lnc):
 
 def test_pw_shared_db_standalone():
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if pw_shared_on(a) and a.db_method is DbMethod.STANDALONE]
+        alts = p.feasible_candidates(where=lambda a: pw_shared_on(a) and a.db_method is DbMethod.STANDALONE)
         assert alts, p.explain()
         return alts[0]
     run_and_compare(2, 20, 30, (3, 5, 7), (1, 1, 1), plan_edit=pick)
@@ -73,9 +74,9 @@ def test_pw_shared_db_standalone():
 def test_pw_shared_offered_only_where_it_runs(dtype, target, grads):
     flags = {f"compute_{g}": g in grads for g in GRADS}
     p = plan_conv3d_bwd((2, 20, 3, 4, 5), (2, 10, 3, 4, 5), (1, 1, 1, 10, 20), dtype=dtype, target=target, **flags)
-    assert not any(pw_shared_on(a) for a in p.feasible_candidates())
+    assert not p.feasible_candidates(where=pw_shared_on)
     p = plan_conv3d_bwd((2, 20, 3, 4, 5), (2, 10, 3, 4, 5), (1, 1, 1, 10, 20))
-    shared = [a for a in p.feasible_candidates() if pw_shared_on(a)]
+    shared = p.feasible_candidates(where=pw_shared_on)
     assert {a.pw_db_scalar for a in shared if a.db_method is DbMethod.FOLD} == {False, True}
     assert {(a.pw_dyt_dma, a.pw_dyt_late) for a in shared} == {(0, False), (2, False), (4, False), (1, True), (2, True),
                                                                 (4, True)}
@@ -111,7 +112,7 @@ def test_shared_gemm_d_kernels_are_exact(batch, c_in, c_out, size, kernel, paddi
 @pytest.mark.parametrize("grads", [("dx", "dw"), GRADS], ids=lambda g: "+".join(g))
 def test_shared_gemm_d_kernel_subsets_and_fp16(grads):
     def standalone(p):
-        alts = [a for a in p.feasible_candidates() if pw_shared_on(a) and a.db_method is not DbMethod.FOLD]
+        alts = p.feasible_candidates(where=lambda a: pw_shared_on(a) and a.db_method is not DbMethod.FOLD)
         assert alts, p.explain()
         return alts[0]
     pad = (1, 1, 0, 0, 0, 0)
@@ -123,16 +124,16 @@ def test_shared_gemm_d_kernel_subsets_and_fp16(grads):
 def test_shared_gemm_d_kernels_offered_only_where_they_run():
     shapes = ((1, 64, 4, 8, 16), (1, 32, 4, 8, 16), (3, 1, 1, 32, 64))
     kw = {"padding": (1, 1, 0, 0, 0, 0)}
-    assert any(pw_shared_on(a) for a in plan_conv3d_bwd(*shapes, **kw).feasible_candidates())
-    assert any(pw_shared_on(a) for a in plan_conv3d_bwd(*shapes, **kw, lnc=2).feasible_candidates())
+    assert bool(plan_conv3d_bwd(*shapes, **kw).feasible_candidates(where=pw_shared_on))
+    assert bool(plan_conv3d_bwd(*shapes, **kw, lnc=2).feasible_candidates(where=pw_shared_on))
     for extra in ({"dtype": "fp32"}, {"target": "trn1"}, {"compute_dx": False}):
-        assert not any(pw_shared_on(a) for a in plan_conv3d_bwd(*shapes, **kw, **extra).feasible_candidates())
+        assert not (plan_conv3d_bwd(*shapes, **kw, **extra).feasible_candidates(where=pw_shared_on))
     # H x W = 120: a plane is not whole sub-tiles
     odd = ((1, 64, 4, 8, 15), (1, 32, 4, 8, 15), (3, 1, 1, 32, 64))
-    assert not any(pw_shared_on(a) for a in plan_conv3d_bwd(*odd, **kw).feasible_candidates())
+    assert not (plan_conv3d_bwd(*odd, **kw).feasible_candidates(where=pw_shared_on))
     # H padding or a 3x3x3 kernel: not a D kernel
-    assert not any(pw_shared_on(a) for a in plan_conv3d_bwd(
-        (1, 64, 4, 8, 16), (1, 32, 4, 8, 16), (3, 3, 3, 32, 64), padding=(1,) * 6).feasible_candidates())
+    assert not (plan_conv3d_bwd(
+        (1, 64, 4, 8, 16), (1, 32, 4, 8, 16), (3, 3, 3, 32, 64), padding=(1,) * 6).feasible_candidates(where=pw_shared_on))
 
 
 def test_shared_gemm_d_kernel_budget_bounds_the_measured_peak():
@@ -157,8 +158,9 @@ D_KERNELS_LNC2 = [
 def _pw_d_lnc2(band_kind, size, db_scalar=None, every=0, late=False):
     """The shared-dy GEMM candidate with dx items of the whole batch ("full") or half its D planes ("half")."""
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if pw_shared_on(a) and a.pw_dyt_dma == every
-                and a.pw_dyt_late == late and (db_scalar is None or a.pw_db_scalar == db_scalar)]
+        alts = p.feasible_candidates(where=lambda a: pw_shared_on(a) and a.pw_dyt_dma == every
+                                     and (a.pw_dyt_late == late)
+                                     and (db_scalar is None or a.pw_db_scalar == db_scalar))
         assert alts, p.explain()
         d = size[0] if band_kind == "full" else -(-size[0] // 2)
         return dataclasses.replace(alts[0], dx_band=(d, size[1]))
@@ -185,7 +187,7 @@ def test_shared_gemm_d_kernel_lnc2_subsets_and_fp16(grads):
 def test_shared_gemm_d_kernel_lnc2_budget_bounds_the_measured_peak():
     shapes = ((1, 256, 16, 16, 16), (1, 256, 16, 16, 16), (3, 1, 1, 256, 256))
     kw = {"padding": (1, 1, 0, 0, 0, 0)}
-    alts = [a for a in plan_conv3d_bwd(*shapes, lnc=2, **kw).feasible_candidates() if pw_shared_on(a)]
+    alts = plan_conv3d_bwd(*shapes, lnc=2, **kw).feasible_candidates(where=pw_shared_on)
     assert any(a.dx_band[0] == 8 for a in alts)
     assert_candidates_within_budget(shapes, pw_shared_on, 4, lnc=2, **kw)
 

@@ -30,8 +30,8 @@ def test_deferred_dw_frees_its_dyt_ring_before_dx():
                 dilation=(1, 1, 3), lnc=2)
     plan = plan_conv3d_bwd(case.dy_shape, case.x_shape, case.w_shape, stride=case.stride, padding=case.padding,
                            dilation=case.dilation, dtype="bf16", target="trn3", lnc=2)
-    alts = [p for p in plan.feasible_candidates() if p.dw_dyt_dma and p.dw_method.value == "row_pack"
-            and p.compute_dx and p.strategy.value == "per_gradient"][:3]
+    alts = plan.feasible_candidates(where=lambda p: p.dw_dyt_dma and p.dw_method.value == 'row_pack'
+                                    and p.compute_dx and (p.strategy.value == 'per_gradient'))[:3]
     assert alts
     specs = [nkisim.TensorSpec(s, "bfloat16") for s in (case.dy_shape, case.x_shape, case.w_shape)]
     for p in alts:

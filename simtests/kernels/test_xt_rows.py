@@ -92,8 +92,8 @@ def calls(monkeypatch):
 
 def _xs_dma(edit=None, strategy=Strategy.PER_GRADIENT, split=None):
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.dw_x_stationary and a.dw_xt_dma and a.strategy is strategy
-                and (split is None or a.dw_split == split)]
+        alts = p.feasible_candidates(where=lambda a: a.dw_x_stationary and a.dw_xt_dma
+                                     and (a.strategy is strategy) and (split is None or a.dw_split == split))
         assert alts, p.explain()
         return dataclasses.replace(alts[0], **(edit or {}))
     return pick
@@ -147,8 +147,9 @@ def test_fp32_keeps_the_pe_paths():
 def _interleaved(edit=None, split=None, db=None):
     """The cheapest dx:toeplitz candidate with dw's boxes between dx's items (and edits)."""
     def pick(p):
-        alts = [a for a in p.feasible_candidates() if a.dw_interleave and (split is None or a.dw_split == split)
-                and (db is None or a.db_method is db)]
+        alts = p.feasible_candidates(where=lambda a: a.dw_interleave
+                                     and (split is None or a.dw_split == split)
+                                     and (db is None or a.db_method is db))
         if not alts:   # fp32 (no xT dma): the planner does not list it; the kernel runs it forced
             alts = [dataclasses.replace(a, dw_interleave=True) for a in p.feasible_candidates()
                     if a.dx_method is DxMethod.TOEPLITZ and a.strategy is Strategy.PER_GRADIENT]
@@ -259,8 +260,8 @@ def test_bridged_fills_are_exact(copy, lnc, c_in, monkeypatch):
     fills (C_in 20: zero rows by memset) and per-pair fills (C_in 72: zero rows by DMA); the channel-major
     copies do not (one per plane). Exact both ways."""
     def edit(p):
-        alts = [a for a in p.feasible_candidates() if a.dw_x_stationary and a.dw_xt_dma and not a.dw_head_split
-                and a.strategy is Strategy.PER_GRADIENT]
+        alts = p.feasible_candidates(where=lambda a: a.dw_x_stationary and a.dw_xt_dma
+                                     and (not a.dw_head_split) and (a.strategy is Strategy.PER_GRADIENT))
         assert alts, p.explain()
         return dataclasses.replace(min(alts, key=lambda a: a.estimated_us), dw_band=(4, 8), dw_xt_copy=copy)
     bridged = spy(monkeypatch, nki_dw_xt, "xt_fill", lambda *a: True if xt_fill(*a).after else None)

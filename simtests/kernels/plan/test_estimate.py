@@ -186,8 +186,8 @@ def _planned(shape, **kw):
 def test_xt_dma_plans_wait_for_their_first_xt_tile_not_an_x_band(monkeypatch):
     """``xT dma`` loads no x band: the first-x wait must not look at one (it used to)."""
     p = _planned((1, 128, 128, (4, 32, 32), (3, 3, 3)))
-    rows = [a for a in p.feasible_candidates() if a.strategy is Strategy.PER_GRADIENT
-            and a.dw_method is DwMethod.ROW_PACK and a.dw_xt_dma]
+    rows = p.feasible_candidates(where=lambda a: a.strategy is Strategy.PER_GRADIENT
+                                 and a.dw_method is DwMethod.ROW_PACK and a.dw_xt_dma)
     assert rows
     g = p.geometry()
     before = [_dw_first_x_wait_ns(g, a, TRN2) for a in rows]
@@ -201,7 +201,8 @@ def test_xt_dma_plans_wait_for_their_first_xt_tile_not_an_x_band(monkeypatch):
 def test_the_estimate_is_the_composition_of_its_sheet():
     p = _planned((1, 64, 64, (8, 16, 16), (3, 3, 3)))
     # (methods estimated from their own work list, kernels/methods/*, are not composed from this sheet)
-    for a in [a for a in p.feasible_candidates() if not a.s2d_group and a.dw_method is not DwMethod.KD_MOVING][:12]:
+    for a in p.feasible_candidates(where=lambda a: not a.s2d_group
+                                   and a.dw_method is not DwMethod.KD_MOVING)[:12]:
         g = a.geometry()
         c, fill = _estimate_sheet(g, a, TRN2)
         est, eng = _estimate(g, a, TRN2)
@@ -220,7 +221,7 @@ def test_lnc2_estimate_is_the_later_program():
     p = _planned((1, 64, 64, (8, 16, 16), (3, 3, 3)), lnc=2)
     seen_uneven = False
     # (methods estimated from their own work list, kernels/methods/*, are not composed from this sheet)
-    for a in [a for a in p.feasible_candidates() if not a.s2d_group and a.dw_method is not DwMethod.KD_MOVING]:
+    for a in p.feasible_candidates(where=lambda a: not a.s2d_group and a.dw_method is not DwMethod.KD_MOVING):
         g = a.geometry()
         per = []
         for pid in (0, 1):
@@ -237,7 +238,7 @@ def test_a_prefetched_dx_t_band_is_a_lead_in_dws_idle_dma_time():
     dw (the part dw's idle DMA time does not hide is exposed), not fill (unet3d_c64 LNC1: the gather twin
     was estimated +7 %, 144.7 us against nkisim's 136.8, and lost the pick to a twin modelled 143.7)."""
     p = _planned((1, 64, 64, (8, 16, 16), (3, 3, 3)))
-    pre = [a for a in p.feasible_candidates() if dx_prefetched(a) and not a.dx_inside_dw]
+    pre = p.feasible_candidates(where=lambda a: dx_prefetched(a) and (not a.dx_inside_dw))
     assert pre
     hidden = False
     for a in pre[:4]:
@@ -295,7 +296,7 @@ def _traced_candidate(form: str):
     flags = {"compute_dx": dx, "compute_dw": dw, "compute_db": db}
     plan = plan_conv3d_bwd(*shapes, dtype="bf16", **kw, **flags)
     g = validate(*shapes, **kw, dtype="bf16", **flags)
-    alts = [a for a in plan.feasible_candidates() if wanted(g, a)]
+    alts = plan.feasible_candidates(where=lambda a: wanted(g, a))
     assert alts, plan.explain()
     with forced_plan(alts[0]):
         res = nkisim.run(conv3d_bwd, *(nkisim.TensorSpec(s, "bfloat16") for s in shapes), **kw, **flags,

@@ -70,10 +70,10 @@ def test_down_s2_lnc1_charges_only_the_last_store_run_as_the_trail():
 
 def test_other_strategies_keep_the_whole_finish_a_trail():
     _g, plan = _down_s2(2)
-    lnc2 = [p for p in plan.feasible_candidates() if p.dw_x_stationary and p.strategy is Strategy.SHARED_DY]
+    lnc2 = plan.feasible_candidates(where=lambda p: p.dw_x_stationary and p.strategy is Strategy.SHARED_DY)
     assert lnc2 and not any(_shared_stacked_xs(p) for p in lnc2)   # LNC2: the exchange, charged as before
     _g1, plan1 = _down_s2(1)
-    others = [p for p in plan1.feasible_candidates() if p.dw_x_stationary and not p.dw_row_stack]
+    others = plan1.feasible_candidates(where=lambda p: p.dw_x_stationary and (not p.dw_row_stack))
     assert others and not any(_shared_stacked_xs(p) for p in others)
 
 
@@ -159,8 +159,7 @@ def test_every_candidates_dw_charges_what_its_items_charge(lnc, monkeypatch):
     geom = {"batch": 1, "c_in": 16, "c_out": 24, "size": (4, 6, 6), "kernel": (3, 3, 3), "padding": (1,) * 6}
     plan = plan_conv3d_bwd(*geom_shapes(geom), **geom_kw(geom), lnc=lnc)
     g = plan.geometry()
-    cands = [q for q in plan.feasible_candidates() if q.dw_method not in (None, DwMethod.SMALL_EXTENT,
-                                                                          DwMethod.DMA_GEMM, DwMethod.KD_MOVING)]
+    cands = plan.feasible_candidates(where=lambda q: q.dw_method not in (None, DwMethod.SMALL_EXTENT, DwMethod.DMA_GEMM, DwMethod.KD_MOVING))
     assert {q.dw_method for q in cands} >= {DwMethod.ROW_PACK, DwMethod.TAP_PACK}
     for q in cands[::max(1, len(cands) // 40)]:
         _assert_same_estimate(g, q, monkeypatch)

@@ -100,7 +100,7 @@ def test_dx_inside_boxes_legality_and_ring():
     shapes, kw = geom_shapes(two), geom_kw(two)
     p = plan_conv3d_bwd(*shapes, **kw, lnc=2)
     g = validate(*shapes, **kw)
-    boxes = [a for a in p.feasible_candidates() if a.dx_inside_boxes]
+    boxes = p.feasible_candidates(where=lambda a: a.dx_inside_boxes)
     assert boxes, p.explain()
     for a in boxes:
         assert a.dx_inside_dw and "dx inside dw boxes" in a.label and a.dw_method is DwMethod.ROW_PACK
@@ -111,13 +111,13 @@ def test_dx_inside_boxes_legality_and_ring():
     assert not dx_inside_boxes_legal(g, one_box) and not dx_inside_dw_legal(g, one_box)
     for flags in ({"compute_dw": False}, {"compute_dx": False}):
         q = plan_conv3d_bwd(*shapes, **kw, lnc=2, **flags)
-        assert not any(c.dx_inside_boxes for c in q.feasible_candidates())
+        assert not q.feasible_candidates(where=lambda c: c.dx_inside_boxes)
     q = plan_conv3d_bwd(*shapes, **kw, dtype="fp32", lnc=2)   # (no xT dma)
-    assert not any(c.dx_inside_boxes for c in q.feasible_candidates())
+    assert not q.feasible_candidates(where=lambda c: c.dx_inside_boxes)
 
 
 def _best_boxes(p):
-    boxes = [a for a in p.feasible_candidates() if a.dx_inside_boxes]
+    boxes = p.feasible_candidates(where=lambda a: a.dx_inside_boxes)
     assert boxes, p.explain()
     return min(boxes, key=lambda a: a.estimated_us)
 

@@ -54,16 +54,16 @@ def test_dx_inside_dw_is_never_listed_where_it_cannot_run():
     shapes, kw = geom_shapes(geom), geom_kw(geom)
     for flags in ({"compute_dw": False}, {"compute_dx": False}):
         p = plan_conv3d_bwd(*shapes, **kw, lnc=2, **flags)
-        assert not any(a.dx_inside_dw for a in p.feasible_candidates())
+        assert not p.feasible_candidates(where=lambda a: a.dx_inside_dw)
     p = plan_conv3d_bwd(*shapes, **kw, dtype="fp32", lnc=2)
-    assert not any(a.dx_inside_dw for a in p.feasible_candidates())
+    assert not p.feasible_candidates(where=lambda a: a.dx_inside_dw)
     p = plan_conv3d_bwd(*shapes, **kw, lnc=2)
     # 3 batches: 2 items on a program (only the boxes variant, test_dx_inside_boxes.py, may run them)
-    assert not any(a.dx_inside_dw and not a.dx_inside_boxes for a in p.feasible_candidates())
+    assert not p.feasible_candidates(where=lambda a: a.dx_inside_dw and (not a.dx_inside_boxes))
     shapes, kw = geom_shapes(INSIDE_DW_GEOMS[2].values[0]), geom_kw(INSIDE_DW_GEOMS[2].values[0])   # one batch: listed, and only where it is legal
     p = plan_conv3d_bwd(*shapes, **kw, lnc=2)
     g = validate(*shapes, **kw)
-    assert any(a.dx_inside_dw for a in p.feasible_candidates()), p.explain()
+    assert bool(p.feasible_candidates(where=lambda a: a.dx_inside_dw)), p.explain()
     for a in p.feasible_candidates():
         if a.dx_inside_dw:
             assert a.strategy is Strategy.PER_GRADIENT and a.dw_method is DwMethod.ROW_PACK
@@ -76,7 +76,8 @@ def test_dx_inside_dw_listed_on_dilated_d2_lnc2():
     kw = {"padding": (2,) * 6, "dilation": (2, 2, 2)}
     shapes = conv_shapes(1, 64, 64, (8, 32, 32), (3, 3, 3), **kw)
     p = plan_conv3d_bwd(*shapes, **kw, lnc=2)
-    inside = [a for a in p.feasible_candidates() if a.dx_inside_dw and not a.dx_inside_boxes and a.dw_split == "taps"]
+    inside = p.feasible_candidates(where=lambda a: a.dx_inside_dw and (not a.dx_inside_boxes)
+                                   and (a.dw_split == 'taps'))
     assert inside, p.explain()
     assert all("dx inside dw" in a.label and "taps split" in a.label for a in inside)
 

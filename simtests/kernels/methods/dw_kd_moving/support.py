@@ -11,7 +11,7 @@ def kd_plan(geom, dtype="bf16", grads=GRADS, lnc=1):
     """The planner's cheapest feasible dw:kd_moving candidate for ``geom`` (the method must be offered)."""
     flags = {f"compute_{g}": g in grads for g in GRADS}
     plan = plan_conv3d_bwd(*geom_shapes(geom), dtype=dtype, lnc=lnc, **geom_kw(geom), **flags)
-    found = [p for p in plan.feasible_candidates() if p.dw_method is DwMethod.KD_MOVING]
+    found = plan.feasible_candidates(where=lambda p: p.dw_method is DwMethod.KD_MOVING)
     assert found, f"no feasible dw:kd_moving candidate: {[c for c in plan.candidates if 'kd_moving' in c.label]}"
     return min(found, key=lambda p: p.estimated_us)
 

@@ -22,8 +22,8 @@ def small_plan(geom, dtype="bf16", lnc=1, grads=GRADS, db=None, target="trn2"):
     dy, x, w = geom_shapes(geom)
     flags = {f"compute_{g}": g in grads for g in GRADS}
     plan = plan_conv3d_bwd(dy, x, w, **geom_kw(geom), dtype=dtype, target=target, lnc=lnc, **flags)
-    found = [p for p in plan.feasible_candidates() if p.dw_method is DwMethod.SMALL_EXTENT
-             and (db is None or p.db_method is db)]
+    found = plan.feasible_candidates(where=lambda p: p.dw_method is DwMethod.SMALL_EXTENT
+                                     and (db is None or p.db_method is db))
     assert found, f"no feasible dw:small_extent candidate: {[c for c in plan.candidates if 'small' in c.label]}"
     return found[0]
 

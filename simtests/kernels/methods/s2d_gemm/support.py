@@ -21,7 +21,7 @@ def s2d_plan(geom, dtype="bf16", lnc=1, grads=GRADS, group=None):
     dy, x, w = _shapes(geom)
     flags = {f"compute_{g}": g in grads for g in GRADS}
     plan = plan_conv3d_bwd(dy, x, w, stride=geom["stride"], dtype=dtype, lnc=lnc, **flags)
-    found = [p for p in plan.feasible_candidates() if p.s2d_group]
+    found = plan.feasible_candidates(where=lambda p: p.s2d_group)
     assert found, f"no feasible s2d_gemm candidate: {[c for c in plan.candidates if 's2d' in c.label]}"
     return replace(found[0], s2d_group=group) if group else found[0]
 
