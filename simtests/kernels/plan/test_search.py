@@ -279,3 +279,28 @@ def test_a_pruned_pick_lists_every_alternative():
     again = plan_conv3d_bwd(**case_kwargs(case))
     search._UNESTIMATED.clear()   # (as in another process)
     assert [(a.label, a.estimated_us) for a in again.feasible_candidates()] == every
+
+
+def test_a_predicate_estimates_only_the_alternatives_it_selects(monkeypatch):
+    """``feasible_candidates(where=...)`` of a pruned pick: the alternatives the predicate holds for, with the
+    exhaustive search's estimates and order, estimated alone (the others stay unestimated until asked for);
+    the full list afterwards is the exhaustive one still."""
+    from conv3d_bwd.kernels.plan import search
+
+    case = next(c for c in CASE_SETS["default"] if c.grads == ("dx", "dw", "db") and c.lnc == 1)
+    every = [(a.label, a.estimated_us, a.dw_method) for a in exhaustive_plan(case).feasible_candidates()]
+    clear_plan_cache()
+    pick = plan_conv3d_bwd(**case_kwargs(case))
+    assert pick.alternatives_lazy
+    pending = len(search._UNESTIMATED[tuple(getattr(pick, k) for k in search.PROBLEM_FIELDS)].pending)
+    kind = next(m for _label, _est, m in every[1:] if m is not pick.dw_method)   # a dw method not picked
+    estimated = []
+    real = search._estimated
+    monkeypatch.setattr(search, "_estimated", lambda *a, **k: estimated.append(1) or real(*a, **k))
+    some = pick.feasible_candidates(where=lambda a: a.dw_method is kind)
+    assert [(a.label, a.estimated_us) for a in some] == [(lab, est) for lab, est, m in every if m is kind]
+    assert 0 < len(estimated) < pending
+    assert pick.feasible_candidates(where=lambda a: a.dw_method is kind) == some   # kept, not estimated again
+    searched = {c.label for c in pick.candidates if c.estimated_us is not None}
+    assert len(estimated) == sum(1 for a in some if a.label not in searched)
+    assert [(a.label, a.estimated_us) for a in pick.feasible_candidates()] == [(lab, est) for lab, est, _m in every]
