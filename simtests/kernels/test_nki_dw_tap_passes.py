@@ -108,7 +108,7 @@ def test_lnc2_tap_passes_trace_only_within_capacity():
     geom = dict(QA_LAYERS[1].values[0])
     shapes = conv_shapes(**geom)
     plan = plan_conv3d_bwd(*shapes, dtype="fp32", lnc=2)
-    for alt in [plan] + plan.feasible_candidates(where=lambda a: a.dw_split != plan.dw_split)[:1]:
+    for alt in (plan, *plan.feasible_candidates(where=lambda a: a.dw_split != plan.dw_split)[:1]):
         with forced_plan(alt):
             res = nkisim.run(conv3d_bwd, *(nkisim.TensorSpec(s, "float32") for s in shapes), lnc=2,
                              trace_only=True)
