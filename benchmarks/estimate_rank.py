@@ -25,33 +25,17 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from scipy.stats import spearmanr
+
 from conv3d_bwd.kernels.plan import plan_conv3d_bwd
 from conv3d_bwd.verify.bench import bench_shape, select_shapes
 
 
 def spearman(a: list[float], b: list[float]) -> float:
-    """Spearman's rank correlation (average ranks for ties)."""
-    def ranks(v: list[float]) -> list[float]:
-        order = sorted(range(len(v)), key=lambda i: v[i])
-        r = [0.0] * len(v)
-        i = 0
-        while i < len(order):
-            j = i
-            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
-                j += 1
-            for k in range(i, j + 1):
-                r[order[k]] = (i + j) / 2.0
-            i = j + 1
-        return r
-    ra, rb = ranks(a), ranks(b)
-    n = len(a)
-    if n < 2:
+    """Spearman's rank correlation (average ranks for ties); nan for fewer than 2 values or a constant list."""
+    if len(a) < 2 or len(set(a)) < 2 or len(set(b)) < 2:
         return float("nan")
-    ma, mb = sum(ra) / n, sum(rb) / n
-    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb))
-    va = math.sqrt(sum((x - ma) ** 2 for x in ra))
-    vb = math.sqrt(sum((y - mb) ** 2 for y in rb))
-    return cov / (va * vb) if va and vb else float("nan")
+    return float(spearmanr(a, b).statistic)
 
 
 def modelled_by_label(shape, lnc: int, json_dir: str | None, jobs: int) -> dict[str, float]:
