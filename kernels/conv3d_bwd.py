@@ -19,7 +19,6 @@ from .nki_dw_gemm import run_dw_gemm_dma
 from .nki_dx import (
     DxTPrefetch,
     DyBands,
-    dx_item_steps,
     dx_program_groups,
     load_dx_filters,
     load_first_band,
@@ -35,8 +34,6 @@ from .spec.compose import (
     dw_interleave_ok,
     dx_band_early_on,
     dx_between_on,
-    dx_box_items,
-    dx_inside_dw_on,
     dx_prefetched,
     filters_after_first_chunk,
 )
@@ -123,7 +120,7 @@ def _kernel_plan(g, args, target, lnc):
 
 class _Sections:
     """One program's dx / dw / db sections in order, and what they hand one another: dx's filters loaded
-    during dw, dx run inside or between dw's passes, dw's boxes paced by dx's items, dw's deferred finish."""
+    during dw, dx run between dw's x^T bundles, dw's boxes paced by dx's items, dw's deferred finish."""
 
     def __init__(self, ctx, pid, lnc, flags, target):
         g, plan = ctx.g, ctx.plan
@@ -141,7 +138,6 @@ class _Sections:
         self.toeplitz = plan.dx_method is DxMethod.TOEPLITZ
         self.first_filters, self.after_first = self._first_filters()
         self.dw_deferred = None   # LNC2: dw's exchange overlaps dx, its finish runs after it
-        self.dx_runs = []         # dx inside dw (``plan.dx_inside_dw``): dw ran it before its last matmul pass
         self.dx_between = None    # D-phase-pairs dx between dw's x^T bundles (``plan.dx_between_bundles``)
         self.dw_steps = None      # dw_interleave: dw's boxes issued between dx's items
         self.mine = dx_program_items(g, plan, pid) if compute_dx else []
@@ -149,8 +145,6 @@ class _Sections:
         self.prefetch = DxTPrefetch(ctx, self.mine) if dx_prefetched(plan) else None
         # LNC2, gather: dx's first dy band loads before dw's last finish (ahead of its stores in the DMA queues)
         self.early = [] if compute_dx and compute_dw and not self.shared and dx_band_early_on(g, plan) else None
-        # dx inside dw: what dw calls in its (last, or with dx_inside_boxes each) row pass
-        self.inside, self.dx_gen = self._dx_inside_dw()
 
     def _first_filters(self):
         """dx's filters issued before dw's stores: the DMA queues load them while dw computes (no head-of-line
@@ -168,21 +162,6 @@ class _Sections:
     def _load_first_filters(self):
         self.first_filters.append(load_dx_filters(self.ctx, self._first_group))
 
-    def _dx_inside_dw(self):
-        """(what dw calls inside its row passes, the dx item generator those calls advance) or Nones."""
-        g, plan = self.g, self.plan
-        if not (self.compute_dx and self.compute_dw and not self.shared and dx_inside_dw_on(g, plan)):
-            return None, None
-        if plan.dx_inside_boxes:   # one dx item per call (each of dw's row passes)
-            gen = dx_item_steps(self.ctx, self.mine, self.first_filters, self.prefetch)
-            self.dx_runs.append(True)
-            return _BoxItems(gen, dx_box_items(g, plan, self.pid)), gen
-        return self._gather_inside, None
-
-    def _gather_inside(self):
-        self.dx_runs.append(_run_gather_dx(self.ctx, self.mine, None, self.first_filters, self.prefetch, self.pid,
-                                           self.lnc, self.early))
-
     def _load_early_band(self):
         self.early.append(load_first_band(self.ctx, self.mine))
 
@@ -193,9 +172,6 @@ class _Sections:
             self._dw_first()
         if self.db_in_dw is not None and self.dw_steps is None and db_taps_local(g, plan):
             self.db_state.finish(pid, lnc)   # the taps split's db is whole on one program: stored now, under dx
-        if self.dx_gen is not None:   # the items dw's passes did not take
-            for _ in self.dx_gen:
-                pass
         if self.shared and plan.dw_method is DwMethod.DMA_GEMM:   # 1x1x1: dx, dw and db from one dy load
             run_pw_shared(self.ctx, pid, lnc, self.db_in_dw)
         elif self.compute_dx:
@@ -225,11 +201,10 @@ class _Sections:
             self._dx_between_dw()
             after_first = None   # (the filters load there, or by dw's prefetch hook)
         self.dw_deferred = run_dw_streaming(self.ctx, self.pid, self.lnc, self.db_in_dw, self.prefetch, after_first,
-                                            self._load_early_band if self.early is not None else None, self.inside,
-                                            **({"between": self.dx_between} if self.dx_between is not None else {}))
+                                            self._load_early_band if self.early is not None else None,
+                                            self.dx_between)
         if self.dx_between is not None:
             self.dx_between.drain()
-            self.dx_runs.append(True)
 
     def _dx_between_dw(self):
         """The D-phase-pairs dx steps dw runs between its x^T bundles (``plan.dx_between_bundles``)."""
@@ -246,7 +221,7 @@ class _Sections:
         self.dx_between = DxSteps(steps, dpairs_step_count(g, plan, self.mine), bands.resident)
 
     def _dx(self):
-        """dx by the Toeplitz pass or the gather (unless dw ran it), with dw's boxes (shared dy) and a folded db
+        """dx by the Toeplitz pass or the gather (unless it ran between dw's bundles), with dw's boxes (shared dy) and a folded db
         on its dy bands."""
         ctx, g, plan, pid, lnc = self.ctx, self.g, self.plan, self.pid, self.lnc
         dw_state = None
@@ -258,9 +233,9 @@ class _Sections:
         dw_steps = self.dw_steps
         if self.toeplitz:
             run_dx_toeplitz(ctx, self.mine, hook, self.first_filters, dw_steps.between(len(self.mine)) if dw_steps else None)
-        elif not self.dx_runs:   # under the LNC2 C_in split: every item, this program's C_in groups
-            _run_gather_dx(ctx, self.mine, hook, self.first_filters, self.prefetch, pid, lnc, self.early,
-                           dw_steps.between_bands() if dw_steps else None)
+        elif self.dx_between is None:   # under the LNC2 C_in split: every item, this program's C_in groups
+            run_dx(ctx, self.mine, hook, self.first_filters, self.prefetch, dx_program_groups(g, plan, pid, lnc),
+                   self.early.pop() if self.early else None, dw_steps.between_bands() if dw_steps else None)
         if dw_state is not None:
             dw_state.finish(pid, lnc)
 
@@ -278,27 +253,6 @@ class _Sections:
                 per = -(-g.batch // lnc)
                 self.db_state.standalone(range(min(g.batch, pid * per), min(g.batch, (pid + 1) * per)), db_chunk(g))
             self.db_state.finish(pid, lnc)
-
-
-class _BoxItems:
-    """dx inside dw, one item per call (``Plan.dx_inside_boxes``): dw calls this twice per box, ``before``
-    its pass's x^T bundles (the box's first item's start: the next item's band, ahead of them in the DMA
-    queues), then after them (the items' matmuls)."""
-
-    def __init__(self, gen, per_box):
-        self.gen, self.per_box = gen, iter(per_box)
-        self.items = 0   # the current box's dx items
-
-    def __call__(self, before=False):
-        if before:
-            self.items = next(self.per_box, 0)
-            if self.items:
-                next(self.gen, None)
-            return
-        for k in range(self.items):   # (the generator yields after each item's start and body)
-            if k:
-                next(self.gen, None)
-            next(self.gen, None)
 
 
 class _BandHook:
@@ -344,12 +298,6 @@ class LateFilters:
         """``dx_dpairs_steps`` with these filters, loaded (if not yet) when the first step runs."""
         self.load()
         yield from dx_dpairs_steps(self.ctx, mine, bands, self.tiles, None)
-
-
-def _run_gather_dx(ctx, mine, hook, first_filters, prefetch, pid, lnc, early, between=None):
-    run_dx(ctx, mine, hook, first_filters, prefetch, dx_program_groups(ctx.g, ctx.plan, pid, lnc),
-           early.pop() if early else None, between)
-    return True
 
 
 def _co_tiles(g):

@@ -490,8 +490,7 @@ def section_ns(busy: dict[str, float], loss: float = SECTION_LOSS, power: float 
 
 def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns: float,
                hw: TargetFigures, steps: dict[str, int] | None = None,
-               steps_head: dict[str, float] | None = None, loss: dict[str, float] | None = None,
-               flow: dict[str, float] | None = None, ahead: dict[str, dict[str, float]] | None = None,
+               steps_head: dict[str, float] | None = None, flow: dict[str, float] | None = None, ahead: dict[str, dict[str, float]] | None = None,
                ahead_tail: dict[str, float] | None = None, queues: dict[str, dict[str, float]] | None = None,
                floors: dict[str, float] | None = None, units: dict[str, int] | None = None) -> float:
     """Modelled time of a kernel from the busy time of its sections, taken in issue order (max-plus):
@@ -506,8 +505,8 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
       next body's idle DMA time; the part that finds none (the end of the kernel) is exposed;
     - plus ``fill_ns``: latencies no busy time covers (first loads, LNC2 rendezvous).
     A section missing from ``order`` is a body appended at the end. ``steps``: the pipelined steps of a
-    body (``CostSheet.steps``; ``section_ns``). ``loss``: a body's stall-share factor when not
-    SECTION_LOSS (``section_ns``). ``flow``: a body's DMA -> PE flow-shop makespan (``CostSheet.flow``).
+    body (``CostSheet.steps``; ``section_ns``). ``flow``: a body's DMA -> PE flow-shop makespan
+    (``CostSheet.flow``).
 
     ``ahead`` (``CostSheet.ahead_queues``): per section, the queue time of its loads that run ahead of
     program order (dx's filters); ``queues`` (``CostSheet.queue_times``): per section, the queue time of all
@@ -563,8 +562,8 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
             # a trail without PE work (x-stationary dw's casts) does not hold the in-order PE: its engines
             # take it in order ahead of the body's own work on them, inside the body
             busy = {e: busy[e] + trail_free.get(e, 0.0) for e in busy}
-            t = section_ns(busy, (loss or {}).get(name, SECTION_LOSS), steps=(steps or {}).get(name, 0),
-                           head_ns=(steps_head or {}).get(name, 0.0), flow_ns=(flow or {}).get(name, 0.0))
+            t = section_ns(busy, steps=(steps or {}).get(name, 0), head_ns=(steps_head or {}).get(name, 0.0),
+                           flow_ns=(flow or {}).get(name, 0.0))
             t = max(t, (floors or {}).get(name, 0.0))
             if t <= 0.0:
                 continue

@@ -57,12 +57,11 @@ from .spec.dw_xs import (
     dw_xs_group_banks,
     dw_xs_per_bank,
     dw_xs_row_chunks,
-    dw_xt_ring,
     xs_exchange_window,
     xs_store_runs,
 )
 from .spec.record import DwMethod
-from .xt_rows import dyt_runs, xt_columns, xt_window
+from .xt_rows import dyt_runs, xt_columns, xt_dma_bufs, xt_window
 
 LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
 FIRST_X_PIECES = 3   # box mode: the DMAs (and placements) of a state's first x band, by D rows
@@ -169,10 +168,6 @@ class DwState:
         # a callable run once at the start of this state's last row chunk (dx^T's first band
         # prefetch, ``plan.dx_prefetch``); set by run_dw_streaming on the last box
         self.prefetch = None
-        # a callable run once in the last row pass, after its first x^T bundles are issued and before its
-        # matmuls (``plan.dx_inside_dw``: dx's PE work covers those bundles' DMA); set on the last box
-        self.inside = None
-        self._inside_now = None   # armed by the last box's last row chunk
         # D-phase-pairs dx run between this state's x^T bundles (``plan.dx_between_bundles``): a DxSteps
         self.between = None
         # a callable run once when the first row chunk's loads are issued (run_dw_streaming)
@@ -202,7 +197,7 @@ class DwState:
             self.xt_copy = plan.dw_xt_copy and xt_copy_legal(g, plan)
             if plan.dw_xt_dma:   # x^T by dma_transpose from HBM: no x band, no PE transposes
                 # x-stationary: into the slot views of the bundle ring (RowXtDma zeroes their pad columns)
-                ring = SlotRing(dw_xt_ring(g, plan), slots, (PMAX, xt_columns(g)[0], plan.dw_ci_tile),
+                ring = SlotRing(xt_dma_bufs(plan), slots, (PMAX, xt_columns(g)[0], plan.dw_ci_tile),
                                 ctx.dtype, "dw_xt", channel_major=self.xt_copy) if self.xs else None
                 window = xt_window(g, self.w_lo, self.w_hi) if self.w_hi - self.w_lo < wo else None
                 head_cols = max((e - a for _w, (a, e) in head_col_pieces(g, self.w_lo, self.w_hi,
@@ -427,11 +422,6 @@ class DwState:
             # dy^T per output column w: [rows, C_out] on partitions [off, off + rows), several columns per bank
             per_bank = max(1, bank // g.c_out) if g.c_out <= bank else 0
             rs = slice(off, off + nrows)
-            if plan.dx_inside_boxes:   # dx's first band and filters before dw's first loads: dx's item
-                # runs before the box's matmuls, so the PE waits for them, not for the x^T (unet3d LNC2 -1.4 us)
-                scalar = nisa.engine.scalar in ctx.evict.engines
-                self._run_prefetch(nisa.engine.scalar if scalar else nisa.engine.gpsimd)
-                self.run_after_first()
             if plan.dw_dyt_dma and self.head and not self.started and off == 0 and not self.pending:
                 self._head_dyt = (b, od[0] + sd, oh[0] + sh, cd, ch)   # with the first x^T, piece by piece
                 self.head = False
@@ -453,7 +443,6 @@ class DwState:
                         nisa.nc_transpose(dst=pt[rs, :co_sz], data=dy_views[c][:co_sz, sd:sd + cd, sh:sh + ch, w])
                         ctx.evict.copy(self.dyt[rs, w, co0:co0 + co_sz], pt[rs, :co_sz])
             if k_chunk == len(chunks) - 1:   # after this chunk's dy^T evictions: ScalarE is free for dw now
-                self._inside_now, self.inside = self.inside, None
                 # (GpSimd still has the pass's x^T zero-row memsets to run; trn1's ScalarE cannot copy)
                 scalar = nisa.engine.scalar in ctx.evict.engines
                 self._run_prefetch(nisa.engine.scalar if scalar else nisa.engine.gpsimd)
@@ -575,8 +564,6 @@ class DwState:
                     bundle_tiles[j] = self.xt_pool.tile
                 return view
 
-            if self._inside_now is not None and plan.dx_inside_boxes:
-                self._inside_now(before=True)   # dx's next band: its DMA ahead of this pass's x^T bundles
             staged = [stage_at(0)] if pairs else []
             db_after = head is not None
             if head is not None:
@@ -585,14 +572,6 @@ class DwState:
                 head = None
             if db_after and not pairs:
                 self._db(db_columns)
-            if self._inside_now is not None and self.xt_dma is not None and self.xs \
-                    and (ci0, ci_sz) == self.ci_tiles[-1]:
-                # dx runs here: the ring's bundles load under its matmuls (issued first: DMA is FIFO)
-                ahead = sum(n for _q, n in bundles[:len(self.xt_pool.tiles)])   # the ring's worth
-                while len(staged) < min(len(pairs), ahead):
-                    staged.append(stage_at(len(staged)))
-                inside, self._inside_now = self._inside_now, None
-                inside()
             between = self.between if (self.xs and (ci0, ci_sz) == self.ci_tiles[-1]) else None
             n_bund = len(bundles)
             if between is not None:
@@ -602,7 +581,7 @@ class DwState:
                 self._db(db_columns)
                 db_late = False
             for pi, (kd, kh) in enumerate(pairs):
-                if pi + 1 < len(pairs) and len(staged) <= pi + 1:
+                if pi + 1 < len(pairs):
                     staged.append(stage_at(pi + 1))
                 xt = staged[pi]
                 staged[pi] = None
@@ -1001,15 +980,14 @@ def between_chunks(g, plan):
 
 
 def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None,
-                     inside=None, between=None):
+                     between=None):
     """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded. Returns the state whose
     ``finish`` the caller runs after dx when the plan defers it (``dw_defer_finish``), else None.
     ``prefetch``: called once, at the start of the last box's last row chunk (dx^T's first band).
     ``after_first``: called once, when the first row chunk's loads are issued (dx's filters by DMA: they
     queue behind what the PE needs first, and still well before dw's stores).
     ``before_last_finish``: called once after the last pass's matmuls, before its finish (its stores)."""
-    steps = dw_streaming_steps(ctx, pid, lnc, db_state, prefetch, after_first, before_last_finish, inside,
-                               between)
+    steps = dw_streaming_steps(ctx, pid, lnc, db_state, prefetch, after_first, before_last_finish, between)
     while True:
         try:
             next(steps)
@@ -1018,7 +996,7 @@ def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None, after_first=None, b
 
 
 def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None,
-                       inside=None, between=None):
+                       between=None):
     """``run_dw_streaming`` as a generator that yields after each dw box, so that the caller can issue
     another section's work between the boxes (``Plan.dw_interleave``: dx's PE work covers dw's DMA
     waits); its return value is ``run_dw_streaming``'s."""
@@ -1050,17 +1028,10 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
                         db_state=db_state if k == 0 else None, own_taps=own, taps=span,
                         cols=dw_columns(g, plan, pid), head=k == 0, co_range=co_range)
         co_tiles = [(co_range[0] + c0, sz) for c0, sz in state.co_tiles]   # (the pass's tiles of dy)
-        loaded = {}   # item index -> its dy views, when loaded one box ahead
         for i_item, (b, (d0, d1), (h0, h1)) in enumerate(items):
-            if inside is not None and plan.dx_inside_boxes:
-                # every box calls it (``dx_box_items``: how many dx items run in each, the rest after dw)
-                state.inside = inside
-            elif k == len(passes) - 1 and i_item == len(items) - 1:
-                state.prefetch = prefetch if inside is None else None
-                state.inside = inside
-                state.between = between
-            if inside is not None and k == 0 and i_item == 0:   # dx runs inside dw: its band is needed early
+            if k == len(passes) - 1 and i_item == len(items) - 1:
                 state.prefetch = prefetch
+                state.between = between
             if k == 0 and i_item == 0:
                 state.after_first = after_first
             def load(item, ow, co_tiles=co_tiles):
@@ -1075,11 +1046,7 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
                                       out[-1])
                 return out
 
-            # dx inside dw: the next box's dy loads one box ahead (ahead of dx's DMA in the FIFO queues)
-            ahead = inside is not None and plan.dy_bufs >= 2
-            views = loaded.pop(i_item) if i_item in loaded else load(items[i_item], w_bands[0])
-            if ahead and i_item + 1 < len(items):
-                loaded[i_item + 1] = load(items[i_item + 1], w_bands[0])
+            views = load(items[i_item], w_bands[0])
             for j, ow in enumerate(w_bands):   # (dw_w_band: each W band its own dy box and x band)
                 nxt = (items[i_item], w_bands[j + 1]) if j + 1 < len(w_bands) else \
                     (items[i_item + 1], w_bands[0]) if i_item + 1 < len(items) else None

@@ -22,7 +22,7 @@ from .nki_common import (
     stage_padded,
 )
 from .nki_dx_dpairs import dpair_filters, run_dx_dpairs
-from .nki_dx_t import DxTBands, add_pair_filters, dx_t_steps, run_dx_t
+from .nki_dx_t import DxTBands, add_pair_filters, run_dx_t
 from .nki_filters import load_filters_block_diag, load_filters_t
 from .schedule import axis_bands, axis_live, dx_packs, dx_phase_work, dx_stage_elems, live_phase_work, tiles
 from .spec.dx_options import (
@@ -201,18 +201,6 @@ class DxTPrefetch:
         ctx = self.ctx
         side = DxTBands(ctx, DyBands(ctx.g, ctx.dy, ctx.plan, ctx.dtype))
         self.result = (side, side.prepare(self.items[0], place_engine=place_engine))
-
-
-def dx_item_steps(ctx, items, first_filters, prefetched):
-    """dx^T of ``items`` as a generator that yields twice per item, after its start (the next band's
-    preparation) and after its body (``Plan.dx_inside_boxes``: dw runs the two parts before and after
-    issuing a row pass's x^T bundles); the filters and the first band as in ``run_dx``."""
-    w_t = first_filters.pop() if first_filters else load_dx_filters(ctx, dx_groups(ctx.g, ctx.plan)[0])
-    prefetched()   # (a no-op when dw already ran it)
-    if prefetched.result is not None:
-        yield from dx_t_steps(ctx, items, None, w_t, None, prepared=prefetched.result, split=True)
-    else:
-        yield from dx_t_steps(ctx, items, DyBands(ctx.g, ctx.dy, ctx.plan, ctx.dtype), w_t, split=True)
 
 
 def dx_program_groups(g, plan, pid, lnc):

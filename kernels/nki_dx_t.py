@@ -115,14 +115,6 @@ def run_dx_t(ctx, items, bands, w_t, on_band=None, prepared=None):
     """dx of the (batch, D band, H band) ``items`` with dx^T accumulation (see the module docstring).
 
     ``prepared``: (DxTBands, the first item's ``prepare`` result) when the first band was prefetched."""
-    for _ in dx_t_steps(ctx, items, bands, w_t, on_band, prepared):
-        pass
-
-
-def dx_t_steps(ctx, items, bands, w_t, on_band=None, prepared=None, split=False):
-    """``run_dx_t`` as a generator that yields after each item; ``split``: also after the item's start,
-    where the next item's band is prepared (``Plan.dx_inside_boxes``: dw issues that before its pass's
-    x^T bundles, so that the band's load does not queue behind them, and runs the item after them)."""
     side, first = prepared if prepared is not None else (DxTBands(ctx, bands, on_band), None)
     dx_pass = _DxTPass(ctx, side.bands, w_t)
     prepare = side.prepare
@@ -135,10 +127,7 @@ def dx_t_steps(ctx, items, bands, w_t, on_band=None, prepared=None, split=False)
             nxt = prepare(items[i])
         band = nxt
         nxt = prepare(items[i + 1]) if ahead and i + 1 < len(items) else None
-        if split:
-            yield
         dx_pass.item(band, last=i == len(items) - 1)
-        yield
 
 
 @dataclass(frozen=True)

@@ -39,7 +39,7 @@ from .estimate import _estimate_sheet
 _RESULT_FIELDS = frozenset({"sbuf_bytes", "psum_banks", "estimated_us", "engine_us", "label", "candidates",
                             "alternatives", "alternatives_lazy"})
 # dx fields dw's loops read (``estimate._DW_BOX_FIELDS``): kept in dw's reduced plan
-_DX_FLAGS_DW_READS = frozenset({"dx_prefetch", "dx_inside_dw", "dx_inside_boxes", "dx_between_bundles"})
+_DX_FLAGS_DW_READS = frozenset({"dx_prefetch", "dx_between_bundles"})
 # neutral values of the fields without a default
 _NEUTRAL = {"dw_method": None, "dw_band": (1, 1), "dw_ci_tile": 1, "dw_tap_group": 1, "dw_co_chunk": 1,
             "dw_ci_range": 0, "dx_method": None, "dx_band": (1, 1), "dx_ci_tile": 1, "dx_ci_outer": False}
@@ -127,11 +127,9 @@ def lower_bound_us(g: ConvGeom, p: Plan, hw: TargetFigures, memo: dict, dw: bool
             for e, v in busy.items():
                 into[e] = into.get(e, 0.0) + v
     if p.compute_dx and p.compute_dw and _dw_dx_merged(g, p) and "dx" in secs:
-        # one body of dx and dw's boxes (``estimate._sections``; dx inside dw's boxes: all but the first);
-        # dw's loads change with dx inside its passes, so only the compute engines' work adds up. (Merging
-        # the first box too only lowers the bound: a body's busiest engine is at most the sum of its parts'.)
+        # one body of dx and dw's boxes (``estimate._sections``): its DMA is not its parts' sum
+        # (``CostSheet.merged_dma_ns``), so only the compute engines' work adds up
         flows.add("dx")
-        for inside in ("dw", "dw_in"):
-            for e, v in secs.pop(inside, {}).items():
-                secs["dx"][e] = secs["dx"].get(e, 0.0) + v
+        for e, v in secs.pop("dw", {}).items():
+            secs["dx"][e] = secs["dx"].get(e, 0.0) + v
     return _sections_ns(secs, frozenset(flows), frozenset(pe_only)) / 1000.0

@@ -34,7 +34,6 @@ from ..spec.compose import (
     db_on_dw,
     dx_band_early_on,
     dx_between_on,
-    dx_inside_dw_on,
     dx_prefetched,
     pw_shared_on,
 )
@@ -57,7 +56,7 @@ from ..spec.dw_options import (
     row_stack_legal,
     xt_dma_legal,
 )
-from ..spec.dw_xs import dw_xs_bundle, dw_xs_chunks, dw_xs_group_banks, dw_xt_ring
+from ..spec.dw_xs import dw_xs_bundle, dw_xs_chunks, dw_xs_group_banks
 from ..spec.dx_options import (
     _dpair_slot_count,
     _filter_group,
@@ -73,7 +72,7 @@ from ..spec.dx_options import (
 from ..spec.items import db_chunk
 from ..spec.psum import PSUM_BANK_BYTES, PSUM_DX_BANKS, psum_transpose_banks
 from ..spec.record import DbMethod, DwMethod, DxMethod, Plan, Strategy, replace
-from ..xt_rows import zero_by_memset
+from ..xt_rows import xt_dma_bufs, zero_by_memset
 
 
 def _dx_dy_extent(g: ConvGeom, band: tuple[int, int], w_band: int = 0, clip: bool = False) -> tuple[int, int, int]:
@@ -182,10 +181,10 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             slots = dw_xs_bundle(g, p) if p.dw_x_stationary else 1   # x-stationary: a ring of bundle tiles
             slots += 1 if p.db_ones else 0   # (db_ones: each bundle tile's ones slot)
             xt = 2 * slots * xw * p.dw_ci_tile * ds
-            if p.dw_xt_dma:   # no x band; the x^T ring (dw_xt_ring tiles) and its zero-row source
+            if p.dw_xt_dma:   # no x band; the x^T ring (xt_dma_bufs tiles) and its zero-row source
                 # (xT merged, and tiny C_in's merged fills: a bundle's zero rows of every slot in one DMA)
                 merged = p.dw_xt_merge or (p.dw_x_stationary and zero_by_memset(g, p.dw_ci_tile))
-                xb, xt = 0, (dw_xt_ring(g, p) * slots + (slots if merged else 1)) * xw * p.dw_ci_tile * ds
+                xb, xt = 0, (xt_dma_bufs(p) * slots + (slots if merged else 1)) * xw * p.dw_ci_tile * ds
         else:
             cols = dw_w_cols(g, p)   # (a W band: its columns and their halo)
             npos = _dw_pos_tiles(rows, cols)
@@ -228,9 +227,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         phase_sbuf["dw store"] = dw_total + store + other
         if p.dw_interleave:   # dw's boxes run between dx's items: its pools live through dx
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_total
-        elif dx_inside_dw_on(g, p) or dx_between_on(g, p):   # dx runs in dw's last pass: dw's pools live through dx
-            if p.dx_inside_boxes:   # dx's pools (suspended between its items) live through dw's finish too
-                phase_sbuf["dw store"] += phase_sbuf.get("dx", 0)
+        elif dx_between_on(g, p):   # dx runs between dw's last pass's bundles: dw's pools live through dx
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_pools
         if dx_band_early_on(g, p):   # dx's dy band ring (and its staging) is already loaded
             ext = _dx_dy_extent(g, p.dx_band)
@@ -305,17 +302,17 @@ _BOX_DW = "per-gradient box-mode dw (gemm / tap_gemm / tap_pack)"
 _OPTION_RULES = (
     ("dx_co_chunk", dx_co_chunk_legal,
      (f"{_GATHER} with fewer C_out tiles per chunk than C_out has, db not folded on dx, filters loaded in dx "
-     "(not first), no dx inside / between dw, dw-interleaving, prefetch or early band")),
+     "(not first), no dx between dw's bundles, dw-interleaving, prefetch or early band")),
     ("dx_dy_clip", dx_dy_clip_legal,
-     f"{_GATHER}, db not folded on dx, no dx inside / between dw, dw-interleaving, prefetch or early band"),
+     f"{_GATHER}, db not folded on dx, no dx between dw's bundles, dw-interleaving, prefetch or early band"),
     ("dx_w_band", dx_w_band_legal,
-     (f"{_GATHER} with fewer columns than W, db not folded on dx, no dx inside / between dw, dw-interleaving, "
+     (f"{_GATHER} with fewer columns than W, db not folded on dx, no dx between dw's bundles, dw-interleaving, "
      "prefetch or early band")),
     ("dw_co_pass", dw_co_pass_legal,
      (f"{_BOX_DW} with fewer C_out tiles per pass than C_out has, not x-stationary, db not folded on dw, without "
-     "dyT dma, dw-interleaving, dx inside / between dw or dx^T's band prefetch")),
+     "dyT dma, dw-interleaving, dx between dw's bundles or dx^T's band prefetch")),
     ("dw_w_band", dw_w_band_legal,
-     (f"{_BOX_DW} with fewer columns than W_out, without dyT dma, dw-interleaving, dx inside / between dw or "
+     (f"{_BOX_DW} with fewer columns than W_out, without dyT dma, dw-interleaving, dx between dw's bundles or "
      "dx^T's band prefetch")),
 )
 

@@ -36,8 +36,6 @@ from ..spec.compose import (
     db_on_dw,
     dx_band_early_legal,
     dx_bands_held,
-    dx_box_items,
-    dx_inside_dw_on,
     dx_prefetched,
     filters_after_first_chunk,
     pw_shared_on,
@@ -114,13 +112,10 @@ def _estimate(g: ConvGeom, p: Plan, hw: TargetFigures, memo: dict | None = None)
                                             for e in busy.keys() | busy_rest.keys()}
         return t, busy
     c, fill = _estimate_sheet(g, p, hw, memo=memo)
-    # dx inside dw's boxes: each box's x^T transfers are issued a whole pass ahead of the matmuls that read
-    # them, under the box's dx items, so the merged body stalls less than the generic share says
-    loss = {"dx": BOXES_LOSS} if p.dx_inside_boxes and dx_inside_dw_on(g, p) else None
-    total = _compose(c, g, p, fill, loss)
+    total = _compose(c, g, p, fill)
     for pid in range(1, p.lnc):   # the split is uneven (tap units, db on one program, odd item counts)
         c1, fill1 = _estimate_sheet(g, p, hw, pid, memo=memo)
-        total = max(total, _compose(c1, g, p, fill1, loss))
+        total = max(total, _compose(c1, g, p, fill1))
     return total / 1000.0, {e: v / 1000.0 for e, v in c.busy.items()}
 
 
@@ -140,28 +135,26 @@ _DX_ONLY_FIELDS = frozenset({
     "filters_first", "pw_db_scalar", "pw_dyt_dma", "pw_dyt_late",
     "sbuf_bytes", "psum_banks", "estimated_us", "engine_us", "label", "candidates", "alternatives"})
 # per gradient, dw's own boxes: the fields besides dw_* that its costs read (its legality checks: a W band
-# needs dx neither prefetched nor inside dw)
+# needs dx neither prefetched nor between dw's bundles)
 _DW_BOX_FIELDS = ("dy_shape", "x_shape", "w_shape", "stride", "padding", "dilation", "dtype", "target", "lnc",
-                  "compute_dw", "strategy", "db_ones", "dx_prefetch", "dx_inside_dw", "dx_inside_boxes",
-                  "dx_between_bundles")
+                  "compute_dw", "strategy", "db_ones", "dx_prefetch", "dx_between_bundles")
 
 
 def dw_item_key(p: Plan) -> tuple:
     """The plan fields dw's box and row costs may read: per gradient (its own boxes), the dw fields and
-    ``_DW_BOX_FIELDS``; shared dy (dx's bands are its boxes) or dx inside dw, every field but dx's
-    filter, C_in and method choices; D-phase pairs between dw's bundles (whose legality reads dx's
-    tiling), every field."""
+    ``_DW_BOX_FIELDS``; shared dy (dx's bands are its boxes), every field but dx's filter, C_in and method
+    choices; D-phase pairs between dw's bundles (whose legality reads dx's tiling), every field."""
     if p.dx_between_bundles:
         return tuple(p.__dict__.items())
-    if p.strategy is Strategy.PER_GRADIENT and not p.dx_inside_dw:
+    if p.strategy is Strategy.PER_GRADIENT:
         return tuple((k, v) for k, v in p.__dict__.items() if k.startswith("dw_")) + \
             tuple(getattr(p, k) for k in _DW_BOX_FIELDS)
     return tuple((k, v) for k, v in p.__dict__.items() if k not in _DX_ONLY_FIELDS)
 
 
-def _compose(c: CostSheet, g: ConvGeom, p: Plan, fill: float, loss: dict[str, float] | None) -> float:
+def _compose(c: CostSheet, g: ConvGeom, p: Plan, fill: float) -> float:
     """``compose_ns`` of one program's sheet: its sections (``_sections``), their DMA queues and ahead loads."""
-    return compose_ns(_sections(c, g, p), section_order(g, p), fill, c.hw, c.steps, c.steps_head, loss, c.flow,
+    return compose_ns(_sections(c, g, p), section_order(g, p), fill, c.hw, c.steps, c.steps_head, c.flow,
                       _sections_of(c.ahead_queues(), g, p), c.ahead_tail, _sections_of(c.queue_times(), g, p),
                       {k: v[""] for k, v in _sections_of({k: {"": v} for k, v in c.serial_floors().items()},
                                                            g, p).items()}, c.units)
@@ -486,7 +479,6 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
             chunk_rows = dw_row_chunk_rows(gd, p, items) if p.dw_method is DwMethod.ROW_PACK else []
             roles = row_stack_roles([n for r in chunk_rows for n in r]) if p.dw_row_stack else None
             roles_of = _item_roles(roles, chunk_rows, len(items))
-            box_items = dx_box_items(gd, p, pid) if p.dx_inside_boxes and dx_inside_dw_on(gd, p) else []
             last_sheet = None   # the last item's dw work (shared_dy row stacking: flushed after dx's last band)
             for r0 in range(0, gd.c_in, p.dw_ci_range):
                 width = min(p.dw_ci_range, gd.c_in - r0)
@@ -509,7 +501,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
                         fill += ones_sheet.busy["gpsimd"]
                     first_pass = r0 == 0 and pi == 0
                     ps = DwPass(gd, p, hw, items, span, tuple(ci_tiles), ones, first_pass, wcols, own0, pid, chunk,
-                                n_chunks, xpad, bank, dw_head, chunk_rows, roles_of, box_items, cache, item_memo, dw_key,
+                                n_chunks, xpad, bank, dw_head, chunk_rows, roles_of, cache, item_memo, dw_key,
                                 item_groups)
                     last_sheet = charge_dw_pass(c, ps, sec, pass_records) or last_sheet
                     c.section("dw_finish")
@@ -676,32 +668,24 @@ def _interleaved_flow(c: CostSheet, g: ConvGeom, p: Plan) -> None:
     c.flow["dx"] = flow_shop_ns(even, 1, c.hw.dma_fixed_ns) - c.steps_head.get("dw", 0.0)
 
 
-# ``dx_inside_boxes``: the stall-share factor of the body that merges dx with dw's boxes (SECTION_LOSS is
-# 0.125). Fitted on unet3d_c64 LNC1/LNC2 and dilated_d2 LNC1: nkisim shows the PE nearly never
-# waiting inside that body (unet3d LNC2: 1.9 us of gaps in 58 us), as the transfers are a pass ahead
-BOXES_LOSS = 0.06
-
-
 def _sections_of(per_section: dict[str, dict[str, float]], g: ConvGeom, p: Plan) -> dict[str, dict[str, float]]:
     """Per-section figures keyed by queue (``CostSheet.queue_times``, ``ahead_queues``) merged as ``_sections``
     merges the busy time."""
     out = {k: dict(v) for k, v in per_section.items()}
-    inside = "dw_in" if p.dx_inside_boxes else "dw"
-    if _dw_dx_merged(g, p) and inside in out and "dx" in out:
-        for q, ns in out.pop(inside).items():
+    if _dw_dx_merged(g, p) and "dw" in out and "dx" in out:
+        for q, ns in out.pop("dw").items():
             out["dx"][q] = out["dx"].get(q, 0.0) + ns
     return out
 
 
 def _sections(c: CostSheet, g: ConvGeom, p: Plan) -> dict[str, dict[str, float]]:
     """The busy time per section of a cost sheet; with ``dw_interleave`` dw's boxes run between dx's
-    items (``dx_inside_dw``: dx runs in dw's last row pass; ``dx_inside_boxes``: in every box but the
-    first, charged to "dw_in"), so the two bodies are one section (dw's DMA
-    and GpSimd work under dx's PE stream) -- as the kernel and the budget decide it (``_dw_dx_merged``)."""
+    items (``dx_between_bundles``: dx runs between dw's x^T bundles), so the two bodies are one section
+    (dw's DMA and GpSimd work under dx's PE stream) -- as the kernel and the budget decide it
+    (``_dw_dx_merged``)."""
     secs = c.section_busy()
-    inside = "dw_in" if p.dx_inside_boxes else "dw"   # dx inside dw's boxes: all but the first box
-    if _dw_dx_merged(g, p) and inside in secs and "dx" in secs:
-        dw = secs.pop(inside)
+    if _dw_dx_merged(g, p) and "dw" in secs and "dx" in secs:
+        dw = secs.pop("dw")
         secs["dx"] = {e: secs["dx"][e] + dw[e] for e in dw}
-        secs["dx"]["dma"] = c.merged_dma_ns(("dx", inside))
+        secs["dx"]["dma"] = c.merged_dma_ns(("dx", "dw"))
     return secs

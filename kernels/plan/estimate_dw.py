@@ -357,7 +357,6 @@ class DwPass:
     dw_head: float
     chunk_rows: list
     roles_of: list
-    box_items: list
     cache: dict             # box sheets by shape (every pass of the C_out pass)
     item_memo: dict         # box sheets by dw fields and box (the planning run)
     dw_key: tuple | None
@@ -394,8 +393,6 @@ def charge_dw_item(sheet: CostSheet, ps: DwPass, it: int) -> CostSheet | None:
     box's sheet (None: an empty item)."""
     g, p = ps.g, ps.p
     _b, od, oh = ps.items[it]
-    if it < len(ps.box_items) and ps.box_items[it]:   # the boxes that run dx items: one body with dx
-        sheet.section("dw_in")
     item_roles = ps.roles_of[it]
     rows = (od[1] - od[0], oh[1] - oh[0])
     if rows[0] <= 0 or rows[1] <= 0:
@@ -490,12 +487,7 @@ def charge_dw_pass(c: CostSheet, ps: DwPass, section: str, records: dict) -> Cos
     """One tap pass's items charged to ``c`` (open in ``section``); returns the last non-empty item's box
     sheet. The passes of one C_out pass alike in what their items read (the first pass or not, the taps --
     their count where only that matters -- and the C_in tiles) charge the same: ``records`` keeps each
-    kind's ``dw_pass_record``. Boxes that run dx items open a section of their own: item by item."""
-    if any(ps.box_items):
-        last = None
-        for it in range(len(ps.items)):
-            last = charge_dw_item(c, ps, it) or last
-        return last
+    kind's ``dw_pass_record``."""
     p, span = ps.p, ps.span
     key = (ps.first_pass, span if (p.dw_xt_dma or p.dw_x_stationary) else span[1] - span[0], ps.ci_tiles)
     if key not in records:

@@ -51,8 +51,6 @@ def _label(p: Plan) -> str:
                      + (", filters first" if p.filters_first else "") + "]")
     if p.dw_interleave:
         parts.append("dw-interleaved")
-    if p.dx_inside_dw:
-        parts.append("dx inside dw boxes" if p.dx_inside_boxes else "dx inside dw")
     if p.dx_between_bundles:
         parts.append("dx between bundles")
     if p.dw_method is DwMethod.SMALL_EXTENT:   # its loops follow from the geometry (methods/dw_small_extent)

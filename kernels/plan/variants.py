@@ -10,7 +10,6 @@ from ..spec.compose import (
     dw_interleave_ok,
     dx_band_early_legal,
     dx_between_legal,
-    dx_inside_dw_legal,
     dx_prefetched,
 )
 from ..spec.dw_options import (
@@ -28,7 +27,7 @@ from ..spec.dw_options import (
     xt_dma_legal,
     xt_merge_legal,
 )
-from ..spec.dx_options import dpairs_illegal, dx_ci_split_legal, dx_program_items
+from ..spec.dx_options import dpairs_illegal, dx_ci_split_legal
 from ..spec.items import _split, dx_items
 from ..spec.record import DwMethod, DxMethod, Plan, Strategy, replace
 from .budget import _check
@@ -49,26 +48,6 @@ def dw_tap_fine_helps(g: ConvGeom, p: Plan) -> bool:
     unit = dw_tap_unit(g, p)
     return (dw_tap_fine_legal(g, p) and p.dw_ci_tile >= PMAX
             and ceil_div(ceil_div(g.taps, unit), 2) * unit > ceil_div(g.taps, 2))
-
-
-def _inside_boxes_variants(g: ConvGeom, p: Plan) -> list[Plan]:
-    """``dx_inside_boxes`` twins of ``p``: with its dx band, and with the biggest smaller D band (whole H)
-    that gives every program more dx items than dw boxes, so that every box runs one (unet3d_c64 LNC2:
-    dx band 4x32 runs one item in the second of two boxes, 73.4 us; 2x32 one in the first and two in the
-    second, 70.6 us)."""
-    q = replace(p, dx_inside_dw=True, dx_inside_boxes=True)
-    if not dx_inside_dw_legal(g, q):
-        return []
-    out = [q]
-    for d in _band_options(g.axes[0].n):
-        if d >= p.dx_band[0] or p.dx_band[1] != g.axes[1].n:
-            continue
-        qb = replace(q, dx_band=(d, g.axes[1].n))
-        if all(len(dx_program_items(g, qb, k)) > len(dw_program_items(g, qb, k)) for k in range(p.lnc)):
-            if dx_inside_dw_legal(g, qb):
-                out.append(qb)
-            break
-    return out
 
 
 def _band_options(n: int) -> list[int]:
@@ -139,13 +118,6 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         # dx^T's first band loads during dw's last row chunk when its pools fit beside dw's
         out = [q2 if dx_prefetched(q2 := replace(q, dx_prefetch=True)) and not _check(g, q2, hw)[0] else q
                for q in out]
-        # dx^T run inside dw's last row pass
-        out += [q2 for q in out if dx_inside_dw_legal(g, q2 := replace(q, dx_inside_dw=True))
-                and not _check(g, q2, hw)[0]]
-        # or dx items inside dw's boxes, each box's whole x^T pass issued first (its own dx band, and the
-        # biggest smaller one whose items reach every box)
-        out += [q2 for q in out if not q.dx_inside_dw for q2 in _inside_boxes_variants(g, q)
-                if not _check(g, q2, hw)[0]]
         # dw's boxes between dx:toeplitz's items or the gather's bands (the fast dw variants: x-stationary, xT dma)
         out += [q2 for q in out if dw_interleave_ok(g, q) and q.dw_x_stationary and q.dw_xt_dma
                 and not _check(g, q2 := replace(q, dw_interleave=True), hw)[0]]
@@ -188,8 +160,7 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
                 and not _check(g, q2, hw)[0]]
     # the columns split exists to keep 64-row chunks stacked on K = 128: only its stacked plans stay
     # (dilated_d2, 128-row chunks: it only duplicates dy and the x^T halo, 50.2 vs 48.5 us for the taps split)
-    return [q for q in out if (q.dw_split != "columns" or q.dw_row_stack)
-            and (not q.dx_inside_dw or dx_inside_dw_legal(g, q))]
+    return [q for q in out if q.dw_split != "columns" or q.dw_row_stack]
 
 
 def _xt_dma_full_rows(g: ConvGeom, plans: list[Plan], hw: TargetFigures | None) -> list[Plan]:

@@ -177,11 +177,10 @@ def dw_w_band_legal(g: ConvGeom, p: Plan) -> bool:
     """``Plan.dw_w_band``: box-mode dw streaming its own dy (per gradient) may split each box's W output
     columns into bands, each with the x columns its taps reach (the halo), so that a box whose whole-row
     x band does not fit SBUF still runs. The compositions that pace dx by dw's boxes (dw-interleaved, dx
-    inside dw, dx between bundles, dx^T's band prefetch) and dy^T by DMA (whole W rows) are not built
-    with it."""
+    between bundles, dx^T's band prefetch) and dy^T by DMA (whole W rows) are not built with it."""
     return bool(p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dw_method in W_BAND_METHODS
                 and 0 < p.dw_w_band < g.axes[2].o and not p.dw_dyt_dma and not p.dw_interleave
-                and not p.dx_inside_dw and not p.dx_between_bundles and not p.dx_prefetch)
+                and not p.dx_between_bundles and not p.dx_prefetch)
 
 
 def dw_co_pass_legal(g: ConvGeom, p: Plan) -> bool:
@@ -194,7 +193,7 @@ def dw_co_pass_legal(g: ConvGeom, p: Plan) -> bool:
     return bool(p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dw_method in W_BAND_METHODS
                 and 0 < p.dw_co_pass < n_tiles(g.c_out, PMAX) and not p.dw_x_stationary
                 and not (p.compute_db and p.db_method is DbMethod.FOLD) and not p.dw_dyt_dma
-                and not p.dw_interleave and not p.dx_inside_dw and not p.dx_between_bundles and not p.dx_prefetch)
+                and not p.dw_interleave and not p.dx_between_bundles and not p.dx_prefetch)
 
 
 def dw_co_passes(g: ConvGeom, p: Plan) -> tuple[tuple[int, int], ...]:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ..geometry import ConvGeom, ceil_div
 from ..schedule import PMAX
-from ..xt_rows import valid_range, xt_dma_bufs
+from ..xt_rows import valid_range
 from .psum import PSUM_BANK_BYTES
 from .record import DwMethod, Plan
 
@@ -152,15 +152,6 @@ def db_ones_chunk(g: ConvGeom, p: Plan, span: tuple[int, int]) -> tuple[int, int
             if span[0] <= t < span[1] and t // kw + nb == q + n and (nb + 1) * tn * p.dw_ci_tile <= PMAX:
                 out = (t, nb, tn)
     return out
-
-
-def dw_xt_ring(g: ConvGeom, p: Plan) -> int:
-    """The x^T (bundle) tiles of row-mode ``xT dma`` dw: ``xt_dma_bufs``; with dx inside dw's boxes, one per
-    bundle of a pass (every x^T of the pass is issued before the box's dx item)."""
-    if p.dx_inside_dw and p.dx_inside_boxes and p.dw_x_stationary:
-        kd_n, kh_n, _kw = g.kernel
-        return max(xt_dma_bufs(p), -(-kd_n * kh_n // dw_xs_bundle(g, p)))
-    return xt_dma_bufs(p)
 
 
 def xs_exchange_window(n_chunks: int, n_ci_tiles: int) -> tuple[int, int] | None:

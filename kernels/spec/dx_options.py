@@ -68,13 +68,13 @@ def dx_w_band_legal(g: ConvGeom, p: Plan) -> bool:
     """``Plan.dx_w_band``: the gather (``nki_dx.run_dx``, one band per plane, no dx^T, no D-phase pairs) may
     split each dx band's W input columns into bands, each loading the dy columns its inputs read (the
     halo of the kernel's W reach), so that a band whose whole-row dy buffer does not fit SBUF still runs.
-    Not where another section reads dx's dy loads (shared dy, db folded on them) or paces dx (dx inside /
-    between dw, dw-interleaved, an early first band)."""
+    Not where another section reads dx's dy loads (shared dy, db folded on them) or paces dx (dx between
+    dw's bundles, dw-interleaved, an early first band)."""
     return bool(p.compute_dx and p.dx_method in W_BAND_METHODS and 0 < p.dx_w_band < g.axes[2].n
                 and p.dx_regions == 1 and not p.dx_transposed and not p.dx_dphase_pairs
                 and p.strategy is Strategy.PER_GRADIENT
                 and not (p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw)
-                and not (p.dx_prefetch or p.dx_inside_dw or p.dx_between_bundles or p.dw_interleave
+                and not (p.dx_prefetch or p.dx_between_bundles or p.dw_interleave
                          or p.dx_band_early))
 
 
@@ -101,7 +101,7 @@ def dx_co_chunk_legal(g: ConvGeom, p: Plan) -> bool:
                 and p.dx_regions == 1 and not p.dx_transposed and not p.dx_dphase_pairs
                 and p.strategy is Strategy.PER_GRADIENT and not p.filters_first
                 and not (p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw)
-                and not (p.dx_prefetch or p.dx_inside_dw or p.dx_between_bundles or p.dw_interleave
+                and not (p.dx_prefetch or p.dx_between_bundles or p.dw_interleave
                          or p.dx_band_early))
 
 
@@ -114,7 +114,7 @@ def dx_dy_clip_legal(g: ConvGeom, p: Plan) -> bool:
     return bool(p.dx_dy_clip and p.compute_dx and p.dx_method in W_BAND_METHODS and p.dx_regions == 1
                 and not p.dx_transposed and not p.dx_dphase_pairs and p.strategy is Strategy.PER_GRADIENT
                 and not (p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw)
-                and not (p.dx_prefetch or p.dx_inside_dw or p.dx_between_bundles or p.dw_interleave
+                and not (p.dx_prefetch or p.dx_between_bundles or p.dw_interleave
                          or p.dx_band_early))
 
 
@@ -153,6 +153,6 @@ def dx_last_by_blocks(g: ConvGeom, p: Plan, work: tuple) -> bool:
 def dx_t_active(p: Plan) -> bool:
     """The plan runs dx^T: its flag, without the options dx^T does not combine with (region packing,
     C_in-outer filter groups: a plan edited to those runs the classic gather; dx:toeplitz, which a plan
-    edited to it runs instead -- its ``dx inside dw`` / ``band prefetch`` flags then fall away too)."""
+    edited to it runs instead -- its ``band prefetch`` flag then falls away too)."""
     return (p.dx_transposed and p.dx_regions == 1 and not p.dx_ci_outer
             and p.dx_method is not DxMethod.TOEPLITZ)

@@ -134,8 +134,6 @@ class Plan:
                                       # per gradient: on dx's bands, not VectorE tensor_reduce)
     pw_dyt_dma: int = 0               # shared-dy pointwise: one dy^T sub-tile in N by dma_transpose (0: all on the PE)
     pw_dyt_late: bool = False         # shared-dy pointwise: pw_dyt_dma only from the program's middle step on
-    dx_inside_dw: bool = False        # per gradient, dx^T: dx runs in dw's last row pass, under its x^T loads
-    dx_inside_boxes: bool = False     # dx inside dw: one dx item in each of dw's row passes (whole-pass x^T ring)
     dw_xt_merge: bool = False         # x-stationary xT dma: bundles of one kd and H-padding class, 4-D transposes
     dw_xt_copy: bool = False          # x-stationary xT dma: channel-major x^T tiles by plain dma_copy (no transpose)
     dx_between_bundles: bool = False  # per gradient, D-phase pairs: dx's groups run between dw's x^T bundles
@@ -202,8 +200,7 @@ class Plan:
                 "dx_dphase_pairs": self.dx_dphase_pairs, "dw_interleave": self.dw_interleave,
                 "dw_tap_fine": self.dw_tap_fine, "dx_ci_split": self.dx_ci_split, "dx_band_early": self.dx_band_early,
                 "pw_db_scalar": self.pw_db_scalar, "pw_dyt_dma": self.pw_dyt_dma, "pw_dyt_late": self.pw_dyt_late,
-                "dx_inside_dw": self.dx_inside_dw, "dx_inside_boxes": self.dx_inside_boxes, "dw_xt_merge": self.dw_xt_merge,
-                "dw_xt_copy": self.dw_xt_copy,
+                "dw_xt_merge": self.dw_xt_merge, "dw_xt_copy": self.dw_xt_copy,
                 "dx_between_bundles": self.dx_between_bundles,
                 "db_ones": self.db_ones, "dw_dyt_dma": self.dw_dyt_dma,
                 "dw_head_split": self.dw_head_split, "s2d_group": self.s2d_group,

@@ -16,7 +16,6 @@ from conv3d_bwd import (
 from conv3d_bwd.kernels import conv3d_bwd
 from conv3d_bwd.kernels.geometry import validate
 from conv3d_bwd.kernels.plan import forced_plan, plan_conv3d_bwd
-from conv3d_bwd.kernels.spec.compose import dx_inside_dw_legal, dx_inside_dw_on
 from conv3d_bwd.kernels.spec.record import Plan
 
 DTYPES = {"bf16": ml_dtypes.bfloat16, "fp16": np.float16, "fp32": np.float32}
@@ -185,46 +184,7 @@ def assert_bitwise_equal(grads, res, refs, dtype: str, nonzero: bool = False) ->
             assert np.abs(w64).sum() > 0, f"{name}: the oracle is all zeros (the inputs test nothing)"
 
 
-# ---------------------------------------------------------------- dx inside dw
-
-
 def plan_geom(p):
     """The validated geometry of plan ``p``, with its gradient flags."""
     return validate(p.dy_shape, p.x_shape, p.w_shape, p.stride, p.padding, p.dilation, p.dtype,
                     compute_dx=p.compute_dx, compute_dw=p.compute_dw, compute_db=p.compute_db)
-
-
-def forced_inside(p, split=None, **edit):
-    """The best-estimated prefetched dx^T candidate with x-stationary ``xT dma`` dw (of dw ``split`` at LNC2)
-    that is legal forced to run dx inside dw with ``edit``; so forced."""
-    g = plan_geom(p)
-    alts = [q for a in p.feasible_candidates()
-            if a.dx_prefetch and a.dw_x_stationary and a.dw_xt_dma and not a.dw_row_stack and not a.dw_interleave
-            and (split is None or a.dw_split == split)
-            and dx_inside_dw_legal(g, q := dataclasses.replace(a, dx_inside_dw=True, **edit))]
-    assert alts, p.explain()
-    return min(alts, key=lambda a: a.estimated_us)
-
-
-def inside_dw_edit(split=None):
-    """Edit: the best-estimated dx-inside-dw candidate (of dw ``split`` at LNC2); where the planner lists
-    none, ``forced_inside`` with its dx band one item per program."""
-    def pick(p):
-        g = plan_geom(p)
-        alts = p.feasible_candidates(where=lambda a: a.dx_inside_dw and (not a.dx_inside_boxes)
-                                     and (split is None or a.dw_split == split))
-        q = min(alts, key=lambda a: a.estimated_us) if alts else \
-            forced_inside(p, split, dx_band=(-(-g.axes[0].n // p.lnc), g.axes[1].n))
-        assert dx_inside_dw_on(g, q) and "dx inside dw" in q.label
-        return q
-    return pick
-
-
-INSIDE_DW_GEOMS = [   # C_out <= 64 (dx^T pairs), row-mode dw
-    pytest.param({"batch": 1, "c_in": 8, "c_out": 6, "size": (4, 6, 7), "kernel": (3, 3, 3), "dilation": (2, 2, 2),
-                  "padding": (2,) * 6}, id="dil2-odd"),
-    pytest.param({"batch": 1, "c_in": 12, "c_out": 10, "size": (5, 8, 9), "kernel": (3, 3, 3), "stride": (2, 2, 2),
-                  "padding": (1, 0, 1, 1, 0, 1)}, id="stride2-asym"),
-    pytest.param({"batch": 1, "c_in": 64, "c_out": 64, "size": (4, 8, 8), "kernel": (3, 3, 3),
-                  "padding": (1,) * 6}, id="c64"),
-]

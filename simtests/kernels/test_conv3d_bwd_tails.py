@@ -37,7 +37,7 @@ def _gather(edit=None):
     def pick(p):
         alts = p.feasible_candidates(where=lambda a: a.dx_method is not None
                                      and a.dx_method.value == 'gather_s1' and (not a.dx_transposed)
-                                     and (a.dx_regions == 1) and (not a.dx_inside_dw))
+                                     and (a.dx_regions == 1))
         assert alts, p.explain()
         return alts[0] if not edit else __import__("dataclasses").replace(alts[0], **edit)
     return pick
@@ -99,8 +99,7 @@ TAPS = [
 def test_taps_split_db_is_stored_by_its_program(method, geom, grads, dtype):
     def pick(p):
         alts = p.feasible_candidates(where=lambda a: a.dw_split == 'taps' and a.dw_method.value == method
-                                     and (a.db_method is DbMethod.FOLD) and (not a.db_ones)
-                                     and (not a.dx_inside_dw))
+                                     and (a.db_method is DbMethod.FOLD) and (not a.db_ones))
         assert alts, p.explain()
         assert db_taps_local(alts[0].geometry(), alts[0])
         return alts[0]

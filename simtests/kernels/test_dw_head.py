@@ -42,7 +42,7 @@ def _row_xt(xs=True, where=lambda a: True, **edit):
     def pick(p):
         alts = p.feasible_candidates(where=lambda a: a.dw_method is DwMethod.ROW_PACK and a.dw_xt_dma
                                      and (a.dw_x_stationary is xs) and (a.strategy is Strategy.PER_GRADIENT)
-                                     and (not a.dw_dyt_dma) and (not a.dx_inside_dw) and where(a))
+                                     and (not a.dw_dyt_dma) and where(a))
         assert alts, p.explain()
         return dataclasses.replace(alts[0], **edit)
     return pick

@@ -206,8 +206,8 @@ def test_the_estimate_is_the_composition_of_its_sheet():
         g = a.geometry()
         c, fill = _estimate_sheet(g, a, TRN2)
         est, eng = _estimate(g, a, TRN2)
-        # (the sections as the planner composes them: dw-interleaved / dx inside dw merge dw's and dx's bodies)
-        if not (a.dw_interleave or a.dx_inside_dw):
+        # (the sections as the planner composes them: dw-interleaved merges dw's and dx's bodies)
+        if not a.dw_interleave:
             assert _sections(c, g, a) == c.section_busy()
         assert est == pytest.approx(compose_ns(_sections(c, g, a), section_order(g, a), fill, TRN2,
                                                  c.steps, c.steps_head, **_queue_args(c, g, a)) / 1000)
@@ -238,7 +238,7 @@ def test_a_prefetched_dx_t_band_is_a_lead_in_dws_idle_dma_time():
     dw (the part dw's idle DMA time does not hide is exposed), not fill (unet3d_c64 LNC1: the gather twin
     was estimated +7 %, 144.7 us against nkisim's 136.8, and lost the pick to a twin modelled 143.7)."""
     p = _planned((1, 64, 64, (8, 16, 16), (3, 3, 3)))
-    pre = p.feasible_candidates(where=lambda a: dx_prefetched(a) and (not a.dx_inside_dw))
+    pre = p.feasible_candidates(where=dx_prefetched)
     assert pre
     hidden = False
     for a in pre[:4]:

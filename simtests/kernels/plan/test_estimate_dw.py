@@ -118,7 +118,7 @@ def _banded_dw(lnc: int, method: DwMethod, **edit):
     from ..support import geom_kw, geom_shapes, plan_geom
     p = plan_conv3d_bwd(*geom_shapes(BANDED), **geom_kw(BANDED), lnc=lnc)
     alts = [a for a in (p, *p.feasible_candidates()) if a.strategy is Strategy.PER_GRADIENT and a.dw_method is method
-            and not (a.dw_interleave or a.dx_inside_dw or a.dx_between_bundles or a.dx_prefetch or a.dw_x_stationary)
+            and not (a.dw_interleave or a.dx_between_bundles or a.dx_prefetch or a.dw_x_stationary)
             and (a.lnc == 1 or a.dw_split == "positions")]
     assert alts, p.explain()
     q = dataclasses.replace(alts[0], dw_band=(1, 1), dw_dyt_dma=False, **edit)

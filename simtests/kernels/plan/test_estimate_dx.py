@@ -50,7 +50,7 @@ def _banded(geom: dict, edit: dict, lnc: int, dtype: str = "bf16"):
     p = plan_conv3d_bwd(*geom_shapes(geom), **geom_kw(geom), dtype=dtype, lnc=lnc)
     alts = [a for a in (p, *p.feasible_candidates()) if a.strategy is Strategy.PER_GRADIENT and a.dx_regions == 1
             and a.dx_method in (DxMethod.GEMM, DxMethod.GATHER_S1, DxMethod.PHASE_GATHER)
-            and not (a.dx_transposed or a.dx_dphase_pairs or a.dx_prefetch or a.dx_inside_dw
+            and not (a.dx_transposed or a.dx_dphase_pairs or a.dx_prefetch
                      or a.dx_between_bundles or a.dw_interleave or a.dx_band_early or a.filters_first)]
     assert alts, p.explain()
     q = dataclasses.replace(alts[0], dx_band=(1, 1), **edit)
