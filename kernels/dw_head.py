@@ -50,19 +50,11 @@ def head_pieces(g: ConvGeom, chunk: tuple[int, int, int, int], kd: int, kh: int)
     return max(1, min(HEAD_PIECES, (HEAD_MAX_WRITES - 2) // per))
 
 
-def head_pair_order(g: ConvGeom, pairs: list[tuple[int, int]], span: tuple[int, int],
+def head_pair_order(g: ConvGeom, pairs: list[tuple[int, int]],
                     chunk: tuple[int, int, int, int]) -> list[tuple[int, int]]:
-    """``pairs`` in head order: the most own taps in ``span`` first, then the fewest fill writes, then the
-    earliest (the head pairs come by pieces: cheap fills, the most PE work per byte)."""
-    if len(pairs) < 2:
-        return list(pairs)
-    kw_n = g.kernel[2]
-
-    def own(pair: tuple[int, int]) -> int:
-        t0 = g.tap_index(pair[0], pair[1], 0)
-        return len(range(max(t0, span[0]), min(t0 + kw_n, span[1])))
-
-    order = sorted(range(len(pairs)), key=lambda i: (-own(pairs[i]), fill_writes(g, chunk, *pairs[i]), i))
+    """``pairs`` in head order: the fewest fill writes first, then the earliest (the head pairs come by
+    pieces: cheap fills)."""
+    order = sorted(range(len(pairs)), key=lambda i: (fill_writes(g, chunk, *pairs[i]), i))
     return [pairs[i] for i in order]
 
 
@@ -83,14 +75,11 @@ def head_wait_ns(g: ConvGeom, hw, chunk: tuple[int, int, int, int], span: tuple[
     pairs = sorted({g.tap_coords(t)[:2] for t in range(*span)})
     if not pairs:
         return 0.0
-    kd, kh = head_pair_order(g, pairs, span, chunk)[0]
+    kd, kh = head_pair_order(g, pairs, chunk)[0]
     n = head_pieces(g, chunk, kd, kh)
     ds = g.dtype_bytes
     dma_ns = (sum(hw.transpose_ns((rows, w_cols, co), ds) for co in tile_sizes(g.c_out, 128))
               + hw.transpose_ns((rows, x_cols, ci), ds))
-    kw_n = g.kernel[2]
-    t0 = g.tap_index(kd, kh, 0)
-    taps = len(range(max(t0, span[0]), min(t0 + kw_n, span[1])))
-    pe = taps * w_cols * max(min(64, ci), g.c_out) / hw.tensor_ghz
+    pe = g.kernel[2] * w_cols * max(min(64, ci), g.c_out) / hw.tensor_ghz
     finish = max(dma_ns / n + pe, dma_ns + pe / n)
     return max(0.0, finish - pe)

@@ -504,12 +504,11 @@ class DwState:
                 xb, xw = None, self.xt_dma.xw
             cols = max(1, bank // ci_sz)
             t_lo, t_hi = self.span
-            # the pairs with a tap in the span (a fine LNC2 split may cut one: x^T built by both)
-            pairs = [(kd, kh) for kd in range(kd_n) for kh in range(kh_n)
-                     if g.tap_index(kd, kh, 0) < t_hi and g.tap_index(kd, kh, kw_n - 1) >= t_lo]
+            pairs = [(kd, kh) for kd in range(kd_n) for kh in range(kh_n)   # the pairs of the span
+                     if t_lo <= g.tap_index(kd, kh, 0) < t_hi]
             head_fills = []
             if head is not None:   # the head pairs first (one pair per bundle, no ones slot: dw_head_split_legal)
-                pairs = head_pair_order(g, pairs, self.span, (box_d[0], box_h[0], cd, ch))
+                pairs = head_pair_order(g, pairs, (box_d[0], box_h[0], cd, ch))
                 # the first pair's fill carries the dy^T pieces, the next ones' only their own
                 head_fills = [(head, True)] + [(head, False)] * (HEAD_PAIRS - 1)
 
@@ -668,8 +667,7 @@ class DwState:
         g = self.ctx.g
         ax = g.axes
         kw = ax[2].k
-        chunks = [ch for ch in dw_xs_row_chunks(g, self.ctx.plan, pair0, n_pairs)
-                  if self.span[0] <= ch[0] < self.span[1]]
+        chunks = dw_xs_row_chunks(g, self.ctx.plan, pair0, n_pairs)
         shift = self._ones_shift(ci, pair0, n_pairs)
         ones_t = self.ones_chunk[0] if self.ones_chunk is not None and ci == 0 else None
         per = dw_xs_per_bank(g) * (len(self.acc_pool.items) - 1)

@@ -33,7 +33,6 @@ from .pw_shared import (
     dy_halos,
     dy_size,
     dyt_by_dma,
-    dyt_every,
     dyt_groups,
     lay_of,
     load_events,
@@ -106,7 +105,6 @@ class _PwShared:
         # [pos, C_in tile, sub-tile, ci]: each C_in tile's transposes write their own span (nkisim orders writes
         # whose span hulls overlap: interleaved C_in tiles serialised the two tiles' x^T transfers)
         self.xt_pool = Pool(depth, (PMAX, xslots, len(self.ci_tiles), PMAX), dtype, nl.sbuf, "pw_xt")
-        self.every_at = dyt_every(lay, chunks, self.plan.pw_dyt_dma, self.plan.pw_dyt_late)
         self.plane_pool = Pool(2 * len(self.ci_tiles), (PMAX, big), dtype, nl.sbuf, "pw_plane")
         self.dx_ps = Pool(2, (PMAX, BANK_FP32), nl.float32, nl.psum, "ps_pwdx")
         slots = acc_slots(self.taps, g.c_in, g.c_out)
@@ -191,7 +189,7 @@ class _PwShared:
         """The sub-tiles whose dy^T comes by DMA (``Plan.pw_dyt_dma``): the PE does fewer transposes."""
         b = self.chunks[i][0]
         for s, ns in subtiles(o, m):
-            if dyt_by_dma(s, ns, self.every_at(i, s)):
+            if dyt_by_dma(s, ns, self.plan.pw_dyt_dma):
                 for co0, co_sz in self.co_tiles:
                     nisa.dma_transpose(dst=self.dyt_of[i][:ns, s // PMAX, co0:co0 + co_sz],
                                        src=self.dy_flat[b, co0:co0 + co_sz, self.y0(i) + s:self.y0(i) + s + ns])
@@ -261,8 +259,8 @@ class _PwShared:
 
     def t_units(self, j):
         """Step j's PE transpose units: (sub-tile group sharing a PSUM bank, C_out pack)."""
-        i, off, _n, ny = self.steps[j]
-        pe_subs = [st for st in subtiles(off, ny) if not dyt_by_dma(st[0], st[1], self.every_at(i, st[0]))]
+        _i, off, _n, ny = self.steps[j]
+        pe_subs = [st for st in subtiles(off, ny) if not dyt_by_dma(st[0], st[1], self.plan.pw_dyt_dma)]
         return [(grp, pack) for grp in dyt_groups(pe_subs, self.g.c_out, self.bank_elems) for pack in self.packs]
 
     def t_emit(self, j, unit, pt, cs=None):

@@ -198,15 +198,6 @@ def dyt_by_dma(s: int, ns: int, every: int) -> bool:
     return every > 0 and ns == PMAX and (s // PMAX) % every == every - 1
 
 
-def dyt_every(lay: Lay, chunks: list[tuple[int, int, int]], every: int, late: bool):
-    """(chunk, sub-tile offset) -> the ``dyt_by_dma`` share N there: ``every`` everywhere, or with ``late``
-    (``Plan.pw_dyt_late``) only from the program's middle step on -- its first steps are DMA-bound (the first
-    loads), its last ones PE-bound, so the DMA takes transposes off the PE only where it has room."""
-    steps = steps_of(lay, chunks)
-    first = (steps[len(steps) // 2][0], steps[len(steps) // 2][1]) if late and steps else (-1, 0)
-    return lambda i, s: every if (i, s) >= first else 0
-
-
 def dyt_groups(subs: list[tuple[int, int]], c_out: int, bank_elems: int) -> list[list[tuple[int, int]]]:
     """Sub-tiles whose dy^T share one PSUM transpose bank (and one eviction): adjacent sub-tiles of equal
     size, ``bank_elems // C_out`` of them when all of C_out fits a bank, else one each."""
@@ -271,8 +262,7 @@ def psum_banks(g, db: bool) -> int:
     return slots[-1][3] + 1 + (1 if db else 0)
 
 
-def estimate_dw(c, g, chunks: list[tuple[int, int, int]], db: str, lnc: int, every: int = 0,
-                late: bool = False) -> None:
+def estimate_dw(c, g, chunks: list[tuple[int, int, int]], db: str, lnc: int, every: int = 0) -> None:
     """dw's (and db's) share of the kernel beyond dx's (mirrors ``nki_pw_shared``): the dy^T PE transposes
     and their evictions (or DMA transposes), the x^T transposes from HBM, the dw matmuls of every tap a
     sub-tile meets, db (``db``: "pe" ones-vector matmuls, "scalar" activation reduces of the dy chunks, ""
@@ -284,9 +274,8 @@ def estimate_dw(c, g, chunks: list[tuple[int, int, int]], db: str, lnc: int, eve
     n_co = -(-g.c_out // PMAX)
     ci_sizes = [min(PMAX, g.c_in - s) for s in range(0, g.c_in, PMAX)]
     blocks = [min(BLOCK, g.c_out - s) for s in range(0, g.c_out, BLOCK)]
-    every_at = dyt_every(lay, chunks, every, late)
     for (i, off, _n, ny) in steps_of(lay, chunks):
-        _dw_step(c, g, lay, chunks, i, off, ny, db, every_at)
+        _dw_step(c, g, lay, chunks, i, off, ny, db, every)
     for _s, kind, i, _o, m in load_events(lay, chunks):   # x^T by dma_transpose from HBM, with its halos
         if kind == "x":
             xt_transposes(c, g, m)
@@ -323,14 +312,14 @@ def dyt_transposes(c, g, ns: int) -> None:
 
 
 def _dw_step(c, g, lay: Lay, chunks: list[tuple[int, int, int]], i: int, off: int, ny: int, db: str,
-             every_at) -> None:
+             every: int) -> None:
     """One pipeline step's dw (and db) work (``estimate_dw``): its dy^T (``_dyt_step``), then the dw matmuls
     of every tap its sub-tiles meet and db's share (``_dw_mm_step``)."""
-    _dyt_step(c, g, i, off, ny, db, every_at)
+    _dyt_step(c, g, off, ny, db, every)
     _dw_mm_step(c, g, lay, chunks, i, off, ny, db)
 
 
-def _dyt_step(c, g, i: int, off: int, ny: int, db: str, every_at) -> None:
+def _dyt_step(c, g, off: int, ny: int, db: str, every: int) -> None:
     """A step's dy^T: PE transposes and their evictions, or ``dma_transpose`` from HBM (``dyt_by_dma``)."""
     ds = g.dtype_bytes
     fp32, two = g.dtype == "fp32", ds == 2
@@ -341,9 +330,9 @@ def _dyt_step(c, g, i: int, off: int, ny: int, db: str, every_at) -> None:
     packs = -(-g.c_out // bank) if g.c_out > bank else 1
     subs = subtiles(off, ny)
     for _s, ns in subs:
-        if dyt_by_dma(_s, ns, every_at(i, _s)):   # dma_transpose from HBM
+        if dyt_by_dma(_s, ns, every):   # dma_transpose from HBM
             dyt_transposes(c, g, ns)
-    for grp in dyt_groups([st for st in subs if not dyt_by_dma(st[0], st[1], every_at(i, st[0]))], g.c_out, bank):
+    for grp in dyt_groups([st for st in subs if not dyt_by_dma(st[0], st[1], every)], g.c_out, bank):
         ns = grp[0][1]
         c.transpose(co_t, ns, fp32, n_co * len(grp))
         if db == "scalar":   # the dy^T evictions on VectorE
@@ -377,7 +366,7 @@ def first_parts(g, co_major: bool) -> int:
 
 
 def flow_steps(c_new, g, chunks: list[tuple[int, int, int]], dx_work: list[tuple[float, float]],
-               filters: tuple[float, float], db: str, every: int = 0, late: bool = False
+               filters: tuple[float, float], db: str, every: int = 0
                ) -> list[tuple[list[tuple[float, int]], float, float]]:
     """The program as PE units in issue order for ``costs.flow_shop_ns`` (mirrors ``nki_pw_shared``): unit j
     (per step j) is step j's dy^T and dx and step j - 1's dw; a last unit runs the last two steps' dw and the
@@ -391,7 +380,6 @@ def flow_steps(c_new, g, chunks: list[tuple[int, int, int]], dx_work: list[tuple
     ds = g.dtype_bytes
     co_t = min(PMAX, g.c_out)
     n_co = -(-g.c_out // PMAX)
-    every_at = dyt_every(lay, chunks, every, late)
     steps = steps_of(lay, chunks)
     n = len(steps)
     if not n:
@@ -423,7 +411,7 @@ def flow_steps(c_new, g, chunks: list[tuple[int, int, int]], dx_work: list[tuple
                 xt_transposes(one, g, b - a)
         else:   # "yt": the sub-tiles whose dy^T comes by dma_transpose
             for st, ns in subtiles(off, m):
-                if dyt_by_dma(st, ns, every_at(i, st)):
+                if dyt_by_dma(st, ns, every):
                     dyt_transposes(one, g, ns)
         loads[s].append((one.busy["dma"], f if kind == "dy" else dw_unit(f)))
     pe = [0.0] * (n + 1)
@@ -431,7 +419,7 @@ def flow_steps(c_new, g, chunks: list[tuple[int, int, int]], dx_work: list[tuple
     pe[0] += filters[1]
     for j, (i, off, nx, ny) in enumerate(steps):
         t, mm = c_new(), c_new()
-        _dyt_step(t, g, i, off, ny, db, every_at)
+        _dyt_step(t, g, off, ny, db, every)
         _dw_mm_step(mm, g, lay, chunks, i, off, ny, db)
         share = nx / chunks[i][2] if chunks[i][2] else 0.0
         dx_pe, dx_store = dx_work[i]

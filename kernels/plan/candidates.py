@@ -150,7 +150,7 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
 _SMALL_EXTENT_RESET = {
     "dw_tap_group": 1, "dw_co_chunk": 1, "dw_tap_range": 0, "dw_split": "positions",
     "dw_x_stationary": False, "dx_prefetch": False, "dw_xt_dma": False, "dw_row_stack": False,
-    "dw_interleave": False, "db_ones": False, "dw_dyt_dma": False, "dw_tap_fine": False, "dx_band_early": False,
+    "dw_interleave": False, "db_ones": False, "dw_dyt_dma": False, "dx_band_early": False,
     "dw_xt_merge": False, "dx_between_bundles": False, "dw_head_split": False}
 
 
@@ -205,8 +205,8 @@ def _kd_moving_plans(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
                  dw_ci_range=g.c_in, dy_bufs=1)]
 
 
-# (N, late): one dy^T sub-tile in N by DMA, everywhere or (late) only from the program's middle step on
-_PW_DYT_DMA = ((2, False), (4, False), (1, True), (2, True), (4, True))
+# N: one dy^T sub-tile in N by DMA
+_PW_DYT_DMA = (2, 4)
 
 
 def _pw_variants(p: Plan) -> list[Plan]:
@@ -215,7 +215,7 @@ def _pw_variants(p: Plan) -> list[Plan]:
     out = [p]
     if db_on_dw(p):
         out.append(replace(p, pw_db_scalar=True))
-    return out + [replace(q, pw_dyt_dma=k, pw_dyt_late=late) for q in out for k, late in _PW_DYT_DMA]
+    return out + [replace(q, pw_dyt_dma=k) for q in out for k in _PW_DYT_DMA]
 
 
 def _dw_tilings(g: ConvGeom, hw: TargetFigures, bands: list, ranges: list[int], make) -> list:

@@ -132,7 +132,7 @@ def _memoized(memo: dict | None, key, make):
 _DX_ONLY_FIELDS = frozenset({
     "dx_ci_tile", "dx_ci_outer", "dx_regions", "dx_transposed", "dx_pair_copies", "dx_toeplitz",
     "dx_toeplitz_merge", "dx_toeplitz_w", "dx_toeplitz_pair", "dx_w_band", "dx_ci_split", "dx_band_early",
-    "filters_first", "pw_db_scalar", "pw_dyt_dma", "pw_dyt_late",
+    "filters_first", "pw_db_scalar", "pw_dyt_dma",
     "sbuf_bytes", "psum_banks", "estimated_us", "engine_us", "label", "candidates", "alternatives"})
 # per gradient, dw's own boxes: the fields besides dw_* that its costs read (its legality checks: a W band
 # needs dx neither prefetched nor between dw's bundles)
@@ -171,8 +171,8 @@ def _pw_flow(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, chunks: list
     for _b, bd, bh in items:
         sheet = _dx_band_sheet(g, hw.name, p.dx_ci_tile, bd, bh)
         dx_work.append((sheet.busy["tensor"], sheet.busy["dma"]))
-    c.flow_shop(pw.flow_steps(lambda: CostSheet(hw), g, chunks, dx_work, filters, db, p.pw_dyt_dma,
-                              p.pw_dyt_late), head, pw.first_parts(g, co_major))
+    c.flow_shop(pw.flow_steps(lambda: CostSheet(hw), g, chunks, dx_work, filters, db, p.pw_dyt_dma), head,
+                pw.first_parts(g, co_major))
 
 
 def _filter_transposes(c: CostSheet, g: ConvGeom, p: Plan, ci: int, n_ci: int) -> float:
@@ -399,7 +399,7 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
         head = pw.head_ns(g, hw, chunks)
         fill += head
         db_where = ("scalar" if p.pw_db_scalar else "pe") if db_on_dw(p) else ""
-        pw.estimate_dw(c, g, chunks, db_where, p.lnc, p.pw_dyt_dma, p.pw_dyt_late)
+        pw.estimate_dw(c, g, chunks, db_where, p.lnc, p.pw_dyt_dma)
         if p.compute_dx:
             _pw_flow(c, g, p, hw, chunks, dx_program_items(g, p, pid), filters, db_where, head)
         nb, run = pw.store_tail_bytes(g, chunks)

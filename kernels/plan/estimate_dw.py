@@ -23,7 +23,6 @@ from ..spec.dw_options import (
     dw_defer_finish,
     dw_direct,
     dw_own_taps,
-    dw_tap_fine_on,
     dw_w_bands,
 )
 from ..spec.dw_xs import (
@@ -290,9 +289,8 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
             if p.dw_x_stationary:   # per bundle: stationary chunks (pairs x kw taps x ci), moving dy^T [rows, C_out]
                 if lower:
                     continue
-                fine = dw_tap_fine_on(g, p)   # the span may cut a pair: the bundles of the span, its taps
-                for q, n in dw_xs_bundles(g, p, span if fine else (0, pairs * kw_n)):
-                    bundle = [ch for ch in dw_xs_row_chunks(g, p, q, n) if not fine or span[0] <= ch[0] < span[1]]
+                for q, n in dw_xs_bundles(g, p, (0, pairs * kw_n)):
+                    bundle = dw_xs_row_chunks(g, p, q, n)
                     for t, nb, tn in bundle:
                         c.matmul(m_of(t, nb, tn), g.c_out, fp32, Wo)
                     for batch in _xs_row_batches(g, bundle):

@@ -63,14 +63,13 @@ def _label(p: Plan) -> str:
         rng += f", taps/pass {p.dw_tap_range}" if p.dw_tap_range else ""
         rng += f", co-tiles/pass {p.dw_co_pass}" if p.dw_co_pass else ""
         xs = "x-stationary, " if p.dw_x_stationary else ""
-        band += "fine taps, " if p.dw_tap_fine else ""
         rng += ", xT dma" if p.dw_xt_dma else ""
         rng += ", dyT dma" if p.dw_dyt_dma else ""
         rng += ", head split" if p.dw_head_split else ""
         rng += ", rows stacked" if p.dw_row_stack else ""
         rng += ", xT merged" if p.dw_xt_merge else ""
         rng += ", xT copy" if p.dw_xt_copy else ""
-        rng += f", dy^T 1/{p.pw_dyt_dma} dma" + (" late" if p.pw_dyt_late else "") if p.pw_dyt_dma else ""
+        rng += f", dy^T 1/{p.pw_dyt_dma} dma" if p.pw_dyt_dma else ""
         parts.append(f"dw:{p.dw_method.value}[{xs}{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}{rng}]")
     if p.db_method:
         parts.append(f"db:{p.db_method.value}" + ("[ScalarE]" if p.pw_db_scalar else "")

@@ -18,8 +18,6 @@ from ..spec.dw_options import (
     dw_head_split_legal,
     dw_program_items,
     dw_row_chunk_rows,
-    dw_tap_fine_legal,
-    dw_tap_unit,
     dyt_box_dma_legal,
     dyt_dma_legal,
     row_stack_legal,
@@ -39,15 +37,6 @@ def _row_stack_useful(g: ConvGeom, p: Plan) -> bool:
     """Some chunk of program 0 would stack (two 64-row chunks in a row)."""
     items = dw_program_items(g, p, 0)
     return "upper" in row_stack_roles([n for rows in dw_row_chunk_rows(g, p, items) for n in rows])
-
-
-def dw_tap_fine_helps(g: ConvGeom, p: Plan) -> bool:
-    """The single-tap split balances the programs better than whole units. Offered for C_in tiles of 128
-    only: with C_in 64 (down_s2) the box-mode taps-split candidates are estimated 11-16 % low, and the
-    fine twin tied the pick's estimate while modelling 52 us against 44."""
-    unit = dw_tap_unit(g, p)
-    return (dw_tap_fine_legal(g, p) and p.dw_ci_tile >= PMAX
-            and ceil_div(ceil_div(g.taps, unit), 2) * unit > ceil_div(g.taps, 2))
 
 
 def _band_options(n: int) -> list[int]:
@@ -132,8 +121,7 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
                 and dw_columns_legal(g, q2 := replace(q, dw_split="columns"))]
     if p.lnc == 2 and p.dw_method is DwMethod.DMA_GEMM:   # C_in tiles per program, or positions
         out += [replace(q, dw_split="channels") for q in out]
-    if p.lnc == 2:   # single-tap dw split where whole units split unevenly; dx split by C_in groups
-        out += [replace(q, dw_tap_fine=True) for q in out if dw_tap_fine_helps(g, q)]
+    if p.lnc == 2:   # dx split by C_in groups
         out += [replace(q, dx_ci_split=True) for q in out if dx_ci_split_legal(g, q)]
         # like filters first, it replaces its twin where it is legal and fits (it only moves work off
         # the critical path); with filters first, only where the first band is staged (else no gain)

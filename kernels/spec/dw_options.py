@@ -7,7 +7,7 @@ from functools import lru_cache
 from ..geometry import ConvGeom, ceil_div
 from ..schedule import PMAX, box_blocks, n_tiles, row_stack_roles
 from ..xt_rows import zero_by_memset
-from .dw_xs import db_ones_chunk, dw_xs_bundle, dw_xs_slots, xt_merge_bundles
+from .dw_xs import db_ones_chunk, dw_xs_bundle, xt_merge_bundles
 from .dx_options import filters_by_dma
 from .items import _split, dw_items
 from .record import DbMethod, DwMethod, Plan, Strategy
@@ -67,7 +67,7 @@ def dw_own_taps(g: ConvGeom, p: Plan, pid: int) -> tuple[int, int] | None:
     pairs in row mode, whole tap groups in box mode); None for the position split."""
     if p.dw_split != "taps" or p.lnc == 1 or p.strategy is Strategy.SHARED_DY:
         return None   # shared-dy feeds dw the bands of its own program: positions only
-    unit = 1 if dw_tap_fine_on(g, p) else dw_tap_unit(g, p)
+    unit = dw_tap_unit(g, p)
     units = ceil_div(g.taps, unit)
     per = ceil_div(units, p.lnc)
     return min(g.taps, pid * per * unit), min(g.taps, (pid + 1) * per * unit)
@@ -102,22 +102,6 @@ def dw_program_items(g: ConvGeom, p: Plan, pid: int) -> list:
     if dw_own_taps(g, p, pid) is not None or dw_columns_on(g, p):
         return dw_items(g, p)
     return _split(dw_items(g, p), p.lnc, pid)
-
-
-def dw_tap_fine_legal(g: ConvGeom, p: Plan) -> bool:
-    """The LNC2 taps split may cut at any tap: box mode (a program's last tap group is shorter), or row
-    mode x-stationary with one tap per stationary chunk (C_in tile 128: a (kd, kh) pair cut between the
-    programs has its x^T built by both, each running its own kw taps). Per gradient only (taps split)."""
-    if p.lnc != 2 or p.dw_split != "taps" or p.strategy is not Strategy.PER_GRADIENT:
-        return False
-    if p.dw_method in (DwMethod.TAP_GEMM, DwMethod.TAP_PACK):
-        return True
-    return p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and dw_xs_slots(g, p) == 1 \
-        and dw_xs_bundle(g, p) == 1
-
-
-def dw_tap_fine_on(g: ConvGeom, p: Plan) -> bool:
-    return p.dw_tap_fine and dw_tap_fine_legal(g, p)
 
 
 def dw_db_program(g: ConvGeom, p: Plan) -> int:
@@ -249,14 +233,14 @@ def dw_acc_banks(co_chunk: int, n_co: int) -> int:
 
 
 def xt_merge_legal(g: ConvGeom, p: Plan) -> bool:
-    """``Plan.dw_xt_merge``: row-mode x-stationary with ``xT dma`` (no db ones slot, no fine taps split),
+    """``Plan.dw_xt_merge``: row-mode x-stationary with ``xT dma`` (no db ones slot),
     C_in not tiny (``zero_by_memset`` already merges), under the LNC2 columns split, and some bundle of
     the class cut holds two pairs or more. Only the columns split: its x^T windows are half as wide,
     so a merged transfer (two pairs) still moves as many bytes as one full-width pair; with full-width
     tiles the merged transfers (~4.5 us each at 16 partitions) hold a bundle's fill longer than the
     queues gain, and the estimate, which does not see that, would mis-pick them."""
     if not (p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma and not p.db_ones
-            and not p.dw_tap_fine and dw_xs_bundle(g, p) >= 2 and not zero_by_memset(g, p.dw_ci_tile)
+            and dw_xs_bundle(g, p) >= 2 and not zero_by_memset(g, p.dw_ci_tile)
             and dw_columns_on(g, p)):
         return False
     return any(n >= 2 for _q, n in xt_merge_bundles(g, 0, g.axes[0].k * g.axes[1].k, dw_xs_bundle(g, p)))

@@ -99,9 +99,8 @@ def dw_xs_chunks(g: ConvGeom, p: Plan, span: tuple[int, int]) -> list[tuple[int,
     """(first tap, blocks, taps per block) of the stationary chunks of a pass, in accumulator order:
     box mode, ``dw_xs_slots`` consecutive taps of a tap group (one block); row mode, per x^T bundle
     ``dw_xs_row_chunks``. Passes start at whole units (tap groups / pairs)."""
-    if p.dw_method is DwMethod.ROW_PACK:   # (a fine split's span may cut a pair: its own taps only)
-        return [ch for q, n in dw_xs_bundles(g, p, span) for ch in dw_xs_row_chunks(g, p, q, n)
-                if span[0] <= ch[0] < span[1]]
+    if p.dw_method is DwMethod.ROW_PACK:
+        return [ch for q, n in dw_xs_bundles(g, p, span) for ch in dw_xs_row_chunks(g, p, q, n)]
     lo, hi = span
     m = dw_xs_slots(g, p)
     out = []

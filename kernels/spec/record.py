@@ -127,13 +127,11 @@ class Plan:
     dw_interleave: bool = False       # per gradient: dw's boxes issued between dx's items (dx:toeplitz)
     db_ones: bool = False             # db:fold inside dw's x-stationary matmuls (a ones slot on M; db_ones_chunk)
     dw_dyt_dma: bool = False          # row-mode per-gradient dw: dy^T by dma_transpose from HBM (no dy box, no PE)
-    dw_tap_fine: bool = False         # LNC2 taps split at single taps (box mode), not whole tap groups
     dx_ci_split: bool = False         # LNC2 dx split by C_in groups (ci-outer): every item, half the filters
     dx_band_early: bool = False       # LNC2: dx's first dy band loads before dw's last finish (its stores)
     pw_db_scalar: bool = False        # db by ScalarE activation reduces of dy (shared-dy pointwise: not PE ones-matmuls;
                                       # per gradient: on dx's bands, not VectorE tensor_reduce)
     pw_dyt_dma: int = 0               # shared-dy pointwise: one dy^T sub-tile in N by dma_transpose (0: all on the PE)
-    pw_dyt_late: bool = False         # shared-dy pointwise: pw_dyt_dma only from the program's middle step on
     dw_xt_merge: bool = False         # x-stationary xT dma: bundles of one kd and H-padding class, 4-D transposes
     dw_xt_copy: bool = False          # x-stationary xT dma: channel-major x^T tiles by plain dma_copy (no transpose)
     dx_between_bundles: bool = False  # per gradient, D-phase pairs: dx's groups run between dw's x^T bundles
@@ -198,8 +196,8 @@ class Plan:
                 "dx_toeplitz_quad": self.dx_toeplitz_quad,
                 "dw_xt_dma": self.dw_xt_dma, "dw_row_stack": self.dw_row_stack,
                 "dx_dphase_pairs": self.dx_dphase_pairs, "dw_interleave": self.dw_interleave,
-                "dw_tap_fine": self.dw_tap_fine, "dx_ci_split": self.dx_ci_split, "dx_band_early": self.dx_band_early,
-                "pw_db_scalar": self.pw_db_scalar, "pw_dyt_dma": self.pw_dyt_dma, "pw_dyt_late": self.pw_dyt_late,
+                "dx_ci_split": self.dx_ci_split, "dx_band_early": self.dx_band_early,
+                "pw_db_scalar": self.pw_db_scalar, "pw_dyt_dma": self.pw_dyt_dma,
                 "dw_xt_merge": self.dw_xt_merge, "dw_xt_copy": self.dw_xt_copy,
                 "dx_between_bundles": self.dx_between_bundles,
                 "db_ones": self.db_ones, "dw_dyt_dma": self.dw_dyt_dma,

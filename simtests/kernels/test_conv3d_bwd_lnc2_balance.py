@@ -1,5 +1,6 @@
-"""LNC2 balance variants: the dw taps split at single taps (box mode, `fine taps`) and dx split by C_in
-groups (`ci split`). Bit-exact under nkisim on exact inputs (forced plans), and the planner's view of them."""
+"""LNC2 balance variants: dx split by C_in groups (`ci split`) and dx's first band before dw's last finish
+(`early band`); dx^T at LNC2. Bit-exact under nkisim on exact inputs (forced plans), and the planner's view
+of them."""
 from __future__ import annotations
 
 import dataclasses
@@ -12,108 +13,13 @@ from conv3d_bwd.kernels.nki_dx import dx_groups, dx_program_groups
 from conv3d_bwd.kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
 from conv3d_bwd.kernels.plan.budget import _budget
 from conv3d_bwd.kernels.plan.estimate import _estimate
-from conv3d_bwd.kernels.plan.variants import dw_tap_fine_helps
 from conv3d_bwd.kernels.spec.compose import dx_band_early_on
-from conv3d_bwd.kernels.spec.dw_options import dw_own_taps, dw_tap_fine_on
 from conv3d_bwd.kernels.spec.dx_options import dx_ci_split_legal, dx_ci_split_on, dx_program_items
 from conv3d_bwd.kernels.spec.items import _split, dx_items
 
 from .support import assert_candidates_within_budget, conv_shapes, run_and_compare
 
 TRN2 = TARGET_FIGURES["trn2"]
-
-
-def _fine(method, x_stationary=None):
-    """Edit: the first per-gradient taps-split candidate with ``method``, split at single taps."""
-    def pick(p):
-        alts = p.feasible_candidates(where=lambda a: a.dw_split == 'taps' and a.dw_method is method
-                                     and (a.strategy is Strategy.PER_GRADIENT)
-                                     and (x_stationary is None or a.dw_x_stationary == x_stationary))
-        assert alts, p.explain()
-        return dataclasses.replace(alts[0], dw_tap_fine=True)
-    return pick
-
-
-FINE_GEOMS = [   # odd tap counts, odd sizes, C_out over one tile, two batches, stride and padding
-    pytest.param({"batch": 1, "c_in": 6, "c_out": 5, "size": (3, 4, 5), "kernel": (3, 3, 3), "padding": (1,) * 6},
-                 DwMethod.TAP_PACK, None, id="k333-pack"),
-    pytest.param({"batch": 2, "c_in": 5, "c_out": 7, "size": (4, 5, 6), "kernel": (3, 2, 3), "stride": (2, 1, 1),
-                  "padding": (1, 0, 0, 1, 1, 1)}, DwMethod.TAP_GEMM, None, id="k323-s2-gemm"),
-    pytest.param({"batch": 1, "c_in": 4, "c_out": 130, "size": (3, 3, 4), "kernel": (3, 1, 3),
-                  "padding": (1, 1, 0, 0, 1, 1)}, DwMethod.TAP_PACK, True, id="k313-co130-xs"),
-    pytest.param({"batch": 2, "c_in": 3, "c_out": 6, "size": (2, 3, 5), "kernel": (3, 3, 1),
-                  "padding": (1, 1, 1, 1, 0, 0)}, DwMethod.TAP_PACK, False, id="k331-b2-dwT"),
-]
-
-
-@pytest.mark.parametrize("geom, method, xs", FINE_GEOMS)
-def test_fine_tap_split_is_exact(geom, method, xs):
-    run_and_compare(**geom, lnc=2, plan_edit=_fine(method, xs))
-
-
-@pytest.mark.parametrize("grads", [("dw",), ("dw", "db"), ("dx", "dw")], ids=lambda g: "+".join(g))
-def test_fine_tap_split_gradient_subsets(grads):
-    geom = {"batch": 2, "c_in": 6, "c_out": 5, "size": (3, 4, 5), "kernel": (3, 3, 3), "padding": (1,) * 6}
-    run_and_compare(**geom, lnc=2, grads=grads, plan_edit=_fine(DwMethod.TAP_PACK))
-
-
-def test_fine_tap_split_fp32():
-    geom = {"batch": 1, "c_in": 5, "c_out": 3, "size": (3, 3, 4), "kernel": (3, 3, 3), "padding": (1,) * 6}
-    run_and_compare(**geom, dtype="fp32", lnc=2, plan_edit=_fine(DwMethod.TAP_GEMM))
-
-
-def _fine_rows(xt_dma):
-    """Edit: a per-gradient taps-split row-mode x-stationary candidate with C_in tiles of 128 (one tap per
-    stationary chunk), split at single taps (a (kd, kh) pair may be cut between the programs)."""
-    def pick(p):
-        # (not db_ones: C_in tiles of 128 leave its ones slot no room, planner.db_ones_chunk)
-        alts = p.feasible_candidates(where=lambda a: a.dw_split == 'taps' and a.dw_method is DwMethod.ROW_PACK
-                                     and a.dw_x_stationary and (a.strategy is Strategy.PER_GRADIENT)
-                                     and (a.dw_xt_dma == xt_dma) and (not a.db_ones))
-        assert alts, p.explain()
-        q = dataclasses.replace(alts[0], dw_tap_fine=True, dw_ci_tile=128)
-        g = q.geometry()
-        assert dw_tap_fine_on(g, q)
-        own = [dw_own_taps(g, q, pid) for pid in (0, 1)]
-        assert own[0][1] == own[1][0] and own[0][1] % g.kernel[2], own   # the cut falls inside a pair
-        return q
-    return pick
-
-
-ROW_GEOMS = [   # the cut: pair 4 of 9 (k333), pair 4 (k332), pair 1 (k133); C_in 130 = tiles 128 + 2
-    pytest.param({"batch": 1, "c_in": 6, "c_out": 5, "size": (3, 4, 5), "kernel": (3, 3, 3), "padding": (1,) * 6},
-                 True, "bf16", id="k333-xtdma"),
-    pytest.param({"batch": 2, "c_in": 5, "c_out": 130, "size": (4, 3, 5), "kernel": (3, 3, 2),
-                  "padding": (1, 1, 1, 1, 0, 1)}, True, "bf16", id="k332-b2-co130-xtdma"),
-    pytest.param({"batch": 1, "c_in": 130, "c_out": 7, "size": (2, 4, 5), "kernel": (1, 3, 3),
-                  "padding": (0, 0, 1, 1, 1, 1)}, False, "bf16", id="k133-ci130-pe"),
-    pytest.param({"batch": 1, "c_in": 4, "c_out": 3, "size": (3, 3, 4), "kernel": (3, 3, 3), "padding": (1,) * 6},
-                 False, "fp32", id="k333-fp32-pe"),
-]
-
-
-@pytest.mark.parametrize("geom, xt_dma, dtype", ROW_GEOMS)
-def test_fine_row_split_is_exact(geom, xt_dma, dtype):
-    run_and_compare(**geom, lnc=2, dtype=dtype, plan_edit=_fine_rows(xt_dma))
-
-
-@pytest.mark.parametrize("grads", [("dw",), ("dw", "db"), ("dx", "dw")], ids=lambda g: "+".join(g))
-def test_fine_row_split_gradient_subsets(grads):
-    geom = {"batch": 2, "c_in": 6, "c_out": 5, "size": (3, 4, 5), "kernel": (3, 3, 3), "padding": (1,) * 6}
-    run_and_compare(**geom, lnc=2, grads=grads, plan_edit=_fine_rows(True))
-
-
-def test_fine_split_gives_each_program_half_the_taps():
-    shapes = conv_shapes(1, 128, 128, (2, 8, 8), (3, 3, 3), padding=(1,) * 6)
-    p = plan_conv3d_bwd(*shapes, padding=(1,) * 6, lnc=2)
-    fine = p.feasible_candidates(where=lambda a: a.dw_tap_fine)
-    assert fine, "box-mode taps-split candidates with C_in tiles of 128 get a fine twin"
-    for a in fine:
-        g = a.geometry()
-        assert dw_tap_fine_helps(g, a)
-        assert [dw_own_taps(g, a, q) for q in (0, 1)] == [(0, 14), (14, 27)]
-    lnc1 = plan_conv3d_bwd(*shapes, padding=(1,) * 6, lnc=1)
-    assert not lnc1.feasible_candidates(where=lambda a: a.dw_tap_fine or a.dx_ci_split)
 
 
 # ---------------------------------------------------------------- dx split by C_in groups
@@ -153,11 +59,14 @@ def test_dx_ci_split_subsets_and_dtypes(grads, dtype):
     run_and_compare(**geom, lnc=2, grads=grads, dtype=dtype, plan_edit=_ci_split(3))
 
 
-def test_dx_ci_split_with_fine_taps_is_exact():
+def test_dx_ci_split_with_taps_split_is_exact():
     geom = {"batch": 1, "c_in": 9, "c_out": 6, "size": (3, 4, 5), "kernel": (3, 3, 3), "padding": (1,) * 6}
 
     def both(p):
-        return dataclasses.replace(_fine(DwMethod.TAP_PACK)(p), dx_ci_outer=True, dx_ci_tile=4, dx_ci_split=True)
+        alts = p.feasible_candidates(where=lambda a: a.dw_split == 'taps' and a.dw_method is DwMethod.TAP_PACK
+                                     and (a.strategy is Strategy.PER_GRADIENT))
+        assert alts, p.explain()
+        return dataclasses.replace(alts[0], dx_ci_outer=True, dx_ci_tile=4, dx_ci_split=True)
     run_and_compare(**geom, lnc=2, plan_edit=both)
 
 
@@ -183,6 +92,8 @@ def test_dx_ci_split_illegal_without_dw_or_at_lnc1():
     for a in dx_only.feasible_candidates():   # dx's db fold would see every band on both programs
         assert not a.dx_ci_split
         assert not dx_ci_split_legal(a.geometry(), dataclasses.replace(a, dx_ci_split=True, dx_ci_outer=True))
+    lnc1 = plan_conv3d_bwd(*shapes, padding=(1,) * 6, lnc=1)
+    assert not lnc1.feasible_candidates(where=lambda a: a.dx_ci_split)
 
 
 @pytest.mark.parametrize("c, size", [(512, (2, 16, 16)), (128, (4, 32, 32))], ids=["wide", "vae3d"])
@@ -191,7 +102,7 @@ def test_new_variants_stay_within_the_planned_budget(c, size):
     (the first three candidates with any of them, the pick among them)."""
     kw = {"padding": (1,) * 6}
     shapes = conv_shapes(1, c, c, size, (3, 3, 3), **kw)
-    alts = assert_candidates_within_budget(shapes, lambda a: a.dx_ci_split or a.dw_tap_fine or a.dx_band_early, 3,
+    alts = assert_candidates_within_budget(shapes, lambda a: a.dx_ci_split or a.dx_band_early, 3,
                                            lnc=2, **kw)
     assert plan_conv3d_bwd(*shapes, **kw, lnc=2) in alts
 
@@ -215,7 +126,7 @@ def _early(**extra):
 
 
 EARLY_GEOMS = [   # one pass; tap passes and C_in ranges (the callback runs before the last finish only);
-    # several C_out tiles (one band buffer each); the taps split with single taps; two batches, stride
+    # several C_out tiles (one band buffer each); row mode x-stationary; two batches, stride
     pytest.param({"batch": 1, "c_in": 6, "c_out": 5, "size": (3, 4, 5), "kernel": (3, 3, 3), "padding": (1,) * 6},
                  {"dw_split": "taps"}, id="taps"),
     pytest.param({"batch": 2, "c_in": 5, "c_out": 130, "size": (4, 3, 5), "kernel": (3, 2, 3), "stride": (2, 1, 1),
@@ -228,7 +139,7 @@ EARLY_GEOMS = [   # one pass; tap passes and C_in ranges (the callback runs befo
                  {"dw_split": "taps", "filters_first": True}, id="filters-first"),
     pytest.param({"batch": 1, "c_in": 130, "c_out": 6, "size": (2, 3, 5), "kernel": (3, 3, 3), "padding": (1,) * 6},
                  {"dw_split": "taps", "dw_x_stationary": True, "dw_method": DwMethod.ROW_PACK, "dw_xt_dma": True,
-                  "dw_ci_tile": 128, "dw_tap_fine": True, "filters_first": True}, id="rows-fine-xtdma-ci130"),
+                  "dw_ci_tile": 128, "filters_first": True}, id="rows-xtdma-ci130"),
 ]
 
 

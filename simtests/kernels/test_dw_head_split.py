@@ -1,8 +1,8 @@
 """dw's head split (``Plan.dw_head_split``, label ``head split``; ``kernels/dw_head.py``): the first row pass's
 dy^T and its first pairs' x^T come by W column pieces, the head pairs first. Bit-exact forced plans: C_in 128
 / 130 (two C_in tiles) / 70, C_out up to 140, odd sizes, asymmetric padding, stride, dilation, two batches,
-W_out narrower than the pieces, LNC2 (taps, fine taps, positions and columns splits; db on the taps split's
-lighter program), tap passes, every gradient subset with dw, bf16 and fp16; the pieces, the head order,
+W_out narrower than the pieces, LNC2 (taps, positions and columns splits; db on the taps split's lighter
+program), tap passes, every gradient subset with dw, bf16 and fp16; the pieces, the head order,
 legality, the budget and the estimate."""
 from __future__ import annotations
 
@@ -41,14 +41,13 @@ def head_fills(monkeypatch):
     return seen
 
 
-def _head(edit=None, split=None, fine=None):
+def _head(edit=None, split=None):
     """The first feasible x-stationary ``xT dma`` + ``dyT dma`` candidate (LNC2 split), edited, with the head
     split on."""
     def pick(p):
         alts = p.feasible_candidates(where=lambda a: a.dw_dyt_dma and a.dw_x_stationary and a.dw_xt_dma
                                      and (not a.db_ones) and (not a.dw_row_stack)
-                                     and (split is None or a.dw_split == split)
-                                     and (fine is None or a.dw_tap_fine == fine))
+                                     and (split is None or a.dw_split == split))
         assert alts, p.explain()
         q = dataclasses.replace(alts[0], dw_head_split=True, **(edit or {}))
         assert dw_head_split_legal(q.geometry(), q), q.label
@@ -84,13 +83,12 @@ def test_gradient_subsets_fp16(grads, head_fills):
     assert head_fills
 
 
-@pytest.mark.parametrize("split, fine", [("taps", True), ("taps", False), ("positions", None),
-                                         ("columns", None)])
+@pytest.mark.parametrize("split", ["taps", "positions", "columns"])
 @pytest.mark.parametrize("grads", [("dx", "dw", "db"), ("dw", "db")], ids=lambda g: "+".join(g))
-def test_lnc2(split, fine, grads, head_fills):
+def test_lnc2(split, grads, head_fills):
     edit = {"dw_split": split} if split == "columns" else None
-    run_and_compare(**VAE, lnc=2, grads=grads, plan_edit=_head(edit, split=None if split == "columns" else split,
-                                                              fine=fine))
+    run_and_compare(**VAE, lnc=2, grads=grads,
+                    plan_edit=_head(edit, split=None if split == "columns" else split))
     assert len([f for f in head_fills if f[0]]) == 2   # one head per program
 
 
@@ -128,10 +126,10 @@ def test_head_order_and_piece_count():
     g = validate((1, 128, 4, 32, 32), (1, 128, 4, 32, 32), (3, 3, 3, 128, 128), padding=(1,) * 6)
     chunk = (0, 0, 4, 32)
     pairs = [(kd, kh) for kd in range(3) for kh in range(3)]
-    # program 0 of vae3d's fine taps split (taps 0..13): (0, 1)'s zero rows are one D plane (2 writes)
-    order = head_pair_order(g, pairs[:5], (0, 14), chunk)
-    assert order[:2] == [(0, 1), (0, 0)] and order[-1] == (1, 1)   # (1, 1): 2 own taps only
-    assert head_pair_order(g, pairs[4:], (14, 27), chunk)[:2] == [(2, 1), (2, 2)]   # 2 and 6 writes
+    # program 0 of vae3d's taps split (pairs 0..4): (1, 1) reads no padding (1 write), (0, 1)'s zero rows are
+    # one D plane (2 writes); equal counts keep their order
+    assert head_pair_order(g, pairs[:5], chunk) == [(1, 1), (0, 1), (0, 0), (0, 2), (1, 0)]
+    assert head_pair_order(g, pairs[5:], chunk)[:2] == [(2, 1), (2, 2)]   # 2 and 4 writes
     assert fill_writes(g, chunk, 1, 1) == 1 and fill_writes(g, chunk, 0, 1) == 2
     # the pieces never take a tile past the scheduler's memory of 16 writes (2 pad-column memsets)
     for kd, kh in pairs:

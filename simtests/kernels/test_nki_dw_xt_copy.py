@@ -29,7 +29,7 @@ def _copy(strategy=None, **want):
                                      and (a.dw_head_split == want.get('dw_head_split', False)))
         alts = [a for a in base if all(getattr(a, k) == v for k, v in want.items())]
         if not alts:   # a switch the planner lists only elsewhere (xT merged: the columns split): forced
-            alts = [dataclasses.replace(a, **want) for a in base if not a.db_ones and not a.dw_tap_fine]
+            alts = [dataclasses.replace(a, **want) for a in base if not a.db_ones]
         assert alts, p.explain()
         return dataclasses.replace(min(alts, key=lambda a: a.estimated_us), dw_xt_copy=True)
     return pick

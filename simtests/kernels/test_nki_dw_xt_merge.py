@@ -32,7 +32,7 @@ def _merged(strategy=None, stacked=None):
         alts = p.feasible_candidates(where=lambda a: a.dw_xt_merge and ok(a))
         if not alts:
             alts = [dataclasses.replace(a, dw_xt_merge=True) for a in p.feasible_candidates()
-                    if ok(a) and a.dw_x_stationary and a.dw_xt_dma and not a.db_ones and not a.dw_tap_fine]
+                    if ok(a) and a.dw_x_stationary and a.dw_xt_dma and not a.db_ones]
         assert alts, p.explain()
         return min(alts, key=lambda a: a.estimated_us)
     return pick
@@ -194,7 +194,7 @@ def _between(p):
         g = p.geometry()
         alts = [q for a in p.feasible_candidates()
                 if a.strategy is Strategy.PER_GRADIENT and a.dx_dphase_pairs and a.dw_x_stationary
-                and a.dw_xt_dma and not a.db_ones and not a.dw_tap_fine and a.filters_first
+                and a.dw_xt_dma and not a.db_ones and a.filters_first
                 and dx_between_legal(g, q := dataclasses.replace(a, dw_split="columns", dw_xt_merge=True,
                                                                  dx_between_bundles=True))]
     assert alts, p.explain()

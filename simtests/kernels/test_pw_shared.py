@@ -14,10 +14,9 @@ from conv3d_bwd.kernels.spec.compose import pw_shared_on
 from .support import GRADS, assert_candidates_within_budget, run_and_compare
 
 
-def _pw(db_scalar=None, band=None, every=0, late=False):
+def _pw(db_scalar=None, band=None, every=0):
     def pick(p):
         alts = p.feasible_candidates(where=lambda a: pw_shared_on(a) and a.pw_dyt_dma == every
-                                     and (a.pw_dyt_late == late)
                                      and (db_scalar is None or a.pw_db_scalar == db_scalar))
         assert alts, p.explain()
         alt = alts[0]
@@ -78,8 +77,7 @@ def test_pw_shared_offered_only_where_it_runs(dtype, target, grads):
     p = plan_conv3d_bwd((2, 20, 3, 4, 5), (2, 10, 3, 4, 5), (1, 1, 1, 10, 20))
     shared = p.feasible_candidates(where=pw_shared_on)
     assert {a.pw_db_scalar for a in shared if a.db_method is DbMethod.FOLD} == {False, True}
-    assert {(a.pw_dyt_dma, a.pw_dyt_late) for a in shared} == {(0, False), (2, False), (4, False), (1, True), (2, True),
-                                                                (4, True)}
+    assert {a.pw_dyt_dma for a in shared} == {0, 2, 4}
     assert all(a.strategy is Strategy.SHARED_DY and a.dw_method is DwMethod.DMA_GEMM for a in shared)
 
 
@@ -155,11 +153,10 @@ D_KERNELS_LNC2 = [
 ]
 
 
-def _pw_d_lnc2(band_kind, size, db_scalar=None, every=0, late=False):
+def _pw_d_lnc2(band_kind, size, db_scalar=None, every=0):
     """The shared-dy GEMM candidate with dx items of the whole batch ("full") or half its D planes ("half")."""
     def pick(p):
         alts = p.feasible_candidates(where=lambda a: pw_shared_on(a) and a.pw_dyt_dma == every
-                                     and (a.pw_dyt_late == late)
                                      and (db_scalar is None or a.pw_db_scalar == db_scalar))
         assert alts, p.explain()
         d = size[0] if band_kind == "full" else -(-size[0] // 2)
@@ -190,22 +187,4 @@ def test_shared_gemm_d_kernel_lnc2_budget_bounds_the_measured_peak():
     alts = plan_conv3d_bwd(*shapes, lnc=2, **kw).feasible_candidates(where=pw_shared_on)
     assert any(a.dx_band[0] == 8 for a in alts)
     assert_candidates_within_budget(shapes, pw_shared_on, 4, lnc=2, **kw)
-
-
-# dy^T by DMA only from the program's middle step on (``Plan.pw_dyt_late``): pointwise and D kernels, LNC1 and
-# LNC2, 1/1 (every late sub-tile), 1/2 and 1/4, db on the PE or ScalarE, bf16 and fp16
-@pytest.mark.parametrize("lnc", [1, 2])
-@pytest.mark.parametrize("every, db_scalar", [(1, False), (2, True), (4, False)], ids=["1-db-pe", "2-db-scalar", "4-db-pe"])
-def test_pw_shared_dyt_dma_late_is_exact(lnc, every, db_scalar):
-    run_and_compare(3, 130, 300, (2, 8, 100), (1, 1, 1), lnc=lnc, plan_edit=_pw(db_scalar, None, every, late=True))
-    run_and_compare(2, 33, 70, (2, 8, 40), (1, 1, 1), lnc=lnc, dtype="fp16", grads=("dx", "dw"),
-                    plan_edit=_pw(None, (1, 8), every, late=True))
-
-
-@pytest.mark.parametrize("every", [1, 2])
-def test_shared_gemm_d_kernel_dyt_dma_late_is_exact(every):
-    pad = (1, 1, 0, 0, 0, 0)
-    run_and_compare(2, 130, 140, (5, 8, 64), (3, 1, 1), padding=pad, plan_edit=_pw(True, None, every, late=True))
-    run_and_compare(1, 130, 140, (5, 8, 64), (3, 1, 1), padding=pad, lnc=2,
-                    plan_edit=_pw_d_lnc2("half", (5, 8, 64), True, every, late=True))
 
