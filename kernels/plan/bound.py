@@ -39,7 +39,7 @@ from .estimate import _estimate_sheet
 _RESULT_FIELDS = frozenset({"sbuf_bytes", "psum_banks", "estimated_us", "engine_us", "label", "candidates",
                             "alternatives", "alternatives_lazy"})
 # dx fields dw's loops read (``estimate._DW_BOX_FIELDS``): kept in dw's reduced plan
-_DX_FLAGS_DW_READS = frozenset({"dx_prefetch", "dx_inside_dw", "dx_inside_boxes", "dx_between_bundles"})
+_DX_FLAGS_DW_READS = frozenset({"dx_prefetch", "dx_inside_dw", "dx_inside_boxes"})
 # neutral values of the fields without a default
 _NEUTRAL = {"dw_method": None, "dw_band": (1, 1), "dw_ci_tile": 1, "dw_tap_group": 1, "dw_co_chunk": 1,
             "dw_ci_range": 0, "dx_method": None, "dx_band": (1, 1), "dx_ci_tile": 1, "dx_ci_outer": False}

@@ -33,7 +33,6 @@ from ..spec.compose import (
     _dw_dx_merged,
     db_on_dw,
     dx_band_early_on,
-    dx_between_on,
     dx_inside_dw_on,
     dx_prefetched,
     pw_shared_on,
@@ -54,7 +53,6 @@ from ..spec.dw_options import (
     dw_w_band_legal,
     dw_w_cols,
     dyt_dma_legal,
-    row_stack_legal,
     xt_dma_legal,
 )
 from ..spec.dw_xs import dw_xs_bundle, dw_xs_chunks, dw_xs_group_banks, dw_xt_ring
@@ -183,8 +181,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             slots += 1 if p.db_ones else 0   # (db_ones: each bundle tile's ones slot)
             xt = 2 * slots * xw * p.dw_ci_tile * ds
             if p.dw_xt_dma:   # no x band; the x^T ring (dw_xt_ring tiles) and its zero-row source
-                # (xT merged, and tiny C_in's merged fills: a bundle's zero rows of every slot in one DMA)
-                merged = p.dw_xt_merge or (p.dw_x_stationary and zero_by_memset(g, p.dw_ci_tile))
+                # (tiny C_in's merged fills: a bundle's zero rows of every slot in one DMA)
+                merged = p.dw_x_stationary and zero_by_memset(g, p.dw_ci_tile)
                 xb, xt = 0, (dw_xt_ring(g, p) * slots + (slots if merged else 1)) * xw * p.dw_ci_tile * ds
         else:
             cols = dw_w_cols(g, p)   # (a W band: its columns and their halo)
@@ -228,7 +226,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         phase_sbuf["dw store"] = dw_total + store + other
         if p.dw_interleave:   # dw's boxes run between dx's items: its pools live through dx
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_total
-        elif dx_inside_dw_on(g, p) or dx_between_on(g, p):   # dx runs in dw's last pass: dw's pools live through dx
+        elif dx_inside_dw_on(g, p):   # dx runs in dw's last pass: dw's pools live through dx
             if p.dx_inside_boxes:   # dx's pools (suspended between its items) live through dw's finish too
                 phase_sbuf["dw store"] += phase_sbuf.get("dx", 0)
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_pools
@@ -305,17 +303,17 @@ _BOX_DW = "per-gradient box-mode dw (gemm / tap_gemm / tap_pack)"
 _OPTION_RULES = (
     ("dx_co_chunk", dx_co_chunk_legal,
      (f"{_GATHER} with fewer C_out tiles per chunk than C_out has, db not folded on dx, filters loaded in dx "
-     "(not first), no dx inside / between dw, dw-interleaving, prefetch or early band")),
+     "(not first), no dx inside dw, dw-interleaving, prefetch or early band")),
     ("dx_dy_clip", dx_dy_clip_legal,
-     f"{_GATHER}, db not folded on dx, no dx inside / between dw, dw-interleaving, prefetch or early band"),
+     f"{_GATHER}, db not folded on dx, no dx inside dw, dw-interleaving, prefetch or early band"),
     ("dx_w_band", dx_w_band_legal,
-     (f"{_GATHER} with fewer columns than W, db not folded on dx, no dx inside / between dw, dw-interleaving, "
+     (f"{_GATHER} with fewer columns than W, db not folded on dx, no dx inside dw, dw-interleaving, "
      "prefetch or early band")),
     ("dw_co_pass", dw_co_pass_legal,
      (f"{_BOX_DW} with fewer C_out tiles per pass than C_out has, not x-stationary, db not folded on dw, without "
-     "dyT dma, dw-interleaving, dx inside / between dw or dx^T's band prefetch")),
+     "dyT dma, dw-interleaving, dx inside dw or dx^T's band prefetch")),
     ("dw_w_band", dw_w_band_legal,
-     (f"{_BOX_DW} with fewer columns than W_out, without dyT dma, dw-interleaving, dx inside / between dw or "
+     (f"{_BOX_DW} with fewer columns than W_out, without dyT dma, dw-interleaving, dx inside dw or "
      "dx^T's band prefetch")),
 )
 
@@ -349,11 +347,9 @@ def _check_plan(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
                 f"{p.dw_method.value if p.dw_method else None}, {g.dtype}, {p.target}"), b
     if p.dx_dphase_pairs and (why := dpairs_illegal(g, p)):
         return f"dx_dphase_pairs: {why}", b
-    if p.dw_row_stack and not row_stack_legal(p):
-        return "dw_row_stack needs dw:row_pack with dw_x_stationary and dw_xt_dma", b
     if p.dw_head_split and not dw_head_split_legal(g, p):
         return ("dw_head_split needs x-stationary row-mode dw with xT dma and dyT dma, one pair per bundle, "
-                "no ones slot, no row stacking, C_in columns above the tiny-C_in memset"), b
+                "no ones slot, C_in columns above the tiny-C_in memset"), b
     if p.dw_dyt_dma and not dyt_dma_legal(g, p):
         return ("dw_dyt_dma needs per-gradient dw:row_pack (or box mode with W_out <= 128), a 2-byte dtype "
                 "and trn2/trn3 (dma_transpose)"), b

@@ -1,4 +1,4 @@
-"""How the gradients are composed: shared dy, db on dw, dx inside dw's passes or between its bundles,
+"""How the gradients are composed: shared dy, db on dw, dx inside dw's passes,
 dw interleaved with dx, and the order of the first loads.
 """
 from __future__ import annotations
@@ -50,14 +50,13 @@ def db_taps_local(g: ConvGeom, p: Plan) -> bool:
 
 def dx_inside_dw_legal(g: ConvGeom, p: Plan) -> bool:
     """``Plan.dx_inside_dw``: dx^T with its first band prefetched, after a streaming row-mode x-stationary dw
-    with x^T by DMA, one tap pass, one C_in range, no row stacking and no deferred finish. The kernel
-    runs dx in dw's last row pass, after that pass's first x^T bundles (the ring's worth) are issued and
-    before its matmuls: dw is DMA-bound on its x^T transfers and dx PE-bound, so they overlap. dx's first
+    with x^T by DMA, one tap pass, one C_in range and no deferred finish. The kernel runs dx in dw's last
+    row pass, after that pass's first x^T bundles (the ring's worth) are issued and before its matmuls: dw is DMA-bound on its x^T transfers and dx PE-bound, so they overlap. dx's first
     band is then prefetched during dw's first box (not its last) and dw's dy boxes load one box ahead,
     so that neither queues behind the other section's DMA (FIFO). One dx item per program: with more,
     the later bands' loads and copies queue behind dw's transfers."""
     return (dx_prefetched(p) and p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma
-            and not p.dw_row_stack and not p.dw_interleave and p.dw_ci_range >= g.c_in
+            and not p.dw_interleave and p.dw_ci_range >= g.c_in
             and len(dw_tap_passes(g, p, 0)) == 1 and not dw_defer_finish(g, p)
             and (dx_inside_boxes_legal(g, p) if p.dx_inside_boxes
                  else all(len(dx_program_items(g, p, q)) <= 1 for q in range(p.lnc))))
@@ -89,49 +88,19 @@ def dx_inside_dw_on(g: ConvGeom, p: Plan) -> bool:
     return p.dx_inside_dw and dx_inside_dw_legal(g, p)
 
 
-def dx_between_legal(g: ConvGeom, p: Plan) -> bool:
-    """``Plan.dx_between_bundles``: per gradient D-phase-pairs dx after a streaming row-mode x-stationary dw
-    with x^T by DMA in one tap pass and one C_in range whose finish is deferred past dx (LNC2 columns /
-    positions split): dw is DMA-bound on its x^T transfers, so dx's PE work (its groups, ``dx_dpairs_steps``)
-    runs in the gaps between dw's bundles; half of it runs after dw's pass, under dw's exchange. Only with
-    ``dw_xt_merge``: without it the estimate does not see the queue-bound x^T transfers that the merge
-    relieves, and offering the unmerged variant mis-picks."""
-    return bool(p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dx_dphase_pairs
-                and p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma
-                and p.dw_xt_merge and p.filters_first and not p.dx_inside_dw and not p.dw_interleave
-                and p.dw_ci_range >= g.c_in
-                and len(dw_tap_passes(g, p, 0)) == 1 and dw_defer_finish(g, p))
-
-
-def dx_between_on(g: ConvGeom, p: Plan) -> bool:
-    return p.dx_between_bundles and dx_between_legal(g, p)
-
-
-def dx_bands_held(g: ConvGeom, p: Plan, pid: int) -> set:
-    """``dx_between_bundles``: the dy rows (batch, ((d0, d1), (h0, h1), (0, W_out))) of dw's boxes on program
-    ``pid``, which dx's bands of exactly those rows read from SBUF instead of loading them again
-    (``DxSteps.resident``): every box of the one pass stays in its dy pool buffer (boxes <= ``dy_bufs``)."""
-    if not dx_between_on(g, p) or p.dw_dyt_dma:
-        return set()
-    boxes = dw_program_items(g, p, pid)
-    if len(boxes) > p.dy_bufs:
-        return set()
-    return {(b, (tuple(od), tuple(oh), (0, g.axes[2].o))) for b, od, oh in boxes}
-
-
 def _dw_dx_merged(g: ConvGeom, p: Plan) -> bool:
     """dw's and dx's pools and PSUM banks are live together (dw-interleaved, dx inside dw)."""
-    return p.dw_interleave or dx_inside_dw_on(g, p) or dx_between_on(g, p)
+    return p.dw_interleave or dx_inside_dw_on(g, p)
 
 
 def dw_interleave_ok(g: ConvGeom, p: Plan) -> bool:
     """``Plan.dw_interleave``: per gradient, dw streaming its own dy (row or box mode) with dx:toeplitz or the
-    gather (with D-phase pairs or without; not dx^T or dx inside / between dw, which run their own loops).
+    gather (with D-phase pairs or without; not dx^T or dx inside dw, which run their own loops).
     Not with dx's C_out chunks (their own band loop, without dw's boxes between), clipped dy bands
     (``dx_dy_clip``, legal only without dw-interleaving) or dw's C_out passes (``dw_co_pass``: whole dw
     passes, not one box stream)."""
     gather = (p.dx_method in (DxMethod.GATHER_S1, DxMethod.PHASE_GATHER, DxMethod.GEMM) and not dx_t_active(p)
-              and not p.dx_inside_dw and not p.dx_between_bundles
+              and not p.dx_inside_dw
               and not p.dx_band_early and not p.dx_ci_split and p.dx_regions == 1
               and not p.dx_co_chunk and not p.dx_dy_clip)
     return bool(p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT

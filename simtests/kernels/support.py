@@ -199,7 +199,7 @@ def forced_inside(p, split=None, **edit):
     that is legal forced to run dx inside dw with ``edit``; so forced."""
     g = plan_geom(p)
     alts = [q for a in p.feasible_candidates()
-            if a.dx_prefetch and a.dw_x_stationary and a.dw_xt_dma and not a.dw_row_stack and not a.dw_interleave
+            if a.dx_prefetch and a.dw_x_stationary and a.dw_xt_dma and not a.dw_interleave
             and (split is None or a.dw_split == split)
             and dx_inside_dw_legal(g, q := dataclasses.replace(a, dx_inside_dw=True, **edit))]
     assert alts, p.explain()

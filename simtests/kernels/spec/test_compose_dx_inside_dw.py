@@ -67,7 +67,7 @@ def test_dx_inside_dw_is_never_listed_where_it_cannot_run():
     for a in p.feasible_candidates():
         if a.dx_inside_dw:
             assert a.strategy is Strategy.PER_GRADIENT and a.dw_method is DwMethod.ROW_PACK
-            assert dx_inside_dw_legal(g, a) and not a.dw_row_stack
+            assert dx_inside_dw_legal(g, a)
 
 
 def test_dx_inside_dw_listed_on_dilated_d2_lnc2():
