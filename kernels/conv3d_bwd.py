@@ -24,7 +24,6 @@ from .nki_dx import (
     load_first_band,
     run_dx,
 )
-from .nki_dx_dpairs import DxSteps, dpairs_step_count, dx_dpairs_steps
 from .nki_dx_toeplitz import load_toeplitz_filters, run_dx_toeplitz
 from .nki_pw_shared import run_pw_shared
 from .plan.search import plan_conv3d_bwd
@@ -33,7 +32,6 @@ from .spec.compose import (
     db_taps_local,
     dw_interleave_ok,
     dx_band_early_on,
-    dx_between_on,
     dx_prefetched,
     filters_after_first_chunk,
 )
@@ -120,7 +118,7 @@ def _kernel_plan(g, args, target, lnc):
 
 class _Sections:
     """One program's dx / dw / db sections in order, and what they hand one another: dx's filters loaded
-    during dw, dx run between dw's x^T bundles, dw's boxes paced by dx's items, dw's deferred finish."""
+    during dw, dw's boxes paced by dx's items, dw's deferred finish."""
 
     def __init__(self, ctx, pid, lnc, flags, target):
         g, plan = ctx.g, ctx.plan
@@ -138,7 +136,6 @@ class _Sections:
         self.toeplitz = plan.dx_method is DxMethod.TOEPLITZ
         self.first_filters, self.after_first = self._first_filters()
         self.dw_deferred = None   # LNC2: dw's exchange overlaps dx, its finish runs after it
-        self.dx_between = None    # D-phase-pairs dx between dw's x^T bundles (``plan.dx_between_bundles``)
         self.dw_steps = None      # dw_interleave: dw's boxes issued between dx's items
         self.mine = dx_program_items(g, plan, pid) if compute_dx else []
         # dx^T's first band loads during dw's last row chunk (dw calls it)
@@ -195,34 +192,12 @@ class _Sections:
             self._dw_streaming()
 
     def _dw_streaming(self):
-        """dw's streaming passes, with what dx runs before, inside or between them."""
-        after_first = self.after_first
-        if self.compute_dx and dx_between_on(self.g, self.plan):   # D-phase-pairs dx steps between dw's x^T bundles
-            self._dx_between_dw()
-            after_first = None   # (the filters load there, or by dw's prefetch hook)
-        self.dw_deferred = run_dw_streaming(self.ctx, self.pid, self.lnc, self.db_in_dw, self.prefetch, after_first,
-                                            self._load_early_band if self.early is not None else None,
-                                            self.dx_between)
-        if self.dx_between is not None:
-            self.dx_between.drain()
-
-    def _dx_between_dw(self):
-        """The D-phase-pairs dx steps dw runs between its x^T bundles (``plan.dx_between_bundles``)."""
-        ctx, g, plan = self.ctx, self.g, self.plan
-        bands = DyBands(g, ctx.dy, plan, ctx.dtype)
-        if self.first_filters == [] and self.prefetch is None:   # filters_after_first_chunk: behind dw's dy loads
-            late = LateFilters(ctx, dx_program_groups(g, plan, self.pid, self.lnc)[0])
-            self.prefetch = late.load
-            steps = late.steps(self.mine, bands)
-        else:   # (the filters load here, once)
-            pair_t = self.first_filters.pop() if self.first_filters else load_dx_filters(
-                ctx, dx_program_groups(g, plan, self.pid, self.lnc)[0])
-            steps = dx_dpairs_steps(ctx, self.mine, bands, pair_t, None)
-        self.dx_between = DxSteps(steps, dpairs_step_count(g, plan, self.mine), bands.resident)
+        """dw's streaming passes, with what dx runs before them."""
+        self.dw_deferred = run_dw_streaming(self.ctx, self.pid, self.lnc, self.db_in_dw, self.prefetch,
+                                            self.after_first, self._load_early_band if self.early is not None else None)
 
     def _dx(self):
-        """dx by the Toeplitz pass or the gather (unless it ran between dw's bundles), with dw's boxes (shared dy) and a folded db
-        on its dy bands."""
+        """dx by the Toeplitz pass or the gather, with dw's boxes (shared dy) and a folded db on its dy bands."""
         ctx, g, plan, pid, lnc = self.ctx, self.g, self.plan, self.pid, self.lnc
         dw_state = None
         if self.compute_dw and self.shared and not self.small:
@@ -233,7 +208,7 @@ class _Sections:
         dw_steps = self.dw_steps
         if self.toeplitz:
             run_dx_toeplitz(ctx, self.mine, hook, self.first_filters, dw_steps.between(len(self.mine)) if dw_steps else None)
-        elif self.dx_between is None:   # under the LNC2 C_in split: every item, this program's C_in groups
+        else:   # under the LNC2 C_in split: every item, this program's C_in groups
             run_dx(ctx, self.mine, hook, self.first_filters, self.prefetch, dx_program_groups(g, plan, pid, lnc),
                    self.early.pop() if self.early else None, dw_steps.between_bands() if dw_steps else None)
         if dw_state is not None:
@@ -275,29 +250,6 @@ class _BandHook:
             if box in self.next_box:   # (the bands come in item order: the next item's box follows)
                 self.dw_state.expect(*self.next_box[box])
             self.dw_state.add_box(*box, views)
-
-
-class LateFilters:
-    """dx between dw's bundles (``dx_between_bundles``) with ``filters_after_first_chunk``: dx's filters
-    load by dw's ``prefetch`` hook (at its pass's last row chunk, after that chunk's dy^T: behind all of
-    dw's dy loads, ahead of the pass's x^T fills and of dx's first step), or at dx's first step if that
-    comes first. The DMA bandwidth serves transfers in issue order, and dw's first matmuls wait for its
-    dy boxes (row-stacked: all of them), not for the filters. Loading them at dx's first step instead makes the PE wait for them before
-    the first bundle."""
-
-    def __init__(self, ctx, group):
-        self.ctx, self.group = ctx, group
-        self.tiles = None
-
-    def load(self, *_engine):
-        """(``_engine``: the prefetch hook's engine argument; the filters load by DMA alone)"""
-        if self.tiles is None:
-            self.tiles = load_dx_filters(self.ctx, self.group)
-
-    def steps(self, mine, bands):
-        """``dx_dpairs_steps`` with these filters, loaded (if not yet) when the first step runs."""
-        self.load()
-        yield from dx_dpairs_steps(self.ctx, mine, bands, self.tiles, None)
 
 
 def _co_tiles(g):

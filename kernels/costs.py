@@ -467,7 +467,7 @@ def section_ns(busy: dict[str, float], loss: float = SECTION_LOSS, power: float 
     ``steps`` (> 0: the section is a pipeline of that many steps, each through every engine): a pipeline
     of n steps costs at least its busiest engine plus the others' time of one step (``others / n``: the
     first step's loads before the first matmul, the last step's matmuls after the last load); with few
-    steps (down_s2's one stacked dw pass of 5 x^T bundles) that term, not the stall share, dominates.
+    steps (a dw pass of a few x^T bundles) that term, not the stall share, dominates.
     ``head_ns``: the part of the first step's loads the caller charges elsewhere (the fill's head).
 
     ``flow_ns`` (> 0: the section's DMA -> PE flow-shop makespan, ``flow_shop_ns``, known step by step): the

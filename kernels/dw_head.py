@@ -59,7 +59,7 @@ def head_pair_order(g: ConvGeom, pairs: list[tuple[int, int]],
 
 
 def x_columns_window(g: ConvGeom) -> tuple[int, int]:
-    """The x columns [lo, hi) of a row-mode x^T tile (its fill window without a columns split)."""
+    """The x columns [lo, hi) of a row-mode x^T tile (its fill window)."""
     _xw, lo, hi = xt_columns(g)
     return lo, hi
 

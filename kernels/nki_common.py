@@ -118,22 +118,6 @@ def _nothing():
     """A placement with nothing to place (the load was not staged)."""
 
 
-def dy_resident_key(b, co, rows):
-    """The key of dy[b, co tile, rows d, rows h, rows w] (``rows``: three [lo, hi) ranges) in dx's
-    ``DyBands.resident``."""
-    return (b, tuple(co), tuple(tuple(r) for r in rows))
-
-
-def place_padded(buf, ext, lo, hi, held, engine=None):
-    """``load_padded`` from ``held``, an SBUF view [p, n0, n1, n2] that already holds the source (another
-    section's load of the same dy rows): the border zeros, then one placement copy, no DMA."""
-    p = held.shape[0]
-    _zero_border(buf, p, ext, lo, hi)
-    nisa.tensor_copy(dst=buf[:p, lo[0]:hi[0], lo[1]:hi[1], lo[2]:hi[2]], src=held,
-                     engine=nisa.engine.vector if engine is None else engine)
-    return buf[:p, :ext[0], :ext[1], :ext[2]]
-
-
 def _zero_border(buf, p, ext, lo, hi, axes=(0, 1, 2)):
     """Zero the slabs of ``buf[:p, :E0, :E1, :E2]`` outside [lo, hi) (GpSimd: otherwise idle), the
     slabs of ``axes`` in that order (the slabs across every d plane first: a placement of some planes

@@ -23,17 +23,15 @@ from .nki_common import (
     Pool,
     band_slices,
     co_bank_packs,
-    dy_resident_key,
     stage_padded,
 )
 from .nki_dw_xt import RowXtDma
-from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, n_tiles, row_stack_offset, tiles
+from .schedule import box_blocks, dw_x_extent, dw_x_fill, dw_x_stage_elems, n_tiles, tiles
 from .spec.dw_options import (
     DYT_DMA_BUFS,
     cast_group,
     dw_acc_banks,
     dw_co_passes,
-    dw_columns,
     dw_db_program,
     dw_defer_finish,
     dw_direct,
@@ -61,7 +59,7 @@ from .spec.dw_xs import (
     xs_store_runs,
 )
 from .spec.record import DwMethod
-from .xt_rows import dyt_runs, xt_columns, xt_dma_bufs, xt_window
+from .xt_rows import dyt_runs, xt_columns, xt_dma_bufs, zero_by_memset
 
 LOOKAHEAD = 2   # position tiles whose x^T is built ahead of the matmuls
 FIRST_X_PIECES = 3   # box mode: the DMAs (and placements) of a state's first x band, by D rows
@@ -96,26 +94,13 @@ class SlotRing:
         return self.tiles[(self.k // self.slots) % len(self.tiles)]
 
 
-def _store_pairs_apart(dw_rows, src, q, k, nb, tn, ci, cols):
-    """An x-stationary chunk [(pair, kw tap, ci), C_out] whose pairs' taps are not adjacent in dw (tn < kw):
-    one store per pair, each one contiguous run of dw. One store for all would span the taps between the
-    pairs, which other chunks' stores write, and nkisim orders overlapping HBM writes one after the other
-    (down_s2 LNC2: two such stores ended 1.7 us after the rest)."""
-    (ci0, ci_sz), (a, co) = ci, cols
-    for j in range(nb):
-        nisa.dma_copy(dst=dw_rows[q + j, k:k + tn, ci0:ci0 + ci_sz, :],
-                      src=src[j * tn * ci_sz:(j + 1) * tn * ci_sz, a:a + co])
-
-
 class DwState:
     """The dw accumulators and pools of one program."""
 
     def __init__(self, ctx, max_rows, ci_range=None, direct=False, db_state=None, own_taps=None, taps=None,
-                 cols=None, head=False, co_range=None):
+                 head=False, co_range=None):
         g, plan = ctx.g, ctx.plan
         self.ctx = ctx
-        # row mode: the W output columns [lo, hi) this program runs (LNC2 columns split: its half)
-        self.w_lo, self.w_hi = cols if cols is not None else (0, g.axes[2].o)
         # LNC2 tap split: this program computes and stores only taps [lo, hi), over every position
         self.own_taps = own_taps
         # the taps of this pass (accumulators for these only): a tap pass, else the program's own taps
@@ -164,12 +149,9 @@ class DwState:
         # with the first pair's x^T (``_head_dyt`` holds the chunk until then)
         self.head = head and dw_head_split_on(g, plan)
         self._head_dyt = None
-        self.pending, self.pending_rows = [], 0   # row stacking: the chunk waiting for a partner
         # a callable run once at the start of this state's last row chunk (dx^T's first band
         # prefetch, ``plan.dx_prefetch``); set by run_dw_streaming on the last box
         self.prefetch = None
-        # D-phase-pairs dx run between this state's x^T bundles (``plan.dx_between_bundles``): a DxSteps
-        self.between = None
         # a callable run once when the first row chunk's loads are issued (run_dw_streaming)
         self.after_first = None
         self.exchanged = ()   # (LNC2, deferred finish) the received partials, once start_exchange ran
@@ -199,12 +181,9 @@ class DwState:
                 # x-stationary: into the slot views of the bundle ring (RowXtDma zeroes their pad columns)
                 ring = SlotRing(xt_dma_bufs(plan), slots, (PMAX, xt_columns(g)[0], plan.dw_ci_tile),
                                 ctx.dtype, "dw_xt", channel_major=self.xt_copy) if self.xs else None
-                window = xt_window(g, self.w_lo, self.w_hi) if self.w_hi - self.w_lo < wo else None
-                head_cols = max((e - a for _w, (a, e) in head_col_pieces(g, self.w_lo, self.w_hi,
-                                                                          *(window or xt_columns(g)[1:]))),
+                head_cols = max((e - a for _w, (a, e) in head_col_pieces(g, 0, wo, *xt_columns(g)[1:])),
                                 default=0) if self.head else 0
-                self.xt_dma = RowXtDma(ctx, plan.dw_ci_tile, ring, window, head_cols,
-                                       merge=self.xs and plan.dw_xt_merge, copy=self.xt_copy)
+                self.xt_dma = RowXtDma(ctx, plan.dw_ci_tile, ring, head_cols, copy=self.xt_copy)
                 self.xt_pool = self.xt_dma.ring
             elif self.xs:   # x^T of several (kd, kh) pairs in one tile (a stationary may span them)
                 self.xt_pool = SlotRing(2, slots, (PMAX, xext[2], plan.dw_ci_tile), ctx.dtype, "dw_xt")
@@ -404,80 +383,62 @@ class DwState:
     def _add_rows(self, b, od, oh, dy_views):
         """Row mode: (d, h) output rows on partitions, each W column a matmul step; the kw taps are
         free-axis offsets of one x^T [rows, x columns, ci] per (kd, kh), so they share its transposes
-        and pack side by side on the moving axis.
-
-        Row stacking (``plan.dw_row_stack``): a chunk of exactly PMAX/2 rows waits (its dy^T on
-        partitions [0, 64)) for the next chunk of <= PMAX/2 rows (any box or batch: dw sums over every
-        position), whose dy^T and x^T go on partitions [64, 128): one K = 128 matmul pass serves both."""
+        and pack side by side on the moving axis."""
         ctx, g, plan = self.ctx, self.ctx.g, self.ctx.plan
+        wo = g.axes[2].o
         bank = 2048 // g.dtype_bytes
         chunks = box_blocks((0, 0, 0), (od[1] - od[0], oh[1] - oh[0], 1), PMAX)
         for k_chunk, ((sd, sh, _z), (cd, ch, _one)) in enumerate(chunks):
             if k_chunk == 1:
                 self.run_after_first()
             nrows = cd * ch
-            off = row_stack_offset(self.pending_rows, nrows) if plan.dw_row_stack else 0
-            if self.pending_rows and not off:   # the waiting chunk cannot stack with this one: alone
-                self.flush_rows()
-            # dy^T per output column w: [rows, C_out] on partitions [off, off + rows), several columns per bank
+            # dy^T per output column w: [rows, C_out], several columns per bank
             per_bank = max(1, bank // g.c_out) if g.c_out <= bank else 0
-            rs = slice(off, off + nrows)
-            if plan.dw_dyt_dma and self.head and not self.started and off == 0 and not self.pending:
+            if plan.dw_dyt_dma and self.head and not self.started:
                 self._head_dyt = (b, od[0] + sd, oh[0] + sh, cd, ch)   # with the first x^T, piece by piece
                 self.head = False
             elif plan.dw_dyt_dma:
-                self._dyt_by_dma(b, od[0] + sd, oh[0] + sh, cd, ch, off)
+                self._dyt_by_dma(b, od[0] + sd, oh[0] + sh, cd, ch)
             elif per_bank:
-                for w0 in range(self.w_lo, self.w_hi, per_bank):
-                    wn = min(per_bank, self.w_hi - w0)
+                for w0 in range(0, wo, per_bank):
+                    wn = min(per_bank, wo - w0)
                     pt = ctx.psum_t.take()
                     for wi in range(wn):
                         for c, (co0, co_sz) in enumerate(self.co_tiles):
-                            nisa.nc_transpose(dst=pt[rs, wi * g.c_out + co0:wi * g.c_out + co0 + co_sz],
+                            nisa.nc_transpose(dst=pt[:nrows, wi * g.c_out + co0:wi * g.c_out + co0 + co_sz],
                                               data=dy_views[c][:co_sz, sd:sd + cd, sh:sh + ch, w0 + wi])
-                    ctx.evict.copy(self.dyt[rs, w0:w0 + wn, :], pt[rs, :wn * g.c_out])
+                    ctx.evict.copy(self.dyt[:nrows, w0:w0 + wn, :], pt[:nrows, :wn * g.c_out])
             else:
-                for w in range(self.w_lo, self.w_hi):
+                for w in range(wo):
                     for c, (co0, co_sz) in enumerate(self.co_tiles):
                         pt = ctx.psum_t.take()
-                        nisa.nc_transpose(dst=pt[rs, :co_sz], data=dy_views[c][:co_sz, sd:sd + cd, sh:sh + ch, w])
-                        ctx.evict.copy(self.dyt[rs, w, co0:co0 + co_sz], pt[rs, :co_sz])
+                        nisa.nc_transpose(dst=pt[:nrows, :co_sz], data=dy_views[c][:co_sz, sd:sd + cd, sh:sh + ch, w])
+                        ctx.evict.copy(self.dyt[:nrows, w, co0:co0 + co_sz], pt[:nrows, :co_sz])
             if k_chunk == len(chunks) - 1:   # after this chunk's dy^T evictions: ScalarE is free for dw now
                 # (GpSimd still has the pass's x^T zero-row memsets to run; trn1's ScalarE cannot copy)
                 scalar = nisa.engine.scalar in ctx.evict.engines
                 self._run_prefetch(nisa.engine.scalar if scalar else nisa.engine.gpsimd)
-            part = (b, (od[0] + sd, od[0] + sd + cd), (oh[0] + sh, oh[0] + sh + ch), cd, ch, off)
-            self.pending.append(part)
-            self.pending_rows = off + nrows
-            if plan.dw_row_stack:   # wait for a partner; a full pass waits for the next chunk (or finish)
-                continue
-            self.flush_rows()
-
-    def _dyt_by_dma(self, b, d0, h0, cd, ch, off, cols=None):
-        """``dw_dyt_dma``: the dy^T [rows, W, C_out] of row chunk (d0, h0, cd, ch) of batch b onto partitions
-        [off, off + cd*ch) straight from dy in HBM (src [co, W, rows] -> dst [rows, W, co]), per C_out tile and
-        run of consecutive flattened rows (``xt_rows.dyt_runs``); ``cols``: only output columns [w0, w1)."""
-        w0, w1 = cols if cols is not None else (0, self.ctx.g.axes[2].o)
-        for co0, co_sz in self.co_tiles:
-            for p0, r0, n in dyt_runs(self.ctx.g.out_size[1], d0, h0, cd, ch):
-                src = self.dy_rows[b, co0:co0 + co_sz, r0:r0 + n, w0:w1]
-                nisa.dma_transpose(dst=self.dyt[off + p0:off + p0 + n, w0:w1, co0:co0 + co_sz],
-                                   src=src.permute((0, 2, 1)))
-
-    def flush_rows(self):
-        """The matmul pass of the waiting row chunks (one, or two stacked on K)."""
-        parts, nrows = self.pending, self.pending_rows
-        self.pending, self.pending_rows = [], 0
-        if parts:
-            self._rows_pass(parts, nrows)
+            self._rows_pass(b, (od[0] + sd, od[0] + sd + cd), (oh[0] + sh, oh[0] + sh + ch), cd, ch)
             # the next chunk's dy^T goes to the next tile of the ring (dw_dyt_dma: its DMA overlaps this pass)
             self.dyt_ring.append(self.dyt_ring.pop(0))
             self.dyt = self.dyt_ring[0]
 
-    def _rows_pass(self, parts, nrows):
-        """Row mode, the x^T and matmuls of ``parts`` [(b, box_d, box_h, cd, ch, partition offset)] whose
-        dy^T is on partitions [0, nrows) of ``dyt``."""
+    def _dyt_by_dma(self, b, d0, h0, cd, ch, cols=None):
+        """``dw_dyt_dma``: the dy^T [rows, W, C_out] of row chunk (d0, h0, cd, ch) of batch b onto partitions
+        [0, cd*ch) straight from dy in HBM (src [co, W, rows] -> dst [rows, W, co]), per C_out tile and run of
+        consecutive flattened rows (``xt_rows.dyt_runs``); ``cols``: only output columns [w0, w1)."""
+        w0, w1 = cols if cols is not None else (0, self.ctx.g.axes[2].o)
+        for co0, co_sz in self.co_tiles:
+            for p0, r0, n in dyt_runs(self.ctx.g.out_size[1], d0, h0, cd, ch):
+                src = self.dy_rows[b, co0:co0 + co_sz, r0:r0 + n, w0:w1]
+                nisa.dma_transpose(dst=self.dyt[p0:p0 + n, w0:w1, co0:co0 + co_sz],
+                                   src=src.permute((0, 2, 1)))
+
+    def _rows_pass(self, b, box_d, box_h, cd, ch):
+        """Row mode, the x^T and matmuls of the row chunk (cd x ch rows from (box_d[0], box_h[0])) of batch
+        ``b`` whose dy^T is on partitions [0, cd*ch) of ``dyt``."""
         ctx, g, plan = self.ctx, self.ctx.g, self.ctx.plan
+        nrows = cd * ch
         ax = g.axes
         kd_n, kh_n, kw_n = g.kernel
         bank = 2048 // g.dtype_bytes
@@ -487,15 +448,9 @@ class DwState:
         # dw_head_split: this chunk's dy^T is not issued yet; db's ones-vector matmuls (which read all of it)
         # then run after the first pair's matmuls, so that the PE starts on the first piece
         head, self._head_dyt = self._head_dyt, None
-        db_columns = [(nrows, w) for w in range(self.w_lo, self.w_hi)]
-        # dx between the bundles: db's matmuls (which wait for the last dy^T eviction) after dx's first
-        # steps, whose band is dw's dy box (``DxSteps.resident``), ready before that eviction
-        db_late = head is None and self.between is not None and self.xs
-        if head is None and not db_late:
+        db_columns = [(nrows, w) for w in range(ax[2].o)]
+        if head is None:
             self._db(db_columns)
-        if len(parts) > 1 and (self.xt_dma is None or not self.xs):
-            raise ValueError("dw_row_stack needs dw_x_stationary and dw_xt_dma (row mode)")
-        b, box_d, box_h, cd, ch, _off = parts[0]
         for ci0, ci_sz in self.ci_tiles:
             if self.xt_dma is None:
                 xb, ext = self._load_x(b, box_d, box_h, ci0, ci_sz)
@@ -518,10 +473,7 @@ class DwState:
                 if head_fills and self.xt_dma is not None:   # the first pairs of the head pass
                     return self._head_fill(head_fills.pop(0), ci0, ci_sz, kd, kh)
                 if self.xt_dma is not None:
-                    xt = self.xt_dma.fill(b, ci0, ci_sz, box_d[0], box_h[0], cd, ch, kd, kh)   # parts[0]: offset 0
-                    for pb, pd, ph, pcd, pch, poff in parts[1:]:   # the stacked chunk, same slot view
-                        self.xt_dma.fill_into(xt, poff, pb, ci0, ci_sz, pd[0], ph[0], pcd, pch, kd, kh)
-                    return xt
+                    return self.xt_dma.fill(b, ci0, ci_sz, box_d[0], box_h[0], cd, ch, kd, kh)
                 xt = self.xt_pool.take()
                 for c0 in range(0, xw, cols):
                     cn = min(cols, xw - c0)
@@ -541,13 +493,11 @@ class DwState:
             bundle_of = {k: (j, q0, n) for j, (q0, n) in enumerate(bundles) for k in range(q0, q0 + n)}
             bundle_tiles = {}
             # x^T by DMA: a bundle's pairs are filled together (transposes merged along kh) for tiny C_in
-            # (one chunk) or with dw_xt_merge
-            merged = self.xs and self.xt_dma is not None and self.xt_dma.merges(ci_sz, len(parts) > 1)
+            merged = self.xs and self.xt_dma is not None and zero_by_memset(g, ci_sz)
             bundle_views = {}
 
             def stage_at(k, stage=stage, pairs=pairs, bundle_of=bundle_of, bundle_tiles=bundle_tiles, merged=merged,
-                         bundle_views=bundle_views, ci0=ci0, ci_sz=ci_sz, cd=cd, ch=ch, box_d=box_d, box_h=box_h,
-                         parts=parts):
+                         bundle_views=bundle_views, ci0=ci0, ci_sz=ci_sz, cd=cd, ch=ch, box_d=box_d, box_h=box_h):
                 """x-stationary: a bundle starts on a fresh tile of the ring."""
                 j, q0, n = bundle_of[k]
                 if self.xs and k == q0:
@@ -557,7 +507,7 @@ class DwState:
                                                        pairs[k][0] * kh_n + pairs[k][1], n)
                     if merged:
                         bundle_views[j] = self.xt_dma.fill_bundle(b, ci0, ci_sz, box_d[0], box_h[0], cd, ch,
-                                                                  pairs[k:k + n], parts[1:])
+                                                                  pairs[k:k + n])
                 view = bundle_views[j][k - q0] if merged else stage(pairs[k])
                 if self.xs:
                     bundle_tiles[j] = self.xt_pool.tile
@@ -567,18 +517,10 @@ class DwState:
             db_after = head is not None
             if head is not None:
                 if not pairs:   # (no pair in the span: the dy^T still feeds db)
-                    self._dyt_by_dma(*head, 0)
+                    self._dyt_by_dma(*head)
                 head = None
             if db_after and not pairs:
                 self._db(db_columns)
-            between = self.between if (self.xs and (ci0, ci_sz) == self.ci_tiles[-1]) else None
-            n_bund = len(bundles)
-            if between is not None:
-                self.between = None
-                between.advance_to(_between_share(between.total, 0, n_bund))
-            if db_late:
-                self._db(db_columns)
-                db_late = False
             for pi, (kd, kh) in enumerate(pairs):
                 if pi + 1 < len(pairs):
                     staged.append(stage_at(pi + 1))
@@ -592,8 +534,6 @@ class DwState:
                         if db_after:
                             self._db(db_columns)
                             db_after = False
-                        if between is not None:   # dx's PE work while the next bundles' x^T load
-                            between.advance_to(_between_share(between.total, j + 1, n_bund))
                     continue
                 for k0 in range(0, kw_n, gk):
                     kn = min(gk, kw_n - k0)
@@ -602,12 +542,12 @@ class DwState:
                     for c0 in range(0, n_co, chunk):
                         cts = list(range(c0, min(n_co, c0 + chunk)))
                         accs = [self.acc_pool.take() for _ in cts]
-                        for w in range(self.w_lo, self.w_hi):
+                        for w in range(ax[2].o):
                             mv = xt[:nrows, band_slices(w * ax[2].s + k0 * ax[2].r, kn, ax[2].r), :ci_sz]
                             for a, c in enumerate(cts):
                                 co0, co_sz = self.co_tiles[c]
                                 nisa.nc_matmul(accs[a][:co_sz, :n], stationary=self.dyt[:nrows, w, co0:co0 + co_sz],
-                                               moving=mv, accumulate=w > self.w_lo)
+                                               moving=mv, accumulate=w > 0)
                         for a, c in enumerate(cts):
                             self._fold(c, t0, kn, ci0, ci_sz, accs[a][:self.co_tiles[c][1], :n])
         self.started = True
@@ -618,12 +558,11 @@ class DwState:
         g = self.ctx.g
         (b, d0, h0, cd, ch), with_dyt = fill
         xd = self.xt_dma
-        pieces = head_col_pieces(g, self.w_lo, self.w_hi, xd.f_lo, xd.f_hi,
-                                 head_pieces(g, (d0, h0, cd, ch), kd, kh))
+        pieces = head_col_pieces(g, 0, g.axes[2].o, xd.c_lo, xd.c_hi, head_pieces(g, (d0, h0, cd, ch), kd, kh))
 
         def dyt(i):
             if with_dyt:
-                self._dyt_by_dma(b, d0, h0, cd, ch, 0, pieces[i][0])
+                self._dyt_by_dma(b, d0, h0, cd, ch, pieces[i][0])
         return xd.fill_pieces(b, ci0, ci_sz, d0, h0, cd, ch, kd, kh, [win for _w, win in pieces], dyt)
 
     def run_after_first(self):
@@ -674,12 +613,12 @@ class DwState:
         for b0 in range(0, len(chunks), per):
             batch = chunks[b0:b0 + per]
             banks = self._xs_banks(len(batch))
-            for w in range(self.w_lo, self.w_hi):
+            for w in range(ax[2].o):
                 for u, (t, nb, tn) in enumerate(batch):
                     q, k0 = t // kw - pair0 + shift, t % kw
                     nq = nb + (1 if t == ones_t else 0)
                     st = tile[:nrows, q:q + nq, band_slices(w * ax[2].s + k0 * ax[2].r, tn, ax[2].r), :ci_sz]
-                    self._xs_matmul(banks, u, st, nq * tn * ci_sz, self.dyt[:nrows, w, :g.c_out], w > self.w_lo)
+                    self._xs_matmul(banks, u, st, nq * tn * ci_sz, self.dyt[:nrows, w, :g.c_out], w > 0)
             self._xs_fold(banks, ci, ci_sz, batch, ones_t)
 
     def _xs_fold(self, banks, ci, ci_sz, chunks, ones_t=None):
@@ -710,15 +649,11 @@ class DwState:
         if not self.started:
             nisa.memset(self.xacc[:parts, :], 0.0, engine=nisa.engine.vector)
         lo, hi = 0, n
-        fused = None   # deferred past dx: the add of the other's partial is the cast (VectorE and GpSimd halves)
         if self.own_taps is None and lnc == 2:   # each program adds and stores its share of the chunks
             per = -(-n // lnc)
             lo, hi = min(n, pid * per), min(n, (pid + 1) * per)
-            # (deferred past dx: start_exchange already received the other's partial)
-            other = self.exchanged[0] if self.exchanged else self._send_xacc(pid, parts)
-            if self.exchanged and not self.direct:
-                fused = other
-            elif hi > lo:
+            other = self._send_xacc(pid, parts)
+            if hi > lo:
                 for i in range(len(self.ci_tiles)):
                     mine = self.xacc[:parts, (i * n + lo) * co:(i * n + hi) * co]
                     nisa.tensor_tensor(dst=mine, data1=mine, data2=other[:parts, (i * n + lo) * co:(i * n + hi) * co],
@@ -738,15 +673,7 @@ class DwState:
         for i, (ci0, ci_sz) in enumerate(self.ci_tiles):
             src = self.xacc
             c0 = (i * n + lo) * co
-            if cast_pool is not None and fused is not None:   # sum into the output dtype, on GpSimd
-                # (issued after dx: VectorE's in-order queue holds dx's evictions until dx's end, GpSimd's
-                # is empty, so the add and the stores run under dx instead of after it)
-                src = cast_pool.take()
-                width = (hi - lo) * co
-                nisa.tensor_tensor(dst=src[:parts, :width], data1=self.xacc[:parts, c0:c0 + width],
-                                   data2=fused[:parts, c0:c0 + width], op=nl.add, engine=nisa.engine.gpsimd)
-                c0 = 0
-            elif cast_pool is not None:   # one cast copy of this C_in tile's chunks to the output dtype
+            if cast_pool is not None:   # one cast copy of this C_in tile's chunks to the output dtype
                 src = cast_pool.take()
                 nisa.tensor_copy(dst=src[:parts, :(hi - lo) * co], src=self.xacc[:parts, c0:c0 + (hi - lo) * co],
                                  engine=cast_engines[i % 2])
@@ -758,15 +685,13 @@ class DwState:
                                   src=src[:ci_sz, a:a + tn * co])
                 elif nb == 1:  # one chunk [(tap, ci), C_out] -> dw[t0:t0+tn, ci tile, :]
                     nisa.dma_copy(dst=dw_flat[t0:t0 + tn, ci0:ci0 + ci_sz, :], src=src[:tn * ci_sz, a:a + co])
-                elif nb > 1 and tn < kw and ctx.plan.dw_xt_merge:
-                    _store_pairs_apart(dw_rows, src, t0 // kw, t0 % kw, nb, tn, (ci0, ci_sz), (a, co))
                 else:          # [(pair, kw tap, ci), C_out] -> dw[pairs, kw taps, ci tile, :]
                     q, k = t0 // kw, t0 % kw
                     nisa.dma_copy(dst=dw_rows[q:q + nb, k:k + tn, ci0:ci0 + ci_sz, :],
                                   src=src[:nb * tn * ci_sz, a:a + co])
 
     def _send_xacc(self, pid, parts):
-        """x-stationary, LNC2 positions / columns split: exchange the fp32 accumulator. Each program adds
+        """x-stationary, LNC2 positions split: exchange the fp32 accumulator. Each program adds
         only its own share of the chunks (``_finish_xs``), so with one C_in tile it sends only the window
         of ceil(n/2) chunks that covers the other's share (program 0: the last ones, program 1: the first
         ones; both windows the same size, as sendrecv needs) and receives the other's partial of its own
@@ -814,7 +739,6 @@ class DwState:
     def finish(self, pid, lnc):
         """Combine the LNC partials, cast, transpose to [ci, co] and store this program's taps
         (x-stationary: ``_finish_xs``, no transposes)."""
-        self.flush_rows()
         if self.xs:
             self._finish_xs(pid, lnc)
             return
@@ -883,21 +807,12 @@ class DwState:
     def start_exchange(self, pid):
         """LNC2 positions split, finish deferred past dx: issue the exchange now (its DMA runs under dx's
         compute instead of stalling the in-order PE between dw and dx) and free the compute pools
-        (SBUF and PSUM) for dx; ``finish`` adds, casts and stores after dx."""
-        self.flush_rows()
-        if self.xs:   # x-stationary (columns split): the whole accumulator, its adds and stores after dx
-            parts = min(PMAX, max(nb * tn for _t, nb, tn in self.xs_chunks) * self.ctx.plan.dw_ci_tile) \
-                if self.xs_chunks else 1
-            if not self.started:
-                nisa.memset(self.xacc[:parts, :], 0.0, engine=nisa.engine.vector)
-                self.started = True
-            self.exchanged = (self._send_xacc(pid, parts),)
-        else:
-            if not self.started:   # no box on this program: its partials are zero
-                for c, (_co0, co_sz) in enumerate(self.co_tiles):
-                    nisa.memset(self.acc[c][:co_sz, :, :], 0.0, engine=nisa.engine.vector)
-                self.started = True
-            self.exchanged = (self._exchange_halves(pid),)
+        (SBUF and PSUM) for dx; ``finish`` adds, casts and stores after dx (not x-stationary: ``dw_defer_finish``)."""
+        if not self.started:   # no box on this program: its partials are zero
+            for c, (_co0, co_sz) in enumerate(self.co_tiles):
+                nisa.memset(self.acc[c][:co_sz, :, :], 0.0, engine=nisa.engine.vector)
+            self.started = True
+        self.exchanged = (self._exchange_halves(pid),)
         self.x_pool = self.xt_pool = self.x_stage = self.dyt = self.acc_pool = self.xt_dma = None
         self.dyt_ring = None   # (the ring holds the dy^T tiles too: dropped with them, or they outlive dw)
         self.db_state = self.ones = self.db_ps = None
@@ -930,14 +845,6 @@ class DwState:
         return others if fused else None
 
 
-def _share_dy_box(shared, buf, key, view):
-    """Register dw's dy box ``view`` (of pool buffer ``buf``) under ``key`` in dx's ``DyBands.resident``,
-    after dropping what that buffer held before (the box this load overwrites)."""
-    for k in [k for k, (b, _v) in shared.items() if b is buf]:
-        del shared[k]
-    shared[key] = (buf, view)
-
-
 def _load_dy_box(ctx, buf, co0, co_sz, b, od, oh, ow=None):
     """dw's dy box [co, rows d, rows h, columns ow (default all W)]: in row mode one DMA per row chunk, so
     the first chunk's dy^T transposes start when it lands, not the whole box. (Two half transfers per
@@ -955,21 +862,6 @@ def _load_dy_box(ctx, buf, co0, co_sz, b, od, oh, ow=None):
                       src=ctx.dy[b, co0:co0 + co_sz, od[0] + sd:od[0] + sd + cd, oh[0] + sh:oh[0] + sh + ch, w0:w1])
 
 
-DX_BETWEEN_SHARE = 0.3   # of dx's steps run between dw's bundles (the rest after dw: under its exchange)
-# gaps' worth of them before dw's first bundle: two, since dx's first band is dw's dy box (``DxSteps.resident``)
-# and its steps fill the PE's wait for the first x^T bundle (tuned on down_s2 LNC2 under nkisim: 1.75-3.0 gaps'
-# worth model 0.3 us faster than 1.0; shares of 0.25-0.33 agree within 0.3 us)
-DX_BETWEEN_FIRST = 2.0
-
-
-def _between_share(total, k, n_bund):
-    """``plan.dx_between_bundles``: dx steps run by dw bundle gap k (k = 0: before the first bundle's
-    matmuls, k = n_bund: after the last one): ``DX_BETWEEN_SHARE`` of them, spread over the gaps with
-    ``DX_BETWEEN_FIRST`` gaps' worth before the first bundle; the rest runs after dw's pass, under
-    dw's exchange and finish."""
-    return min(total, round(DX_BETWEEN_SHARE * total * (k + DX_BETWEEN_FIRST) / (n_bund + DX_BETWEEN_FIRST)))
-
-
 def between_chunks(g, plan):
     """dw-interleaved in row mode: each box of more than 128 rows runs as boxes of its <= 128-row chunks (the
     chunks ``_add_rows`` makes), so dx's bands interleave with every chunk's x^T transfers, not with a big
@@ -977,15 +869,14 @@ def between_chunks(g, plan):
     return plan.dw_interleave and plan.dw_method is DwMethod.ROW_PACK and plan.dw_band[0] * plan.dw_band[1] > PMAX
 
 
-def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None,
-                     between=None):
+def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None):
     """dw streaming dy itself (per-gradient strategy): dy boxes loaded unpadded. Returns the state whose
     ``finish`` the caller runs after dx when the plan defers it (``dw_defer_finish``), else None.
     ``prefetch``: called once, at the start of the last box's last row chunk (dx^T's first band).
     ``after_first``: called once, when the first row chunk's loads are issued (dx's filters by DMA: they
     queue behind what the PE needs first, and still well before dw's stores).
     ``before_last_finish``: called once after the last pass's matmuls, before its finish (its stores)."""
-    steps = dw_streaming_steps(ctx, pid, lnc, db_state, prefetch, after_first, before_last_finish, between)
+    steps = dw_streaming_steps(ctx, pid, lnc, db_state, prefetch, after_first, before_last_finish)
     while True:
         try:
             next(steps)
@@ -993,8 +884,7 @@ def run_dw_streaming(ctx, pid, lnc, db_state, prefetch=None, after_first=None, b
             return done.value
 
 
-def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None,
-                       between=None):
+def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None, before_last_finish=None):
     """``run_dw_streaming`` as a generator that yields after each dw box, so that the caller can issue
     another section's work between the boxes (``Plan.dw_interleave``: dx's PE work covers dw's DMA
     waits); its return value is ``run_dw_streaming``'s."""
@@ -1019,17 +909,14 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
     passes = [(co_range, ci_range, span) for co_range in co_passes for ci_range in ranges
               for span in dw_tap_passes(g, plan, pid)]
     yield len(passes) * len(items)   # the box count first (the caller paces the boxes by it)
-    # dx between dw's bundles: dw's dy boxes, for dx's bands of the same rows (``DxSteps.resident``)
-    shared = getattr(between, "resident", None)
     for k, (co_range, ci_range, span) in enumerate(passes):
         state = DwState(ctx, plan.dw_band, ci_range, direct=dw_direct(g, plan),
                         db_state=db_state if k == 0 else None, own_taps=own, taps=span,
-                        cols=dw_columns(g, plan, pid), head=k == 0, co_range=co_range)
+                        head=k == 0, co_range=co_range)
         co_tiles = [(co_range[0] + c0, sz) for c0, sz in state.co_tiles]   # (the pass's tiles of dy)
         for i_item, (b, (d0, d1), (h0, h1)) in enumerate(items):
             if k == len(passes) - 1 and i_item == len(items) - 1:
                 state.prefetch = prefetch
-                state.between = between
             if k == 0 and i_item == 0:
                 state.after_first = after_first
             def load(item, ow, co_tiles=co_tiles):
@@ -1039,9 +926,6 @@ def dw_streaming_steps(ctx, pid, lnc, db_state, prefetch=None, after_first=None,
                     buf = pools[c].take()
                     _load_dy_box(ctx, buf, co0, co_sz, bb, (e0, e1), (f0, f1), ow)
                     out.append(buf[:co_sz, :e1 - e0, :f1 - f0, :ow[1] - ow[0]])
-                    if shared is not None:
-                        _share_dy_box(shared, buf, dy_resident_key(bb, (co0, co_sz), ((e0, e1), (f0, f1), ow)),
-                                      out[-1])
                 return out
 
             views = load(items[i_item], w_bands[0])

@@ -30,20 +30,17 @@ from .xt_rows import (
 class RowXtDma:
     """The x^T tiles of row-mode dw, filled by DMA (one instance per DwState)."""
 
-    def __init__(self, ctx, ci_tile, ring=None, window=None, head_cols=0, merge=False, copy=False):
+    def __init__(self, ctx, ci_tile, ring=None, head_cols=0, copy=False):
         """``ring``: where the tiles come from -- None, a ring of XT_DMA_BUFS tiles [P, columns, ci] of
         its own; else a ring of bundle tiles [P, slots, columns, ci] handed out one slot view at a time
         (x-stationary's ``SlotRing``). Either way the pad columns of every tile are zeroed here, once.
-        ``window``: the tile columns [a, b) to fill (``xt_window``: the LNC2 columns split reads only
-        those); default every x column. ``merge`` (``Plan.dw_xt_merge``): bundles are filled together
-        (``fill_bundle``) with zero rows by DMA, so the zero tile spans a bundle tile's slots."""
+        ``head_cols``: the columns of the first head piece (``dw_head_split``), whose zero rows wait only
+        for that part of the zero tile."""
         g = ctx.g
         self.ctx = ctx
         self.copy = copy   # channel-major tiles filled by dma_copy (the ring hands out the permuted views)
+        # the fills write x's columns [c_lo, c_hi) (zero rows too); the pad columns stay zero from the setup
         self.xw, self.c_lo, self.c_hi = xt_columns(g)
-        # the columns the fills write (zero rows too); the pad columns outside stay zero from the setup
-        self.f_lo, self.f_hi = window if window is not None else (self.c_lo, self.c_hi)
-        self.windowed = window is not None
         if ring is None:
             self.ring = Pool(XT_DMA_BUFS, (PMAX, self.xw, ci_tile), ctx.dtype, nl.sbuf, "dw_xt")
             pads = [t[:, a:b, :] for t in self.ring.items for a, b in self._pads()]
@@ -52,18 +49,11 @@ class RowXtDma:
             pads = [t[:, :, a:b, :] for t in ring.tiles for a, b in self._pads()]
         for view in pads:   # the pad columns: no DMA ever writes them
             nisa.memset(self._nat(view), 0.0, engine=nisa.engine.gpsimd)
-        self.merge = merge
         self.copies = 0    # dma_copy fills issued (their hardware-DGE queue alternates)
-        # merged fills: the partitions of each (tile, slot) that hold zero rows no transpose has written
-        # since (``_fill_groups`` skips a zero write they already cover: a bundle tile reused by a bundle
-        # with the same padding rows keeps them)
-        self.zeroed = {}
-        self.kept_zero_runs = 0   # zero-row writes skipped that way (the tests check the path runs)
-        # (merge: a group's zero rows of all its slots in one DMA, over the filled columns only: the pad
-        # columns are zero from the setup)
-        # (tiny C_in's merged fills too: the zero rows a bridging transfer leaves, of every slot of a group)
-        wide = ring is not None and (merge or zero_by_memset(g, ci_tile))
-        fill = ci_tile * (max(self.xw, ring.slots * (self.f_hi - self.f_lo)) if wide else self.xw)
+        # (tiny C_in's bundles filled together: the zero rows a bridging transfer leaves, of every slot of a
+        # group, in one DMA over x's columns only: the pad columns are zero from the setup)
+        wide = ring is not None and zero_by_memset(g, ci_tile)
+        fill = ci_tile * (max(self.xw, ring.slots * (self.c_hi - self.c_lo)) if wide else self.xw)
         self.zero = nl.ndarray((PMAX, fill), ctx.dtype, buffer=nl.sbuf, name="dw_xt_zero")
         first = min(fill, head_cols * ci_tile)
         if first:   # the head pieces' zero rows wait only for this part
@@ -102,49 +92,43 @@ class RowXtDma:
         """The [lo, hi) pad column ranges of a tile (left and right of x's columns)."""
         return [(a, b) for a, b in ((0, self.c_lo), (self.c_hi, self.xw)) if b > a]
 
-    def _zero_run(self, tile, s0: int, slots: int, run, p_off: int) -> None:
+    def _zero_run(self, tile, s0: int, slots: int, run) -> None:
         """Zero one run of rows of ``slots`` slots from ``s0``: by GpSimd memset or a DMA of the zero tile."""
-        by_dma, by_memset = zero_split(run, p_off)
+        by_dma, by_memset = zero_split(run)
         if by_memset is not None:
             for j in range(slots):
                 self._memset_rows(tile[:, s0 + j], by_memset)
         if by_dma is not None:
             n = by_dma.rows
-            nisa.dma_copy(dst=self._nat(tile[by_dma.p0:by_dma.p0 + n, s0:s0 + slots, self.f_lo:self.f_hi, :]),
-                          src=self.zero[:n, :slots * (self.f_hi - self.f_lo) * tile.shape[-1]])
+            nisa.dma_copy(dst=self._nat(tile[by_dma.p0:by_dma.p0 + n, s0:s0 + slots, self.c_lo:self.c_hi, :]),
+                          src=self.zero[:n, :slots * (self.c_hi - self.c_lo) * tile.shape[-1]])
 
     def _memset_rows(self, xt, run):
         """Zero whole rows [p0, p0+rows) of a tile on GpSimd, <= MEMSET_MAX elements per instruction."""
         rows = xt[run.p0:run.p0 + run.rows]
         ci = rows.shape[2]
-        c_lo, cols = (self.f_lo, self.f_hi) if self.windowed else (0, rows.shape[1])
+        cols = rows.shape[1]
         step = max(1, MEMSET_MAX // ci)
-        for c0 in range(c_lo, cols, step):
+        for c0 in range(0, cols, step):
             nisa.memset(self._nat(rows[:, c0:min(cols, c0 + step), :]), 0.0, engine=nisa.engine.gpsimd)
 
     def fill(self, b, ci0, ci_sz, od0, oh0, cd, ch, kd, kh):
         """The x^T tile (or slot view) [cd*ch rows, x columns, ci_sz] of pair (kd, kh) for output rows
         [od0, od0+cd) x [oh0, oh0+ch) of batch b, the next of the ring."""
         xt = self.ring.take()
-        self.fill_into(xt, 0, b, ci0, ci_sz, od0, oh0, cd, ch, kd, kh)
-        return xt
-
-    def fill_into(self, xt, p_off, b, ci0, ci_sz, od0, oh0, cd, ch, kd, kh):
-        """Like ``fill``, into the given tile (slot view) from partition ``p_off`` (row stacking)."""
         plan = xt_fill(self.ctx.g, od0, oh0, cd, ch, kd, kh, not self.copy)
-        self.zeroed = {}   # (slot views: the zero rows kept by ``_fill_groups`` are not tracked here)
-        if self.f_hi <= self.f_lo:   # no x column in the window: only the zeroed pad columns are read
-            return
-        # the x columns of the window (tile column c holds x column c - lo)
-        w0, wn = self.f_lo - self.ctx.g.axes[2].lo, self.f_hi - self.f_lo
+        if self.c_hi <= self.c_lo:   # no x column at all: only the zeroed pad columns are read
+            return xt
+        # the x columns (tile column c holds x column c - lo)
+        w0, wn = self.c_lo - self.ctx.g.axes[2].lo, self.c_hi - self.c_lo
         if plan.zeros and zero_by_memset(self.ctx.g, xt.shape[-1]):
             # tiny C_in: one memset of the x columns of every row (from the chunk's first partition), then
             # the transposes overwrite the valid rows (the pad columns stay zero from the setup)
             end = max(r.p0 + r.rows for r in plan.zeros + plan.transposes)
-            nisa.memset(self._nat(xt[p_off:p_off + end, self.c_lo:self.c_hi, :]), 0.0, engine=nisa.engine.gpsimd)
+            nisa.memset(self._nat(xt[:end, self.c_lo:self.c_hi, :]), 0.0, engine=nisa.engine.gpsimd)
         else:
             for run in plan.zeros:   # whole rows (all columns and channel slots): one contiguous write
-                by_dma, by_memset = zero_split(run, p_off)
+                by_dma, by_memset = zero_split(run)
                 if by_memset is not None:   # (GpSimd is idle in dw; the DMA queues are not)
                     self._memset_rows(xt, by_memset)
                 if by_dma is not None:
@@ -152,21 +136,21 @@ class RowXtDma:
                     nisa.dma_copy(dst=self._nat(xt[by_dma.p0:by_dma.p0 + n, :, :]), src=self.zero[:n, :self.xw * xt.shape[-1]])
         for run in plan.transposes:
             src = self.x_rows[b, ci0:ci0 + ci_sz, band_slices(run.x_row, run.rows, run.step), w0:w0 + wn]
-            self._move(xt[p_off + run.p0:p_off + run.p0 + run.rows, self.f_lo:self.f_hi, :ci_sz], src)
+            self._move(xt[run.p0:run.p0 + run.rows, self.c_lo:self.c_hi, :ci_sz], src)
         for run in plan.after:   # rows a bridging transfer read from a neighbouring plane: zeroed after it
-            by_dma, by_memset = zero_split(run, p_off)
+            by_dma, by_memset = zero_split(run)
             if by_memset is not None:
                 self._memset_rows(xt, by_memset)
             if by_dma is not None:
                 n = by_dma.rows
                 nisa.dma_copy(dst=self._nat(xt[by_dma.p0:by_dma.p0 + n, :, :]), src=self.zero[:n, :self.xw * xt.shape[-1]])
+        return xt
 
     def fill_pieces(self, b, ci0, ci_sz, od0, oh0, cd, ch, kd, kh, pieces, before):
-        """``dw_head_split``: like ``fill`` (one chunk, no stacking), piece by piece: for each tile column
+        """``dw_head_split``: like ``fill``, piece by piece: for each tile column
         window [a, b) of ``pieces`` (``dw_head.head_col_pieces``), ``before(i)`` (the dy^T piece), then the
         window's zero rows and transposes, so that the first matmuls wait only for the first piece."""
         xt = self.ring.take()
-        self.zeroed = {}
         plan = xt_fill(self.ctx.g, od0, oh0, cd, ch, kd, kh, not self.copy)
         c_lo = self.ctx.g.axes[2].lo
         ci_t = xt.shape[2]
@@ -194,32 +178,20 @@ class RowXtDma:
                 n = by_dma.rows
                 nisa.dma_copy(dst=self._nat(xt[by_dma.p0:by_dma.p0 + n, a:e, :]), src=self.zero[:n, :(e - a) * ci_t])
 
-    def merges(self, ci_tile, stacked=False):
-        """Whether a bundle's pairs are filled together (``fill_bundle``): tiny C_in (zero rows by memset,
-        one row chunk), or ``merge``."""
-        return self.merge or (not stacked and zero_by_memset(self.ctx.g, ci_tile))
-
-    def fill_bundle(self, b, ci0, ci_sz, od0, oh0, cd, ch, pairs, stacked=()):
-        """x-stationary: the slot views of one bundle tile for ``pairs`` (consecutive slots from the
-        current one), filled per group of one kd and consecutive kh with the same rows
-        (``xt_bundle_groups``): the group's zero rows (tiny C_in: one memset of its slots; else by DMA /
-        memset as in ``fill_into``, one write for all its slots), then one 4-D transpose per run of rows
-        (src [ci, slots, columns, rows]: x rows one dilated H step apart per slot). ``stacked``: the
-        stacked row chunks (b, od, oh, cd, ch, partition offset) filled into the same slots."""
+    def fill_bundle(self, b, ci0, ci_sz, od0, oh0, cd, ch, pairs):
+        """x-stationary, tiny C_in: the slot views of one bundle tile for ``pairs`` (consecutive slots from
+        the current one), filled per group of one kd and consecutive kh with the same rows
+        (``xt_bundle_groups``): the group's zero rows (one memset of its slots; else by DMA / memset as in
+        ``fill``, one write for all its slots), then one 4-D transpose per run of rows (src [ci, slots,
+        columns, rows]: x rows one dilated H step apart per slot)."""
         views = [self.ring.take() for _ in pairs]
         tile = self.ring.tile
         s_first = self.ring.k % self.ring.slots - (len(pairs) - 1)
-        if self.f_hi - self.f_lo <= 0:   # the window's x columns
+        if self.c_hi <= self.c_lo:   # no x column at all
             return views
-        self._fill_groups(tile, s_first, b, ci0, ci_sz, od0, oh0, cd, ch, pairs, 0)
-        for pb, pd, ph, pcd, pch, poff in stacked:
-            self._fill_groups(tile, s_first, pb, ci0, ci_sz, pd[0], ph[0], pcd, pch, pairs, poff)
-        return views
-
-    def _fill_groups(self, tile, s_first, b, ci0, ci_sz, od0, oh0, cd, ch, pairs, p_off):
         g = self.ctx.g
         ax = g.axes
-        w0, wn = self.f_lo - ax[2].lo, self.f_hi - self.f_lo
+        w0, wn = self.c_lo - ax[2].lo, self.c_hi - self.c_lo
         plane = ax[0].n * ax[1].n * ax[2].n
         memset = zero_by_memset(g, tile.shape[-1])
         for grp in xt_bundle_groups(g, od0, oh0, cd, ch, tuple(pairs), not self.copy):
@@ -227,26 +199,15 @@ class RowXtDma:
             fill = grp.fill
             if fill.zeros and memset:
                 end = max(r.p0 + r.rows for r in fill.zeros + fill.transposes)
-                nisa.memset(self._nat(tile[p_off:p_off + end, s0:s0 + grp.slots, self.f_lo:self.f_hi, :]), 0.0,
+                nisa.memset(self._nat(tile[:end, s0:s0 + grp.slots, self.c_lo:self.c_hi, :]), 0.0,
                             engine=nisa.engine.gpsimd)
-            slots = [self.zeroed.setdefault((id(tile), s0 + j), set()) for j in range(grp.slots)]
             for run in () if memset else fill.zeros:   # whole rows of every slot of the group
-                rows = range(p_off + run.p0, p_off + run.p0 + run.rows)
-                if all(kept.issuperset(rows) for kept in slots):
-                    self.kept_zero_runs += 1   # still zero from an earlier fill of this tile: no write
-                    continue
-                for kept in slots:
-                    kept.update(rows)
-                self._zero_run(tile, s0, grp.slots, run, p_off)
+                self._zero_run(tile, s0, grp.slots, run)
             for run in fill.transposes:
-                for kept in slots:
-                    kept.difference_update(range(p_off + run.p0, p_off + run.p0 + run.rows))
                 off = ((b * g.c_in + ci0) * ax[0].n * ax[1].n + run.x_row) * ax[2].n + w0
                 src = self.ctx.x.ap([[plane, ci_sz], [ax[1].r * ax[2].n, grp.slots],
                                      [run.step * ax[2].n, run.rows], [1, wn]], offset=off)
-                p0 = p_off + run.p0
-                self._move(tile[p0:p0 + run.rows, s0:s0 + grp.slots, self.f_lo:self.f_hi, :ci_sz], src)
+                self._move(tile[run.p0:run.p0 + run.rows, s0:s0 + grp.slots, self.c_lo:self.c_hi, :ci_sz], src)
             for run in fill.after:   # rows a bridging transfer read from a neighbouring plane: zeroed after it
-                for kept in slots:
-                    kept.update(range(p_off + run.p0, p_off + run.p0 + run.rows))
-                self._zero_run(tile, s0, grp.slots, run, p_off)
+                self._zero_run(tile, s0, grp.slots, run)
+        return views

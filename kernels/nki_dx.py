@@ -14,11 +14,9 @@ from .nki_common import (
     PMAX,
     Pool,
     band_slices,
-    dy_resident_key,
     load_padded,
     load_padded_regions,
     packed_fill_shared,
-    place_padded,
     stage_padded,
 )
 from .nki_dx_dpairs import dpair_filters, run_dx_dpairs
@@ -62,9 +60,6 @@ class DyBands:
                           for c in range(dx_co_resident(g, plan))]
         stage = dx_stage_elems(g, plan.dx_band, dx_w_cols(g, plan))
         self.stage = Pool(2, (PMAX, stage), dtype, nl.sbuf, "dy_stage") if stage else None
-        # dy rows another section holds in SBUF (``dy_resident_key`` -> view [co, d, h, w]; dx between dw's
-        # bundles: dw's dy boxes, with their pool buffer), placed from there instead of loaded again
-        self.resident = {}
 
     def _clipped(self, a, bb):
         return axis_live(self.g.axes[a], bb)[0] if self.clip else bb
@@ -92,12 +87,9 @@ class DyBands:
             buf = self.pools[c].take()
             src = None if empty else self.dy[b, co0:co0 + co_sz, valid[0][0]:valid[0][1], valid[1][0]:valid[1][1],
                                              valid[2][0]:valid[2][1]]
-            held = None if empty else self.resident.get(dy_resident_key(b, (co0, co_sz), valid), (None, None))[1]
             if src is None:
                 nisa.memset(buf[:co_sz, :ext[0], :ext[1], :ext[2]], 0.0, engine=nisa.engine.gpsimd)
                 out.append(buf[:co_sz, :ext[0], :ext[1], :ext[2]])
-            elif held is not None:
-                out.append(place_padded(buf, ext, lo, hi, held, engine=place_engine))
             elif places is not None:
                 view, place = stage_padded(buf, ext, lo, hi, src, self.stage, engine=place_engine)
                 out.append(view)

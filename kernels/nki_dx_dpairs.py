@@ -20,7 +20,7 @@ from .dx_dpairs import (
     slot_runs,
 )
 from .nki_common import BANK_FP32, PMAX, Pool, band_slices
-from .schedule import axis_bands, tiles
+from .schedule import tiles
 
 
 def dpair_filters(ctx, w_t=None):
@@ -60,47 +60,6 @@ def dpair_filters(ctx, w_t=None):
 def run_dx_dpairs(ctx, items, bands, pair_t, on_band, between=None):
     """dx of this program's (batch, D band, H band) items with the D phases paired on M; ``pair_t``:
     the slot tiles (``dpair_filters``); ``between``: as ``run_dx``'s (dw's boxes between the bands)."""
-    for _ in dx_dpairs_steps(ctx, items, bands, pair_t, on_band, between):
-        pass
-
-
-class DxSteps:
-    """dx's ``dx_dpairs_steps`` driven from dw's bundle loop (``Plan.dx_between_bundles``): dw advances
-    it to a step count between its bundles; ``drain`` runs the rest."""
-
-    def __init__(self, gen, total, resident=None):
-        self.gen = gen
-        self.total = total
-        self.done = 0
-        # dx's ``DyBands.resident``: dw registers its dy boxes there, so that dx's bands of the same rows
-        # are placed from them instead of loaded again
-        self.resident = resident
-
-    def advance_to(self, k):
-        while self.done < min(k, self.total):
-            next(self.gen, None)
-            self.done += 1
-
-    def drain(self):
-        for _ in self.gen:
-            pass
-        self.done = self.total
-
-
-def dpairs_step_count(g, plan, items):
-    """The steps ``dx_dpairs_steps`` yields: one per group of each band (per D row of a band run by rows)."""
-    w_band = axis_bands(g.axes[2], g.axes[2].n)[0]
-    n = 0
-    for i_item, (_b, bd, bh) in enumerate(items):
-        first = band_halves(g, (bd, bh, w_band))
-        by_row = i_item == len(items) - 1 and dpair_last_by_rows(g, first)
-        n += len(dpair_groups(g, (bd, bh, w_band))) * (first[0][1] if by_row else 1)
-    return n
-
-
-def dx_dpairs_steps(ctx, items, bands, pair_t, on_band, between=None):
-    """``run_dx_dpairs`` as a generator that yields after each group of a band (a band run by rows: of a
-    row), so that dw can run dx's PE work between its x^T bundles (``Plan.dx_between_bundles``)."""
     g, plan, dtype = ctx.g, ctx.plan, ctx.dtype
     ax = g.axes
     W = ax[2].n
@@ -144,7 +103,6 @@ def dx_dpairs_steps(ctx, items, bands, pair_t, on_band, between=None):
             for grp in groups:
                 _dpair_group(ctx, grp, bd, bh, bands, bufs, pair_t, slots, plane, acc_pool, co_tiles,
                              (r_lo, r_hi) if by_row else None, r_lo == 0)
-                yield
             if by_row:
                 _dpair_one_store(ctx, b, bh, first, plane, nh_in, (r_lo, r_hi))
         if by_row:

@@ -361,38 +361,6 @@ def region_fits(c_in: int, c_out: int, regions: int) -> bool:
     return regions > 1 and c_in <= pitch and c_out <= pitch
 
 
-ROW_STACK_ROWS = 64   # a row chunk of exactly this many rows waits for a partner (dw_row_stack)
-
-
-def row_stack_offset(pending_rows: int, rows: int) -> int:
-    """Row-mode dw with ``dw_row_stack``: the partition offset at which a chunk of ``rows`` (d, h) rows
-    stacks onto the ``pending_rows`` rows waiting on partitions [0, pending_rows) -- 64 when a lone
-    64-row chunk waits and the new one fits the upper half (the compute engines' start-partition
-    rule: 64 rows may start at partition 64) -- else 0: no stacking."""
-    return ROW_STACK_ROWS if pending_rows == ROW_STACK_ROWS and 0 < rows <= ROW_STACK_ROWS else 0
-
-
-def row_stack_roles(rows: list[int]) -> list[str]:
-    """The role of each row chunk, in program order, under ``dw_row_stack`` (mirrors
-    ``DwState._add_rows``): "lower" (waits; its matmuls run with the next chunk's), "upper" (stacked on
-    the waiting chunk: the pair's one matmul pass) or "alone"."""
-    roles, pending = [], 0
-    for n in rows:
-        if pending and row_stack_offset(pending, n):
-            roles.append("upper")
-            pending = 0
-            continue
-        if pending:
-            roles[-1] = "alone"
-        roles.append("lower")
-        pending = n
-        if not row_stack_offset(pending, 1):
-            roles[-1], pending = "alone", 0
-    if pending:
-        roles[-1] = "alone"
-    return roles
-
-
 def free_pieces(free: tuple[int, ...], limit: int = ENGINE_FREE_MAX) -> list[tuple[slice, ...]]:
     """Index slices over a tile's free axes that cover it in pieces of at most ``limit`` elements per
     partition (one engine access each): whole trailing axes, the first axis that still fits cut in runs,

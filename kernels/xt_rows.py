@@ -24,11 +24,8 @@ XT_DMA_BUFS = 3      # x^T tiles in flight: a tile's transposes run while the tw
 def xt_dma_bufs(plan) -> int:
     """x-stationary's ring of x^T bundle tiles (``XT_DMA_BUFS``), one deeper with ``dw_interleave``: there a
     box's last bundle reuses the tile of a bundle two before it, whose matmuls free it too late for the
-    zero-row memset and the transposes' ~1.6 us to land before the PE reaches it (stem: 0.5 us per box);
-    and with ``dw_xt_merge``: the bundles alternate between H-padding classes (down_s2: kh 0 | kh 1-2 per
-    kd), so an even ring hands each class the tiles it used before, whose zero rows are still there
-    (``RowXtDma`` skips rewriting them), and the queue-bound fills run one bundle further ahead."""
-    if plan.dw_x_stationary and (plan.dw_interleave or plan.dw_xt_merge):
+    zero-row memset and the transposes' ~1.6 us to land before the PE reaches it (stem: 0.5 us per box)."""
+    if plan.dw_x_stationary and plan.dw_interleave:
         return XT_DMA_BUFS + 1
     return XT_DMA_BUFS
 MEMSET_MAX = 32768   # elements per partition of one memset of the zero tile (engine access limit 64K)
@@ -190,13 +187,13 @@ def _engine_partitions_ok(p0: int, n: int) -> bool:
     return (n <= 32 and p0 % 32 == 0) or (n <= 64 and p0 in (0, 64)) or p0 == 0
 
 
-def zero_split(run: XtRun, p_off: int = 0) -> tuple[XtRun | None, XtRun | None]:
-    """(by DMA, by GpSimd memset) parts of a zero run, in tile partitions (the run moved ``p_off`` down:
-    a stacked row chunk). A whole zero plane (D padding: >= 32 rows) by DMA
-    takes DMA bandwidth from the x^T transposes, which bound row-mode dw; GpSimd is idle there. A
-    compute engine must start at a partition its count allows, so a run that does not is cut at the
-    next multiple of 32: the head by DMA, the rest by memset (when that is allowed and long enough)."""
-    run = XtRun(run.p0 + p_off, run.rows)
+def zero_split(run: XtRun) -> tuple[XtRun | None, XtRun | None]:
+    """(by DMA, by GpSimd memset) parts of a zero run, in tile partitions. A whole zero plane (D padding:
+    >= 32 rows) by DMA takes DMA bandwidth from the x^T transposes, which bound row-mode dw; GpSimd is
+    idle there. A compute engine must start at a partition its count allows, so a run that does not is
+    cut at the next multiple of 32: the head by DMA, the rest by memset (when that is allowed and long
+    enough)."""
+    run = XtRun(run.p0, run.rows)   # (the partitions only)
     p1 = run.p0 + run.rows
     if run.rows >= ZERO_MEMSET_MIN_ROWS and _engine_partitions_ok(run.p0, run.rows):
         return None, run
@@ -221,8 +218,7 @@ def xt_dma_setup_cost(c: CostSheet, g: ConvGeom, ci_tile: int, slots: int = 1) -
 
 def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[int, int, int, int],
                 span: tuple[int, int], tile_pe_ns: float = 0.0, one_tile: bool = False,
-                latency: bool = True, window: tuple[int, int] | None = None, bufs: int = XT_DMA_BUFS,
-                merge: bool = False, copy: bool = False) -> None:
+                bufs: int = XT_DMA_BUFS, copy: bool = False) -> None:
     """The DMAs of the x^T tiles of one row chunk (od0, oh0, cd, ch) and C_in tile of ``ci`` channels,
     for the (kd, kh) pairs of the tap span (mirrors RowXtDma.fill).
 
@@ -231,26 +227,18 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
     engines' share), so tiles cannot go faster than (PE + L) / XT_DMA_BUFS each: the PE idles the rest
     (small layers, where L dominates); charged as TensorE time. ``one_tile``: the pairs of the span
     share one tile (x-stationary's bundle): one latency (its slowest transfer), ``tile_pe_ns`` its PE work.
-    ``latency=False``: the DMAs only (row stacking: the tile's latency is charged with the other chunk's).
-    ``window``: the tile columns filled (``xt_window``; LNC2 columns split), default every x column.
     ``bufs``: the ring's depth (``xt_dma_bufs``).
-    ``merge`` (``Plan.dw_xt_merge``, with ``one_tile``): the bundle's pairs of one H-padding class share
-    each transpose and each zero-row DMA, as with tiny C_in (whose zero rows are one memset).
     ``copy`` (``Plan.dw_xt_copy``): the runs are channel-major ``dma_copy`` fills (``xt_run_ns``).
     """
     ds = g.dtype_bytes
     xw, lo, hi = xt_columns(g)
-    zw = xw   # columns of a zero-row memset: the whole row, or only the window
-    if window is not None:
-        lo, hi = window
-        zw = hi - lo
     kw_n = g.kernel[2]
     row = xw * ci_tile * ds
     bw = c.hw.dma_bytes_per_ns
     worst = None   # one_tile: the slowest transfer of the whole span
     memset = zero_by_memset(g, ci_tile)
     pairs = tuple(g.tap_coords(t)[:2] for t in range(span[0], span[1], kw_n))
-    if one_tile and (memset or merge):   # the bundle's pairs of one H-padding class share each transpose
+    if one_tile and memset:   # (tiny C_in) the bundle's pairs of one H-padding class share each transpose
         groups = xt_bundle_groups(g, *chunk, pairs, not copy)
     else:
         groups = tuple(XtGroup(i, 1, xt_fill(g, *chunk, kd, kh, not copy)) for i, (kd, kh) in enumerate(pairs))
@@ -262,8 +250,8 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
         for run in (fill.after if memset else fill.zeros + fill.after):
             by_dma, by_memset = zero_split(run)
             if by_memset is not None:   # GpSimd, per MEMSET_MAX elements of a row (of each slot)
-                for z0 in range(0, zw * ci_tile, MEMSET_MAX):
-                    c.compute("gpsimd", min(MEMSET_MAX, zw * ci_tile - z0), 0, 1.0, grp.slots, op="memset")
+                for z0 in range(0, xw * ci_tile, MEMSET_MAX):
+                    c.compute("gpsimd", min(MEMSET_MAX, xw * ci_tile - z0), 0, 1.0, grp.slots, op="memset")
             if by_dma is None:
                 continue
             c.dma(grp.slots * by_dma.rows * row, row)
@@ -277,10 +265,8 @@ def xt_dma_cost(c: CostSheet, g: ConvGeom, ci_tile: int, ci: int, chunk: tuple[i
                 continue
             # the body's destination [rows, slots, columns, ci] (a pair's own tile: [rows, columns, ci],
             # the same blocks), its source [ci, (slots,) columns, rows]; charged by whole blocks
-            src = (ci, grp.slots, hi - lo, run.rows) if one_tile and (memset or merge) else (ci, hi - lo, run.rows)
+            src = (ci, grp.slots, hi - lo, run.rows) if one_tile and memset else (ci, hi - lo, run.rows)
             slowest = max(slowest, c.dma_transpose((run.rows, grp.slots, hi - lo, ci), ds, src_shape=src))
-        if not latency:
-            continue
         if one_tile:
             worst = max(worst or 0.0, slowest) if (fill.zeros or fill.transposes) else worst
         elif fill.zeros or fill.transposes:

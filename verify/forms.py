@@ -400,8 +400,8 @@ def not_shown_instructions(instrs: Iterable[Instr]) -> int:
 
 # The plan switches that choose how a transpose or a reduction is done: a DMA transpose or the PE,
 # db on ScalarE or the PE. Every not-shown form of the kernel comes with one of them on.
-TRANSPORT_SWITCHES = ("dw_xt_dma", "dw_dyt_dma", "dw_xt_merge", "dw_xt_copy", "dw_head_split", "dx_transposed",
-                      "pw_db_scalar", "pw_dyt_dma")
+TRANSPORT_SWITCHES = ("dw_xt_dma", "dw_dyt_dma", "dw_xt_copy", "dw_head_split", "dx_transposed", "pw_db_scalar",
+                      "pw_dyt_dma")
 
 
 def transport_key(plan) -> tuple:

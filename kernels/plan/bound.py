@@ -31,7 +31,6 @@ import dataclasses
 
 from ..costs import COMPUTE, LEAD_SECTIONS, TRAIL_SECTIONS, TargetFigures
 from ..geometry import ConvGeom
-from ..spec.compose import _dw_dx_merged
 from ..spec.record import DwMethod, Plan, Strategy, replace
 from .estimate import _estimate_sheet
 
@@ -39,7 +38,7 @@ from .estimate import _estimate_sheet
 _RESULT_FIELDS = frozenset({"sbuf_bytes", "psum_banks", "estimated_us", "engine_us", "label", "candidates",
                             "alternatives", "alternatives_lazy"})
 # dx fields dw's loops read (``estimate._DW_BOX_FIELDS``): kept in dw's reduced plan
-_DX_FLAGS_DW_READS = frozenset({"dx_prefetch", "dx_between_bundles"})
+_DX_FLAGS_DW_READS = frozenset({"dx_prefetch"})
 # neutral values of the fields without a default
 _NEUTRAL = {"dw_method": None, "dw_band": (1, 1), "dw_ci_tile": 1, "dw_tap_group": 1, "dw_co_chunk": 1,
             "dw_ci_range": 0, "dx_method": None, "dx_band": (1, 1), "dx_ci_tile": 1, "dx_ci_outer": False}
@@ -126,7 +125,7 @@ def lower_bound_us(g: ConvGeom, p: Plan, hw: TargetFigures, memo: dict, dw: bool
             into = secs.setdefault(name, {})
             for e, v in busy.items():
                 into[e] = into.get(e, 0.0) + v
-    if p.compute_dx and p.compute_dw and _dw_dx_merged(g, p) and "dx" in secs:
+    if p.compute_dx and p.compute_dw and p.dw_interleave and "dx" in secs:
         # one body of dx and dw's boxes (``estimate._sections``): its DMA is not its parts' sum
         # (``CostSheet.merged_dma_ns``), so only the compute engines' work adds up
         flows.add("dx")

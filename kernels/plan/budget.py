@@ -30,10 +30,8 @@ from ..schedule import (
 )
 from ..spec.compose import (
     DB_SCALAR_CHUNK,
-    _dw_dx_merged,
     db_on_dw,
     dx_band_early_on,
-    dx_between_on,
     dx_prefetched,
     pw_shared_on,
 )
@@ -53,7 +51,6 @@ from ..spec.dw_options import (
     dw_w_band_legal,
     dw_w_cols,
     dyt_dma_legal,
-    row_stack_legal,
     xt_dma_legal,
 )
 from ..spec.dw_xs import dw_xs_bundle, dw_xs_chunks, dw_xs_group_banks
@@ -182,8 +179,8 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
             slots += 1 if p.db_ones else 0   # (db_ones: each bundle tile's ones slot)
             xt = 2 * slots * xw * p.dw_ci_tile * ds
             if p.dw_xt_dma:   # no x band; the x^T ring (xt_dma_bufs tiles) and its zero-row source
-                # (xT merged, and tiny C_in's merged fills: a bundle's zero rows of every slot in one DMA)
-                merged = p.dw_xt_merge or (p.dw_x_stationary and zero_by_memset(g, p.dw_ci_tile))
+                # (tiny C_in's merged fills: a bundle's zero rows of every slot in one DMA)
+                merged = p.dw_x_stationary and zero_by_memset(g, p.dw_ci_tile)
                 xb, xt = 0, (xt_dma_bufs(p) * slots + (slots if merged else 1)) * xw * p.dw_ci_tile * ds
         else:
             cols = dw_w_cols(g, p)   # (a W band: its columns and their halo)
@@ -208,7 +205,6 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         db = 4 * n_co * 4 if p.compute_db else 0
         xstage = 0 if p.dw_xt_dma else 2 * dw_x_stage_elems(g, dw_stage_rows(p, rows), dw_w_cols(g, p)) * ds
         dw_total = dyb + dyt + xb + xt + acc + db + xstage
-        dw_pools = dw_total   # dw's own pools (not dx's first filters or prefetched band, counted with dx)
         parts += [("dw dyT", dyt), ("dw x band", xb), ("dw xT", xt), ("dw fp32 acc", acc)]
         if dyb:
             parts.append(("dw dy band", dyb))
@@ -227,8 +223,6 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
         phase_sbuf["dw store"] = dw_total + store + other
         if p.dw_interleave:   # dw's boxes run between dx's items: its pools live through dx
             phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_total
-        elif dx_between_on(g, p):   # dx runs between dw's last pass's bundles: dw's pools live through dx
-            phase_sbuf["dx"] = phase_sbuf.get("dx", 0) + dw_pools
         if dx_band_early_on(g, p):   # dx's dy band ring (and its staging) is already loaded
             ext = _dx_dy_extent(g, p.dx_band)
             early = (p.dy_bufs * n_co * ext[0] * ext[1] * ext[2] + 2 * dx_stage_elems(g, p.dx_band)) * ds
@@ -241,7 +235,7 @@ def _budget(g: ConvGeom, p: Plan) -> _Budget:
     if p.compute_db and p.db_method is DbMethod.STANDALONE:
         phase_sbuf["db"] = 2 * min(db_chunk(g), g.batch * Wo * g.axes[0].o * g.axes[1].o) * ds + 4 * n_co * 4
     sbuf = max(phase_sbuf.values(), default=0)
-    psum = psum_transpose_banks(p) + (psum_dx + psum_dw if (p.strategy is Strategy.SHARED_DY or _dw_dx_merged(g, p))
+    psum = psum_transpose_banks(p) + (psum_dx + psum_dw if (p.strategy is Strategy.SHARED_DY or p.dw_interleave)
                                    else max(psum_dx, psum_dw))
     return _Budget(sbuf, psum, tuple(parts))
 
@@ -302,17 +296,17 @@ _BOX_DW = "per-gradient box-mode dw (gemm / tap_gemm / tap_pack)"
 _OPTION_RULES = (
     ("dx_co_chunk", dx_co_chunk_legal,
      (f"{_GATHER} with fewer C_out tiles per chunk than C_out has, db not folded on dx, filters loaded in dx "
-     "(not first), no dx between dw's bundles, dw-interleaving, prefetch or early band")),
+     "(not first), no dw-interleaving, prefetch or early band")),
     ("dx_dy_clip", dx_dy_clip_legal,
-     f"{_GATHER}, db not folded on dx, no dx between dw's bundles, dw-interleaving, prefetch or early band"),
+     f"{_GATHER}, db not folded on dx, no dw-interleaving, prefetch or early band"),
     ("dx_w_band", dx_w_band_legal,
-     (f"{_GATHER} with fewer columns than W, db not folded on dx, no dx between dw's bundles, dw-interleaving, "
+     (f"{_GATHER} with fewer columns than W, db not folded on dx, no dw-interleaving, "
      "prefetch or early band")),
     ("dw_co_pass", dw_co_pass_legal,
      (f"{_BOX_DW} with fewer C_out tiles per pass than C_out has, not x-stationary, db not folded on dw, without "
-     "dyT dma, dw-interleaving, dx between dw's bundles or dx^T's band prefetch")),
+     "dyT dma, dw-interleaving or dx^T's band prefetch")),
     ("dw_w_band", dw_w_band_legal,
-     (f"{_BOX_DW} with fewer columns than W_out, without dyT dma, dw-interleaving, dx between dw's bundles or "
+     (f"{_BOX_DW} with fewer columns than W_out, without dyT dma, dw-interleaving or "
      "dx^T's band prefetch")),
 )
 
@@ -346,11 +340,9 @@ def _check_plan(g: ConvGeom, p: Plan, hw: TargetFigures) -> tuple[str, _Budget]:
                 f"{p.dw_method.value if p.dw_method else None}, {g.dtype}, {p.target}"), b
     if p.dx_dphase_pairs and (why := dpairs_illegal(g, p)):
         return f"dx_dphase_pairs: {why}", b
-    if p.dw_row_stack and not row_stack_legal(p):
-        return "dw_row_stack needs dw:row_pack with dw_x_stationary and dw_xt_dma", b
     if p.dw_head_split and not dw_head_split_legal(g, p):
         return ("dw_head_split needs x-stationary row-mode dw with xT dma and dyT dma, one pair per bundle, "
-                "no ones slot, no row stacking, C_in columns above the tiny-C_in memset"), b
+                "no ones slot, C_in columns above the tiny-C_in memset"), b
     if p.dw_dyt_dma and not dyt_dma_legal(g, p):
         return ("dw_dyt_dma needs per-gradient dw:row_pack (or box mode with W_out <= 128), a 2-byte dtype "
                 "and trn2/trn3 (dma_transpose)"), b

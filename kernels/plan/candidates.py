@@ -149,9 +149,8 @@ def _enumerate(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
 # dw:small_extent runs alone before dx and takes its loops from the geometry
 _SMALL_EXTENT_RESET = {
     "dw_tap_group": 1, "dw_co_chunk": 1, "dw_tap_range": 0, "dw_split": "positions",
-    "dw_x_stationary": False, "dx_prefetch": False, "dw_xt_dma": False, "dw_row_stack": False,
-    "dw_interleave": False, "db_ones": False, "dw_dyt_dma": False, "dx_band_early": False,
-    "dw_xt_merge": False, "dx_between_bundles": False, "dw_head_split": False}
+    "dw_x_stationary": False, "dx_prefetch": False, "dw_xt_dma": False,
+    "dw_interleave": False, "db_ones": False, "dw_dyt_dma": False, "dx_band_early": False, "dw_head_split": False}
 
 
 def _small_extent_plans(g: ConvGeom, plans: list[Plan]) -> list[Plan]:
@@ -190,8 +189,7 @@ def _kd_moving_plans(g: ConvGeom, base: dict, hw: TargetFigures) -> list[Plan]:
     if not base["compute_dw"] or kdm_spec.applies(g, base["lnc"], base["target"]):
         return []
     kd = {"compute_dw": True, "dw_method": DwMethod.KD_MOVING, "strategy": Strategy.PER_GRADIENT,
-          "filters_first": False, "dx_prefetch": False, "dx_band_early": False, "dx_between_bundles": False,
-          "dw_interleave": False}
+          "filters_first": False, "dx_prefetch": False, "dx_band_early": False, "dw_interleave": False}
     if base["compute_dx"]:
         rest = _enumerate(g, dict(base, compute_dw=False), hw)
         out = [replace(p, **kd) for p in rest if not p.s2d_group and p.strategy is Strategy.PER_GRADIENT]

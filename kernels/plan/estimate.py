@@ -26,16 +26,13 @@ from ..schedule import (
     dx_packs,
     filter_stage_cols,
     n_tiles,
-    row_stack_roles,
     tile_sizes,
 )
 from ..spec.compose import (
     DB_SCALAR_CHUNK,
     STREAMING_DW,
-    _dw_dx_merged,
     db_on_dw,
     dx_band_early_legal,
-    dx_bands_held,
     dx_prefetched,
     filters_after_first_chunk,
     pw_shared_on,
@@ -43,7 +40,6 @@ from ..spec.compose import (
 from ..spec.dw_options import (
     cast_group,
     dw_co_pass_geoms,
-    dw_columns,
     dw_db_program,
     dw_defer_finish,
     dw_direct,
@@ -73,9 +69,6 @@ from .estimate_dw import (
     DwPass,
     _cost_fill,
     _estimate_xs_finish,
-    _estimate_xs_finish_shared,
-    _item_roles,
-    _shared_stacked_xs,
     charge_dw_pass,
 )
 from .estimate_dx import _dx_band_sheet, _estimate_dpairs, _estimate_dx_t, _run_cached, estimate_dx_bands
@@ -137,15 +130,13 @@ _DX_ONLY_FIELDS = frozenset({
 # per gradient, dw's own boxes: the fields besides dw_* that its costs read (its legality checks: a W band
 # needs dx neither prefetched nor between dw's bundles)
 _DW_BOX_FIELDS = ("dy_shape", "x_shape", "w_shape", "stride", "padding", "dilation", "dtype", "target", "lnc",
-                  "compute_dw", "strategy", "db_ones", "dx_prefetch", "dx_between_bundles")
+                  "compute_dw", "strategy", "db_ones", "dx_prefetch")
 
 
 def dw_item_key(p: Plan) -> tuple:
     """The plan fields dw's box and row costs may read: per gradient (its own boxes), the dw fields and
     ``_DW_BOX_FIELDS``; shared dy (dx's bands are its boxes), every field but dx's filter, C_in and method
-    choices; D-phase pairs between dw's bundles (whose legality reads dx's tiling), every field."""
-    if p.dx_between_bundles:
-        return tuple(p.__dict__.items())
+    choices."""
     if p.strategy is Strategy.PER_GRADIENT:
         return tuple((k, v) for k, v in p.__dict__.items() if k.startswith("dw_")) + \
             tuple(getattr(p, k) for k in _DW_BOX_FIELDS)
@@ -307,13 +298,12 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
         reloads = len(ci_tiles) if p.dx_ci_outer else 1
         loads = CostSheet(hw)   # one pass of dy band loads, charged once per reload
         if reloads:
-            held = dx_bands_held(g, p, pid)
             db_fold = p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw
             w_bands = dx_w_bands(g, p)
             clip = dx_dy_clip_legal(g, p)   # (dx_dy_clip: the clipped buffers' fills)
             first_fill, loads = _memoized(memo, ("dx_loads", tuple(items), tuple(w_bands), db_fold, p.pw_db_scalar,
-                                            p.dx_regions, frozenset(held), clip),
-                                     lambda: _dx_loads(g, p, hw, items, w_bands, db_fold, held, clip))
+                                            p.dx_regions, clip),
+                                     lambda: _dx_loads(g, p, hw, items, w_bands, db_fold, clip))
             if first_fill is not None and (p.strategy is Strategy.SHARED_DY or not p.compute_dw) \
                     and not pw_shared_on(p):   # (shared-dy pointwise: its first step, below)
                 head = _dx_head_ns(g, hw, *first_fill)   # dx runs first: its first dy band
@@ -464,7 +454,6 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
         for gd in dw_co_pass_geoms(g, p):
             n_cp, co_tp = n_tiles(gd.c_out, PMAX), min(PMAX, gd.c_out)
             items = dw_items(gd, p) if p.dw_split == "taps" else dw_program_items(gd, p, pid)
-            wcols = dw_columns(gd, p, pid)   # W output columns of this program (LNC2 columns split: its half)
             own0 = dw_own_taps(gd, p, pid)
             chunk = min(p.dw_co_chunk, n_cp)
             n_chunks = ceil_div(n_cp, chunk)
@@ -475,11 +464,8 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
             cache: dict = {}
             pass_records: dict = {}   # per pass class (dw_pass_record): its items' charges
             item_groups: dict = {}    # the items' classes (dw_item_classes)
-            # row stacking: each item's chunk roles (a "lower" chunk's matmuls run with the next chunk's)
+            # each item's row chunks (row mode)
             chunk_rows = dw_row_chunk_rows(gd, p, items) if p.dw_method is DwMethod.ROW_PACK else []
-            roles = row_stack_roles([n for r in chunk_rows for n in r]) if p.dw_row_stack else None
-            roles_of = _item_roles(roles, chunk_rows, len(items))
-            last_sheet = None   # the last item's dw work (shared_dy row stacking: flushed after dx's last band)
             for r0 in range(0, gd.c_in, p.dw_ci_range):
                 width = min(p.dw_ci_range, gd.c_in - r0)
                 ci_tiles = tile_sizes(width, p.dw_ci_tile)
@@ -500,18 +486,13 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
                         c.add(ones_sheet)
                         fill += ones_sheet.busy["gpsimd"]
                     first_pass = r0 == 0 and pi == 0
-                    ps = DwPass(gd, p, hw, items, span, tuple(ci_tiles), ones, first_pass, wcols, own0, pid, chunk,
-                                n_chunks, xpad, bank, dw_head, chunk_rows, roles_of, cache, item_memo, dw_key,
+                    ps = DwPass(gd, p, hw, items, span, tuple(ci_tiles), ones, first_pass, own0, pid, chunk,
+                                n_chunks, xpad, bank, dw_head, chunk_rows, cache, item_memo, dw_key,
                                 item_groups)
-                    last_sheet = charge_dw_pass(c, ps, sec, pass_records) or last_sheet
+                    charge_dw_pass(c, ps, sec, pass_records)
                     c.section("dw_finish")
-                    if p.strategy is Strategy.SHARED_DY and p.dw_row_stack and last_sheet is not None:
-                        # the waiting chunk's pass is flushed in finish, after dx's last band: dx's last store
-                        # runs beside it (the last item's dw PE work), not after everything
-                        c.waits["dx_tail"] = max(0.0, c.waits.get("dx_tail", 0.0) - last_sheet.busy["tensor"])
                     if p.dw_x_stationary:
-                        xs_fill = (_estimate_xs_finish_shared if _shared_stacked_xs(p) else _estimate_xs_finish)(
-                            c, gd, p, hw, width, span, pid)
+                        xs_fill = _estimate_xs_finish(c, gd, p, hw, width, span, pid)
                         if p.strategy is Strategy.SHARED_DY or p.compute_dx:
                             # a trail: shared_dy at the end, beside dx's last store; per gradient, the finish has
                             # no PE work, so the in-order PE goes on with dx while the LNC2 exchange, the adds and
@@ -567,16 +548,16 @@ def _estimate_sheet(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0,
 
 
 def _dx_loads(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_bands: list, db_fold: bool,
-              held: set, clip: bool = False) -> tuple[tuple | None, CostSheet]:
+              clip: bool = False) -> tuple[tuple | None, CostSheet]:
     """One pass of dx's dy band loads (a load per item and W band): the first load's (lo, hi, ext, valid) fill
     (None: no dy rows) and their cost, each kind of load costed once and charged as many times as there are
-    loads of it (``_dx_loads_by_axis``; band by band where packs share fills or bands are held: ``_dx_loads_by_band``);
+    loads of it (``_dx_loads_by_axis``; band by band where packs share fills: ``_dx_loads_by_band``);
     ``db_fold``: db folds on these loads; ``clip``: the clipped bands' buffers (``dx_dy_clip``). Reads of ``p``:
     its ``dx_regions`` (packs sharing a fill) and ``pw_db_scalar`` (db's engine), which the caller's memo key
     holds."""
     first = _band_fill(g, items[0], w_bands[0], clip) if items and w_bands else None
-    if p.dx_regions > 1 or held:
-        return first, _dx_loads_by_band(g, p, hw, items, w_bands, db_fold, held, clip)[1]
+    if p.dx_regions > 1:
+        return first, _dx_loads_by_band(g, p, hw, items, w_bands, db_fold, clip)[1]
     return first, _dx_loads_by_axis(g, p, hw, items, w_bands, db_fold, clip)
 
 
@@ -628,9 +609,9 @@ def _dx_loads_by_axis(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_ba
 
 
 def _dx_loads_by_band(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_bands: list, db_fold: bool,
-                      held: set, clip: bool = False) -> tuple[list, CostSheet]:
+                      clip: bool = False) -> tuple[list, CostSheet]:
     """The loads one by one: each load's fill (``_band_fill``) and their cost, each kind of fill (its extents,
-    shared or held) costed once, times its loads."""
+    shared or not) costed once, times its loads."""
     n_co, co_t, Wo = n_tiles(g.c_out, PMAX), min(PMAX, g.c_out), g.axes[2].o
     loads = CostSheet(hw)
     fills = []
@@ -646,10 +627,9 @@ def _dx_loads_by_band(g: ConvGeom, p: Plan, hw: TargetFigures, items: list, w_ba
     for i, f in enumerate(fills):
         if f is not None:
             # a shared pack fill: its first region pays the memsets and placement
-            kinds[(tuple(f[0]), tuple(f[1]), tuple(f[2]), shared.get(i, True),
-                   (fill_items[i][0], tuple(f[3])) in held)] += 1
-    for (lo, hi, ext, fill_work, is_held), n in kinds.items():
-        _cost_fill(loads, g, n_co * n, co_t, list(lo), list(hi), list(ext), [], fill_work=fill_work, held=is_held)
+            kinds[(tuple(f[0]), tuple(f[1]), tuple(f[2]), shared.get(i, True))] += 1
+    for (lo, hi, ext, fill_work), n in kinds.items():
+        _cost_fill(loads, g, n_co * n, co_t, list(lo), list(hi), list(ext), [], fill_work=fill_work)
     return fills, loads
 
 
@@ -672,7 +652,7 @@ def _sections_of(per_section: dict[str, dict[str, float]], g: ConvGeom, p: Plan)
     """Per-section figures keyed by queue (``CostSheet.queue_times``, ``ahead_queues``) merged as ``_sections``
     merges the busy time."""
     out = {k: dict(v) for k, v in per_section.items()}
-    if _dw_dx_merged(g, p) and "dw" in out and "dx" in out:
+    if p.dw_interleave and "dw" in out and "dx" in out:
         for q, ns in out.pop("dw").items():
             out["dx"][q] = out["dx"].get(q, 0.0) + ns
     return out
@@ -680,11 +660,10 @@ def _sections_of(per_section: dict[str, dict[str, float]], g: ConvGeom, p: Plan)
 
 def _sections(c: CostSheet, g: ConvGeom, p: Plan) -> dict[str, dict[str, float]]:
     """The busy time per section of a cost sheet; with ``dw_interleave`` dw's boxes run between dx's
-    items (``dx_between_bundles``: dx runs between dw's x^T bundles), so the two bodies are one section
-    (dw's DMA and GpSimd work under dx's PE stream) -- as the kernel and the budget decide it
-    (``_dw_dx_merged``)."""
+    items, so the two bodies are one section (dw's DMA and GpSimd work under dx's PE stream), as the kernel
+    runs them and the budget counts them."""
     secs = c.section_busy()
-    if _dw_dx_merged(g, p) and "dw" in secs and "dx" in secs:
+    if p.dw_interleave and "dw" in secs and "dx" in secs:
         dw = secs.pop("dw")
         secs["dx"] = {e: secs["dx"][e] + dw[e] for e in dw}
         secs["dx"]["dma"] = c.merged_dma_ns(("dx", "dw"))

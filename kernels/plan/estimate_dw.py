@@ -17,10 +17,9 @@ from ..schedule import (
     needs_stage,
     tile_sizes,
 )
-from ..spec.compose import db_on_dw, dx_between_on
+from ..spec.compose import db_on_dw
 from ..spec.dw_options import (
     dw_db_program,
-    dw_defer_finish,
     dw_direct,
     dw_own_taps,
     dw_w_bands,
@@ -37,7 +36,7 @@ from ..spec.dw_xs import (
 )
 from ..spec.psum import PSUM_BANK_BYTES
 from ..spec.record import DwMethod, Plan, Strategy
-from ..xt_rows import dyt_runs, xt_dma_bufs, xt_dma_cost, xt_window
+from ..xt_rows import dyt_runs, xt_dma_bufs, xt_dma_cost
 
 
 def _fold_cost(c: CostSheet, g: ConvGeom, p: Plan, n: int, count: int, first: bool = False) -> None:
@@ -53,12 +52,10 @@ def _fold_cost(c: CostSheet, g: ConvGeom, p: Plan, n: int, count: int, first: bo
 
 def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], oh: tuple[int, int],
                       ci_tiles: list[int], chunk: int, n_chunks: int, xpad: bool, bank: int,
-                      span: tuple[int, int], roles: tuple[str, ...] = (),
-                      wcols: tuple[int, int] | None = None, ones: tuple[int, int, int] | None = None,
-                      first: bool = False) -> None:
-    """dw of one output box (mirrors DwState.add_box), without its dy load and db fold; ``roles``:
-    its row chunks' roles under ``dw_row_stack``; ``wcols``: the W output columns run (row mode: a
-    program's columns; box mode: a W band); ``ones``: the db_ones chunk (row mode); ``first``: the
+                      span: tuple[int, int], wcols: tuple[int, int] | None = None,
+                      ones: tuple[int, int, int] | None = None, first: bool = False) -> None:
+    """dw of one output box (mirrors DwState.add_box), without its dy load and db fold; ``wcols``: the W
+    output columns run (box mode: a W band); ``ones``: the db_ones chunk (row mode); ``first``: the
     DwState's first box (its folds copy)."""
     ds = g.dtype_bytes
     fp32 = g.dtype == "fp32"
@@ -68,7 +65,7 @@ def _estimate_dw_item(c: CostSheet, g: ConvGeom, p: Plan, od: tuple[int, int], o
     Wo = g.axes[2].o
     rows = (od[1] - od[0], oh[1] - oh[0])
     if p.dw_method is DwMethod.ROW_PACK:
-        _estimate_rows(c, g, p, (od, oh), ci_tiles, chunk, n_chunks, xpad, bank, span, roles, wcols, ones, first)
+        _estimate_rows(c, g, p, (od, oh), ci_tiles, chunk, n_chunks, xpad, bank, span, ones, first)
         return
     ow = wcols or (0, Wo)   # box mode: the box's W columns (a W band, dw_w_band)
     blocks = box_block_sizes((0, 0, 0), (rows[0], rows[1], ow[1] - ow[0]), PMAX)
@@ -133,77 +130,36 @@ def _estimate_xs_finish(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, w
         win = xs_exchange_window(len(chunks), len(cis))
         sent = len(cis) * len(chunks) if win is None else win[1]   # chunks sent (one C_in tile: a window)
         nbytes = sent * g.c_out * 4 * PMAX
-        if dx_between_on(g, p):   # issued before dx's steps that follow dw's pass: it runs under them
-            c.section("dx")
         c.dma(nbytes, sent * g.c_out * 4, 1)
-        c.section("dw_finish")
         add = len(cis) * (len(mine) * g.c_out * 2 + 60) / hw.vector_ghz
-        if dw_defer_finish(g, p):
-            # deferred past dx: the exchange runs under dx; the add is the cast, on GpSimd (VectorE's
-            # queue holds dx's evictions; GpSimd's is free, so it runs under dx)
-            c.compute("gpsimd", len(mine) * g.c_out, 2, 1.0, len(cis), op="tensor_tensor")
-            fill += add / 2
-        else:
-            c.compute("vector", len(mine) * g.c_out, 2, 1.0, len(cis), op="tensor_tensor")
-            fill += 2 * hw.dma_fixed_ns + nbytes / hw.dma_bytes_per_ns + add
+        c.compute("vector", len(mine) * g.c_out, 2, 1.0, len(cis), op="tensor_tensor")
+        fill += 2 * hw.dma_fixed_ns + nbytes / hw.dma_bytes_per_ns + add
     for ci in cis:
-        if not dw_direct(g, p) and not (p.lnc == 2 and own is None and dw_defer_finish(g, p)):
+        if not dw_direct(g, p):
             c.compute("vector", len(mine) * g.c_out, 1, 1.0, 1, op="tensor_copy")
-        for n_taps, count in _xs_stores(g, p, mine):
+        for n_taps, count in _xs_stores(mine):
             c.dma(n_taps * ci * g.c_out * ds, g.c_out * ds, count)
     return fill
 
 
-def _shared_stacked_xs(p: Plan) -> bool:
-    """shared_dy, LNC1, x-stationary dw with row stacking (down_s2's pick): the waiting chunk's pass is
-    flushed in the finish, after dx's last band, and the chunks done before it are cast and stored under its
-    matmuls."""
-    return p.strategy is Strategy.SHARED_DY and p.lnc == 1 and p.dw_x_stationary and p.dw_row_stack
-
-
-def _estimate_xs_finish_shared(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, width: int,
-                               span: tuple[int, int], pid: int = 0) -> float:
-    """``_estimate_xs_finish`` where it runs under the last item's dw (``_shared_stacked_xs``): the casts and
-    stores of every store run but the last are charged to the body (in its idle DMA time: down_s2 LNC1,
-    13 stores from 27.7 to 33.9 us, the last matmul at 33.4), the last run's share stays the trail."""
-    sheet = CostSheet(hw)
-    xs_fill = _estimate_xs_finish(sheet, g, p, hw, width, span, pid)
-    runs = sum(count for _n, count in _xs_stores(g, p, dw_xs_chunks(g, p, span)))
-    last = 1.0 / max(1, runs)
-    c.section("dx+dw")
-    c.add(sheet.scaled(1.0 - last))
-    c.section("dw_finish")
-    c.add(sheet.scaled(last))
-    return xs_fill
-
-
-def _xs_stores(g: ConvGeom, p: Plan, chunks: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
+def _xs_stores(chunks: list[tuple[int, int, int]]) -> list[tuple[int, int]]:
     """(taps, count) of the store DMAs of one C_in tile (mirrors DwState._finish_xs)."""
     out: dict[int, int] = {}
     for _i, _t0, nb, tn, _single in xs_store_runs(chunks):
-        if nb > 1 and tn < g.kernel[2] and p.dw_xt_merge:   # one store per pair (``_store_pairs_apart``)
-            out[tn] = out.get(tn, 0) + nb
-            continue
         out[nb * tn] = out.get(nb * tn, 0) + 1
     return sorted(out.items())
 
 
 def _cost_fill(c: CostSheet, g: ConvGeom, count: int, parts: int, lo: list[int], hi: list[int], ext: list[int],
-               valid: list[tuple[int, int]], x_side: bool = False, fill_work: bool = True,
-               held: bool = False) -> None:
+               valid: list[tuple[int, int]], x_side: bool = False, fill_work: bool = True) -> None:
     """``count`` loads of a zero-padded buffer (mirrors nki_common.load_padded); without
-    ``fill_work`` only the DMA (a region whose pack shares the memsets and placement); ``held``: the rows
-    are in SBUF already (``dx_bands_held``): the memsets and one placement copy, no DMA (``place_padded``)."""
+    ``fill_work`` only the DMA (a region whose pack shares the memsets and placement)."""
     ds = g.dtype_bytes
     for n_slab in border_slabs(lo, hi, ext) if fill_work else ():
         c.compute("gpsimd", n_slab, 0, 1.0, count, op="memset")
     if any(h_ <= l_ for l_, h_ in zip(lo, hi)):
         return
     n = [hi[a] - lo[a] for a in range(3)]
-    if held:
-        c.compute("vector", n[0] * n[1] * n[2], 1, c.copy_speedup("vector", ds == 2, False, True), count,
-                  op="tensor_copy")
-        return
     full = [g.axes[a].n if x_side else g.axes[a].o for a in range(3)]
     # HBM side: the innermost run of full rows/planes
     run = n[2]
@@ -221,13 +177,9 @@ def _cost_fill(c: CostSheet, g: ConvGeom, count: int, parts: int, lo: list[int],
 
 def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int], tuple[int, int]],
                    ci_tiles: list[int], chunk: int, n_chunks: int, xpad: bool, bank: int,
-                   span: tuple[int, int], roles: tuple[str, ...] = (),
-                   wcols: tuple[int, int] | None = None, ones: tuple[int, int, int] | None = None,
-                   first: bool = False) -> None:
-    """The row-mode dw of one output box (mirrors DwState._add_rows); ``roles`` (``dw_row_stack``): a
-    "lower" chunk's matmuls, folds and x^T latency are charged with its partner's (the "upper" one);
-    ``wcols``: the W output columns [lo, hi) run (LNC2 columns split), default all; ``ones``: the db_ones
-    chunk (C_in tile 0: one more pair's rows on M, folded alone)."""
+                   span: tuple[int, int], ones: tuple[int, int, int] | None = None, first: bool = False) -> None:
+    """The row-mode dw of one output box (mirrors DwState._add_rows); ``ones``: the db_ones chunk (C_in
+    tile 0: one more pair's rows on M, folded alone)."""
     (d_base, d_end), (h_base, h_end) = box
     rows = (d_end - d_base, h_end - h_base)
     ds = g.dtype_bytes
@@ -235,18 +187,14 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
     two = ds == 2
     n_co = n_tiles(g.c_out, PMAX)
     co_t = min(PMAX, g.c_out)
-    w_lo, w_hi = wcols or (0, g.axes[2].o)
-    Wo = w_hi - w_lo   # matmul steps, dy^T columns
-    xwin = xt_window(g, w_lo, w_hi) if Wo < g.axes[2].o else None   # the x^T columns filled
+    Wo = g.axes[2].o   # matmul steps, dy^T columns
     kw_n = g.kernel[2]
     xw = dw_x_extent(g.axes[2], g.axes[2].o)
     gk = p.dw_tap_group
     kgroups = [min(gk, kw_n - k) for k in range(0, kw_n, gk)]
     for ck, (st, (cd, ch, _one)) in enumerate(box_blocks((0, 0, 0), (rows[0], rows[1], 1), PMAX)):
         nrows = cd * ch
-        lower = bool(roles) and roles[ck] == 'lower'
-        copies = first and not lower   # the DwState's first row pass copies its folds (``first``: its box)
-        first = first and lower
+        copies = first and ck == 0   # the DwState's first row pass copies its folds (``first``: its box)
         if p.dw_dyt_dma:   # dy^T by dma_transpose from HBM, per C_out tile and run of rows
             for co_sz in tile_sizes(g.c_out, PMAX):   # dst [rows, W columns, co], src [co, W columns, rows]
                 for _p0, _r0, n in dyt_runs(g.axes[1].o, d_base + st[0], h_base + st[1], cd, ch):
@@ -273,8 +221,7 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
                                     dw_xs_row_chunks(g, p, q, n)) * Wo * (4 if fp32 else 1)
                     xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch),
                                 (q * kw_n, (q + n) * kw_n), bundle_pe / c.hw.tensor_ghz, one_tile=True,
-                                latency=not lower, window=xwin, bufs=xt_dma_bufs(p), merge=p.dw_xt_merge,
-                                copy=p.dw_xt_copy)
+                                bufs=xt_dma_bufs(p), copy=p.dw_xt_copy)
             elif p.dw_xt_dma:   # the PE work of one tile: its matmuls (every kw group and C_out tile)
                 tile_pe = sum(max(min(64, co_t), kn * ci) for kn in kgroups) * n_co * Wo * (4 if fp32 else 1)
                 xt_dma_cost(c, g, p.dw_ci_tile, ci, (d_base + st[0], h_base + st[1], cd, ch), span,
@@ -287,8 +234,6 @@ def _estimate_rows(c: CostSheet, g: ConvGeom, p: Plan, box: tuple[tuple[int, int
                 for c0 in range(0, xw, cols):
                     c.evict(min(cols, xw - c0) * ci, two, pairs)
             if p.dw_x_stationary:   # per bundle: stationary chunks (pairs x kw taps x ci), moving dy^T [rows, C_out]
-                if lower:
-                    continue
                 for q, n in dw_xs_bundles(g, p, (0, pairs * kw_n)):
                     bundle = dw_xs_row_chunks(g, p, q, n)
                     for t, nb, tn in bundle:
@@ -321,21 +266,10 @@ def replay(c: CostSheet, rec: CostSheet, times: int = 1) -> None:
         c.steps_head[name] = max(c.steps_head.get(name, 0.0), ns)
 
 
-def _item_roles(roles: list[str] | None, chunk_rows: list, n_items: int) -> list[tuple[str, ...]]:
-    """Each item's row chunk roles under ``dw_row_stack`` (``roles``: every chunk's, in item order), else ()."""
-    if roles is None:
-        return [()] * n_items
-    out, at = [], 0
-    for rows in chunk_rows:
-        out.append(tuple(roles[at:at + len(rows)]))
-        at += len(rows)
-    return out
-
-
 @dataclass(frozen=True, eq=False)
 class DwPass:
     """What charging one tap pass's dw items reads (``charge_dw_item``): the C_out pass's geometry ``g``, the
-    pass's taps and C_in tiles, its flags, the row chunks and roles per item and the box caches."""
+    pass's taps and C_in tiles, its flags, the row chunks per item and the box caches."""
 
     g: ConvGeom
     p: Plan
@@ -345,7 +279,6 @@ class DwPass:
     ci_tiles: tuple[int, ...]
     ones: tuple[int, int, int] | None
     first_pass: bool        # the first C_in range's first tap pass (db's matmuls, the db_ones slot)
-    wcols: tuple[int, int]
     own0: tuple[int, int] | None
     pid: int
     chunk: int
@@ -354,14 +287,13 @@ class DwPass:
     bank: int
     dw_head: float
     chunk_rows: list
-    roles_of: list
     cache: dict             # box sheets by shape (every pass of the C_out pass)
     item_memo: dict         # box sheets by dw fields and box (the planning run)
     dw_key: tuple | None
     groups: dict            # the items' classes (``dw_item_classes``), once per C_out pass
 
 
-def _box_sheet(ps: DwPass, od: tuple[int, int], oh: tuple[int, int], ow: tuple[int, int], item_roles: tuple,
+def _box_sheet(ps: DwPass, od: tuple[int, int], oh: tuple[int, int], ow: tuple[int, int],
                first_box: bool) -> CostSheet:
     """The cost of one dw box (``_estimate_dw_item``), from the pass's cache or the planning memo."""
     g, p, span = ps.g, ps.p, ps.span
@@ -369,7 +301,7 @@ def _box_sheet(ps: DwPass, od: tuple[int, int], oh: tuple[int, int], ow: tuple[i
     _x0, xext, xlo, xhi = dw_x_fill(g, od, oh, None if row else ow)
     # (box mode: a band's cost depends on its width and x fill, not on where it lies)
     key = ((od[1] - od[0], oh[1] - oh[0]), tuple(xlo), tuple(xhi), tuple(xext), od[0] == 0, oh[0] == 0,
-           span if p.dw_xt_dma else span[1] - span[0], ps.ci_tiles, item_roles, ow if row else ow[1] - ow[0],
+           span if p.dw_xt_dma else span[1] - span[0], ps.ci_tiles, ow if row else ow[1] - ow[0],
            ps.ones, first_box)
     if key not in ps.cache:
         # (the first box of this shape computes it: from the planning memo when a candidate with the same dw
@@ -380,38 +312,33 @@ def _box_sheet(ps: DwPass, od: tuple[int, int], oh: tuple[int, int], ow: tuple[i
         if ps.cache[key] is None:
             ps.cache[key] = CostSheet(ps.hw)
             _estimate_dw_item(ps.cache[key], g, p, od, oh, list(ps.ci_tiles), ps.chunk, ps.n_chunks, ps.xpad,
-                              ps.bank, span, item_roles, ow, ps.ones, first_box)
+                              ps.bank, span, ow, ps.ones, first_box)
             if mkey is not None:
                 ps.item_memo[mkey] = ps.cache[key]
     return ps.cache[key]
 
 
-def charge_dw_item(sheet: CostSheet, ps: DwPass, it: int) -> CostSheet | None:
-    """Item ``it``'s dw (a box per W band, its dy loads, db's matmuls) charged to ``sheet``; returns its last
-    box's sheet (None: an empty item)."""
+def charge_dw_item(sheet: CostSheet, ps: DwPass, it: int) -> None:
+    """Item ``it``'s dw (a box per W band, its dy loads, db's matmuls) charged to ``sheet``."""
     g, p = ps.g, ps.p
     _b, od, oh = ps.items[it]
-    item_roles = ps.roles_of[it]
     rows = (od[1] - od[0], oh[1] - oh[0])
     if rows[0] <= 0 or rows[1] <= 0:
-        return None
+        return
     row = p.dw_method is DwMethod.ROW_PACK
     ds, Wo = g.dtype_bytes, g.axes[2].o
     n_cp, co_tp = n_tiles(g.c_out, PMAX), min(PMAX, g.c_out)
     # a DwState per (C_in range, tap pass), one in all under shared dy: its first box copies
     first = it == 0 and (p.strategy is not Strategy.SHARED_DY or ps.first_pass)
-    # box mode: one box per W band (dw_w_band), each with its own x band; row mode: wcols
-    box = None
-    for wi, ow in enumerate((ps.wcols,) if row else dw_w_bands(g, p)):
-        box = _box_sheet(ps, od, oh, ow, item_roles, first and wi == 0)
-        sheet.add(box)
+    # box mode: one box per W band (dw_w_band), each with its own x band; row mode: whole rows
+    for wi, ow in enumerate(((0, Wo),) if row else dw_w_bands(g, p)):
+        sheet.add(_box_sheet(ps, od, oh, ow, first and wi == 0))
         sheet.ring_units(1)
-    lower = item_roles.count("lower")
     if row and p.strategy is not Strategy.SHARED_DY:
-        # the x^T tiles its row passes stream (a stacked pair is one pass): section_ns's steps
+        # the x^T tiles its row passes stream: section_ns's steps
         tiles = (len(dw_xs_bundles(g, p, ps.span)) if p.dw_x_stationary
                  else max(1, (ps.span[1] - ps.span[0]) // g.kernel[2]))
-        sheet.pipeline_steps((len(ps.chunk_rows[it]) - lower) * len(ps.ci_tiles) * tiles)
+        sheet.pipeline_steps(len(ps.chunk_rows[it]) * len(ps.ci_tiles) * tiles)
         sheet.pipeline_head(ps.dw_head)
     if p.strategy is not Strategy.SHARED_DY and not p.dw_dyt_dma:
         for w0, w1 in dw_w_bands(g, p):   # (W bands: one strided dy box each, runs of a row's band)
@@ -420,18 +347,17 @@ def charge_dw_item(sheet: CostSheet, ps: DwPass, it: int) -> CostSheet | None:
                       (rows[1] * wn if (rows[1] == g.axes[1].o and wn == Wo) else wn) * ds, n_cp)
     if db_on_dw(p) and ps.first_pass and (ps.own0 is None or dw_db_program(g, p) == ps.pid):
         # ones-vector matmuls per dy^T column, one add per tile (tap split: one program)
-        cols = ((len(ps.chunk_rows[it]) - lower) * (ps.wcols[1] - ps.wcols[0]) if row
+        cols = (len(ps.chunk_rows[it]) * Wo if row
                 else sum(cnt for w0, w1 in dw_w_bands(g, p)
                          for _s, cnt in box_block_sizes((0, 0, 0), (rows[0], rows[1], w1 - w0), PMAX)))
         sheet.matmul(co_tp, 1, g.dtype == "fp32", cols * n_cp)
         sheet.compute("vector", 1, 2, 1.0, n_cp, op="tensor_tensor")
-    return box
 
 
 def dw_item_classes(ps: DwPass) -> tuple[list[tuple[int, int]], list[int]]:
     """The items in classes of identical charges (``charge_dw_item``; the pass's and W bands' parts are the
     same for every item): their rows, whether each is the first item or starts an axis, its x band's fill
-    on D and H, its row chunks and their roles. Returns (representative item, class size) per class and
+    on D and H, its row chunks. Returns (representative item, class size) per class and
     the class of each item, kept in ``ps.groups`` (the items are those of every pass of the C_out pass)."""
     if "classes" not in ps.groups:
         axis_parts: dict = {}   # (axis, rows) -> its part of the class (a few per axis)
@@ -445,8 +371,7 @@ def dw_item_classes(ps: DwPass) -> tuple[list[tuple[int, int]], list[int]]:
         reps: list[list[int]] = []
         of = []
         for it, (_b, od, oh) in enumerate(ps.items):
-            k = (it == 0, part(0, od), part(1, oh), ps.roles_of[it],
-                 tuple(ps.chunk_rows[it]) if ps.chunk_rows else ())
+            k = (it == 0, part(0, od), part(1, oh), tuple(ps.chunk_rows[it]) if ps.chunk_rows else ())
             if k not in index:
                 index[k] = len(reps)
                 reps.append([it, 0])
@@ -464,32 +389,26 @@ def _x_fill_axis(g: ConvGeom, a: int, rows: tuple[int, int]) -> tuple[int, int, 
     return ext[a], lo[a], hi[a]
 
 
-def dw_pass_record(ps: DwPass, section: str) -> tuple[CostSheet, CostSheet | None]:
+def dw_pass_record(ps: DwPass, section: str) -> CostSheet:
     """One tap pass's items charged (``charge_dw_item``) once per class of identical items
-    (``dw_item_classes``) and times its size, in ``section``: the record (``replay``) and the last non-empty
-    item's box sheet."""
-    classes, of = dw_item_classes(ps)
+    (``dw_item_classes``) and times its size, in ``section``: the record (``replay``)."""
+    classes, _of = dw_item_classes(ps)
     rec = CostSheet(ps.hw)
     rec.section(section)
-    lasts = []
     for it, n in classes:
         one = CostSheet(ps.hw)
         one.section(section)
-        lasts.append(charge_dw_item(one, ps, it))
+        charge_dw_item(one, ps, it)
         replay(rec, one, n)
-    last = next((lasts[k] for k in reversed(of) if lasts[k] is not None), None)
-    return rec, last
+    return rec
 
 
-def charge_dw_pass(c: CostSheet, ps: DwPass, section: str, records: dict) -> CostSheet | None:
-    """One tap pass's items charged to ``c`` (open in ``section``); returns the last non-empty item's box
-    sheet. The passes of one C_out pass alike in what their items read (the first pass or not, the taps --
-    their count where only that matters -- and the C_in tiles) charge the same: ``records`` keeps each
-    kind's ``dw_pass_record``."""
+def charge_dw_pass(c: CostSheet, ps: DwPass, section: str, records: dict) -> None:
+    """One tap pass's items charged to ``c`` (open in ``section``). The passes of one C_out pass alike in
+    what their items read (the first pass or not, the taps -- their count where only that matters -- and the
+    C_in tiles) charge the same: ``records`` keeps each kind's ``dw_pass_record``."""
     p, span = ps.p, ps.span
     key = (ps.first_pass, span if (p.dw_xt_dma or p.dw_x_stationary) else span[1] - span[0], ps.ci_tiles)
     if key not in records:
         records[key] = dw_pass_record(ps, section)
-    rec, last = records[key]
-    replay(c, rec)
-    return last
+    replay(c, records[key])

@@ -21,7 +21,7 @@ from ..schedule import (
     tile_sizes,
 )
 from ..spec.compose import dx_prefetched
-from ..spec.dw_options import dw_columns, dw_head_split_on, dw_program_items, dw_tap_passes, dyt_box_dma_legal
+from ..spec.dw_options import dw_head_split_on, dw_program_items, dw_tap_passes, dyt_box_dma_legal
 from ..spec.dw_xs import dw_xs_bundles
 from ..spec.dx_options import dx_last_by_blocks, dx_program_items, dx_t_active
 from ..spec.record import DwMethod, Plan
@@ -141,14 +141,14 @@ def _dw_head_ns(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int = 0) -> float:
 
 
 def _dw_head_split_ns(g: ConvGeom, p: Plan, hw: TargetFigures, pid: int, first: tuple) -> float:
-    """``dw_head_split``: dw_head.head_wait_ns for the program's first row chunk, taps and columns."""
+    """``dw_head_split``: dw_head.head_wait_ns for the program's first row chunk and taps."""
     (d0, d1), (h0, h1) = first
     (_sd, _sh, _z), (cd, ch, _one) = box_blocks((0, 0, 0), (d1 - d0, h1 - h0, 1), PMAX)[0]
     span = dw_tap_passes(g, p, pid)[0]
-    w_lo, w_hi = dw_columns(g, p, pid)
-    a, e = xt_window(g, w_lo, w_hi)
+    wo = g.axes[2].o
+    a, e = xt_window(g, 0, wo)
     ci = min(p.dw_ci_tile, p.dw_ci_range, g.c_in)
-    return head_wait_ns(g, hw, (d0, h0, cd, ch), span, w_hi - w_lo, e - a, ci)
+    return head_wait_ns(g, hw, (d0, h0, cd, ch), span, wo, e - a, ci)
 
 
 def _dw_first_dyt_dma_ns(g: ConvGeom, hw: TargetFigures, box: tuple[tuple[int, int], tuple[int, int]],

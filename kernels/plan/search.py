@@ -51,8 +51,6 @@ def _label(p: Plan) -> str:
                      + (", filters first" if p.filters_first else "") + "]")
     if p.dw_interleave:
         parts.append("dw-interleaved")
-    if p.dx_between_bundles:
-        parts.append("dx between bundles")
     if p.dw_method is DwMethod.SMALL_EXTENT:   # its loops follow from the geometry (methods/dw_small_extent)
         parts.append("dw:small_extent" + ("[taps split]" if p.lnc == 2 else ""))
     elif p.dw_method:
@@ -66,8 +64,6 @@ def _label(p: Plan) -> str:
         rng += ", xT dma" if p.dw_xt_dma else ""
         rng += ", dyT dma" if p.dw_dyt_dma else ""
         rng += ", head split" if p.dw_head_split else ""
-        rng += ", rows stacked" if p.dw_row_stack else ""
-        rng += ", xT merged" if p.dw_xt_merge else ""
         rng += ", xT copy" if p.dw_xt_copy else ""
         rng += f", dy^T 1/{p.pw_dyt_dma} dma" if p.pw_dyt_dma else ""
         parts.append(f"dw:{p.dw_method.value}[{xs}{band}G{p.dw_tap_group}, ci {p.dw_ci_tile}{rng}]")

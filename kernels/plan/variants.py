@@ -5,25 +5,19 @@ from .. import dx_toeplitz as toeplitz
 from ..costs import TargetFigures
 from ..dx_pairs import pair_axes, pairs_possible
 from ..geometry import ConvGeom, ceil_div
-from ..schedule import PMAX, region_fits, row_stack_roles
+from ..schedule import PMAX, region_fits
 from ..spec.compose import (
     dw_interleave_ok,
     dx_band_early_legal,
-    dx_between_legal,
     dx_prefetched,
 )
 from ..spec.dw_options import (
     db_ones_legal,
-    dw_columns_legal,
     dw_head_split_legal,
-    dw_program_items,
-    dw_row_chunk_rows,
     dyt_box_dma_legal,
     dyt_dma_legal,
-    row_stack_legal,
     xt_copy_legal,
     xt_dma_legal,
-    xt_merge_legal,
 )
 from ..spec.dx_options import dpairs_illegal, dx_ci_split_legal
 from ..spec.items import _split, dx_items
@@ -31,12 +25,6 @@ from ..spec.record import DwMethod, DxMethod, Plan, Strategy, replace
 from .budget import _check
 from .estimate_waits import _first_band_staged
 from .problem import _dx_method
-
-
-def _row_stack_useful(g: ConvGeom, p: Plan) -> bool:
-    """Some chunk of program 0 would stack (two 64-row chunks in a row)."""
-    items = dw_program_items(g, p, 0)
-    return "upper" in row_stack_roles([n for rows in dw_row_chunk_rows(g, p, items) for n in rows])
 
 
 def _band_options(n: int) -> list[int]:
@@ -116,9 +104,6 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         # a program's own taps may fit in one pass where the whole filter needed tap passes
         out += [q1 if q.dw_tap_range and hw is not None and not _check(g, q1 := replace(q, dw_tap_range=0), hw)[0]
                 else q for q in split]
-    if p.lnc == 2:   # dw split by W columns: every row chunk on both programs (they stack), half the columns
-        out += [q2 for q in out if q.dw_split == "positions"
-                and dw_columns_legal(g, q2 := replace(q, dw_split="columns"))]
     if p.lnc == 2 and p.dw_method is DwMethod.DMA_GEMM:   # C_in tiles per program, or positions
         out += [replace(q, dw_split="channels") for q in out]
     if p.lnc == 2:   # dx split by C_in groups
@@ -128,27 +113,13 @@ def _with_regions(g: ConvGeom, p: Plan, hw: TargetFigures | None = None) -> list
         out = [q2 if (dx_band_early_legal(g, q) and (not q.filters_first or _first_band_staged(g, q))
                       and hw is not None and not _check(g, q2 := replace(q, dx_band_early=True), hw)[0]) else q
                for q in out]
-    # row stacking where a program's row chunks pair up (LNC2: a taps split keeps every batch on both)
-    # (not with dyT dma: vae3d LNC2's stacked 2x32 twin modelled 65.9 us against 58.6 for the unstacked
-    # 4x32 one at the same estimate, the stacked chunks' dy^T transposes it saves being off the critical path)
-    out += [replace(q, dw_row_stack=True) for q in out
-            if row_stack_legal(q) and _row_stack_useful(g, q) and not q.dw_dyt_dma]
     # db inside dw's x-stationary matmuls where a stationary chunk has room for the ones slot
     if hw is not None:
         out += [q2 for q in out if db_ones_legal(g, q) and not _check(g, q2 := replace(q, db_ones=True), hw)[0]]
-    # x^T bundles cut by kd and H-padding class: one 4-D transpose per run of rows of a bundle
-    if hw is not None:
-        out += [q2 for q in out if xt_merge_legal(g, q2 := replace(q, dw_xt_merge=True)) and not _check(g, q2, hw)[0]]
     # x^T tiles channel-major, filled by plain dma_copy: where a transpose's [128, 16] blocks would stay
     # mostly empty (few rows per run, tiny C_in), not where full blocks beat the copies' short runs
     out += [replace(q, dw_xt_copy=True) for q in out if xt_copy_legal(g, q)]
-    # D-phase-pairs dx between dw's x^T bundles
-    if hw is not None:
-        out += [q2 for q in out if dx_between_legal(g, q2 := replace(q, dx_between_bundles=True))
-                and not _check(g, q2, hw)[0]]
-    # the columns split exists to keep 64-row chunks stacked on K = 128: only its stacked plans stay
-    # (dilated_d2, 128-row chunks: it only duplicates dy and the x^T halo, 50.2 vs 48.5 us for the taps split)
-    return [q for q in out if q.dw_split != "columns" or q.dw_row_stack]
+    return out
 
 
 def _xt_dma_full_rows(g: ConvGeom, plans: list[Plan], hw: TargetFigures | None) -> list[Plan]:

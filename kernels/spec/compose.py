@@ -1,10 +1,10 @@
-"""How the gradients are composed: shared dy, db on dw, dx between dw's bundles, dw interleaved with dx,
-and the order of the first loads.
+"""How the gradients are composed: shared dy, db on dw, dw interleaved with dx, and the order of the first
+loads.
 """
 from __future__ import annotations
 
 from ..geometry import ConvGeom
-from .dw_options import dw_defer_finish, dw_own_taps, dw_program_items, dw_tap_passes
+from .dw_options import dw_defer_finish, dw_own_taps
 from .dx_options import dx_t_active, filters_by_dma
 from .record import DbMethod, DwMethod, DxMethod, Plan, Strategy
 
@@ -47,49 +47,13 @@ def db_taps_local(g: ConvGeom, p: Plan) -> bool:
             and dw_own_taps(g, p, 0) is not None)
 
 
-def dx_between_legal(g: ConvGeom, p: Plan) -> bool:
-    """``Plan.dx_between_bundles``: per gradient D-phase-pairs dx after a streaming row-mode x-stationary dw
-    with x^T by DMA in one tap pass and one C_in range whose finish is deferred past dx (LNC2 columns /
-    positions split): dw is DMA-bound on its x^T transfers, so dx's PE work (its groups, ``dx_dpairs_steps``)
-    runs in the gaps between dw's bundles; half of it runs after dw's pass, under dw's exchange. Only with
-    ``dw_xt_merge``: without it the estimate does not see the queue-bound x^T transfers that the merge
-    relieves, and offering the unmerged variant mis-picks."""
-    return bool(p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dx_dphase_pairs
-                and p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma
-                and p.dw_xt_merge and p.filters_first and not p.dw_interleave
-                and p.dw_ci_range >= g.c_in
-                and len(dw_tap_passes(g, p, 0)) == 1 and dw_defer_finish(g, p))
-
-
-def dx_between_on(g: ConvGeom, p: Plan) -> bool:
-    return p.dx_between_bundles and dx_between_legal(g, p)
-
-
-def dx_bands_held(g: ConvGeom, p: Plan, pid: int) -> set:
-    """``dx_between_bundles``: the dy rows (batch, ((d0, d1), (h0, h1), (0, W_out))) of dw's boxes on program
-    ``pid``, which dx's bands of exactly those rows read from SBUF instead of loading them again
-    (``DxSteps.resident``): every box of the one pass stays in its dy pool buffer (boxes <= ``dy_bufs``)."""
-    if not dx_between_on(g, p) or p.dw_dyt_dma:
-        return set()
-    boxes = dw_program_items(g, p, pid)
-    if len(boxes) > p.dy_bufs:
-        return set()
-    return {(b, (tuple(od), tuple(oh), (0, g.axes[2].o))) for b, od, oh in boxes}
-
-
-def _dw_dx_merged(g: ConvGeom, p: Plan) -> bool:
-    """dw's and dx's pools and PSUM banks are live together (dw-interleaved, dx between dw's bundles)."""
-    return p.dw_interleave or dx_between_on(g, p)
-
-
 def dw_interleave_ok(g: ConvGeom, p: Plan) -> bool:
     """``Plan.dw_interleave``: per gradient, dw streaming its own dy (row or box mode) with dx:toeplitz or the
-    gather (with D-phase pairs or without; not dx^T or dx between dw's bundles, which run their own loops).
+    gather (with D-phase pairs or without; not dx^T, which runs its own loops).
     Not with dx's C_out chunks (their own band loop, without dw's boxes between), clipped dy bands
     (``dx_dy_clip``, legal only without dw-interleaving) or dw's C_out passes (``dw_co_pass``: whole dw
     passes, not one box stream)."""
     gather = (p.dx_method in (DxMethod.GATHER_S1, DxMethod.PHASE_GATHER, DxMethod.GEMM) and not dx_t_active(p)
-              and not p.dx_between_bundles
               and not p.dx_band_early and not p.dx_ci_split and p.dx_regions == 1
               and not p.dx_co_chunk and not p.dx_dy_clip)
     return bool(p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT

@@ -1,13 +1,13 @@
-"""dw's options: when each applies, the LNC2 splits (taps, columns, positions), tap passes and buffers."""
+"""dw's options: when each applies, the LNC2 splits (taps, positions), tap passes and buffers."""
 from __future__ import annotations
 
 from dataclasses import replace
 from functools import lru_cache
 
 from ..geometry import ConvGeom, ceil_div
-from ..schedule import PMAX, box_blocks, n_tiles, row_stack_roles
+from ..schedule import PMAX, box_blocks, n_tiles
 from ..xt_rows import zero_by_memset
-from .dw_xs import db_ones_chunk, dw_xs_bundle, xt_merge_bundles
+from .dw_xs import db_ones_chunk, dw_xs_bundle
 from .dx_options import filters_by_dma
 from .items import _split, dw_items
 from .record import DbMethod, DwMethod, Plan, Strategy
@@ -34,11 +34,10 @@ DYT_DMA_BUFS = 2   # dy^T tiles of dw_dyt_dma: a chunk's transfer runs while the
 
 def dw_head_split_legal(g: ConvGeom, p: Plan) -> bool:
     """``dw_head_split`` (``kernels/dw_head.py``): row-mode x-stationary dw with x^T and dy^T by DMA, one
-    (kd, kh) pair per bundle (the head pair moves first), no ones slot, no row stacking, the first C_in
-    tile's zero rows not by one whole-tile memset (tiny C_in: its bundles are filled whole), no merged
-    bundles (``dw_xt_merge``)."""
+    (kd, kh) pair per bundle (the head pair moves first), no ones slot, the first C_in tile's zero rows not
+    by one whole-tile memset (tiny C_in: its bundles are filled whole)."""
     return bool(p.dw_dyt_dma and dyt_dma_legal(g, p) and p.dw_x_stationary and p.dw_xt_dma
-                and not p.dw_row_stack and not p.db_ones and not p.dw_xt_merge and dw_xs_bundle(g, p) == 1
+                and not p.db_ones and dw_xs_bundle(g, p) == 1
                 and not zero_by_memset(g, min(p.dw_ci_tile, p.dw_ci_range, g.c_in)))
 
 
@@ -49,11 +48,6 @@ def dw_head_split_on(g: ConvGeom, p: Plan) -> bool:
 def xt_dma_legal(g: ConvGeom, p: Plan) -> bool:
     """Row-mode dw x^T may come by dma_transpose from HBM (2-byte dtypes, NC-v3+; like the filters)."""
     return p.dw_method is DwMethod.ROW_PACK and filters_by_dma(g, p)
-
-
-def row_stack_legal(p: Plan) -> bool:
-    """Row stacking (``dw_row_stack``) runs on x-stationary's bundle ring filled by ``xT dma``."""
-    return p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma
 
 
 def dw_row_chunk_rows(g: ConvGeom, p: Plan, items: list) -> list[list[int]]:
@@ -73,33 +67,9 @@ def dw_own_taps(g: ConvGeom, p: Plan, pid: int) -> tuple[int, int] | None:
     return min(g.taps, pid * per * unit), min(g.taps, (pid + 1) * per * unit)
 
 
-def dw_columns_legal(g: ConvGeom, p: Plan) -> bool:
-    """LNC2 dw split by W output columns (``dw_split="columns"``): row-mode x-stationary dw with x^T by
-    DMA, per gradient. Each program runs every (d, h) row chunk -- so two 64-row chunks still stack on
-    K = 128 (down_s2: the batch split left each program one 64-row chunk, K = 64) -- for its half of the
-    W columns (matmul steps, dy^T columns, db columns), its x^T tiles filled only over the x columns
-    those read; the partials are combined like the positions split."""
-    return (p.lnc == 2 and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
-            and p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma and g.axes[2].o >= 2)
-
-
-def dw_columns_on(g: ConvGeom, p: Plan) -> bool:
-    return p.dw_split == "columns" and dw_columns_legal(g, p)
-
-
-def dw_columns(g: ConvGeom, p: Plan, pid: int) -> tuple[int, int]:
-    """The W output columns [lo, hi) program ``pid``'s dw runs: its contiguous half under the columns
-    split, else all."""
-    wo = g.axes[2].o
-    if not dw_columns_on(g, p):
-        return 0, wo
-    per = ceil_div(wo, p.lnc)
-    return min(wo, pid * per), min(wo, (pid + 1) * per)
-
-
 def dw_program_items(g: ConvGeom, p: Plan, pid: int) -> list:
-    """The dw boxes program ``pid`` runs: every box under the taps and columns splits, else its half."""
-    if dw_own_taps(g, p, pid) is not None or dw_columns_on(g, p):
+    """The dw boxes program ``pid`` runs: every box under the taps split, else its half."""
+    if dw_own_taps(g, p, pid) is not None:
         return dw_items(g, p)
     return _split(dw_items(g, p), p.lnc, pid)
 
@@ -117,13 +87,12 @@ def dw_defer_finish(g: ConvGeom, p: Plan) -> bool:
     """LNC2 positions split, per gradient, with dx: dw's exchange is issued right after its
     accumulation and the adds, casts, transposes and stores run after dx, so the rendezvous overlaps
     dx instead of stalling the in-order PE between the sections. One pass and one C_in and C_out range only
-    (the accumulators and received halves stay live through dx)."""
+    (the accumulators and received halves stay live through dx). Not x-stationary: it exchanges its own
+    accumulator (``_finish_xs``), whose adds and casts on VectorE/GpSimd would hold dx's first band placement."""
     return (p.lnc == 2 and p.compute_dx and p.compute_dw and p.strategy is Strategy.PER_GRADIENT
             and p.dw_method is not DwMethod.DMA_GEMM and dw_own_taps(g, p, 0) is None
             and p.dw_ci_range >= g.c_in and len(dw_tap_passes(g, p, 0)) == 1 and not p.dw_co_pass
-            # x-stationary exchanges its own accumulator (_finish_xs): deferred with the columns split
-            # (its adds and casts on VectorE/GpSimd would otherwise hold dx's first band placement)
-            and (not p.dw_x_stationary or dw_columns_on(g, p)))
+            and not p.dw_x_stationary)
 
 
 def dw_fused_exchange(g: ConvGeom, p: Plan) -> bool:
@@ -160,11 +129,11 @@ W_BAND_METHODS = (DwMethod.GEMM, DwMethod.TAP_GEMM, DwMethod.TAP_PACK)
 def dw_w_band_legal(g: ConvGeom, p: Plan) -> bool:
     """``Plan.dw_w_band``: box-mode dw streaming its own dy (per gradient) may split each box's W output
     columns into bands, each with the x columns its taps reach (the halo), so that a box whose whole-row
-    x band does not fit SBUF still runs. The compositions that pace dx by dw's boxes (dw-interleaved, dx
-    between bundles, dx^T's band prefetch) and dy^T by DMA (whole W rows) are not built with it."""
+    x band does not fit SBUF still runs. The compositions that pace dx by dw's boxes (dw-interleaved,
+    dx^T's band prefetch) and dy^T by DMA (whole W rows) are not built with it."""
     return bool(p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dw_method in W_BAND_METHODS
                 and 0 < p.dw_w_band < g.axes[2].o and not p.dw_dyt_dma and not p.dw_interleave
-                and not p.dx_between_bundles and not p.dx_prefetch)
+                and not p.dx_prefetch)
 
 
 def dw_co_pass_legal(g: ConvGeom, p: Plan) -> bool:
@@ -177,7 +146,7 @@ def dw_co_pass_legal(g: ConvGeom, p: Plan) -> bool:
     return bool(p.compute_dw and p.strategy is Strategy.PER_GRADIENT and p.dw_method in W_BAND_METHODS
                 and 0 < p.dw_co_pass < n_tiles(g.c_out, PMAX) and not p.dw_x_stationary
                 and not (p.compute_db and p.db_method is DbMethod.FOLD) and not p.dw_dyt_dma
-                and not p.dw_interleave and not p.dx_between_bundles and not p.dx_prefetch)
+                and not p.dw_interleave and not p.dx_prefetch)
 
 
 def dw_co_passes(g: ConvGeom, p: Plan) -> tuple[tuple[int, int], ...]:
@@ -202,13 +171,12 @@ def dw_w_cols(g: ConvGeom, p: Plan) -> int:
 @lru_cache(maxsize=4096)
 def dw_direct(g: ConvGeom, p: Plan) -> bool:
     """dw evicts its PSUM accumulators straight to the output dtype: one output box, one PSUM group per
-    accumulator (row mode: at most 128 rows, or two 64-row chunks in one stacked pass), one program."""
+    accumulator (row mode: at most 128 rows), one program."""
     if (p.lnc != 1 and dw_own_taps(g, p, 0) is None) or not p.compute_dw or len(dw_w_bands(g, p)) > 1:
         return False
     items = [it for it in dw_items(g, p) if it[1][1] > it[1][0] and it[2][1] > it[2][0]]
-    if len(items) != 1:   # row stacking: every row chunk in one stacked matmul pass folds once too
-        rows = [n for r in dw_row_chunk_rows(g, p, items) for n in r] if p.dw_row_stack else []
-        return bool(rows) and sum(1 for role in row_stack_roles(rows) if role != "lower") == 1
+    if len(items) != 1:
+        return False
     _b, (d0, d1), (h0, h1) = items[0]
     if p.dw_method is DwMethod.ROW_PACK:
         return (d1 - d0) * (h1 - h0) <= PMAX
@@ -232,38 +200,23 @@ def dw_acc_banks(co_chunk: int, n_co: int) -> int:
     return min(co_chunk, n_co) + 1
 
 
-def xt_merge_legal(g: ConvGeom, p: Plan) -> bool:
-    """``Plan.dw_xt_merge``: row-mode x-stationary with ``xT dma`` (no db ones slot),
-    C_in not tiny (``zero_by_memset`` already merges), under the LNC2 columns split, and some bundle of
-    the class cut holds two pairs or more. Only the columns split: its x^T windows are half as wide,
-    so a merged transfer (two pairs) still moves as many bytes as one full-width pair; with full-width
-    tiles the merged transfers (~4.5 us each at 16 partitions) hold a bundle's fill longer than the
-    queues gain, and the estimate, which does not see that, would mis-pick them."""
-    if not (p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma and not p.db_ones
-            and dw_xs_bundle(g, p) >= 2 and not zero_by_memset(g, p.dw_ci_tile)
-            and dw_columns_on(g, p)):
-        return False
-    return any(n >= 2 for _q, n in xt_merge_bundles(g, 0, g.axes[0].k * g.axes[1].k, dw_xs_bundle(g, p)))
-
-
 def db_ones_span(g: ConvGeom, p: Plan) -> tuple[int, int]:
     """The tap pass whose DwState folds db (the first pass of the program that folds db)."""
     return dw_tap_passes(g, p, dw_db_program(g, p))[0]
 
 
 def db_ones_legal(g: ConvGeom, p: Plan) -> bool:
-    """db:fold with dw (row-mode x-stationary) and a chunk with room for the ones slot; not under the LNC2
-    columns split (its deferred finish adds the other program's partial in the casts, past db's row)."""
-    return bool(p.compute_db and p.compute_dw and p.db_method is DbMethod.FOLD and not dw_columns_on(g, p)
+    """db:fold with dw (row-mode x-stationary) and a chunk with room for the ones slot."""
+    return bool(p.compute_db and p.compute_dw and p.db_method is DbMethod.FOLD
                 and db_ones_chunk(g, p, db_ones_span(g, p)) is not None)
 
 
 def xt_copy_legal(g: ConvGeom, p: Plan) -> bool:
-    """``Plan.dw_xt_copy``: row-mode x-stationary with ``xT dma`` (its bundle fills per pair, merged,
-    stacked, a columns window). The tile is held channel-major ``[rows, slots, ci, x columns]`` so each
-    fill is a plain ``dma_copy`` of whole x row segments; the matmuls read the same ``(pair, tap, ci)``
-    stationary through a view with the ci stride outermost. Not with ``head split``: its column pieces
-    (a few columns each) would make the copies' runs a few elements long."""
+    """``Plan.dw_xt_copy``: row-mode x-stationary with ``xT dma`` (its bundle fills per pair). The tile is
+    held channel-major ``[rows, slots, ci, x columns]`` so each fill is a plain ``dma_copy`` of whole x row
+    segments; the matmuls read the same ``(pair, tap, ci)`` stationary through a view with the ci stride
+    outermost. Not with ``head split``: its column pieces (a few columns each) would make the copies' runs
+    a few elements long."""
     return (p.dw_method is DwMethod.ROW_PACK and p.dw_x_stationary and p.dw_xt_dma
             and not p.dw_head_split)
 

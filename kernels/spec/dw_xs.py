@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from ..geometry import ConvGeom, ceil_div
 from ..schedule import PMAX
-from ..xt_rows import valid_range
 from .psum import PSUM_BANK_BYTES
 from .record import DwMethod, Plan
 
@@ -60,39 +59,11 @@ def dw_xs_row_chunks(g: ConvGeom, p: Plan, pair0: int, n_pairs: int) -> list[tup
 
 
 def dw_xs_bundles(g: ConvGeom, p: Plan, span: tuple[int, int]) -> list[tuple[int, int]]:
-    """Row mode: (first flat pair, pairs) of the x^T bundles of a pass (whole pairs); ``dw_xt_merge``:
-    a bundle also ends where the next pair has another kd or H-padding class (``xt_merge_bundles``)."""
+    """Row mode: (first flat pair, pairs) of the x^T bundles of a pass (whole pairs)."""
     kw = g.axes[2].k
     lo, hi = span[0] // kw, ceil_div(span[1], kw)
     nb = dw_xs_bundle(g, p)
-    if p.dw_xt_merge:
-        return xt_merge_bundles(g, lo, hi, nb)
     return [(q, min(nb, hi - q)) for q in range(lo, hi, nb)]
-
-
-def _h_class(g: ConvGeom, kh: int) -> tuple[int, int]:
-    """The output rows [lo, hi) of the whole H axis whose x row for tap kh is inside x: two kh with the
-    same class have the same clipped rows in every row chunk (the clipped rows are at the chunk ends)."""
-    ah = g.axes[1]
-    return valid_range(kh * ah.r - ah.lo, ah.s, ah.o, ah.n)
-
-
-def xt_merge_bundles(g: ConvGeom, lo: int, hi: int, nb: int) -> list[tuple[int, int]]:
-    """``Plan.dw_xt_merge``: flat pairs [lo, hi) cut into bundles of at most ``nb`` consecutive pairs
-    with one kd and one H-padding class, so that each run of rows of a bundle is ONE 4-D transpose
-    (``xt_bundle_groups``: src [ci, pairs, columns, rows], the pairs one dilated H step apart) where
-    per-pair bundles took one transfer per pair (down_s2: each transfer holds a DMA queue ~2 us, of
-    which 1.3 us is start latency, so the queues bound dw)."""
-    kh_n = g.axes[1].k
-    out: list[tuple[int, int]] = []
-    for q in range(lo, hi):
-        if out:
-            q0, n = out[-1]
-            if n < nb and q0 // kh_n == q // kh_n and _h_class(g, q0 % kh_n) == _h_class(g, q % kh_n):
-                out[-1] = (q0, n + 1)
-                continue
-        out.append((q, 1))
-    return out
 
 
 def dw_xs_chunks(g: ConvGeom, p: Plan, span: tuple[int, int]) -> list[tuple[int, int, int]]:

@@ -68,14 +68,13 @@ def dx_w_band_legal(g: ConvGeom, p: Plan) -> bool:
     """``Plan.dx_w_band``: the gather (``nki_dx.run_dx``, one band per plane, no dx^T, no D-phase pairs) may
     split each dx band's W input columns into bands, each loading the dy columns its inputs read (the
     halo of the kernel's W reach), so that a band whose whole-row dy buffer does not fit SBUF still runs.
-    Not where another section reads dx's dy loads (shared dy, db folded on them) or paces dx (dx between
-    dw's bundles, dw-interleaved, an early first band)."""
+    Not where another section reads dx's dy loads (shared dy, db folded on them) or paces dx
+    (dw-interleaved, an early first band)."""
     return bool(p.compute_dx and p.dx_method in W_BAND_METHODS and 0 < p.dx_w_band < g.axes[2].n
                 and p.dx_regions == 1 and not p.dx_transposed and not p.dx_dphase_pairs
                 and p.strategy is Strategy.PER_GRADIENT
                 and not (p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw)
-                and not (p.dx_prefetch or p.dx_between_bundles or p.dw_interleave
-                         or p.dx_band_early))
+                and not (p.dx_prefetch or p.dw_interleave or p.dx_band_early))
 
 
 def dx_w_bands(g: ConvGeom, p: Plan) -> tuple:
@@ -101,8 +100,7 @@ def dx_co_chunk_legal(g: ConvGeom, p: Plan) -> bool:
                 and p.dx_regions == 1 and not p.dx_transposed and not p.dx_dphase_pairs
                 and p.strategy is Strategy.PER_GRADIENT and not p.filters_first
                 and not (p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw)
-                and not (p.dx_prefetch or p.dx_between_bundles or p.dw_interleave
-                         or p.dx_band_early))
+                and not (p.dx_prefetch or p.dw_interleave or p.dx_band_early))
 
 
 def dx_dy_clip_legal(g: ConvGeom, p: Plan) -> bool:
@@ -114,8 +112,7 @@ def dx_dy_clip_legal(g: ConvGeom, p: Plan) -> bool:
     return bool(p.dx_dy_clip and p.compute_dx and p.dx_method in W_BAND_METHODS and p.dx_regions == 1
                 and not p.dx_transposed and not p.dx_dphase_pairs and p.strategy is Strategy.PER_GRADIENT
                 and not (p.compute_db and p.db_method is DbMethod.FOLD and not p.compute_dw)
-                and not (p.dx_prefetch or p.dx_between_bundles or p.dw_interleave
-                         or p.dx_band_early))
+                and not (p.dx_prefetch or p.dw_interleave or p.dx_band_early))
 
 
 def dx_co_chunks(g: ConvGeom, p: Plan) -> list[tuple[int, int]]:

@@ -111,7 +111,7 @@ class Plan:
     dw_tap_range: int = 0             # taps whose fp32 accumulators live at once (0: all; dy, x streamed per pass)
     dx_regions: int = 1               # dx bands stacked on the partitions (block-diagonal filters)
     filters_first: bool = False       # dx's first filter group loads before dw runs (per-gradient)
-    dw_split: str = "positions"       # LNC2 dw split: "positions" (partials combined), "taps", "channels", "columns"
+    dw_split: str = "positions"       # LNC2 dw split: "positions" (partials combined), "taps", "channels"
     dw_x_stationary: bool = False     # dw with x^T stationary (taps x ci on M), dy^T moving: dw[(tap, ci), co]
     dx_transposed: bool = False       # dx^T: positions on the stationary side (nki_dx_t, stride 1)
     dx_pair_copies: int = 0           # dx^T: shifted dy copies pairing taps on K (C_out <= 64)
@@ -122,7 +122,6 @@ class Plan:
     dx_toeplitz_w: int = 0            # dx:toeplitz: U_w w positions on M, one PSUM quadrant each (0: none)
     dx_toeplitz_quad: bool = False    # dx:toeplitz: with K pairs along d, the h offset pairs too (K = 4 C_out)
     dw_xt_dma: bool = False           # row-mode dw x^T by dma_transpose from HBM (2-byte, NC-v3+)
-    dw_row_stack: bool = False        # row-mode dw: two 64-row chunks stacked on K = 128 (x-stationary, xT dma)
     dx_dphase_pairs: bool = False     # dx:phase_gather with the two D stride phases on M (dx_dpairs)
     dw_interleave: bool = False       # per gradient: dw's boxes issued between dx's items (dx:toeplitz)
     db_ones: bool = False             # db:fold inside dw's x-stationary matmuls (a ones slot on M; db_ones_chunk)
@@ -132,9 +131,7 @@ class Plan:
     pw_db_scalar: bool = False        # db by ScalarE activation reduces of dy (shared-dy pointwise: not PE ones-matmuls;
                                       # per gradient: on dx's bands, not VectorE tensor_reduce)
     pw_dyt_dma: int = 0               # shared-dy pointwise: one dy^T sub-tile in N by dma_transpose (0: all on the PE)
-    dw_xt_merge: bool = False         # x-stationary xT dma: bundles of one kd and H-padding class, 4-D transposes
     dw_xt_copy: bool = False          # x-stationary xT dma: channel-major x^T tiles by plain dma_copy (no transpose)
-    dx_between_bundles: bool = False  # per gradient, D-phase pairs: dx's groups run between dw's x^T bundles
     dw_head_split: bool = False       # dw's first row pass: dy^T and the first x^T by column pieces (dw_head)
     s2d_group: int = 0                # s2d_gemm: row tiles resident together (0: another method)
     dw_w_band: int = 0                # box-mode per-gradient dw: W output columns per box (0: whole rows)
@@ -194,12 +191,10 @@ class Plan:
                 "dw_x_stationary": self.dw_x_stationary, "dx_transposed": self.dx_transposed, "dx_pair_copies": self.dx_pair_copies, "dx_prefetch": self.dx_prefetch, "dx_toeplitz": list(self.dx_toeplitz), "dx_toeplitz_pair": self.dx_toeplitz_pair,
                 "dx_toeplitz_merge": list(self.dx_toeplitz_merge), "dx_toeplitz_w": self.dx_toeplitz_w,
                 "dx_toeplitz_quad": self.dx_toeplitz_quad,
-                "dw_xt_dma": self.dw_xt_dma, "dw_row_stack": self.dw_row_stack,
+                "dw_xt_dma": self.dw_xt_dma,
                 "dx_dphase_pairs": self.dx_dphase_pairs, "dw_interleave": self.dw_interleave,
                 "dx_ci_split": self.dx_ci_split, "dx_band_early": self.dx_band_early,
-                "pw_db_scalar": self.pw_db_scalar, "pw_dyt_dma": self.pw_dyt_dma,
-                "dw_xt_merge": self.dw_xt_merge, "dw_xt_copy": self.dw_xt_copy,
-                "dx_between_bundles": self.dx_between_bundles,
+                "pw_db_scalar": self.pw_db_scalar, "pw_dyt_dma": self.pw_dyt_dma, "dw_xt_copy": self.dw_xt_copy,
                 "db_ones": self.db_ones, "dw_dyt_dma": self.dw_dyt_dma,
                 "dw_head_split": self.dw_head_split, "s2d_group": self.s2d_group,
                 "dw_w_band": self.dw_w_band, "dx_w_band": self.dx_w_band, "dx_co_chunk": self.dx_co_chunk,

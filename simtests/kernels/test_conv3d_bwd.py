@@ -171,9 +171,9 @@ def test_int_dtype_is_rejected():
 @pytest.mark.parametrize("geom", [
     {"batch": 1, "c_in": 64, "c_out": 64, "size": (4, 16, 16), "kernel": (3, 3, 3), "padding": (1,) * 6},
     {"batch": 2, "c_in": 32, "c_out": 96, "size": (4, 12, 12), "kernel": (3, 3, 3), "stride": (2, 2, 2), "padding": (1,) * 6},
-    # 64 output rows per batch: dw row stacking candidates (dw_row_stack) among them
+    # 64 output rows per batch (two row chunks of 64 per program)
     {"batch": 2, "c_in": 72, "c_out": 72, "size": (8, 8, 4), "kernel": (3, 3, 3), "padding": (1,) * 6},
-], ids=["c64", "s2", "row-stack"])
+], ids=["c64", "s2", "rows64"])
 @pytest.mark.parametrize("sweep", BUDGET_SWEEPS)
 def test_planner_budget_bounds_the_measured_peak(geom, sweep):
     """The feasible candidates (a pairwise cover of their choices; every one in the nightly sweep) run without

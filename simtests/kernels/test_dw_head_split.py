@@ -1,8 +1,8 @@
 """dw's head split (``Plan.dw_head_split``, label ``head split``; ``kernels/dw_head.py``): the first row pass's
 dy^T and its first pairs' x^T come by W column pieces, the head pairs first. Bit-exact forced plans: C_in 128
 / 130 (two C_in tiles) / 70, C_out up to 140, odd sizes, asymmetric padding, stride, dilation, two batches,
-W_out narrower than the pieces, LNC2 (taps, positions and columns splits; db on the taps split's lighter
-program), tap passes, every gradient subset with dw, bf16 and fp16; the pieces, the head order,
+W_out narrower than the pieces, LNC2 (taps and positions splits; db on the taps split's lighter program),
+tap passes, every gradient subset with dw, bf16 and fp16; the pieces, the head order,
 legality, the budget and the estimate."""
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def _head(edit=None, split=None):
     split on."""
     def pick(p):
         alts = p.feasible_candidates(where=lambda a: a.dw_dyt_dma and a.dw_x_stationary and a.dw_xt_dma
-                                     and (not a.db_ones) and (not a.dw_row_stack)
+                                     and (not a.db_ones)
                                      and (split is None or a.dw_split == split))
         assert alts, p.explain()
         q = dataclasses.replace(alts[0], dw_head_split=True, **(edit or {}))
@@ -83,12 +83,10 @@ def test_gradient_subsets_fp16(grads, head_fills):
     assert head_fills
 
 
-@pytest.mark.parametrize("split", ["taps", "positions", "columns"])
+@pytest.mark.parametrize("split", ["taps", "positions"])
 @pytest.mark.parametrize("grads", [("dx", "dw", "db"), ("dw", "db")], ids=lambda g: "+".join(g))
 def test_lnc2(split, grads, head_fills):
-    edit = {"dw_split": split} if split == "columns" else None
-    run_and_compare(**VAE, lnc=2, grads=grads,
-                    plan_edit=_head(edit, split=None if split == "columns" else split))
+    run_and_compare(**VAE, lnc=2, grads=grads, plan_edit=_head(split=split))
     assert len([f for f in head_fills if f[0]]) == 2   # one head per program
 
 
@@ -158,7 +156,7 @@ def test_legality():
     base = next(a for a in p.feasible_candidates() if a.dw_head_split)
     assert dw_head_split_legal(g, base)
     # (a C_in range of 3: its first tile's zero rows would be one memset per tile, the tiny-C_in fill)
-    for edit in ({"dw_dyt_dma": False}, {"dw_x_stationary": False}, {"dw_row_stack": True}, {"db_ones": True},
+    for edit in ({"dw_dyt_dma": False}, {"dw_x_stationary": False}, {"db_ones": True},
                  {"dw_ci_tile": 64}, {"dw_ci_range": 3}):
         assert not dw_head_split_legal(g, dataclasses.replace(base, **edit)), edit
     # C_in 64: two pairs per x^T bundle; the stem's tiny C_in: zero rows by one memset per tile

@@ -2,18 +2,19 @@
 over even and odd D (unequal phase extents: phases run alone), C_in 64 and < 64 (gap columns), two C_out
 tiles, stride 2/3 and dilation on the other axes, a D phase no tap reaches, D and H bands, every gradient
 subset with dx, both strategies, LNC2, bf16 / fp16 (filters by DMA transpose) and fp32 (PE-built W^T);
-the group lists and the planner's legality."""
+the group lists, the filter slots filled by runs of taps (``dx_dpairs.slot_runs``) and the planner's
+legality."""
 from __future__ import annotations
 
 import dataclasses
 
 import pytest
 
-from conv3d_bwd.kernels.dx_dpairs import dpair_groups, dpair_matmuls
+from conv3d_bwd.kernels.dx_dpairs import dpair_groups, dpair_matmuls, dpair_slot_map, slot_runs
 from conv3d_bwd.kernels.plan import DxMethod, Strategy, plan_conv3d_bwd
 from conv3d_bwd.kernels.schedule import axis_bands
 
-from .support import geom_shapes, run_and_compare
+from .support import conv_shapes, geom_shapes, run_and_compare
 
 
 def _paired(strategy=None, edit=None):
@@ -84,3 +85,25 @@ def test_dphase_pairs_are_offered_only_where_they_run():
     for geom, ok in ((DOWN, True), (dict(DOWN, stride=(1, 2, 2)), False), (dict(DOWN, c_in=65), False)):
         plan = plan_conv3d_bwd(*geom_shapes(geom), stride=geom["stride"], padding=geom["padding"])
         assert bool(plan.feasible_candidates(where=lambda a: a.dx_dphase_pairs)) is ok
+
+
+def test_dpair_filter_slots_fill_by_runs():
+    """down_s2's 18 D-phase-pairs slots: side 0 holds taps 18..26 then 0..8, side 1 taps 9..17, so three
+    3-D transposes fill every tap (27 before); every (slot, side) with a tap is covered once."""
+    kw = {"stride": (2, 2, 2), "padding": (1,) * 6}
+    plan = plan_conv3d_bwd(*conv_shapes(2, 64, 128, (8, 32, 32), (3, 3, 3), **kw), **kw, dtype="bf16", lnc=2)
+    g = plan.geometry()
+    slots = dpair_slot_map(g, plan)
+    assert sorted(slots.values()) == list(range(len(slots)))
+    runs = {side: slot_runs(slots, side) for side in (0, 1)}
+    assert runs[0] == [(0, 18, 1, 9), (9, 0, 1, 9)] and runs[1] == [(0, 9, 1, 9)]
+    for side in (0, 1):
+        covered = {(s0 + i, t0 + i * step) for s0, t0, step, n in runs[side] for i in range(n)}
+        assert covered == {(s, ab[side]) for ab, s in slots.items() if ab[side] is not None}
+
+
+def test_slot_runs_uneven_steps():
+    slots = {(5, None): 0, (7, None): 1, (9, None): 2, (10, 1): 3, (None, 4): 4}
+    assert slot_runs(slots, 0) == [(0, 5, 2, 3), (3, 10, 1, 1)]
+    assert slot_runs(slots, 1) == [(3, 1, 3, 2)]   # taps 1 and 4 in consecutive slots: step 3
+    assert slot_runs({(3, 1): 0, (2, 2): 1}, 0) == [(0, 3, 1, 1), (1, 2, 1, 1)]   # a falling tap: a new run

@@ -30,7 +30,7 @@ def _force_co_pass(method, tiles_per_pass, split="positions", **edit):
                                      and a.dw_method is method and (not a.dw_x_stationary)
                                      and (a.db_method is not DbMethod.FOLD)
                                      and (a.lnc == 1 or a.dw_split == split)
-                                     and (not (a.dw_interleave or a.dx_between_bundles or a.dx_prefetch)))
+                                     and (not (a.dw_interleave or a.dx_prefetch)))
         assert alts, p.explain()
         q = dataclasses.replace(alts[0], dw_co_pass=tiles_per_pass, dw_dyt_dma=False, **edit)
         g = plan_geom(q)

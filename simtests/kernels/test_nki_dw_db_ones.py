@@ -1,7 +1,7 @@
 """db inside dw's x-stationary matmuls (``Plan.db_ones``, label ``db:fold[ones row]``): one stationary chunk
 also takes its bundle tile's ones slot, so its PSUM rows after its own hold sum_pos dy^T = db. Bit-exact
 forced plans over tiny and 64-channel C_in, odd sizes, padding, stride, dilation, several batches, both
-strategies, row stacking, tap passes, LNC2 (positions and taps splits), every gradient subset with db and
+strategies, tap passes, LNC2 (positions and taps splits), every gradient subset with db and
 dw, bf16 / fp16 / fp32 (PE-built x^T); the chunk choice and the planner's legality and budget."""
 from __future__ import annotations
 
@@ -27,13 +27,13 @@ def ones_matmuls(monkeypatch):
     return spy(monkeypatch, nki_dw.DwState, "_xs_fold", ones_chunk)
 
 
-def _ones(strategy=None, split=None, edit=None, stack=None, xt_dma=None):
+def _ones(strategy=None, split=None, edit=None, xt_dma=None):
     """The first feasible candidate with db_ones (of ``strategy`` / LNC2 ``split``); else, for dtypes the
     planner does not list it for (fp32: no ``xT dma``), the first row-mode x-stationary one, forced."""
     def pick(p):
         def ok(a):
             return ((strategy is None or a.strategy is strategy) and (split is None or a.dw_split == split)
-                    and (stack is None or a.dw_row_stack == stack) and (xt_dma is None or a.dw_xt_dma == xt_dma))
+                    and (xt_dma is None or a.dw_xt_dma == xt_dma))
         alts = p.feasible_candidates(where=lambda a: a.db_ones and ok(a))
         if not alts:
             alts = [dataclasses.replace(a, db_ones=True) for a in p.feasible_candidates()
@@ -88,13 +88,6 @@ def test_lnc2(split, geom, ones_matmuls):
 
 def test_shared_dy_and_pe_built_xt(ones_matmuls):
     run_and_compare(**dict(GEOMS[2].values[0]), plan_edit=_ones(strategy=Strategy.SHARED_DY, xt_dma=False))
-    assert ones_matmuls
-
-
-def test_row_stacking(ones_matmuls):
-    # out rows 8 x 8 = 64 per batch: the two batches' chunks stack on K = 128
-    geom = {"batch": 2, "c_in": 5, "c_out": 7, "size": (8, 8, 5), "kernel": (3, 3, 3), "padding": (1,) * 6}
-    run_and_compare(**geom, plan_edit=_ones(stack=True))
     assert ones_matmuls
 
 

@@ -1,7 +1,7 @@
 """Row-mode dw with dy^T by ``dma_transpose`` from HBM (``Plan.dw_dyt_dma``, label ``dyT dma``): no dy box,
 no dy^T PE transposes or evictions. Bit-exact forced plans over tiny / 64 / 130 channels, odd sizes, padding,
 stride, dilation, several batches, chunks of whole H rows (one transfer) and of partial H rows (one per d
-plane), both orientations, db fold and db_ones, row stacking (forced), tap passes, LNC2 (positions and taps
+plane), both orientations, db fold and db_ones, tap passes, LNC2 (positions and taps
 splits), every gradient subset with dw, bf16 and fp16; the transfer list; legality (fp32, shared_dy)."""
 from __future__ import annotations
 
@@ -71,13 +71,6 @@ def test_gradient_subsets_fp16(grads, transfers):
 @pytest.mark.parametrize("split", ["positions", "taps"])
 def test_lnc2(split, transfers):
     run_and_compare(**STEM_SMALL, lnc=2, plan_edit=_dyt(split=split))
-    assert transfers
-
-
-def test_row_stacking_forced(transfers):
-    """The planner does not list stacking with dyT dma; the kernel runs it (the ring turns per pass)."""
-    geom = {"batch": 2, "c_in": 5, "c_out": 7, "size": (8, 8, 5), "kernel": (3, 3, 3), "padding": (1,) * 6}
-    run_and_compare(**geom, plan_edit=_dyt({"dw_row_stack": True}, xs=True))
     assert transfers
 
 

@@ -28,7 +28,7 @@ def _force_w_band(method, width, xs=None, split="positions"):
         alts = p.feasible_candidates(where=lambda a: a.strategy is Strategy.PER_GRADIENT
                                      and a.dw_method is method and (xs is None or a.dw_x_stationary is xs)
                                      and (a.lnc == 1 or a.dw_split == split)
-                                     and (not (a.dw_interleave or a.dx_between_bundles or a.dx_prefetch)))
+                                     and (not (a.dw_interleave or a.dx_prefetch)))
         assert alts, p.explain()
         q = dataclasses.replace(alts[0], dw_w_band=width, dw_dyt_dma=False)
         g = plan_geom(q)

@@ -32,7 +32,7 @@ def _box_mode_streaming(p):
     alts = p.feasible_candidates(where=lambda a: a.strategy is Strategy.PER_GRADIENT
                                  and a.dw_method is DwMethod.TAP_PACK and (not a.dw_x_stationary)
                                  and (not a.dw_w_band)
-                                 and (not (a.dw_interleave or a.dx_between_bundles or a.dx_prefetch)))
+                                 and (not (a.dw_interleave or a.dx_prefetch)))
     assert alts, p.explain()
     g = plan_geom(alts[0])
     return _fits(dataclasses.replace(alts[0], dw_band=(1, g.out_size[1]), dw_dyt_dma=False))

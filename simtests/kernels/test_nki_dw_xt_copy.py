@@ -1,7 +1,6 @@
 """Row-mode x-stationary dw with channel-major x^T tiles filled by plain ``dma_copy`` (``xT copy``,
-``Plan.dw_xt_copy``): every fill path of ``RowXtDma`` (per pair, bundles merged along kh, stacked row
-chunks, head pieces, the LNC2 columns window) under forced plans, bit-exact against the oracle on exact
-inputs; the x^T fills issue no ``dma_transpose``; the planner offers the form and charges it."""
+``Plan.dw_xt_copy``): every fill path of ``RowXtDma`` (per pair, bundles merged along kh, head pieces)
+under forced plans, bit-exact against the oracle on exact inputs; the x^T fills issue no ``dma_transpose``; the planner offers the form and charges it."""
 from __future__ import annotations
 
 import dataclasses
@@ -28,7 +27,7 @@ def _copy(strategy=None, **want):
                                      and (strategy is None or a.strategy is strategy)
                                      and (a.dw_head_split == want.get('dw_head_split', False)))
         alts = [a for a in base if all(getattr(a, k) == v for k, v in want.items())]
-        if not alts:   # a switch the planner lists only elsewhere (xT merged: the columns split): forced
+        if not alts:   # a switch the planner does not list here: forced
             alts = [dataclasses.replace(a, **want) for a in base if not a.db_ones]
         assert alts, p.explain()
         return dataclasses.replace(min(alts, key=lambda a: a.estimated_us), dw_xt_copy=True)
@@ -50,12 +49,6 @@ GEOMS = [
     # C_in 48 (one pair per fill), stride 2, odd W
     pytest.param({"batch": 2, "c_in": 48, "c_out": 5, "size": (4, 8, 11), "kernel": (3, 3, 3),
                   "stride": (2, 2, 2), "padding": (1,) * 6}, {}, 1, id="stride2-ci48"),
-    # bundles merged along kh (xT merged), LNC2 columns split: a window of the x columns
-    pytest.param({"batch": 2, "c_in": 48, "c_out": 5, "size": (4, 8, 12), "kernel": (3, 3, 3),
-                  "stride": (2, 2, 2), "padding": (1,) * 6}, {"dw_xt_merge": True}, 2, id="merged-lnc2"),
-    # 64-row chunks stacked on K = 128 (rows stacked), LNC2
-    pytest.param({"batch": 2, "c_in": 64, "c_out": 16, "size": (8, 32, 10), "kernel": (3, 3, 3),
-                  "stride": (2, 2, 2), "padding": (1,) * 6}, {"dw_row_stack": True}, 2, id="stacked-lnc2"),
     # C_in over one tile (two C_in tiles), C_out over one tile
     pytest.param({"batch": 1, "c_in": 130, "c_out": 130, "size": (3, 5, 6), "kernel": (2, 3, 3),
                   "padding": (1, 0, 1, 1, 1, 1)}, {}, 1, id="ci130-co130"),

@@ -29,7 +29,7 @@ def _force_co_chunk(chunk, w_band=0, ci_outer=None):
     def pick(p):
         alts = p.feasible_candidates(where=lambda a: a.strategy is Strategy.PER_GRADIENT and a.dx_regions == 1
                                      and (a.dx_method in (DxMethod.GEMM, DxMethod.GATHER_S1, DxMethod.PHASE_GATHER))
-                                     and (not (a.dx_transposed or a.dx_dphase_pairs or a.dx_prefetch or a.dx_between_bundles or a.dw_interleave or a.dx_band_early))
+                                     and (not (a.dx_transposed or a.dx_dphase_pairs or a.dx_prefetch or a.dw_interleave or a.dx_band_early))
                                      and (ci_outer is None or a.dx_ci_outer is ci_outer)
                                      and (not (a.compute_db and (not a.compute_dw)
                                      and (a.db_method.value == 'fold'))))

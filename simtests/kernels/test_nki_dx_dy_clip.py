@@ -27,7 +27,7 @@ def _force_clip(**edit):
     def pick(p):
         alts = p.feasible_candidates(where=lambda a: a.strategy is Strategy.PER_GRADIENT and a.dx_regions == 1
                                      and (a.dx_method in (DxMethod.GEMM, DxMethod.GATHER_S1, DxMethod.PHASE_GATHER))
-                                     and (not (a.dx_transposed or a.dx_dphase_pairs or a.dx_prefetch or a.dx_between_bundles or a.dw_interleave or a.dx_band_early))
+                                     and (not (a.dx_transposed or a.dx_dphase_pairs or a.dx_prefetch or a.dw_interleave or a.dx_band_early))
                                      and (not (a.compute_db and (not a.compute_dw)
                                      and (a.db_method.value == 'fold'))))
         assert alts, p.explain()

@@ -1,6 +1,5 @@
-"""shared_dy LNC1 with x-stationary stacked dw (a down_s2 candidate): the finish's casts and stores run under the
-flushed pass's matmuls, only the last store run is a trail (the estimate's _estimate_xs_finish_shared). dw's
-items and tap passes charged per class of identical ones (``charge_dw_pass``): as charging item by item."""
+"""A cost sheet's scaled share; dw's items and tap passes charged per class of identical ones
+(``charge_dw_pass``): as charging item by item."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,18 +7,10 @@ import dataclasses
 import pytest
 
 from conv3d_bwd.kernels.costs import ENGINES, TARGET_FIGURES, CostSheet
-from conv3d_bwd.kernels.geometry import validate
 from conv3d_bwd.kernels.plan import DwMethod, Strategy, plan_conv3d_bwd
 from conv3d_bwd.kernels.plan import estimate as est
 from conv3d_bwd.kernels.plan.estimate import _estimate_sheet
-from conv3d_bwd.kernels.plan.estimate_dw import (
-    _estimate_xs_finish,
-    _shared_stacked_xs,
-    _xs_stores,
-    charge_dw_item,
-    dw_item_classes,
-    dw_pass_record,
-)
+from conv3d_bwd.kernels.plan.estimate_dw import charge_dw_item, dw_item_classes, dw_pass_record
 from conv3d_bwd.kernels.spec.dw_options import (
     W_BAND_METHODS,
     dw_co_pass_legal,
@@ -28,7 +19,6 @@ from conv3d_bwd.kernels.spec.dw_options import (
     dw_w_band_legal,
     dw_w_bands,
 )
-from conv3d_bwd.kernels.spec.dw_xs import dw_xs_chunks
 
 TRN2 = TARGET_FIGURES["trn2"]
 
@@ -42,49 +32,12 @@ def test_a_scaled_sheet_is_a_share_of_the_busy_time():
     assert c.scaled(1.0).counts == c.counts
 
 
-def _down_s2(lnc):
-    from conv3d_bwd.verify.bench import BENCH_SHAPES
-    s = next(s for s in BENCH_SHAPES if s.name == "down_s2")
-    g = s.geometry
-    plan = plan_conv3d_bwd(g.dy_shape, g.x_shape, g.w_shape, stride=s.stride, padding=s.padding,
-                           dilation=s.dilation, dtype=s.dtype, target="trn2", lnc=lnc)
-    return validate(g.dy_shape, g.x_shape, g.w_shape, s.stride, s.padding, s.dilation, s.dtype), plan
-
-
-def test_down_s2_lnc1_charges_only_the_last_store_run_as_the_trail():
-    g, pick = _down_s2(1)
-    # the best-estimated shared-dy stacked x-stationary candidate (the subject, whether or not it is the pick)
-    plan = min((p for p in (pick, *pick.feasible_candidates()) if _shared_stacked_xs(p)),
-               key=lambda p: p.estimated_us)
-    c, _fill = _estimate_sheet(g, plan, TRN2)
-    c.section_busy()   # (closes the open section: ``c.sections`` holds each section's bandwidth time)
-    span = dw_tap_passes(g, plan, 0)[0]
-    whole = CostSheet(TRN2)
-    _estimate_xs_finish(whole, g, plan, TRN2, g.c_in, span)
-    runs = sum(n for _t, n in _xs_stores(g, plan, dw_xs_chunks(g, plan, span)))
-    assert runs > 1
-    assert c.sections["dw_finish"]["dma"] == pytest.approx(whole.busy["dma"] / runs)
-    # the rest is in the body: the sheet's total is unchanged
-    assert sum(s_["dma"] for s_ in c.sections.values()) == pytest.approx(c.busy["dma"])
-
-
-def test_other_strategies_keep_the_whole_finish_a_trail():
-    _g, plan = _down_s2(2)
-    lnc2 = plan.feasible_candidates(where=lambda p: p.dw_x_stationary and p.strategy is Strategy.SHARED_DY)
-    assert lnc2 and not any(_shared_stacked_xs(p) for p in lnc2)   # LNC2: the exchange, charged as before
-    _g1, plan1 = _down_s2(1)
-    others = plan1.feasible_candidates(where=lambda p: p.dw_x_stationary and (not p.dw_row_stack))
-    assert others and not any(_shared_stacked_xs(p) for p in others)
-
-
 # --- dw's items and passes per class -----------------------------------------------------------------------
 
 def _item_by_item(c, ps, section, records):
     """``charge_dw_pass`` as an explicit loop: every item of every pass charged on its own."""
-    last = None
     for it in range(len(ps.items)):
-        last = charge_dw_item(c, ps, it) or last
-    return last
+        charge_dw_item(c, ps, it)
 
 
 def _assert_same_estimate(g, p, monkeypatch) -> None:
@@ -118,7 +71,7 @@ def _banded_dw(lnc: int, method: DwMethod, **edit):
     from ..support import geom_kw, geom_shapes, plan_geom
     p = plan_conv3d_bwd(*geom_shapes(BANDED), **geom_kw(BANDED), lnc=lnc)
     alts = [a for a in (p, *p.feasible_candidates()) if a.strategy is Strategy.PER_GRADIENT and a.dw_method is method
-            and not (a.dw_interleave or a.dx_between_bundles or a.dx_prefetch or a.dw_x_stationary)
+            and not (a.dw_interleave or a.dx_prefetch or a.dw_x_stationary)
             and (a.lnc == 1 or a.dw_split == "positions")]
     assert alts, p.explain()
     q = dataclasses.replace(alts[0], dw_band=(1, 1), dw_dyt_dma=False, **edit)
@@ -148,8 +101,8 @@ def test_a_pass_record_groups_items_by_class(monkeypatch):
     ps = seen[0]
     classes, of = dw_item_classes(ps)
     assert 1 < len(classes) < len(ps.items) and sum(n for _it, n in classes) == len(of) == len(ps.items)
-    rec, last = dw_pass_record(ps, "dw")
-    assert last is not None and rec.units["dw"] == len(ps.items) * len(dw_w_bands(g, p))
+    rec = dw_pass_record(ps, "dw")
+    assert rec.units["dw"] == len(ps.items) * len(dw_w_bands(g, p))
 
 
 @pytest.mark.parametrize("lnc", [1, 2])

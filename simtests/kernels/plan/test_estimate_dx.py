@@ -51,7 +51,7 @@ def _banded(geom: dict, edit: dict, lnc: int, dtype: str = "bf16"):
     alts = [a for a in (p, *p.feasible_candidates()) if a.strategy is Strategy.PER_GRADIENT and a.dx_regions == 1
             and a.dx_method in (DxMethod.GEMM, DxMethod.GATHER_S1, DxMethod.PHASE_GATHER)
             and not (a.dx_transposed or a.dx_dphase_pairs or a.dx_prefetch
-                     or a.dx_between_bundles or a.dw_interleave or a.dx_band_early or a.filters_first)]
+                     or a.dw_interleave or a.dx_band_early or a.filters_first)]
     assert alts, p.explain()
     q = dataclasses.replace(alts[0], dx_band=(1, 1), **edit)
     g = plan_geom(q)
@@ -110,8 +110,8 @@ def test_dy_band_loads_charge_what_every_load_charges(case, db_fold):
     geom, edit, _lnc = CASES[case]
     g, p = _banded(geom, edit, 1)
     items, w_bands, clip = dx_program_items(g, p, 0), dx_w_bands(g, p), dx_dy_clip_legal(g, p)
-    first, loads = est._dx_loads(g, p, TRN2, items, w_bands, db_fold, set(), clip)
-    fills, _ = est._dx_loads_by_band(g, p, TRN2, items, w_bands, db_fold, set(), clip)
+    first, loads = est._dx_loads(g, p, TRN2, items, w_bands, db_fold, clip)
+    fills, _ = est._dx_loads_by_band(g, p, TRN2, items, w_bands, db_fold, clip)
     assert first == fills[0] and len(fills) == len(items) * len(w_bands)
     n_co, co_t = n_tiles(g.c_out, PMAX), min(PMAX, g.c_out)
     ref = CostSheet(TRN2)
