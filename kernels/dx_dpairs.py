@@ -57,10 +57,12 @@ def _steps(g: ConvGeom, pw: PhaseWork) -> list[tuple[tuple[int, int, int], int]]
 
 
 @lru_cache(maxsize=4096)
-def dpair_groups(g: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand]) -> tuple[DpairGroup, ...]:
-    """The groups of one dx band, in the kernel's order (phases without taps: ``steps`` empty).
-    Cached: the planner asks for the same bands for every candidate (values are frozen)."""
-    work = dx_phase_work(g, bands)
+def dpair_groups(g: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand], with_blocks: bool = True
+                 ) -> tuple[DpairGroup, ...]:
+    """The groups of one dx band, in the kernel's order (phases without taps: ``steps`` empty);
+    ``with_blocks``: each phase's PSUM blocks too (the slots do not read them: a band of many stride phases
+    has many). Cached: the planner asks for the same bands for every candidate (values are frozen)."""
+    work = dx_phase_work(g, bands, with_blocks=with_blocks)
     by_hw: dict[tuple[int, int], dict[int, PhaseWork]] = {}
     for pw in work:
         by_hw.setdefault(pw.phases[1:], {})[pw.phases[0]] = pw
@@ -95,10 +97,27 @@ def _slots(g: ConvGeom, band_list: tuple[tuple[AxisBand, AxisBand, AxisBand], ..
            ) -> tuple[tuple[tuple[int | None, int | None], int], ...]:
     slots: dict[tuple[int | None, int | None], int] = {}
     for bands in band_list:
-        for grp in dpair_groups(g, bands):
+        for grp in dpair_groups(g, bands, with_blocks=False):
             for a, b, _off in grp.steps:
                 slots.setdefault((a, b), len(slots))
     return tuple(slots.items())
+
+
+def dpair_slot_count(g: ConvGeom, band_list: list[tuple[AxisBand, AxisBand, AxisBand]]) -> int:
+    """``len(dpair_slots(g, band_list))``, costing each D band once per set of H phases its H bands reach:
+    a band's tap pairs do not depend on where its H band lies (the two D phases of a group share its H and W
+    phases, offsets and extents), and a band of a wide plane under a large H stride has many phases."""
+    h = g.axes[1]
+    pairs: set[tuple[int | None, int | None]] = set()
+    seen: set[tuple] = set()
+    for bd, bh, bw in band_list:
+        reached = tuple(ph for ph in range(h.s) if h.phase_j_range(ph, bh.i0, bh.i1)[1]
+                        > h.phase_j_range(ph, bh.i0, bh.i1)[0])
+        if (bd, reached, bw) in seen:
+            continue
+        seen.add((bd, reached, bw))
+        pairs.update((a, b) for grp in dpair_groups(g, (bd, bh, bw), with_blocks=False) for a, b, _off in grp.steps)
+    return len(pairs)
 
 
 def dpair_matmuls(g: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand]) -> int:

@@ -29,8 +29,8 @@ def dpairs_illegal(g: ConvGeom, p: Plan) -> str:
 def _dpair_slot_count(g: ConvGeom, p: Plan) -> int:
     """The stationary slots of the D-phase pairs over every band of the plan's dx items."""
     w_band = axis_bands(g.axes[2], g.axes[2].n)[0]
-    return len(dpairs.dpair_slots(g, sorted({(bd, bh, w_band) for _b, bd, bh in dx_items(g, p)},
-                                             key=lambda t: (t[0].i0, t[1].i0))))
+    return dpairs.dpair_slot_count(g, sorted({(bd, bh, w_band) for _b, bd, bh in dx_items(g, p)},
+                                             key=lambda t: (t[0].i0, t[1].i0)))
 
 
 def dx_ci_split_legal(g: ConvGeom, p: Plan) -> bool:

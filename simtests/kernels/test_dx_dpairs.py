@@ -10,7 +10,15 @@ import dataclasses
 
 import pytest
 
-from conv3d_bwd.kernels.dx_dpairs import dpair_groups, dpair_matmuls, dpair_slot_map, slot_runs
+from conv3d_bwd.kernels.dx_dpairs import (
+    dpair_groups,
+    dpair_matmuls,
+    dpair_slot_count,
+    dpair_slot_map,
+    dpair_slots,
+    slot_runs,
+)
+from conv3d_bwd.kernels.geometry import validate
 from conv3d_bwd.kernels.plan import DxMethod, Strategy, plan_conv3d_bwd
 from conv3d_bwd.kernels.schedule import axis_bands
 
@@ -107,3 +115,21 @@ def test_slot_runs_uneven_steps():
     assert slot_runs(slots, 0) == [(0, 5, 2, 3), (3, 10, 1, 1)]
     assert slot_runs(slots, 1) == [(3, 1, 3, 2)]   # taps 1 and 4 in consecutive slots: step 3
     assert slot_runs({(3, 1): 0, (2, 2): 1}, 0) == [(0, 3, 1, 1), (1, 2, 1, 1)]   # a falling tap: a new run
+
+
+@pytest.mark.parametrize("kernel, stride, dilation, size, padding", [
+    ((3, 3, 3), (2, 2, 2), (1, 1, 1), (8, 11, 9), (1, 1, 1, 1, 1, 1)),
+    ((2, 4, 3), (2, 4, 3), (1, 1, 1), (6, 12, 9), (0, 0, 0, 0, 0, 0)),   # stride = kernel (a tubelet)
+    ((3, 2, 3), (2, 3, 1), (2, 1, 2), (9, 10, 7), (2, 0, 1, 2, 0, 1)),
+])
+def test_slot_count_is_the_slots_of_every_band(kernel, stride, dilation, size, padding):
+    """``dpair_slot_count`` (one D band per set of reached H phases) counts what ``dpair_slots`` numbers over
+    every band, for D and H bands of every size."""
+    out = [(size[a] + padding[2 * a] + padding[2 * a + 1] - dilation[a] * (kernel[a] - 1) - 1) // stride[a] + 1
+           for a in range(3)]
+    g = validate((1, 4, *out), (1, 3, *size), (*kernel, 3, 4), stride, padding, dilation, "bf16")
+    w_band = axis_bands(g.axes[2], g.axes[2].n)[0]
+    for rows_d in range(1, size[0] + 1):
+        for rows_h in range(1, size[1] + 1):
+            bands = [(bd, bh, w_band) for bd in axis_bands(g.axes[0], rows_d) for bh in axis_bands(g.axes[1], rows_h)]
+            assert dpair_slot_count(g, bands) == len(dpair_slots(g, bands)), (rows_d, rows_h)
