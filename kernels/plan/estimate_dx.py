@@ -185,8 +185,22 @@ def _estimate_dx_t(c: CostSheet, g: ConvGeom, p: Plan, hw: TargetFigures, items:
     if pairs:   # filters of tap b under tap a's (SBUF->SBUF)
         c.dma(g.c_out * g.c_in * ds, g.c_in * ds, pairs)
     ext = _dx_dy_extent(g, p.dx_band)
+    for (bd, bh), n in dx_t_band_classes(g, items):
+        c.add(_run_cached(memo, _dx_t_band_sheet, g, hw.name, p.dx_pair_copies, filters_by_dma(g, p), ext, bd, bh),
+              times=n)
+
+
+def dx_t_band_classes(g: ConvGeom, items: list) -> list[tuple[tuple[AxisBand, AxisBand], int]]:
+    """The (D, H) bands of dx^T's ``items`` as one representative per class with its number of bands: a
+    band's cost (``_dx_t_band_sheet``) reads per axis its rows, its dy extent and the positions of each
+    stride phase it reaches (``band_class``), not where it lies."""
+    reps: dict[tuple, tuple[AxisBand, AxisBand]] = {}
+    counts: Counter = Counter()
     for _b, bd, bh in items:
-        c.add(_run_cached(memo, _dx_t_band_sheet, g, hw.name, p.dx_pair_copies, filters_by_dma(g, p), ext, bd, bh))
+        k = (band_class(g.axes[0], bd, False), bd.extent, band_class(g.axes[1], bh, False), bh.extent)
+        reps.setdefault(k, (bd, bh))
+        counts[k] += 1
+    return [(reps[k], counts[k]) for k in reps]
 
 
 @lru_cache(maxsize=8192)

@@ -1,6 +1,7 @@
 """dx's band work and dy band loads costed per class of identical bands (``estimate_dx.dx_band_classes``,
-``estimate._dx_loads``) and multiplied: the same estimate, within rounding, as charging band by band, for
-every banded form of the gather (W bands, dy clipped to the live taps, C_out chunks, the LNC2 C_in split)."""
+``dx_t_band_classes``, ``estimate._dx_loads``) and multiplied: the same estimate, within rounding, as
+charging band by band, for every banded form of the gather (W bands, dy clipped to the live taps, C_out
+chunks, the LNC2 C_in split) and for dx^T."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,7 +9,7 @@ import dataclasses
 import pytest
 
 from conv3d_bwd.kernels.costs import ENGINES, TARGET_FIGURES, CostSheet
-from conv3d_bwd.kernels.plan import DxMethod, Strategy, plan_conv3d_bwd
+from conv3d_bwd.kernels.plan import DxMethod, Strategy, estimate_dx, plan_conv3d_bwd
 from conv3d_bwd.kernels.plan import estimate as est
 from conv3d_bwd.kernels.plan.estimate_dw import _cost_fill
 from conv3d_bwd.kernels.plan.estimate_dx import _dx_band_sheet, _estimate_dx_band, dx_band_classes
@@ -123,3 +124,25 @@ def test_dy_band_loads_charge_what_every_load_charges(case, db_fold):
         if f is not None:
             _cost_fill(ref, g, n_co, co_t, *f)
     _assert_sheets_agree(loads, ref)
+
+
+@pytest.mark.parametrize("geom, lnc", [
+    pytest.param({"batch": 2, "c_in": 12, "c_out": 16, "size": (5, 9, 7), "kernel": (3, 3, 3),
+                  "padding": (1,) * 6}, 1, id="pairs"),
+    pytest.param({"batch": 1, "c_in": 8, "c_out": 6, "size": (5, 7, 7), "kernel": (3, 3, 3),
+                  "dilation": (2, 2, 2), "padding": (2, 2, 2, 2, 2, 2)}, 2, id="dilated-lnc2"),
+])
+def test_dx_t_band_classes_charge_what_every_band_charges(geom, lnc, monkeypatch):
+    """dx^T in two-row bands over odd sizes (a last band of one row): its bands costed once per class and
+    multiplied estimate what charging every band does (the bands did share classes, and not one)."""
+    p = plan_conv3d_bwd(*geom_shapes(geom), **geom_kw(geom), lnc=lnc)
+    alts = p.feasible_candidates(where=lambda a: a.dx_transposed and a.strategy is Strategy.PER_GRADIENT)
+    assert alts, p.explain()
+    q = dataclasses.replace(alts[0], dx_band=(2, 2))
+    g = plan_geom(q)
+    items = dx_program_items(g, q, 0)
+    assert 1 < len(estimate_dx.dx_t_band_classes(g, items)) < len(items)
+    closed = est._estimate(g, q, TRN2)[0]
+    monkeypatch.setattr(estimate_dx, "dx_t_band_classes",
+                        lambda g_, items_: [((bd, bh), 1) for _b, bd, bh in items_])
+    assert closed == pytest.approx(est._estimate(g, q, TRN2)[0], rel=1e-9)
