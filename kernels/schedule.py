@@ -186,24 +186,33 @@ def box_block_sizes(lo: tuple[int, int, int], hi: tuple[int, int, int], limit: i
 
 
 @lru_cache(maxsize=4096)
+@lru_cache(maxsize=4096)
+def phase_taps(geom: ConvGeom, phases: tuple[int, int, int]) -> tuple[tuple[int, int, int], ...]:
+    """The taps (kd, kh, kw) that reach one stride phase (D, H, W) of dx: the same for every band (one
+    tuple, built once: a wide kernel has hundreds)."""
+    ax = geom.axes
+    return tuple((kd, kh, kw) for kd in ax[0].phase_taps(phases[0]) for kh in ax[1].phase_taps(phases[1])
+                 for kw in ax[2].phase_taps(phases[2]))
+
+
 def dx_phase_work(geom: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand], with_blocks: bool = True
                   ) -> tuple[PhaseWork, ...]:
     """The phases of one dx band (D band, H band, full W) with taps and (optionally) blocks."""
     ax = geom.axes
-    # the phase ranges and taps are separable per axis: list each axis's reached phases once
+    # the phase ranges are separable per axis: list each axis's reached phases once
     per_axis = []
     for a in range(3):
         reached = []
         for ph in range(ax[a].s):
             j0, j1 = ax[a].phase_j_range(ph, bands[a].i0, bands[a].i1)
             if j1 > j0:
-                reached.append((ph, j0, j1, ax[a].phase_taps(ph)))
+                reached.append((ph, j0, j1))
         per_axis.append(reached)
     out = []
-    for pd, d0, d1, td in per_axis[0]:
-        for ph, h0, h1, th in per_axis[1]:
-            for pw, w0, w1, tw in per_axis[2]:
-                taps = tuple((kd, kh, kw) for kd in td for kh in th for kw in tw)
+    for pd, d0, d1 in per_axis[0]:
+        for ph, h0, h1 in per_axis[1]:
+            for pw, w0, w1 in per_axis[2]:
+                taps = phase_taps(geom, (pd, ph, pw))
                 j0, j1 = (d0, h0, w0), (d1, h1, w1)
                 blocks = box_blocks(j0, j1, MOVING_MAX) if (taps and with_blocks) else ()
                 out.append(PhaseWork((pd, ph, pw), taps, j0, j1, blocks))
