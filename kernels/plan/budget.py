@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .. import dx_dpairs as dpairs
 from .. import dx_toeplitz as toeplitz
@@ -72,9 +73,11 @@ from ..spec.record import DbMethod, DwMethod, DxMethod, Plan, Strategy, replace
 from ..xt_rows import xt_dma_bufs, zero_by_memset
 
 
+@lru_cache(maxsize=4096)
 def _dx_dy_extent(g: ConvGeom, band: tuple[int, int], w_band: int = 0, clip: bool = False) -> tuple[int, int, int]:
     """The largest dy buffer extent (D, H, W) over the dx bands (``w_band``: W input columns per band, 0
-    whole rows; ``clip``: the bands clipped to their live taps' rows, ``Plan.dx_dy_clip``)."""
+    whole rows; ``clip``: the bands clipped to their live taps' rows, ``Plan.dx_dy_clip``). Cached: every
+    candidate's check and estimate asks, and a long axis has thousands of bands."""
     ext = []
     for a, rows in enumerate((band[0], band[1], w_band or g.axes[2].n)):
         ext.append(max(((axis_live(g.axes[a], b)[0] if clip else b).extent for b in axis_bands(g.axes[a], rows)),
