@@ -111,8 +111,7 @@ def dpair_slot_count(g: ConvGeom, band_list: list[tuple[AxisBand, AxisBand, Axis
     pairs: set[tuple[int | None, int | None]] = set()
     seen: set[tuple] = set()
     for bd, bh, bw in band_list:
-        reached = tuple(ph for ph in range(h.s) if h.phase_j_range(ph, bh.i0, bh.i1)[1]
-                        > h.phase_j_range(ph, bh.i0, bh.i1)[0])
+        reached = tuple(ph for ph in range(h.s) if (js := h.phase_j_range(ph, bh.i0, bh.i1))[1] > js[0])
         if (bd, reached, bw) in seen:
             continue
         seen.add((bd, reached, bw))

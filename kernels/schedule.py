@@ -186,7 +186,6 @@ def box_block_sizes(lo: tuple[int, int, int], hi: tuple[int, int, int], limit: i
 
 
 @lru_cache(maxsize=4096)
-@lru_cache(maxsize=4096)
 def phase_taps(geom: ConvGeom, phases: tuple[int, int, int]) -> tuple[tuple[int, int, int], ...]:
     """The taps (kd, kh, kw) that reach one stride phase (D, H, W) of dx: the same for every band (one
     tuple, built once: a wide kernel has hundreds)."""
@@ -195,6 +194,7 @@ def phase_taps(geom: ConvGeom, phases: tuple[int, int, int]) -> tuple[tuple[int,
                  for kw in ax[2].phase_taps(phases[2]))
 
 
+@lru_cache(maxsize=4096)
 def dx_phase_work(geom: ConvGeom, bands: tuple[AxisBand, AxisBand, AxisBand], with_blocks: bool = True
                   ) -> tuple[PhaseWork, ...]:
     """The phases of one dx band (D band, H band, full W) with taps and (optionally) blocks."""

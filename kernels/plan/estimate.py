@@ -128,7 +128,7 @@ _DX_ONLY_FIELDS = frozenset({
     "filters_first", "pw_db_scalar", "pw_dyt_dma",
     "sbuf_bytes", "psum_banks", "estimated_us", "engine_us", "label", "candidates", "alternatives"})
 # per gradient, dw's own boxes: the fields besides dw_* that its costs read (its legality checks: a W band
-# needs dx neither prefetched nor between dw's bundles)
+# needs dx not prefetched)
 _DW_BOX_FIELDS = ("dy_shape", "x_shape", "w_shape", "stride", "padding", "dilation", "dtype", "target", "lnc",
                   "compute_dw", "strategy", "db_ones", "dx_prefetch")
 
