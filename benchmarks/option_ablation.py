@@ -7,7 +7,10 @@ geometric mean over every shape and LNC degree of (best without it / pick), 1 wh
 it; options no pick uses cost 0. The project keeps an option only when removing it costs at least 2 % of
 the geometric-mean efficiency (``docs/planner.md``).
 
-    python benchmarks/option_ablation.py [--lnc 1 2] [--top 2] [--only REGEX] [--options a,b] [--json PATH]
+    python benchmarks/option_ablation.py [--lnc 1 2] [--top 2] [--only REGEX] [--options a,b] [--jointly]
+                                         [--json PATH]
+
+``--jointly`` removes the listed options together (one row: what the set of them is worth).
 
 Tracing is the slow part (minutes per LNC degree); the figures are the model's, not hardware's.
 """
@@ -43,17 +46,18 @@ def shapes(only: str | None):
             if s.name != "slowfast_fstem"]   # (its planning alone takes 16-28 s)
 
 
-def ablate(shape, lnc: int, wanted: dict[str, object], top: int) -> dict[str, float | None]:
-    """The pick's modelled us and, per option the pick uses, the best modelled us without it (None: no
-    candidate leaves it neutral)."""
+def ablate(shape, lnc: int, wanted: dict[str, dict[str, object]], top: int) -> dict[str, float | None]:
+    """The pick's modelled us and, per group of options the pick uses, the best modelled us without them
+    (None: no candidate leaves them all neutral)."""
     g = shape.geometry
     pick = plan_conv3d_bwd(g.dy_shape, g.x_shape, g.w_shape, stride=shape.stride, padding=shape.padding,
                            dilation=shape.dilation, dtype=shape.dtype, lnc=lnc, target="trn2")
     out: dict[str, float | None] = {"pick": _model(shape, pick, "trn2", lnc)["modelled_us"]}
-    for name, neutral in wanted.items():
-        if getattr(pick, name) == neutral:
+    for name, group in wanted.items():
+        if all(getattr(pick, n) == v for n, v in group.items()):
             continue
-        rest = pick.feasible_candidates(where=lambda a, n=name, v=neutral: getattr(a, n) == v)[:top]
+        rest = pick.feasible_candidates(where=lambda a, g=group: all(getattr(a, n) == v for n, v in g.items()))
+        rest = rest[:top]
         out[name] = min(_model(shape, a, "trn2", lnc)["modelled_us"] for a in rest) if rest else None
         print(f"  {shape.name} LNC{lnc} {name}: {out[name] / out['pick'] if out[name] else 'no candidate'}",
               flush=True)
@@ -66,10 +70,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=2, help="candidates without the option traced per shape")
     ap.add_argument("--only", help="shapes whose name matches this regular expression")
     ap.add_argument("--options", help="comma-separated Plan fields (default: every option)")
+    ap.add_argument("--jointly", action="store_true", help="remove the --options together, as one group")
     ap.add_argument("--json", help="write the per-shape figures here")
     args = ap.parse_args(argv)
     every = options()
-    wanted = {k: every[k] for k in args.options.split(",")} if args.options else every
+    names = args.options.split(",") if args.options else list(every)
+    groups = [names] if args.jointly else [[n] for n in names]
+    wanted = {"+".join(g): {n: every[n] for n in g} for g in groups}
     runs = {f"{s.name}/LNC{lnc}": ablate(s, lnc, wanted, args.top) for lnc in args.lnc for s in shapes(args.only)}
     if args.json:
         Path(args.json).write_text(json.dumps(runs, indent=1))
