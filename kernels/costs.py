@@ -490,9 +490,10 @@ def section_ns(busy: dict[str, float], loss: float = SECTION_LOSS, power: float 
 
 def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns: float,
                hw: TargetFigures, steps: dict[str, int] | None = None,
-               steps_head: dict[str, float] | None = None, flow: dict[str, float] | None = None, ahead: dict[str, dict[str, float]] | None = None,
-               ahead_tail: dict[str, float] | None = None, queues: dict[str, dict[str, float]] | None = None,
-               floors: dict[str, float] | None = None, units: dict[str, int] | None = None) -> float:
+               steps_head: dict[str, float] | None = None, flow: dict[str, float] | None = None,
+               ahead: dict[str, dict[str, float]] | None = None, ahead_tail: dict[str, float] | None = None,
+               queues: dict[str, dict[str, float]] | None = None, floors: dict[str, float] | None = None,
+               units: dict[str, int] | None = None) -> float:
     """Modelled time of a kernel from the busy time of its sections, taken in issue order (max-plus):
 
     - a *body* section occupies the engines for ``section_ns`` of its busy time; bodies run one after the
@@ -523,79 +524,127 @@ def compose_ns(sections: dict[str, dict[str, float]], order: list[str], fill_ns:
     streams through its load ring; a lead issued inside a body that uses its queue takes that queue for its
     issue time, and the body, whose ring holds about one unit ahead, stalls for the rest.
     """
-    names = [n for n in order if n in sections] + [n for n in sections if n not in order]
-    ahead = ahead or {}
-    total = fill_ns
-    credit = 0.0        # idle DMA time of the bodies so far, usable by a lead
-    trailing: list[float] = []      # trail DMA still to place into the next body's idle DMA time
-    trail_compute: list[float] = []  # the trails' compute with PE work (casts -> dw^T transposes) before that body
-    trail_free: dict[str, float] = dict.fromkeys(COMPUTE, 0.0)   # the trails' compute without PE work
-    chain: dict[str, float] = {}     # per DMA queue: when its ahead loads so far are through
-    leads_in = 0.0                   # when the leads' ahead loads are through (their readers wait for it)
-    first_body = True
-    last_queues: set[str] = set()    # the queues the last body's own (not ahead) work uses
-    last_t, last_units = 0.0, 0      # the last body's time and ring units
-    for name in names:
-        busy = sections[name]
-        compute = {e: busy[e] for e in COMPUTE}
+    facts = SectionFacts(steps or {}, steps_head or {}, flow or {}, ahead or {}, ahead_tail or {}, queues or {},
+                         floors or {}, units or {})
+    line = _Timeline(hw, fill_ns, facts)
+    for name in [n for n in order if n in sections] + [n for n in sections if n not in order]:
         if name in LEAD_SECTIONS:
-            dma = busy["dma"]
-            for q, ns in ahead.get(name, {}).items():
-                if q in last_queues:   # the body it is issued in uses its queue: no run ahead beside it,
-                    dma = max(dma, ns)  # its queue time is DMA time that body's idle DMA time may hide,
-                    if last_units:      # and the body stalls for it beyond one unit of its ring
-                        total += max(0.0, ns - last_t / last_units)
-                    continue
-                # (issued before any body, behind the kernel's first loads: the fill; else from the start)
-                chain[q] = chain.get(q, fill_ns if first_body else hw.dma_fixed_ns) + ns
-                leads_in = max(leads_in, chain[q])
-            total += section_ns(compute) + max(0.0, dma - credit)
-            credit = max(0.0, credit - dma)
+            line.lead(name, sections[name])
         elif name in TRAIL_SECTIONS:
-            if compute["tensor"] > 0.0:
-                trail_compute.append(section_ns(compute))
-            else:
-                for e in COMPUTE:
-                    trail_free[e] += compute[e]
-            trailing.append(busy["dma"])
+            line.trail(sections[name])
         else:
-            # a trail without PE work (x-stationary dw's casts) does not hold the in-order PE: its engines
-            # take it in order ahead of the body's own work on them, inside the body
-            busy = {e: busy[e] + trail_free.get(e, 0.0) for e in busy}
-            t = section_ns(busy, steps=(steps or {}).get(name, 0), head_ns=(steps_head or {}).get(name, 0.0),
-                           flow_ns=(flow or {}).get(name, 0.0))
-            t = max(t, (floors or {}).get(name, 0.0))
-            if t <= 0.0:
+            line.body(name, sections[name])
+    return line.end()
+
+
+@dataclass(frozen=True)
+class SectionFacts:
+    """What ``compose_ns`` knows of its sections beyond their busy time, per section name (see there)."""
+
+    steps: dict[str, int]
+    steps_head: dict[str, float]
+    flow: dict[str, float]
+    ahead: dict[str, dict[str, float]]
+    ahead_tail: dict[str, float]
+    queues: dict[str, dict[str, float]]
+    floors: dict[str, float]
+    units: dict[str, int]
+
+
+@dataclass
+class _Timeline:
+    """``compose_ns``'s state as it places the sections in issue order."""
+
+    hw: TargetFigures
+    fill_ns: float
+    facts: SectionFacts
+    total: float = field(init=False)
+    credit: float = 0.0        # idle DMA time of the bodies so far, usable by a lead
+    trailing: list[float] = field(default_factory=list)   # trail DMA still to place into the next body's idle DMA
+    trail_compute: list[float] = field(default_factory=list)   # the trails' compute with PE work (casts ->
+                                                               # dw^T transposes) before that body
+    trail_free: dict[str, float] = field(default_factory=lambda: dict.fromkeys(COMPUTE, 0.0))   # ... without PE
+    chain: dict[str, float] = field(default_factory=dict)   # per DMA queue: when its ahead loads so far are through
+    leads_in: float = 0.0      # when the leads' ahead loads are through (their readers wait for it)
+    first_body: bool = True
+    last_queues: set[str] = field(default_factory=set)   # the queues the last body's own (not ahead) work uses
+    last_t: float = 0.0        # the last body's time
+    last_units: int = 0        # and its ring units
+
+    def __post_init__(self) -> None:
+        self.total = self.fill_ns
+
+    def lead(self, name: str, busy: dict[str, float]) -> None:
+        """DMA the next body needs first: its ahead loads chain per queue, the rest spends the credit."""
+        dma = busy["dma"]
+        for q, ns in self.facts.ahead.get(name, {}).items():
+            if q in self.last_queues:   # the body it is issued in uses its queue: no run ahead beside it,
+                dma = max(dma, ns)      # its queue time is DMA time that body's idle DMA time may hide,
+                if self.last_units:     # and the body stalls for it beyond one unit of its ring
+                    self.total += max(0.0, ns - self.last_t / self.last_units)
                 continue
-            idle = max(0.0, t - busy["dma"])
-            hidden = min(idle, sum(trailing))
-            # the trails' PE chains run in order before the body's; their DMA in its idle DMA time
-            begin = total + sum(trail_compute)
-            if name in LEAD_READERS:   # the leads' loads must be in
-                begin = max(begin, leads_in)
-            own = ahead.get(name, {})
-            rest = {q: ns - own.get(q, 0.0) for q, ns in (queues or {}).get(name, {}).items()
-                    if q in chain and ns - own.get(q, 0.0) > 0.0}
-            # its own work on a queue with a chain queues behind it (its first loads: the body waits)
-            begin = max([begin, *(chain[q] for q in rest)])
-            first_body = False
-            last_queues = {q for q, ns in (queues or {}).get(name, {}).items() if ns - own.get(q, 0.0) > 0.0}
-            last_t, last_units = t, (units or {}).get(name, 0)
-            end = begin + t
-            for q, ns in rest.items():
-                chain[q] = begin + ns
-                end = max(end, chain[q])
-            for q, ns in own.items():   # its ahead loads go on from their queue's chain
-                chain[q] = chain.get(q, hw.dma_fixed_ns) + ns
-                end = max(end, chain[q] + t * (ahead_tail or {}).get(name, 0.0))
-            total = end + _exposed(trailing, hidden)
-            trailing, trail_compute = [], []
-            trail_free = dict.fromkeys(COMPUTE, 0.0)
-            credit += idle - hidden
-    if any(trail_free.values()):
-        trail_compute.append(section_ns(trail_free))
-    # at the end, the last trails' DMA and compute run side by side (nothing follows on any engine)
-    return total + _exposed(trailing + trail_compute, 0.0)
+            # (issued before any body, behind the kernel's first loads: the fill; else from the start)
+            self.chain[q] = self.chain.get(q, self.fill_ns if self.first_body else self.hw.dma_fixed_ns) + ns
+            self.leads_in = max(self.leads_in, self.chain[q])
+        self.total += section_ns(_compute(busy)) + max(0.0, dma - self.credit)
+        self.credit = max(0.0, self.credit - dma)
+
+    def trail(self, busy: dict[str, float]) -> None:
+        """Casts and stores ending a body: compute in order, DMA into the next body's idle DMA time."""
+        compute = _compute(busy)
+        if compute["tensor"] > 0.0:
+            self.trail_compute.append(section_ns(compute))
+        else:
+            for e in COMPUTE:
+                self.trail_free[e] += compute[e]
+        self.trailing.append(busy["dma"])
+
+    def body(self, name: str, busy: dict[str, float]) -> None:
+        """A pipelined section, after the trails before it, behind the chains of the queues it uses."""
+        f = self.facts
+        # a trail without PE work (x-stationary dw's casts) does not hold the in-order PE: its engines
+        # take it in order ahead of the body's own work on them, inside the body
+        busy = {e: busy[e] + self.trail_free.get(e, 0.0) for e in busy}
+        t = section_ns(busy, steps=f.steps.get(name, 0), head_ns=f.steps_head.get(name, 0.0),
+                       flow_ns=f.flow.get(name, 0.0))
+        t = max(t, f.floors.get(name, 0.0))
+        if t <= 0.0:
+            return
+        idle = max(0.0, t - busy["dma"])
+        hidden = min(idle, sum(self.trailing))
+        # the trails' PE chains run in order before the body's; their DMA in its idle DMA time
+        begin = self.total + sum(self.trail_compute)
+        if name in LEAD_READERS:   # the leads' loads must be in
+            begin = max(begin, self.leads_in)
+        own = f.ahead.get(name, {})
+        rest = {q: ns - own.get(q, 0.0) for q, ns in f.queues.get(name, {}).items()
+                if q in self.chain and ns - own.get(q, 0.0) > 0.0}
+        # its own work on a queue with a chain queues behind it (its first loads: the body waits)
+        begin = max([begin, *(self.chain[q] for q in rest)])
+        self.first_body = False
+        self.last_queues = {q for q, ns in f.queues.get(name, {}).items() if ns - own.get(q, 0.0) > 0.0}
+        self.last_t, self.last_units = t, f.units.get(name, 0)
+        end = begin + t
+        for q, ns in rest.items():
+            self.chain[q] = begin + ns
+            end = max(end, self.chain[q])
+        for q, ns in own.items():   # its ahead loads go on from their queue's chain
+            self.chain[q] = self.chain.get(q, self.hw.dma_fixed_ns) + ns
+            end = max(end, self.chain[q] + t * f.ahead_tail.get(name, 0.0))
+        self.total = end + _exposed(self.trailing, hidden)
+        self.trailing, self.trail_compute = [], []
+        self.trail_free = dict.fromkeys(COMPUTE, 0.0)
+        self.credit += idle - hidden
+
+    def end(self) -> float:
+        """The kernel's time: at the end, the last trails' DMA and compute run side by side."""
+        if any(self.trail_free.values()):
+            self.trail_compute.append(section_ns(self.trail_free))
+        return self.total + _exposed(self.trailing + self.trail_compute, 0.0)
+
+
+def _compute(busy: dict[str, float]) -> dict[str, float]:
+    return {e: busy[e] for e in COMPUTE}
 
 
 def _exposed(trails: list[float], hidden: float) -> float:
